@@ -1,0 +1,747 @@
+//! The engine: a conservative discrete-event simulation of a multi-CPU machine.
+//!
+//! ```text
+//!   ready heap, ordered by (clock, cpu, seq)        parked (lock waiters, sleeping kswapd)
+//!   +-----------------------------------+           +--------------------------+
+//!   | (t=1200, cpu 3) (t=1250, cpu 0).. |  <-wake-- | lock waiters FIFO / wakeup|
+//!   +-----------------------------------+           +--------------------------+
+//!          | pop smallest
+//!          v
+//!   poll the task's future: it runs kernel code, charging costs to its own clock,
+//!   until it reaches a synchronization point (lock, shared atomic, IO, sleep)
+//! ```
+//!
+//! Contract (determinism): every task has its own clock; the executor always resumes the
+//! task with the smallest `(clock, cpu, seq)`, so all shared state is touched in global
+//! virtual-time order, ties going to the lower CPU id and then to the earlier enqueue.
+//! Nothing depends on wall time, hash iteration order or host threads. A task only yields at
+//! synchronization points ([`Engine::sync`], [`Engine::lock`], [`Engine::sleep`]); between
+//! them it runs ahead on its own clock, and [`Engine::sync`] first yields if another task is
+//! behind it, so no task touches shared state "in the future" of another.
+//!
+//! Tasks are `async` blocks on this single-threaded executor. The task being polled is
+//! `current` (like the kernel's `current`): [`Engine::now`] and [`Engine::charge`] act on it.
+//!
+//! Spinlocks: a lock holder may run ahead of the others (it spends time without yielding),
+//! so a lock keeps the virtual time of its last release (`free_at`). An acquirer whose clock
+//! is earlier than `free_at` waits until then; an acquirer that finds the lock held by a
+//! yielded task joins a FIFO queue and is handed the lock at release. Every acquisition is
+//! recorded per lock class and per call site with what `perf lock contention` reports.
+
+pub mod cost;
+pub mod rng;
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+/// Virtual time [ns].
+pub type Time = u64;
+/// Index of a task in the engine's task table.
+pub type TaskId = u32;
+/// Index of a spinlock.
+pub type LockId = u32;
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Lock classes, as `perf lock contention` would name the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum LockClass {
+    /// lruvec->lru_lock.
+    LruLock = 0,
+}
+
+impl LockClass {
+    pub const ALL: [LockClass; 1] = [LockClass::LruLock];
+    pub fn name(self) -> &'static str {
+        match self {
+            LockClass::LruLock => "lru_lock",
+        }
+    }
+}
+
+macro_rules! call_sites {
+    ($($(#[doc = $doc:literal])* $v:ident => $name:literal,)*) => {
+        /// Call sites of lock acquisitions, named after the kernel function that takes the lock.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Site { $($(#[doc = $doc])* $v,)* }
+        impl Site {
+            pub const ALL: &'static [Site] = &[$(Site::$v,)*];
+            pub fn name(self) -> &'static str { match self { $(Site::$v => $name,)* } }
+        }
+    };
+}
+
+call_sites! {
+    /// lru_add_drain_cpu -> folio_batch_move_lru: draining the local CPU's batches.
+    LruAddDrainCpu => "lru_add_drain_cpu",
+    /// folio_batch_add_and_move -> folio_batch_move_lru: a batch filled up (31 folios).
+    FolioBatchMoveLru => "folio_batch_move_lru",
+    /// shrink_inactive_list: isolate_lru_folios under lru_lock.
+    ShrinkInactiveList => "shrink_inactive_list",
+    /// shrink_inactive_list -> move_folios_to_lru: putback of the survivors.
+    MoveFoliosToLru => "move_folios_to_lru",
+    /// shrink_lruvec (inlined shrink_inactive_list): lru_note_cost of the scan's outcome.
+    ShrinkLruvec => "shrink_lruvec",
+    /// lru_note_cost_unlock_irq: cost recorded at each level of the lruvec hierarchy.
+    LruNoteCost => "lru_note_cost_unlock_irq",
+    /// shrink_active_list: isolation and putback.
+    ShrinkActiveList => "shrink_active_list",
+    /// workingset_refault -> lru_note_cost_refault: cost of a restored workingset refault.
+    WorkingsetRefault => "workingset_refault",
+    /// prepare_scan_control (inlined in shrink_node): snapshot of anon_cost/file_cost.
+    PrepareScanControl => "shrink_node",
+    /// folios_put_refs -> __page_cache_release: freeing a folio that is on an LRU.
+    FoliosPutRefs => "folios_put_refs",
+}
+
+/// Per (lock class, call site) statistics, as `perf lock contention` reports them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SiteStats {
+    pub acquisitions: u64,
+    pub contended: u64,
+    pub total_wait: Time,
+    pub max_wait: Time,
+}
+
+struct LockState {
+    class: LockClass,
+    held: bool,
+    /// Virtual time of the last release.
+    free_at: Time,
+    /// CPU that last wrote the lock word.
+    last_cpu: u32,
+    /// FIFO of (task, arrival time, site).
+    waiters: VecDeque<(TaskId, Time, Site)>,
+}
+
+struct TaskState {
+    clock: Time,
+    cpu: u32,
+    /// Set when the lock this task waited for has been handed over.
+    granted: bool,
+    alive: bool,
+    /// Owner data set at spawn (the simulator stores the task's process id here).
+    tag: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct ReadyKey {
+    clock: Time,
+    cpu: u32,
+    seq: u64,
+    task: TaskId,
+}
+
+/// A cache line shared between CPUs: the CPU that last wrote it.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheLine {
+    owner: u32,
+}
+
+impl Default for CacheLine {
+    fn default() -> Self {
+        CacheLine { owner: u32::MAX }
+    }
+}
+
+/// Costs the engine itself charges (a copy of the relevant cost-table entries).
+#[derive(Debug, Clone, Copy)]
+pub struct EngineCosts {
+    pub lock_uncontended: u64,
+    pub cacheline_transfer: u64,
+    pub cacheline_transfer_remote: u64,
+    pub atomic_rmw: u64,
+}
+
+/// The executor and its synchronization primitives.
+pub struct Engine {
+    tasks: RefCell<Vec<TaskState>>,
+    futures: RefCell<Vec<Option<BoxFuture>>>,
+    free_ids: RefCell<Vec<TaskId>>,
+    ready: RefCell<BinaryHeap<Reverse<ReadyKey>>>,
+    cur: Cell<TaskId>,
+    seq: Cell<u64>,
+    locks: RefCell<Vec<LockState>>,
+    stats: RefCell<Vec<SiteStats>>,
+    costs: EngineCosts,
+    /// Node of every CPU id, to tell local from remote cache-line transfers.
+    cpu_node: Vec<u32>,
+    /// Set to end the run at the next poll.
+    pub stop: Cell<bool>,
+    stop_at: Cell<Option<Time>>,
+    pub polls: Cell<u64>,
+    pub spawned: Cell<u64>,
+    pub lock_acquisitions: Cell<u64>,
+}
+
+fn noop_waker() -> Waker {
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(
+        |_| RawWaker::new(std::ptr::null(), &VTABLE),
+        |_| {},
+        |_| {},
+        |_| {},
+    );
+    // SAFETY: the vtable functions do nothing and never dereference the data pointer.
+    unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+}
+
+impl Engine {
+    pub fn new(costs: EngineCosts, cpu_node: Vec<u32>) -> Self {
+        Engine {
+            tasks: RefCell::new(Vec::new()),
+            futures: RefCell::new(Vec::new()),
+            free_ids: RefCell::new(Vec::new()),
+            ready: RefCell::new(BinaryHeap::new()),
+            cur: Cell::new(0),
+            seq: Cell::new(0),
+            locks: RefCell::new(Vec::new()),
+            stats: RefCell::new(vec![
+                SiteStats::default();
+                LockClass::ALL.len() * Site::ALL.len()
+            ]),
+            costs,
+            cpu_node,
+            stop: Cell::new(false),
+            stop_at: Cell::new(None),
+            polls: Cell::new(0),
+            spawned: Cell::new(0),
+            lock_acquisitions: Cell::new(0),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Tasks
+    // -----------------------------------------------------------------------------------
+
+    /// Create a task that first runs at virtual time `at` on `cpu`.
+    pub fn spawn(&self, at: Time, cpu: u32, fut: impl Future<Output = ()> + 'static) -> TaskId {
+        self.spawn_tagged(at, cpu, u32::MAX, fut)
+    }
+
+    /// [`Engine::spawn`] with owner data readable through [`Engine::current_tag`].
+    pub fn spawn_tagged(
+        &self,
+        at: Time,
+        cpu: u32,
+        tag: u32,
+        fut: impl Future<Output = ()> + 'static,
+    ) -> TaskId {
+        let id = match self.free_ids.borrow_mut().pop() {
+            Some(id) => {
+                self.tasks.borrow_mut()[id as usize] = TaskState {
+                    clock: at,
+                    cpu,
+                    granted: false,
+                    alive: true,
+                    tag,
+                };
+                self.futures.borrow_mut()[id as usize] = Some(Box::pin(fut));
+                id
+            }
+            None => {
+                let mut t = self.tasks.borrow_mut();
+                t.push(TaskState {
+                    clock: at,
+                    cpu,
+                    granted: false,
+                    alive: true,
+                    tag,
+                });
+                self.futures.borrow_mut().push(Some(Box::pin(fut)));
+                (t.len() - 1) as TaskId
+            }
+        };
+        self.spawned.set(self.spawned.get() + 1);
+        self.enqueue(id);
+        id
+    }
+
+    fn enqueue(&self, id: TaskId) {
+        let (clock, cpu) = {
+            let t = &self.tasks.borrow()[id as usize];
+            (t.clock, t.cpu)
+        };
+        let seq = self.seq.get();
+        self.seq.set(seq + 1);
+        self.ready.borrow_mut().push(Reverse(ReadyKey {
+            clock,
+            cpu,
+            seq,
+            task: id,
+        }));
+    }
+
+    /// Run until the smallest ready clock reaches `end` or nothing is runnable.
+    /// `tick(now)` is called every `tick_every` polls; returning false stops the run.
+    pub fn run_until(
+        &self,
+        end: Time,
+        tick_every: u64,
+        tick: &mut dyn FnMut(Time) -> bool,
+    ) -> bool {
+        let waker = noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut n = 0u64;
+        loop {
+            if self.stop.get() {
+                return true;
+            }
+            let key = {
+                let mut r = self.ready.borrow_mut();
+                match r.peek() {
+                    Some(Reverse(k)) if k.clock < end => r.pop().unwrap().0,
+                    _ => return true,
+                }
+            };
+            let id = key.task;
+            if !self.tasks.borrow()[id as usize].alive {
+                continue;
+            }
+            self.cur.set(id);
+            let mut fut = self.futures.borrow_mut()[id as usize]
+                .take()
+                .expect("ready task has a future");
+            let done = fut.as_mut().poll(&mut cx).is_ready();
+            if done {
+                self.tasks.borrow_mut()[id as usize].alive = false;
+                self.free_ids.borrow_mut().push(id);
+            } else {
+                self.futures.borrow_mut()[id as usize] = Some(fut);
+            }
+            self.polls.set(self.polls.get() + 1);
+            n += 1;
+            if n % tick_every == 0 && !tick(key.clock) {
+                return false;
+            }
+        }
+    }
+
+    /// End the run at virtual time `t` (the caller's clock): no further task is resumed.
+    pub fn request_stop(&self, t: Time) {
+        self.stop.set(true);
+        self.stop_at.set(Some(t));
+    }
+
+    /// When [`Engine::request_stop`] ended the run, if it did.
+    pub fn stop_time(&self) -> Option<Time> {
+        self.stop_at.get()
+    }
+
+    /// The task being polled.
+    #[inline]
+    pub fn current(&self) -> TaskId {
+        self.cur.get()
+    }
+
+    /// The current task's owner data (u32::MAX for untagged tasks).
+    #[inline]
+    pub fn current_tag(&self) -> u32 {
+        self.tasks.borrow()[self.cur.get() as usize].tag
+    }
+
+    /// The current task's clock.
+    #[inline]
+    pub fn now(&self) -> Time {
+        self.tasks.borrow()[self.cur.get() as usize].clock
+    }
+
+    /// The current task's CPU.
+    #[inline]
+    pub fn cpu(&self) -> u32 {
+        self.tasks.borrow()[self.cur.get() as usize].cpu
+    }
+
+    /// Charge `ns` of work to the current task's clock (no yield).
+    #[inline]
+    pub fn charge(&self, ns: u64) {
+        self.tasks.borrow_mut()[self.cur.get() as usize].clock += ns;
+    }
+
+    fn set_clock(&self, id: TaskId, t: Time) {
+        self.tasks.borrow_mut()[id as usize].clock = t;
+    }
+
+    pub fn clock_of(&self, id: TaskId) -> Time {
+        self.tasks.borrow()[id as usize].clock
+    }
+
+    /// True when another ready task is behind the current one in (clock, cpu) order.
+    #[inline]
+    fn behind_exists(&self) -> bool {
+        let (clock, cpu) = {
+            let t = &self.tasks.borrow()[self.cur.get() as usize];
+            (t.clock, t.cpu)
+        };
+        match self.ready.borrow().peek() {
+            Some(Reverse(k)) => (k.clock, k.cpu) < (clock, cpu),
+            None => false,
+        }
+    }
+
+    /// A synchronization point: yield if another task is behind, so that shared state is
+    /// touched in virtual-time order.
+    pub fn sync(&self) -> Yield<'_> {
+        Yield {
+            e: self,
+            state: if self.behind_exists() { 0 } else { 2 },
+        }
+    }
+
+    /// A synchronization point taken only when the current task has run at least
+    /// `quantum` ns since `*last` (bounded skew for long loops over shared state).
+    pub async fn sync_every(&self, last: &mut Time, quantum: u64) {
+        let now = self.now();
+        if now >= *last + quantum {
+            self.sync().await;
+            *last = self.now();
+        }
+    }
+
+    /// Yield unconditionally (requeue at the current clock).
+    pub fn yield_now(&self) -> Yield<'_> {
+        Yield { e: self, state: 0 }
+    }
+
+    /// Sleep (blocking IO, throttling): advance the clock and yield.
+    pub fn sleep(&self, ns: u64) -> Yield<'_> {
+        self.charge(ns);
+        self.yield_now()
+    }
+
+    /// Park the current task until [`Engine::wake`]. Used by kswapd's sleep.
+    pub fn park(&self) -> Park<'_> {
+        Park {
+            e: self,
+            parked: false,
+        }
+    }
+
+    /// Wake a parked task no earlier than `at`.
+    pub fn wake(&self, id: TaskId, at: Time) {
+        {
+            let mut t = self.tasks.borrow_mut();
+            let ts = &mut t[id as usize];
+            if !ts.alive {
+                return;
+            }
+            ts.clock = ts.clock.max(at);
+            ts.granted = true;
+        }
+        self.enqueue(id);
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Cache lines and atomics
+    // -----------------------------------------------------------------------------------
+
+    /// The cost of the current CPU writing `line`, and the line's new owner.
+    #[inline]
+    pub fn write_line(&self, line: &mut CacheLine) -> u64 {
+        let cpu = self.cpu();
+        let c = self.line_cost(line.owner, cpu);
+        line.owner = cpu;
+        c
+    }
+
+    /// An atomic read-modify-write on a shared line: a synchronization point.
+    pub async fn atomic(&self, line: &RefCell<CacheLine>) {
+        self.sync().await;
+        let c = self.write_line(&mut line.borrow_mut()) + self.costs.atomic_rmw;
+        self.charge(c);
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Spinlocks
+    // -----------------------------------------------------------------------------------
+
+    pub fn new_lock(&self, class: LockClass) -> LockId {
+        let mut l = self.locks.borrow_mut();
+        l.push(LockState {
+            class,
+            held: false,
+            free_at: 0,
+            last_cpu: u32::MAX,
+            waiters: VecDeque::new(),
+        });
+        (l.len() - 1) as LockId
+    }
+
+    fn record(&self, class: LockClass, site: Site, wait: Time) {
+        let mut s = self.stats.borrow_mut();
+        let st = &mut s[class as usize * Site::ALL.len() + site as usize];
+        st.acquisitions += 1;
+        if wait > 0 {
+            st.contended += 1;
+            st.total_wait += wait;
+            st.max_wait = st.max_wait.max(wait);
+        }
+        self.lock_acquisitions.set(self.lock_acquisitions.get() + 1);
+    }
+
+    fn line_cost(&self, last_cpu: u32, cpu: u32) -> u64 {
+        if last_cpu == cpu || last_cpu == u32::MAX {
+            0
+        } else if self.cpu_node[last_cpu as usize] == self.cpu_node[cpu as usize] {
+            self.costs.cacheline_transfer
+        } else {
+            self.costs.cacheline_transfer_remote
+        }
+    }
+
+    /// Acquire a spinlock at `site` (models spin_lock_irq). A synchronization point.
+    pub async fn lock(&self, lock: LockId, site: Site) {
+        self.sync().await;
+        let me = self.cur.get();
+        let (now, cpu) = (self.now(), self.cpu());
+        let outcome = {
+            let mut ls = self.locks.borrow_mut();
+            let l = &mut ls[lock as usize];
+            if l.held {
+                l.waiters.push_back((me, now, site));
+                None
+            } else {
+                let start = now.max(l.free_at);
+                let c = self.line_cost(l.last_cpu, cpu) + self.costs.lock_uncontended;
+                l.held = true;
+                l.last_cpu = cpu;
+                Some((l.class, start - now, start + c))
+            }
+        };
+        match outcome {
+            Some((class, wait, t)) => {
+                self.record(class, site, wait);
+                self.set_clock(me, t);
+                if wait > 0 {
+                    // We jumped forward: let tasks now behind us run first (we hold the lock,
+                    // so they queue behind us, which is their arrival order).
+                    self.sync().await;
+                }
+            }
+            None => {
+                self.tasks.borrow_mut()[me as usize].granted = false;
+                Granted { e: self, me }.await;
+            }
+        }
+    }
+
+    /// Release a spinlock; hands it to the first waiter, if any.
+    pub fn unlock(&self, lock: LockId) {
+        let now = self.now();
+        let next = {
+            let mut ls = self.locks.borrow_mut();
+            let l = &mut ls[lock as usize];
+            debug_assert!(l.held, "unlock of a free lock");
+            match l.waiters.pop_front() {
+                Some((w, arrived, site)) => {
+                    let wcpu = self.tasks.borrow()[w as usize].cpu;
+                    let c = self.line_cost(l.last_cpu, wcpu) + self.costs.lock_uncontended;
+                    l.last_cpu = wcpu;
+                    Some((l.class, w, arrived, site, c))
+                }
+                None => {
+                    l.held = false;
+                    l.free_at = now;
+                    None
+                }
+            }
+        };
+        if let Some((class, w, arrived, site, c)) = next {
+            let start = now.max(arrived);
+            self.record(class, site, start - arrived);
+            self.set_clock(w, start + c);
+            self.tasks.borrow_mut()[w as usize].granted = true;
+            self.enqueue(w);
+        }
+    }
+
+    /// Is the lock held right now (by a yielded task)?
+    pub fn lock_held(&self, lock: LockId) -> bool {
+        self.locks.borrow()[lock as usize].held
+    }
+
+    /// (class, site, stats) for every site that was used.
+    pub fn lock_stats(&self) -> Vec<(LockClass, Site, SiteStats)> {
+        let s = self.stats.borrow();
+        let mut out = Vec::new();
+        for c in LockClass::ALL {
+            for site in Site::ALL {
+                let st = s[c as usize * Site::ALL.len() + *site as usize];
+                if st.acquisitions > 0 {
+                    out.push((c, *site, st));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Future of [`Engine::sync`] / [`Engine::yield_now`] / [`Engine::sleep`].
+pub struct Yield<'a> {
+    e: &'a Engine,
+    /// 0 = must yield, 1 = yielded (ready on next poll), 2 = no yield needed.
+    state: u8,
+}
+
+impl Future for Yield<'_> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        match self.state {
+            0 => {
+                self.state = 1;
+                self.e.enqueue(self.e.cur.get());
+                Poll::Pending
+            }
+            _ => Poll::Ready(()),
+        }
+    }
+}
+
+/// Future waiting for a lock hand-over.
+struct Granted<'a> {
+    e: &'a Engine,
+    me: TaskId,
+}
+
+impl Future for Granted<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.e.tasks.borrow()[self.me as usize].granted {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Future of [`Engine::park`].
+pub struct Park<'a> {
+    e: &'a Engine,
+    parked: bool,
+}
+
+impl Future for Park<'_> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        let me = self.e.cur.get();
+        if !self.parked {
+            self.parked = true;
+            self.e.tasks.borrow_mut()[me as usize].granted = false;
+            return Poll::Pending;
+        }
+        if self.e.tasks.borrow()[me as usize].granted {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    fn costs() -> EngineCosts {
+        EngineCosts {
+            lock_uncontended: 10,
+            cacheline_transfer: 100,
+            cacheline_transfer_remote: 200,
+            atomic_rmw: 5,
+        }
+    }
+
+    #[test]
+    fn smallest_clock_runs_first_ties_by_cpu() {
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let log = Rc::new(RefCell::new(Vec::new()));
+        for (cpu, start) in [(2u32, 100u64), (1, 100), (0, 300)] {
+            let (e2, l2) = (e.clone(), log.clone());
+            e.spawn(start, cpu, async move {
+                l2.borrow_mut().push((e2.now(), e2.cpu()));
+                e2.sleep(150).await;
+                l2.borrow_mut().push((e2.now(), e2.cpu()));
+            });
+        }
+        e.run_until(10_000, 1 << 20, &mut |_| true);
+        assert_eq!(
+            *log.borrow(),
+            vec![(100, 1), (100, 2), (250, 1), (250, 2), (300, 0), (450, 0)]
+        );
+    }
+
+    #[test]
+    fn lock_waiters_queue_in_arrival_order_and_wait_is_recorded() {
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let l = e.new_lock(LockClass::LruLock);
+        let order = Rc::new(RefCell::new(Vec::new()));
+        // cpu0 takes the lock at t=0 and holds it for 1000 ns across a yield.
+        {
+            let (e2, o2) = (e.clone(), order.clone());
+            e.spawn(0, 0, async move {
+                e2.lock(l, Site::ShrinkInactiveList).await;
+                e2.sleep(1000).await;
+                o2.borrow_mut().push((0u32, e2.now()));
+                e2.unlock(l);
+            });
+        }
+        for (cpu, t) in [(2u32, 300u64), (1, 200)] {
+            let (e2, o2) = (e.clone(), order.clone());
+            e.spawn(t, cpu, async move {
+                e2.lock(l, Site::MoveFoliosToLru).await;
+                o2.borrow_mut().push((cpu, e2.now()));
+                e2.charge(50);
+                e2.unlock(l);
+            });
+        }
+        e.run_until(100_000, 1 << 20, &mut |_| true);
+        let o = order.borrow().clone();
+        assert_eq!(o.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+        // cpu1 arrived at 200, got it at 1010 (+ line transfer 100 + lock 10).
+        assert_eq!(o[1].1, 1010 + 110);
+        let st = e.lock_stats();
+        let m = st
+            .iter()
+            .find(|(_, s, _)| *s == Site::MoveFoliosToLru)
+            .unwrap()
+            .2;
+        assert_eq!(m.acquisitions, 2);
+        assert_eq!(m.contended, 2);
+        // waits: cpu1 1010-200 = 810; cpu2 (1120+50)-300 = 870.
+        assert_eq!(m.total_wait, 810 + 870);
+        assert_eq!(m.max_wait, 870);
+    }
+
+    #[test]
+    fn holder_running_ahead_makes_later_acquirer_wait() {
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let l = e.new_lock(LockClass::LruLock);
+        let got = Rc::new(Cell::new(0));
+        {
+            let e2 = e.clone();
+            e.spawn(0, 0, async move {
+                e2.lock(l, Site::ShrinkActiveList).await;
+                e2.charge(500); // critical section without a yield
+                e2.unlock(l);
+            });
+        }
+        {
+            let (e2, g) = (e.clone(), got.clone());
+            e.spawn(100, 1, async move {
+                e2.lock(l, Site::ShrinkActiveList).await;
+                g.set(e2.now());
+                e2.unlock(l);
+            });
+        }
+        e.run_until(100_000, 1 << 20, &mut |_| true);
+        // released at 10 + 500 = 510; cpu1 pays a line transfer and the lock.
+        assert_eq!(got.get(), 510 + 110);
+        let s = e.lock_stats()[0].2;
+        assert_eq!((s.acquisitions, s.contended, s.total_wait), (2, 1, 410));
+    }
+}

@@ -1,0 +1,61 @@
+//! The one error enum of the core. Bad input is `Scenario` (the Python front maps it to
+//! `ScenarioError` and exit code 2); `Interrupted` is a progress callback asking to stop;
+//! `Internal` is a bug in the simulator, reported instead of a panic.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// A scenario field is invalid. `path` is the field's location, e.g.
+    /// `scenario.cgroup[1].memory.max`; `msg` says what is wrong and what is allowed.
+    Scenario {
+        path: String,
+        msg: String,
+        hint: Option<String>,
+    },
+    /// The progress callback asked the run to stop (Ctrl-C).
+    Interrupted,
+    /// A simulator invariant failed; this is a bug.
+    Internal(String),
+}
+
+impl Error {
+    pub fn scenario(path: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Scenario {
+            path: path.into(),
+            msg: msg.into(),
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(self, h: impl Into<String>) -> Self {
+        match self {
+            Error::Scenario { path, msg, .. } => Error::Scenario {
+                path,
+                msg,
+                hint: Some(h.into()),
+            },
+            e => e,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Scenario { path, msg, hint } => {
+                write!(f, "{path}: {msg}")?;
+                if let Some(h) = hint {
+                    write!(f, "\n\nhint: {h}")?;
+                }
+                Ok(())
+            }
+            Error::Interrupted => write!(f, "interrupted"),
+            Error::Internal(m) => write!(f, "internal simulator error (a bug): {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,90 @@
+//! Page-cache reads.
+//!
+//! Models mm/filemap.c's filemap_read() for one page per read with readahead off
+//! (POSIX_FADV_RANDOM): a hit copies the page and calls folio_mark_accessed; a miss
+//! allocates and charges a folio, inserts it in the page cache (a shadow entry found
+//! there goes to workingset_refault), adds it to the LRU, reads it from the device, then
+//! marks it accessed. Each file's cache is a dense array of u64 entries:
+//! 0 = empty, PAGE | pfn = resident, SHADOW | shadow = evicted.
+//! Simplified: files are clean (written before the run), no readahead or large folios,
+//! no mmap of files, no truncation.
+
+use super::mm_types::*;
+use super::vmstat::NodeStat;
+use super::Pfn;
+use crate::sim::Sim;
+
+const PAGE: u64 = 1 << 62;
+const SHADOW: u64 = 2 << 62;
+const VAL: u64 = (1 << 62) - 1;
+
+/// A page-cache entry holding a shadow.
+pub fn shadow_entry(shadow: u64) -> u64 {
+    SHADOW | (shadow & VAL)
+}
+
+/// A page-cache entry holding a folio.
+pub fn page_entry(pfn: Pfn) -> u64 {
+    PAGE | pfn as u64
+}
+
+/// The folio of a page-cache entry, if resident.
+pub fn entry_page(e: u64) -> Option<Pfn> {
+    (e & !VAL == PAGE).then_some((e & VAL) as Pfn)
+}
+
+/// The shadow of a page-cache entry, if evicted.
+pub fn entry_shadow(e: u64) -> Option<u64> {
+    (e & !VAL == SHADOW).then_some(e & VAL)
+}
+
+/// What a read did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    Hit,
+    Miss,
+    Oom,
+}
+
+impl Sim {
+    /// filemap_read() of page `index` of file `file` by a task charged to `memcg`.
+    pub async fn filemap_read(&self, file: u32, index: u32, memcg: u16, node: u32) -> Read {
+        let entry = self.mm.borrow().files[file as usize].cache[index as usize];
+        if let Some(pfn) = entry_page(entry) {
+            self.e.charge(self.c.file_read_hit);
+            self.folio_mark_accessed(pfn).await;
+            return Read::Hit;
+        }
+        let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
+            return Read::Oom;
+        };
+        // Another reader may have brought it in while we reclaimed.
+        let entry = self.mm.borrow().files[file as usize].cache[index as usize];
+        if let Some(other) = entry_page(entry) {
+            self.mm.borrow_mut().free_folio(pfn);
+            self.e.charge(self.c.file_read_hit);
+            self.folio_mark_accessed(other).await;
+            return Read::Hit;
+        }
+        {
+            let mut mm = self.mm.borrow_mut();
+            let p = &mut mm.pages[pfn as usize];
+            p.set(PG_OWNED);
+            p.owner = file;
+            p.index = index;
+            let f = &mut mm.files[file as usize];
+            f.cache[index as usize] = page_entry(pfn);
+            f.nr_cached += 1;
+            let lv = mm.folio_lruvec(pfn) as usize;
+            mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
+        }
+        if let Some(s) = entry_shadow(entry) {
+            self.workingset_refault(pfn, s).await;
+        }
+        self.folio_add_lru(pfn).await;
+        self.e.sleep(self.c.file_read_miss).await;
+        self.e.charge(self.c.file_read_hit);
+        self.folio_mark_accessed(pfn).await;
+        Read::Miss
+    }
+}

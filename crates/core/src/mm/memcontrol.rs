@@ -1,0 +1,673 @@
+//! The memory cgroup: page counters, charge with its per-CPU stock, memory.max/high/low/min,
+//! effective protection, the reclaim iterator and statistics with rstat-style flushing.
+//!
+//! Models mm/memcontrol.c and mm/page_counter.c (cgroup v2 semantics, plus the v1 per-memcg
+//! swappiness knob). Simplified:
+//! - one charge stock per CPU holding one memcg (6.16+ caches several);
+//! - no kmem, socket or slab charging; swap is counted (memory.swap.current) but not limited;
+//! - rstat: per-CPU deltas are not modeled one by one; exact local counters are kept and the
+//!   hierarchical view that reclaim reads (`lruvec_page_state`) is recomputed by a flush,
+//!   which runs periodically every FLUSH_TIME (2 s) like flush_memcg_stats_dwork, and on
+//!   demand when pending updates exceed MEMCG_CHARGE_BATCH * nr_cpus (memcg_vmstats_needs_flush).
+
+use super::vmstat::{VmEvent, NR_NODE_STAT, NR_VM_EVENTS};
+use super::{MemcgId, Mm, MEMCG_CHARGE_BATCH};
+use crate::engine::{CacheLine, Time};
+
+/// memory.events items.
+#[derive(Debug, Clone, Copy)]
+#[repr(u8)]
+pub enum MemcgEvent {
+    Low = 0,
+    High = 1,
+    Max = 2,
+    Oom = 3,
+    OomKill = 4,
+}
+pub const MEMCG_EVENT_NAMES: [&str; 5] = ["low", "high", "max", "oom", "oom_kill"];
+
+/// Periodic flush interval of memcg statistics (FLUSH_TIME = 2 * HZ) [ns].
+pub const FLUSH_TIME: Time = 2_000_000_000;
+
+/// Reclaim iterator state of one (walk root, node): struct mem_cgroup_reclaim_iter.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReclaimIter {
+    pub position: Option<MemcgId>,
+    pub generation: u32,
+}
+
+/// A walker's cookie: struct mem_cgroup_reclaim_cookie.
+#[derive(Debug, Clone, Copy)]
+pub struct ReclaimCookie {
+    pub node: u32,
+    pub generation: u32,
+}
+
+/// struct mem_cgroup, trimmed to what reclaim reads.
+pub struct Memcg {
+    pub id: MemcgId,
+    pub path: String,
+    pub parent: Option<MemcgId>,
+    pub children: Vec<MemcgId>,
+    /// page_counter.usage [pages] (memory.current).
+    pub usage: u64,
+    /// memory.peak [pages].
+    pub peak: u64,
+    /// memory.max / memory.high [pages] (u64::MAX = "max").
+    pub max: u64,
+    pub high: u64,
+    /// memory.low / memory.min [pages].
+    pub low: u64,
+    pub min: u64,
+    /// Effective protection, computed by mem_cgroup_calculate_protection [pages].
+    pub elow: u64,
+    pub emin: u64,
+    /// Swap slots charged (memory.swap.current) [pages], local.
+    pub swap_usage: u64,
+    /// Resolved swappiness (v1 memory.swappiness, inherited; else vm.swappiness).
+    pub swappiness: u32,
+    /// memory.events, local.
+    pub events: [u64; 5],
+    /// Local vm events (memcg_vm_event_stat).
+    pub vm_events: [u64; NR_VM_EVENTS],
+    /// Lruvec per node.
+    pub lruvecs: Vec<super::LruvecId>,
+    /// Reclaim iterators per node, for walks rooted here.
+    pub iter: Vec<ReclaimIter>,
+    /// The page counter's cache line.
+    pub counter_line: CacheLine,
+    /// Pages charged over memory.high, to be handled on return to user (per task in the
+    /// kernel: current->memcg_nr_pages_over_high; kept per memcg here).
+    pub nr_pages_over_high: u64,
+}
+
+impl Memcg {
+    pub fn new(id: MemcgId, path: String, parent: Option<MemcgId>, nodes: usize) -> Self {
+        Memcg {
+            id,
+            path,
+            parent,
+            children: Vec::new(),
+            usage: 0,
+            peak: 0,
+            max: u64::MAX,
+            high: u64::MAX,
+            low: 0,
+            min: 0,
+            elow: 0,
+            emin: 0,
+            swap_usage: 0,
+            swappiness: 60,
+            events: [0; 5],
+            vm_events: [0; NR_VM_EVENTS],
+            lruvecs: Vec::with_capacity(nodes),
+            iter: vec![ReclaimIter::default(); nodes],
+            counter_line: CacheLine::default(),
+            nr_pages_over_high: 0,
+        }
+    }
+}
+
+impl Mm {
+    /// mem_cgroup_is_root().
+    #[inline]
+    pub fn memcg_is_root(&self, m: MemcgId) -> bool {
+        m == 0
+    }
+
+    /// Ancestors of `m`, from `m` up to the root inclusive.
+    pub fn memcg_ancestors(&self, m: MemcgId) -> Vec<MemcgId> {
+        let mut v = vec![m];
+        let mut c = m;
+        while let Some(p) = self.memcgs[c as usize].parent {
+            v.push(p);
+            c = p;
+        }
+        v
+    }
+
+    /// page_counter_try_charge(): charge `nr` to `m` and every ancestor; on a level whose
+    /// usage would exceed its max, undo and return that level (mem_over_limit). The root
+    /// memcg's counter has no limit.
+    pub fn page_counter_try_charge(&mut self, m: MemcgId, nr: u64) -> Result<(), MemcgId> {
+        let chain = self.memcg_ancestors(m);
+        for (i, &c) in chain.iter().enumerate() {
+            let mc = &mut self.memcgs[c as usize];
+            if mc.usage + nr > mc.max {
+                for &u in &chain[..i] {
+                    self.memcgs[u as usize].usage -= nr;
+                }
+                return Err(c);
+            }
+            mc.usage += nr;
+            mc.peak = mc.peak.max(mc.usage);
+        }
+        Ok(())
+    }
+
+    /// page_counter_uncharge() up the hierarchy.
+    pub fn page_counter_uncharge(&mut self, m: MemcgId, nr: u64) {
+        let mut c = Some(m);
+        while let Some(id) = c {
+            let mc = &mut self.memcgs[id as usize];
+            debug_assert!(mc.usage >= nr, "page counter underflow in {}", mc.path);
+            mc.usage = mc.usage.saturating_sub(nr);
+            c = mc.parent;
+        }
+    }
+
+    /// mem_cgroup_margin(): pages that can still be charged to `m` before a limit is hit.
+    pub fn mem_cgroup_margin(&self, m: MemcgId) -> u64 {
+        let mut margin = u64::MAX;
+        let mut c = Some(m);
+        while let Some(id) = c {
+            let mc = &self.memcgs[id as usize];
+            margin = margin.min(mc.max.saturating_sub(mc.usage));
+            c = mc.parent;
+        }
+        margin
+    }
+
+    /// consume_stock(): take `nr` pages pre-charged to `m` from this CPU's stock.
+    pub fn consume_stock(&mut self, cpu: u32, m: MemcgId, nr: u64) -> bool {
+        let s = &mut self.stock[cpu as usize];
+        if s.0 == m && s.1 >= nr {
+            s.1 -= nr;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// refill_stock(): keep the pre-charged remainder of a batch on this CPU; a stock of
+    /// another memcg is drained (uncharged) first, and a stock above the batch is trimmed.
+    pub fn refill_stock(&mut self, cpu: u32, m: MemcgId, nr: u64) {
+        let (old_m, old_n) = self.stock[cpu as usize];
+        if old_m != m {
+            if old_n > 0 {
+                self.page_counter_uncharge(old_m, old_n);
+            }
+            self.stock[cpu as usize] = (m, 0);
+        }
+        self.stock[cpu as usize].1 += nr;
+        if self.stock[cpu as usize].1 > MEMCG_CHARGE_BATCH {
+            let n = self.stock[cpu as usize].1;
+            self.page_counter_uncharge(m, n);
+            self.stock[cpu as usize].1 = 0;
+        }
+    }
+
+    /// drain_all_stock(): return every CPU's stock of `m`'s subtree to the counters.
+    pub fn drain_all_stock(&mut self, m: MemcgId) {
+        for cpu in 0..self.stock.len() {
+            let (sm, n) = self.stock[cpu];
+            if n > 0 && self.memcg_ancestors(sm).contains(&m) {
+                self.page_counter_uncharge(sm, n);
+                self.stock[cpu].1 = 0;
+            }
+        }
+    }
+
+    /// Pages sitting in charge stocks for `m` itself.
+    pub fn stocked(&self, m: MemcgId) -> u64 {
+        self.stock.iter().filter(|s| s.0 == m).map(|s| s.1).sum()
+    }
+
+    /// mem_cgroup_calculate_protection(root, memcg) with page_counter_calculate_protection():
+    /// effective memory.min/low of `m` in a reclaim walk rooted at `root`.
+    ///
+    /// The root of the walk and memcgs with no usage keep stale values (the kernel returns
+    /// early); children of the walk root get their own settings; deeper memcgs get their
+    /// share of the parent's effective protection by effective_protection(). Siblings'
+    /// protected usage is summed on the fly (children_{min,low}_usage in the kernel).
+    pub fn mem_cgroup_calculate_protection(&mut self, root: MemcgId, m: MemcgId) {
+        if m == root || self.memcg_is_root(m) {
+            return;
+        }
+        let usage = self.memcgs[m as usize].usage;
+        if usage == 0 {
+            return;
+        }
+        let parent = self.memcgs[m as usize]
+            .parent
+            .expect("non-root memcg has a parent");
+        if parent == root {
+            let mc = &mut self.memcgs[m as usize];
+            mc.emin = mc.min;
+            mc.elow = mc.low;
+            return;
+        }
+        let recursive = self.memory_recursiveprot;
+        let p = &self.memcgs[parent as usize];
+        let parent_usage = p.usage;
+        let (parent_emin, parent_elow) = (p.emin, p.elow);
+        let siblings = p.children.clone();
+        let sib_min: u64 = siblings
+            .iter()
+            .map(|&s| {
+                let c = &self.memcgs[s as usize];
+                c.usage.min(c.min)
+            })
+            .sum();
+        let sib_low: u64 = siblings
+            .iter()
+            .map(|&s| {
+                let c = &self.memcgs[s as usize];
+                c.usage.min(c.low)
+            })
+            .sum();
+        let (min, low) = (self.memcgs[m as usize].min, self.memcgs[m as usize].low);
+        let emin = effective_protection(usage, parent_usage, min, parent_emin, sib_min, recursive);
+        let elow = effective_protection(usage, parent_usage, low, parent_elow, sib_low, recursive);
+        let mc = &mut self.memcgs[m as usize];
+        mc.emin = emin;
+        mc.elow = elow;
+    }
+
+    /// mem_cgroup_protection(): (emin, elow), or (0, 0) for the root and the walk target.
+    pub fn mem_cgroup_protection(&self, target: MemcgId, m: MemcgId) -> (u64, u64) {
+        if self.memcg_is_root(m) || m == target {
+            return (0, 0);
+        }
+        let mc = &self.memcgs[m as usize];
+        (mc.emin, mc.elow)
+    }
+
+    /// mem_cgroup_below_min() / mem_cgroup_below_low().
+    pub fn mem_cgroup_below_min(&self, target: MemcgId, m: MemcgId) -> bool {
+        if self.memcg_is_root(m) || m == target {
+            return false;
+        }
+        let mc = &self.memcgs[m as usize];
+        mc.usage <= mc.emin
+    }
+    pub fn mem_cgroup_below_low(&self, target: MemcgId, m: MemcgId) -> bool {
+        if self.memcg_is_root(m) || m == target {
+            return false;
+        }
+        let mc = &self.memcgs[m as usize];
+        mc.usage <= mc.elow
+    }
+
+    /// Is `m` in the subtree rooted at `root`?
+    pub fn memcg_in_subtree(&self, root: MemcgId, m: MemcgId) -> bool {
+        let mut c = Some(m);
+        while let Some(id) = c {
+            if id == root {
+                return true;
+            }
+            c = self.memcgs[id as usize].parent;
+        }
+        false
+    }
+
+    /// css_next_descendant_pre(pos, root): the next memcg after `pos` in a pre-order walk of
+    /// `root`'s subtree (`pos` None = start at `root`).
+    fn next_descendant_pre(&self, pos: Option<MemcgId>, root: MemcgId) -> Option<MemcgId> {
+        let order = &self.memcg_preorder;
+        let start = match pos {
+            None => return Some(root),
+            Some(p) => order.iter().position(|&x| x == p)? + 1,
+        };
+        order[start..]
+            .iter()
+            .copied()
+            .find(|&m| self.memcg_in_subtree(root, m))
+    }
+
+    /// mem_cgroup_iter(root, prev, cookie): the next memcg of a reclaim walk.
+    ///
+    /// Without a cookie the walk is private and full (kswapd, memcg_full_walk). With one, it
+    /// is shared through root's per-node iterator: each step advances the shared position;
+    /// reaching the end bumps the generation, which ends every other walker of the old
+    /// generation; a walker that has only just started restarts from the beginning.
+    pub fn mem_cgroup_iter(
+        &mut self,
+        root: MemcgId,
+        prev: Option<MemcgId>,
+        cookie: Option<&mut ReclaimCookie>,
+    ) -> Option<MemcgId> {
+        let Some(ck) = cookie else {
+            return self.next_descendant_pre(prev, root);
+        };
+        let node = ck.node as usize;
+        let iter = self.memcgs[root as usize].iter[node];
+        if prev.is_some() && ck.generation != iter.generation {
+            return None;
+        }
+        let mut restarted = false;
+        loop {
+            let iter = self.memcgs[root as usize].iter[node];
+            let next = self.next_descendant_pre(iter.position, root);
+            let it = &mut self.memcgs[root as usize].iter[node];
+            it.position = next;
+            if next.is_none() {
+                it.generation = it.generation.wrapping_add(1);
+                if prev.is_none() && !restarted {
+                    restarted = true;
+                    continue;
+                }
+                return None;
+            }
+            if prev.is_none() {
+                ck.generation = it.generation;
+            }
+            return next;
+        }
+    }
+
+    /// mem_cgroup_flush_stats(): recompute every lruvec's hierarchical counters (rstat flush).
+    pub fn flush_stats(&mut self, now: Time) {
+        let nodes = self.nodes.len();
+        // Post-order: children before parents (reverse pre-order works for a tree).
+        let order: Vec<MemcgId> = self.memcg_preorder.iter().rev().copied().collect();
+        for m in order {
+            for n in 0..nodes {
+                let lv = self.memcgs[m as usize].lruvecs[n] as usize;
+                let mut acc = self.lruvecs[lv].stat;
+                for &c in &self.memcgs[m as usize].children {
+                    let clv = self.memcgs[c as usize].lruvecs[n] as usize;
+                    for (i, a) in acc.iter_mut().enumerate().take(NR_NODE_STAT) {
+                        *a += self.lruvecs[clv].stat_flushed[i];
+                    }
+                }
+                self.lruvecs[lv].stat_flushed = acc;
+            }
+        }
+        self.stats_updates = 0;
+        self.last_flush = now;
+    }
+
+    /// memcg_vmstats_needs_flush(): pending updates above MEMCG_CHARGE_BATCH * nr_cpus.
+    pub fn memcg_stats_need_flush(&self) -> bool {
+        self.stats_updates > MEMCG_CHARGE_BATCH * self.nr_cpus as u64
+    }
+
+    /// mem_cgroup_flush_stats_ratelimited(): flush only if the periodic flush has not run for
+    /// 2 * FLUSH_TIME and an update threshold was crossed.
+    pub fn flush_stats_ratelimited(&mut self, now: Time) {
+        if now > self.last_flush + 2 * FLUSH_TIME && self.memcg_stats_need_flush() {
+            self.flush_stats(now);
+        }
+    }
+
+    /// mem_cgroup_get_nr_swap_pages(): swap space this memcg may still use (no swap.max).
+    pub fn mem_cgroup_get_nr_swap_pages(&self, _m: MemcgId) -> u64 {
+        self.swap.as_ref().map_or(0, |s| s.nr_free())
+    }
+
+    /// mem_cgroup_swap_full(): is swap at least half used? (vm_swap_full)
+    pub fn mem_cgroup_swap_full(&self) -> bool {
+        self.swap
+            .as_ref()
+            .is_some_and(|s| s.nr_free() * 2 < s.nr_slots())
+    }
+
+    /// memcg_memory_event(): count an event in `m`'s memory.events.
+    pub fn memcg_memory_event(&mut self, m: MemcgId, ev: MemcgEvent) {
+        self.memcgs[m as usize].events[ev as usize] += 1;
+    }
+
+    /// Count a vm event globally unless `cgroup_only`, and always in the memcg
+    /// (the pgscan/pgsteal rule: cgroup reclaim is not counted in the global copy).
+    pub fn count_reclaim_event(&mut self, memcg: MemcgId, ev: VmEvent, n: u64, global: bool) {
+        if global {
+            self.count_event(ev, n);
+        }
+        self.count_memcg_event(memcg, ev, n);
+    }
+}
+
+/// effective_protection() of mm/page_counter.c: a child's share of its parent's effective
+/// protection. Over-committed siblings share proportionally; with memory_recursiveprot, the
+/// parent's unclaimed protection is spread by unprotected usage.
+pub fn effective_protection(
+    usage: u64,
+    parent_usage: u64,
+    setting: u64,
+    parent_effective: u64,
+    siblings_protected_usage: u64,
+    recursive: bool,
+) -> u64 {
+    let protected = usage.min(setting);
+    if siblings_protected_usage > parent_effective {
+        return (protected as u128 * parent_effective as u128 / siblings_protected_usage as u128)
+            as u64;
+    }
+    let mut ep = protected;
+    if recursive
+        && parent_effective > siblings_protected_usage
+        && parent_usage > siblings_protected_usage
+        && usage > protected
+    {
+        let unclaimed = parent_effective - siblings_protected_usage;
+        ep += (unclaimed as u128 * (usage - protected) as u128
+            / (parent_usage - siblings_protected_usage) as u128) as u64;
+    }
+    ep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effective_protection_cases() {
+        // Within budget: own setting, capped by usage.
+        assert_eq!(effective_protection(100, 300, 50, 200, 150, false), 50);
+        assert_eq!(effective_protection(30, 300, 50, 200, 150, false), 30);
+        // Overcommitted siblings (protected 400 > parent's 200): proportional share.
+        assert_eq!(effective_protection(200, 500, 200, 200, 400, false), 100);
+        // recursiveprot: unclaimed 200 - 50 = 150 spread by unprotected usage 50 / (300 - 50).
+        assert_eq!(
+            effective_protection(100, 300, 50, 200, 50, true),
+            50 + 150 * 50 / 250
+        );
+        assert_eq!(effective_protection(100, 300, 50, 200, 50, false), 50);
+    }
+}
+
+/// memory.high penalty: the kernel's MEMCG_DELAY_PRECISION_SHIFT and SCALING_SHIFT.
+const MEMCG_DELAY_PRECISION_SHIFT: u32 = 20;
+const MEMCG_DELAY_SCALING_SHIFT: u32 = 14;
+/// CONFIG_HZ assumed 1000: one jiffy is 1 ms.
+pub const JIFFY_NS: u64 = 1_000_000;
+const HZ: u64 = 1000;
+
+/// calculate_overage(): how far usage is above high, in 2^-20 units of high.
+pub fn calculate_overage(usage: u64, high: u64) -> u64 {
+    if usage <= high {
+        return 0;
+    }
+    let high = high.max(1);
+    (((usage - high) as u128) << MEMCG_DELAY_PRECISION_SHIFT) as u64 / high
+}
+
+/// calculate_high_delay(): the throttling penalty [jiffies] for `nr_pages` charged over high.
+pub fn calculate_high_delay(nr_pages: u64, max_overage: u64) -> u64 {
+    if max_overage == 0 {
+        return 0;
+    }
+    let mut p =
+        (max_overage as u128 * max_overage as u128 * HZ as u128) >> MEMCG_DELAY_PRECISION_SHIFT;
+    p >>= MEMCG_DELAY_SCALING_SHIFT;
+    (p * nr_pages as u128 / MEMCG_CHARGE_BATCH as u128) as u64
+}
+
+impl crate::sim::Sim {
+    /// try_charge_memcg(): charge `nr` pages to `memcg`, reclaiming its (or an ancestor's)
+    /// limit when needed.
+    ///
+    /// The per-CPU stock is used first; otherwise a batch of MEMCG_CHARGE_BATCH is charged
+    /// up the hierarchy and the rest is stocked. Over a limit: MEMCG_MAX event,
+    /// try_to_free_mem_cgroup_pages, retry while there is margin, drain the stocks once,
+    /// retry small charges that made progress, up to MAX_RECLAIM_RETRIES; then the memcg
+    /// OOM killer, whose progress resets the retries. Returns false when the charge fails.
+    pub async fn try_charge_memcg(&self, memcg: MemcgId, nr: u64) -> bool {
+        let cpu = self.e.cpu();
+        if self.mm.borrow_mut().consume_stock(cpu, memcg, nr) {
+            return true;
+        }
+        let mut batch = nr.max(MEMCG_CHARGE_BATCH);
+        let mut retries = super::MAX_RECLAIM_RETRIES;
+        let mut drained = false;
+        loop {
+            if self.mm.borrow_mut().consume_stock(cpu, memcg, nr) {
+                return true;
+            }
+            // The page counters of every level are shared cache lines.
+            let depth = self.mm.borrow().memcg_ancestors(memcg).len();
+            for _ in 0..depth {
+                self.e.sync().await;
+            }
+            let res = {
+                let mut mm = self.mm.borrow_mut();
+                let r = mm.page_counter_try_charge(memcg, batch);
+                let chain = mm.memcg_ancestors(memcg);
+                let mut c = 0;
+                for m in chain {
+                    c += self.e.write_line(&mut mm.memcgs[m as usize].counter_line)
+                        + self.c.atomic_rmw;
+                }
+                self.e.charge(c);
+                r
+            };
+            let over = match res {
+                Ok(()) => break,
+                Err(over) => over,
+            };
+            if batch > nr {
+                batch = nr;
+                continue;
+            }
+            self.mm
+                .borrow_mut()
+                .memcg_memory_event(over, MemcgEvent::Max);
+            if self.current_killed() {
+                return false;
+            }
+            let reclaimed = self.try_to_free_mem_cgroup_pages(over, nr, true).await;
+            if self.mm.borrow().mem_cgroup_margin(over) >= nr {
+                continue;
+            }
+            if !drained {
+                self.mm.borrow_mut().drain_all_stock(over);
+                drained = true;
+                continue;
+            }
+            if reclaimed > 0 && nr <= 8 {
+                continue;
+            }
+            if retries > 0 {
+                retries -= 1;
+                continue;
+            }
+            self.mm
+                .borrow_mut()
+                .memcg_memory_event(over, MemcgEvent::Oom);
+            if self.out_of_memory(Some(over)).await && !self.current_killed() {
+                retries = super::MAX_RECLAIM_RETRIES;
+                continue;
+            }
+            return false;
+        }
+        let mut mm = self.mm.borrow_mut();
+        if batch > nr {
+            mm.refill_stock(cpu, memcg, batch - nr);
+        }
+        // Charges above memory.high are paid back on return to user space.
+        let over_high = mm.memcg_ancestors(memcg).iter().any(|&m| {
+            let c = &mm.memcgs[m as usize];
+            c.usage > c.high
+        });
+        drop(mm);
+        if over_high {
+            self.add_over_high(batch);
+        }
+        true
+    }
+
+    /// mem_cgroup_handle_over_high(): reclaim the memcgs above memory.high and sleep the
+    /// penalty (capped at 2 s) if usage stays above it; skipped below HZ/100.
+    pub async fn mem_cgroup_handle_over_high(&self, memcg: MemcgId, nr_pages: u64) {
+        let mut retries = super::MAX_RECLAIM_RETRIES;
+        let mut in_retry = false;
+        loop {
+            // reclaim_high()
+            let chain: Vec<MemcgId> = {
+                let mm = self.mm.borrow();
+                mm.memcg_ancestors(memcg)
+                    .into_iter()
+                    .filter(|&m| m != 0)
+                    .collect()
+            };
+            let mut reclaimed = 0;
+            for m in chain {
+                let above = {
+                    let mm = self.mm.borrow();
+                    mm.memcgs[m as usize].usage > mm.memcgs[m as usize].high
+                };
+                if above {
+                    self.mm.borrow_mut().memcg_memory_event(m, MemcgEvent::High);
+                    reclaimed += self
+                        .try_to_free_mem_cgroup_pages(
+                            m,
+                            if in_retry {
+                                super::SWAP_CLUSTER_MAX
+                            } else {
+                                nr_pages
+                            },
+                            true,
+                        )
+                        .await;
+                }
+            }
+            let max_overage = {
+                let mm = self.mm.borrow();
+                mm.memcg_ancestors(memcg)
+                    .iter()
+                    .map(|&m| {
+                        calculate_overage(mm.memcgs[m as usize].usage, mm.memcgs[m as usize].high)
+                    })
+                    .max()
+                    .unwrap_or(0)
+            };
+            let penalty = calculate_high_delay(nr_pages, max_overage).min(2 * HZ);
+            if penalty <= HZ / 100 {
+                return;
+            }
+            if reclaimed > 0 || retries > 0 {
+                if reclaimed == 0 {
+                    retries -= 1;
+                }
+                in_retry = true;
+                if self.current_killed() {
+                    return;
+                }
+                continue;
+            }
+            self.e.sleep(penalty * JIFFY_NS).await;
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod high_tests {
+    use super::*;
+
+    #[test]
+    fn high_delay_arithmetic() {
+        // 10% over high: overage = 0.1 * 2^20 = 104857.
+        let o = calculate_overage(1100, 1000);
+        assert_eq!(o, (100u64 << 20) / 1000);
+        // penalty = o^2 * HZ >> 20 >> 14, scaled by nr/64: 104857^2*1000 >> 34 = 639 jiffies.
+        assert_eq!(
+            calculate_high_delay(64, o),
+            ((o as u128 * o as u128 * 1000) >> 34) as u64
+        );
+        assert_eq!(calculate_high_delay(32, o), calculate_high_delay(64, o) / 2);
+        assert_eq!(calculate_overage(900, 1000), 0);
+        assert_eq!(calculate_high_delay(64, 0), 0);
+    }
+}

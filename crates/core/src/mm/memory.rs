@@ -1,0 +1,202 @@
+//! The anonymous and swap page-fault paths.
+//!
+//! Models mm/memory.c: handle_mm_fault -> do_anonymous_page (a zeroed private page) or
+//! do_swap_page (swap cache hit = minor fault; miss = major fault reading the slot back,
+//! with workingset_refault deciding activation). Simplified: no swap readahead (one page
+//! per swapin, as on zram), no THP, no fork/COW sharing, no zero page (reads of untouched
+//! memory are treated as writes); a write fault on a swapped-in folio frees its swap slot
+//! (should_try_to_free_swap), a read fault keeps it unless swap is half full.
+
+use super::mm_types::*;
+use super::swapfile::SwapEnt;
+use super::vmstat::{NodeStat, VmEvent};
+use super::{Mm, Pfn};
+use crate::sim::Sim;
+
+/// What a fault did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A new page or a swap-cache hit (pgfault only).
+    Minor,
+    /// Read from swap (pgmajfault).
+    Major,
+    /// VM_FAULT_OOM: no memory could be allocated or charged; the task is killed.
+    Oom,
+}
+
+impl Mm {
+    /// folio_free_swap(): drop a mapped folio's swap slot; the folio becomes dirty anon.
+    pub fn folio_free_swap(&mut self, pfn: Pfn) {
+        let p = self.pages[pfn as usize];
+        if !p.test(PG_SWAPCACHE) || p.test(PG_WRITEBACK) {
+            return;
+        }
+        if let Some(s) = self.swap.as_mut() {
+            s.free_slot(p.private);
+        }
+        let m = p.memcg as usize;
+        self.memcgs[m].swap_usage = self.memcgs[m].swap_usage.saturating_sub(1);
+        let lv = self.folio_lruvec(pfn) as usize;
+        self.lruvecs[lv].mod_state(NodeStat::NrSwapcache, -1);
+        self.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);
+        let pg = &mut self.pages[pfn as usize];
+        pg.clear(PG_SWAPCACHE);
+        pg.set(PG_DIRTY);
+    }
+
+    /// Map `pfn` at `vpn` of mm `mmid` (set_pte_at plus the rss and NR_ANON_MAPPED counts).
+    fn map_anon(&mut self, mmid: u32, vpn: u32, pfn: Pfn, write: bool) {
+        let m = &mut self.mms[mmid as usize];
+        m.ptes[vpn as usize] = pte::mk_present(pfn, true, write);
+        m.rss += 1;
+        let lv = self.folio_lruvec(pfn) as usize;
+        self.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, 1);
+    }
+}
+
+impl Sim {
+    /// handle_mm_fault() for a non-present PTE of an anonymous area.
+    pub async fn handle_mm_fault(&self, mmid: u32, vpn: u32, write: bool) -> Fault {
+        self.e.charge(self.c.fault_entry);
+        let (v, memcg, node) = {
+            let mut mm = self.mm.borrow_mut();
+            let m = &mm.mms[mmid as usize];
+            let r = (m.ptes[vpn as usize], m.memcg, m.node);
+            mm.count_event(VmEvent::Pgfault, 1);
+            mm.count_memcg_event(r.1, VmEvent::Pgfault, 1);
+            r
+        };
+        let r = if pte::is_swap(v) {
+            self.do_swap_page(mmid, vpn, pte::slot(v), write, memcg, node)
+                .await
+        } else {
+            self.do_anonymous_page(mmid, vpn, write, memcg, node).await
+        };
+        self.handle_over_high_on_return().await;
+        r
+    }
+
+    /// Allocate and charge a page for `memcg` (alloc_pages + mem_cgroup_charge).
+    pub async fn alloc_charged_page(&self, node: u32, memcg: super::MemcgId) -> Option<Pfn> {
+        let pfn = self.alloc_page(node).await?;
+        if !self.try_charge_memcg(memcg, 1).await {
+            self.mm.borrow_mut().free_uncharged(pfn);
+            return None;
+        }
+        self.mm.borrow_mut().pages[pfn as usize].memcg = memcg;
+        Some(pfn)
+    }
+
+    /// do_anonymous_page(): a zeroed private page.
+    async fn do_anonymous_page(
+        &self,
+        mmid: u32,
+        vpn: u32,
+        write: bool,
+        memcg: u16,
+        node: u32,
+    ) -> Fault {
+        let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
+            return Fault::Oom;
+        };
+        self.e.charge(self.c.page_zero + self.c.pte_map);
+        {
+            let mut mm = self.mm.borrow_mut();
+            if !mm.mms[mmid as usize].alive {
+                // Killed while we slept in reclaim: drop the page.
+                mm.free_folio(pfn);
+                return Fault::Oom;
+            }
+            let p = &mut mm.pages[pfn as usize];
+            p.set(PG_SWAPBACKED | PG_OWNED);
+            p.owner = mmid;
+            p.index = vpn;
+            mm.map_anon(mmid, vpn, pfn, write);
+        }
+        self.folio_add_lru(pfn).await;
+        Fault::Minor
+    }
+
+    /// do_swap_page(): bring a swapped-out page back, from the swap cache if it is still
+    /// there (minor), else from the device (major: pswpin, read latency, refault check).
+    async fn do_swap_page(
+        &self,
+        mmid: u32,
+        vpn: u32,
+        slot: u32,
+        write: bool,
+        memcg: u16,
+        node: u32,
+    ) -> Fault {
+        let ent = self
+            .mm
+            .borrow()
+            .swap
+            .as_ref()
+            .map_or(SwapEnt::Free, |s| s.get(slot));
+        if let SwapEnt::Cached(pfn) = ent {
+            let mut mm = self.mm.borrow_mut();
+            mm.map_anon(mmid, vpn, pfn, write);
+            mm.mms[mmid as usize].swapents -= 1;
+            self.e.charge(self.c.pte_map);
+            if write || mm.mem_cgroup_swap_full() {
+                mm.folio_free_swap(pfn);
+            }
+            return Fault::Minor;
+        }
+        let shadow = match ent {
+            SwapEnt::Shadow(s) => Some(s),
+            _ => None,
+        };
+        let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
+            return Fault::Oom;
+        };
+        let read_ns = {
+            let mut mm = self.mm.borrow_mut();
+            if !mm.mms[mmid as usize].alive {
+                mm.free_folio(pfn);
+                return Fault::Oom;
+            }
+            mm.count_event(VmEvent::Pgmajfault, 1);
+            mm.count_memcg_event(memcg, VmEvent::Pgmajfault, 1);
+            mm.count_event(VmEvent::Pswpin, 1);
+            let p = &mut mm.pages[pfn as usize];
+            p.set(PG_SWAPBACKED | PG_SWAPCACHE | PG_OWNED);
+            p.owner = mmid;
+            p.index = vpn;
+            p.private = slot;
+            let s = mm.swap.as_mut().expect("swap entry without swap");
+            s.set_cached(slot, pfn);
+            let read_ns = s.read_ns;
+            let lv = mm.folio_lruvec(pfn) as usize;
+            mm.lruvecs[lv].mod_state(NodeStat::NrSwapcache, 1);
+            mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
+            read_ns
+        };
+        self.e.charge(self.c.swap_cache_op);
+        if let Some(s) = shadow {
+            self.workingset_refault(pfn, s).await;
+        }
+        self.folio_add_lru(pfn).await;
+        // swap_read_folio(): the task sleeps on the folio lock until the read completes.
+        self.e.sleep(read_ns).await;
+        let mut mm = self.mm.borrow_mut();
+        mm.map_anon(mmid, vpn, pfn, write);
+        mm.mms[mmid as usize].swapents -= 1;
+        self.e.charge(self.c.pte_map);
+        if write || mm.mem_cgroup_swap_full() {
+            mm.folio_free_swap(pfn);
+        }
+        Fault::Major
+    }
+}
+
+impl Mm {
+    /// Free a frame that was allocated but never charged (a failed charge).
+    pub fn free_uncharged(&mut self, pfn: Pfn) {
+        // Charge it to the root for the symmetric uncharge in free_folio.
+        let _ = self.page_counter_try_charge(0, 1);
+        self.pages[pfn as usize].memcg = 0;
+        self.free_folio(pfn);
+    }
+}

@@ -1,0 +1,134 @@
+//! struct page (the frame table) and the PTE encoding.
+//!
+//! Models include/linux/mm_types.h and include/linux/page-flags.h for base pages only (every
+//! folio is order 0: no large folios, no THP). A frame is 24 bytes:
+//!
+//! ```text
+//!   flags u16 | memcg u16 | lru.prev u32 | lru.next u32 | owner u32 | index u32 | private u32
+//! ```
+//! `owner` is the mm (anon) or file (page cache) the folio belongs to, `index` its page offset
+//! there (folio->index); together they are the reverse map: an anonymous folio is mapped by
+//! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM). `private` is the swap
+//! slot while the folio is in the swap cache. The page refcount is not kept as a number: its
+//! holders are the flags `PG_OWNED` (the page table or page-cache reference), `PG_INBATCH`
+//! (a per-CPU LRU batch's reference) and isolation (off-LRU, neither free nor batched), which
+//! is what folio_ref_freeze/folio_try_get decide on in the paths modeled.
+
+/// On an LRU list (PG_lru).
+pub const PG_LRU: u16 = 1 << 0;
+/// On an active list (PG_active).
+pub const PG_ACTIVE: u16 = 1 << 1;
+/// Referenced once by a buffered access since last checked (PG_referenced).
+pub const PG_REFERENCED: u16 = 1 << 2;
+/// Was part of the workingset when evicted or deactivated (PG_workingset).
+pub const PG_WORKINGSET: u16 = 1 << 3;
+/// Anonymous (or shmem): backed by swap (PG_swapbacked).
+pub const PG_SWAPBACKED: u16 = 1 << 4;
+/// In the swap cache (PG_swapcache); `private` holds the slot.
+pub const PG_SWAPCACHE: u16 = 1 << 5;
+/// Content differs from its backing store (PG_dirty).
+pub const PG_DIRTY: u16 = 1 << 6;
+/// Under writeback IO (PG_writeback).
+pub const PG_WRITEBACK: u16 = 1 << 7;
+/// Rotate to the inactive tail when writeback ends (PG_reclaim).
+pub const PG_RECLAIM: u16 = 1 << 8;
+/// On the unevictable list (PG_unevictable).
+pub const PG_UNEVICTABLE: u16 = 1 << 9;
+/// Held by its owner: mapped by a PTE or in a page cache (the owner's refcount).
+pub const PG_OWNED: u16 = 1 << 10;
+/// Held by a per-CPU LRU batch (the batch's refcount).
+pub const PG_INBATCH: u16 = 1 << 11;
+/// Allocated (not on a free list).
+pub const PG_ALLOCATED: u16 = 1 << 12;
+
+/// One frame of the frame table. All-zero is a never-used free frame, so the table can be
+/// allocated zeroed and costs no RSS until a frame is first used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Page {
+    pub flags: u16,
+    pub memcg: u16,
+    pub prev: u32,
+    pub next: u32,
+    pub owner: u32,
+    pub index: u32,
+    pub private: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Page>() == 24);
+
+impl Page {
+    #[inline]
+    pub fn test(&self, f: u16) -> bool {
+        self.flags & f != 0
+    }
+    #[inline]
+    pub fn set(&mut self, f: u16) {
+        self.flags |= f;
+    }
+    #[inline]
+    pub fn clear(&mut self, f: u16) {
+        self.flags &= !f;
+    }
+    /// Test and clear (folio_test_clear_*).
+    #[inline]
+    pub fn test_clear(&mut self, f: u16) -> bool {
+        let r = self.flags & f != 0;
+        self.flags &= !f;
+        r
+    }
+    /// folio_is_file_lru(): file LRU (not swap-backed).
+    #[inline]
+    pub fn is_file_lru(&self) -> bool {
+        self.flags & PG_SWAPBACKED == 0
+    }
+    /// folio_lru_list(): which list the folio belongs on.
+    #[inline]
+    pub fn lru_list(&self) -> usize {
+        if self.test(PG_UNEVICTABLE) {
+            return super::mmzone::LRU_UNEVICTABLE;
+        }
+        let base = if self.is_file_lru() {
+            super::mmzone::LRU_INACTIVE_FILE
+        } else {
+            super::mmzone::LRU_INACTIVE_ANON
+        };
+        base + self.test(PG_ACTIVE) as usize
+    }
+}
+
+/// PTE encoding (u32): present = bit 31 with the pfn in bits 0..=28 and young (bit 30) and
+/// dirty (bit 29); a swap entry = bit 30 alone with the slot in bits 0..=29; 0 = none.
+pub mod pte {
+    pub const PRESENT: u32 = 1 << 31;
+    pub const YOUNG: u32 = 1 << 30;
+    pub const DIRTY: u32 = 1 << 29;
+    pub const SWAP: u32 = 1 << 30;
+    pub const PFN_MASK: u32 = (1 << 29) - 1;
+    pub const SLOT_MASK: u32 = (1 << 30) - 1;
+
+    #[inline]
+    pub fn present(p: u32) -> bool {
+        p & PRESENT != 0
+    }
+    #[inline]
+    pub fn pfn(p: u32) -> u32 {
+        p & PFN_MASK
+    }
+    #[inline]
+    pub fn is_swap(p: u32) -> bool {
+        p & PRESENT == 0 && p & SWAP != 0
+    }
+    #[inline]
+    pub fn slot(p: u32) -> u32 {
+        p & SLOT_MASK
+    }
+    #[inline]
+    pub fn mk_present(pfn: u32, young: bool, dirty: bool) -> u32 {
+        PRESENT | pfn | if young { YOUNG } else { 0 } | if dirty { DIRTY } else { 0 }
+    }
+    #[inline]
+    pub fn mk_swap(slot: u32) -> u32 {
+        SWAP | slot
+    }
+}

@@ -1,0 +1,302 @@
+//! Nodes (pglist_data), their one zone, and lruvecs with their LRU lists.
+//!
+//! Models include/linux/mmzone.h. Simplified: each node has exactly one zone (ZONE_NORMAL),
+//! so zone and node free counts coincide, `reclaim_idx` is always that zone and
+//! lowmem_reserve is 0. LRU lists are intrusive doubly linked lists threaded through the
+//! frame table (`Page::prev/next`); the head is the young end and reclaim takes from the tail.
+
+use super::mm_types::{Page, PG_LRU};
+use super::vmstat::{NodeStat, LRU_STAT, NR_NODE_STAT};
+use super::{MemcgId, Pfn, NIL};
+use crate::engine::{LockId, TaskId};
+
+pub const LRU_INACTIVE_ANON: usize = 0;
+pub const LRU_ACTIVE_ANON: usize = 1;
+pub const LRU_INACTIVE_FILE: usize = 2;
+pub const LRU_ACTIVE_FILE: usize = 3;
+pub const LRU_UNEVICTABLE: usize = 4;
+pub const NR_LRU_LISTS: usize = 5;
+/// The evictable lists in the order shrink_lruvec walks them (for_each_evictable_lru).
+pub const EVICTABLE_LRUS: [usize; 4] = [
+    LRU_INACTIVE_ANON,
+    LRU_ACTIVE_ANON,
+    LRU_INACTIVE_FILE,
+    LRU_ACTIVE_FILE,
+];
+
+#[inline]
+pub fn is_file_lru(lru: usize) -> bool {
+    lru == LRU_INACTIVE_FILE || lru == LRU_ACTIVE_FILE
+}
+#[inline]
+pub fn is_active_lru(lru: usize) -> bool {
+    lru == LRU_ACTIVE_ANON || lru == LRU_ACTIVE_FILE
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ListHead {
+    pub head: Pfn,
+    pub tail: Pfn,
+}
+
+impl Default for ListHead {
+    fn default() -> Self {
+        ListHead {
+            head: NIL,
+            tail: NIL,
+        }
+    }
+}
+
+/// struct lruvec: the LRU lists of one (memcg, node) pair plus reclaim's per-lruvec state.
+pub struct Lruvec {
+    pub memcg: MemcgId,
+    pub node: u32,
+    pub lists: [ListHead; NR_LRU_LISTS],
+    /// Exact local list sizes [pages] (mem_cgroup_get_zone_lru_size; maintained under lru_lock).
+    pub nr: [u64; NR_LRU_LISTS],
+    /// lru_lock, taken with interrupts disabled in the kernel.
+    pub lock: LockId,
+    /// Decaying reclaim cost of anon and file (lru_note_cost), [pages, IO weighted by 32].
+    pub anon_cost: u64,
+    pub file_cost: u64,
+    /// The eviction/activation clock of workingset detection (atomic in the kernel).
+    pub nonresident_age: u64,
+    /// WORKINGSET_ACTIVATE_{ANON,FILE} snapshot taken at the end of reclaim (snapshot_refaults).
+    pub refaults: [u64; 2],
+    /// Local node_stat_item counters of this lruvec (exact).
+    pub stat: [i64; NR_NODE_STAT],
+    /// Hierarchical counters (this memcg and its descendants on this node) as of the last
+    /// rstat flush: what lruvec_page_state() returns.
+    pub stat_flushed: [i64; NR_NODE_STAT],
+}
+
+impl Lruvec {
+    pub fn new(memcg: MemcgId, node: u32, lock: LockId) -> Self {
+        Lruvec {
+            memcg,
+            node,
+            lists: [ListHead::default(); NR_LRU_LISTS],
+            nr: [0; NR_LRU_LISTS],
+            lock,
+            anon_cost: 0,
+            file_cost: 0,
+            nonresident_age: 0,
+            refaults: [0; 2],
+            stat: [0; NR_NODE_STAT],
+            stat_flushed: [0; NR_NODE_STAT],
+        }
+    }
+
+    /// lruvec_page_state(): the hierarchical, last-flushed value.
+    #[inline]
+    pub fn page_state(&self, item: NodeStat) -> u64 {
+        self.stat_flushed[item as usize].max(0) as u64
+    }
+
+    #[inline]
+    pub fn mod_state(&mut self, item: NodeStat, delta: i64) {
+        self.stat[item as usize] += delta;
+    }
+
+    /// lruvec_lru_size(): exact local size of one list (all zones, as there is one).
+    #[inline]
+    pub fn lru_size(&self, lru: usize) -> u64 {
+        self.nr[lru]
+    }
+}
+
+/// lruvec_add_folio(): link at the head (young end) of the folio's list.
+pub fn lruvec_add_folio(pages: &mut [Page], lv: &mut Lruvec, pfn: Pfn) {
+    let lru = pages[pfn as usize].lru_list();
+    let old = lv.lists[lru].head;
+    {
+        let p = &mut pages[pfn as usize];
+        p.prev = NIL;
+        p.next = old;
+        p.set(PG_LRU);
+    }
+    if old != NIL {
+        pages[old as usize].prev = pfn;
+    } else {
+        lv.lists[lru].tail = pfn;
+    }
+    lv.lists[lru].head = pfn;
+    lv.nr[lru] += 1;
+    lv.stat[LRU_STAT[lru] as usize] += 1;
+}
+
+/// lruvec_add_folio_tail(): link at the tail (the next to be reclaimed).
+pub fn lruvec_add_folio_tail(pages: &mut [Page], lv: &mut Lruvec, pfn: Pfn) {
+    let lru = pages[pfn as usize].lru_list();
+    let old = lv.lists[lru].tail;
+    {
+        let p = &mut pages[pfn as usize];
+        p.next = NIL;
+        p.prev = old;
+        p.set(PG_LRU);
+    }
+    if old != NIL {
+        pages[old as usize].next = pfn;
+    } else {
+        lv.lists[lru].head = pfn;
+    }
+    lv.lists[lru].tail = pfn;
+    lv.nr[lru] += 1;
+    lv.stat[LRU_STAT[lru] as usize] += 1;
+}
+
+/// lruvec_del_folio(): unlink from its list (the caller clears PG_lru when isolating).
+pub fn lruvec_del_folio(pages: &mut [Page], lv: &mut Lruvec, pfn: Pfn) {
+    let (lru, prev, next) = {
+        let p = &pages[pfn as usize];
+        (p.lru_list(), p.prev, p.next)
+    };
+    if prev != NIL {
+        pages[prev as usize].next = next;
+    } else {
+        lv.lists[lru].head = next;
+    }
+    if next != NIL {
+        pages[next as usize].prev = prev;
+    } else {
+        lv.lists[lru].tail = prev;
+    }
+    let p = &mut pages[pfn as usize];
+    p.prev = NIL;
+    p.next = NIL;
+    lv.nr[lru] -= 1;
+    lv.stat[LRU_STAT[lru] as usize] -= 1;
+}
+
+/// Watermark indices (enum zone_watermarks).
+pub const WMARK_MIN: usize = 0;
+pub const WMARK_LOW: usize = 1;
+pub const WMARK_HIGH: usize = 2;
+
+/// struct pglist_data with its single zone folded in.
+pub struct PgData {
+    pub id: u32,
+    /// First pfn of this node.
+    pub base: Pfn,
+    /// Managed pages of the node's zone.
+    pub managed: u64,
+    /// NR_FREE_PAGES.
+    pub free: u64,
+    /// _watermark[MIN, LOW, HIGH] [pages].
+    pub wmark: [u64; 3],
+    /// Frames freed and reusable (pfns), a stack.
+    pub free_list: Vec<Pfn>,
+    /// Frames never used yet start here (the zeroed tail of the node's range).
+    pub next_unused: Pfn,
+    /// kswapd's task and its sleep state.
+    pub kswapd: TaskId,
+    pub kswapd_sleeping: bool,
+    /// kswapd_failures: balance_pgdat runs that reclaimed nothing (atomic in the kernel).
+    pub kswapd_failures: u32,
+    /// Waiters throttled in direct reclaim (throttle_direct_reclaim / reclaim_throttle).
+    pub pfmemalloc_wait: Vec<TaskId>,
+}
+
+impl PgData {
+    /// zone_watermark_ok() for order 0 with one zone: free pages must exceed the mark.
+    #[inline]
+    pub fn watermark_ok(&self, mark: usize) -> bool {
+        self.free > self.wmark[mark]
+    }
+}
+
+/// Integer square root (int_sqrt).
+pub fn int_sqrt(x: u64) -> u64 {
+    if x < 2 {
+        return x;
+    }
+    let mut r = (x as f64).sqrt() as u64;
+    while r * r > x {
+        r -= 1;
+    }
+    while (r + 1) * (r + 1) <= x {
+        r += 1;
+    }
+    r
+}
+
+/// The default vm.min_free_kbytes: calculate_min_free_kbytes() in mm/page_alloc.c,
+/// clamp(int_sqrt(lowmem_kbytes * 16), 128, 262144).
+pub fn default_min_free_kbytes(lowmem_pages: u64) -> u64 {
+    let lowmem_kbytes = lowmem_pages * 4;
+    int_sqrt(lowmem_kbytes * 16).clamp(128, 262_144)
+}
+
+/// Watermarks of one zone: __setup_per_zone_wmarks() in mm/page_alloc.c.
+///
+/// pages_min = min_free_kbytes / 4 is split among zones by managed size; min is the zone's
+/// share; the gap to low and to high is max(min / 4, managed * watermark_scale_factor / 10000).
+/// Simplified: no highmem/movable zones, no watermark_boost.
+pub fn setup_zone_wmarks(
+    managed: u64,
+    lowmem_pages: u64,
+    min_free_kbytes: u64,
+    wsf: u64,
+) -> [u64; 3] {
+    let pages_min = min_free_kbytes >> 2;
+    let tmp = pages_min * managed / lowmem_pages.max(1);
+    let min = tmp;
+    let delta = (tmp >> 2).max(managed * wsf / 10_000);
+    [min, min + delta, min + 2 * delta]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermarks_match_kernel_arithmetic() {
+        // One 64 GiB node: lowmem 16777216 pages = 67108864 KiB; sqrt(16 * that) = 32768 KiB.
+        let pages = 64u64 << 18;
+        let mfk = default_min_free_kbytes(pages);
+        assert_eq!(mfk, 32768);
+        let w = setup_zone_wmarks(pages, pages, mfk, 10);
+        // min = 8192 pages; delta = max(2048, 16777216 * 10 / 10000 = 16777) = 16777.
+        assert_eq!(w, [8192, 8192 + 16777, 8192 + 2 * 16777]);
+        // Two nodes share pages_min by size.
+        let w2 = setup_zone_wmarks(pages, 2 * pages, default_min_free_kbytes(2 * pages), 10);
+        assert_eq!(w2[WMARK_MIN], (default_min_free_kbytes(2 * pages) / 4) / 2);
+        // Clamped at both ends.
+        assert_eq!(default_min_free_kbytes(1024), 256);
+        assert_eq!(default_min_free_kbytes(1 << 40 >> 12 << 8), 262_144);
+        assert_eq!(default_min_free_kbytes(16), 128);
+    }
+
+    #[test]
+    fn int_sqrt_floors() {
+        for x in [0u64, 1, 2, 3, 4, 15, 16, 17, 1 << 40, (1 << 40) - 1] {
+            let r = int_sqrt(x);
+            assert!(r * r <= x && (r + 1) * (r + 1) > x, "{x}");
+        }
+    }
+
+    #[test]
+    fn list_ops_keep_order_and_counts() {
+        let mut pages = vec![Page::default(); 8];
+        let mut lv = Lruvec::new(0, 0, 0);
+        for pfn in 0..4 {
+            lruvec_add_folio(&mut pages, &mut lv, pfn);
+        }
+        lruvec_add_folio_tail(&mut pages, &mut lv, 4);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 5);
+        assert_eq!(lv.lists[LRU_INACTIVE_FILE].head, 3);
+        assert_eq!(lv.lists[LRU_INACTIVE_FILE].tail, 4);
+        lruvec_del_folio(&mut pages, &mut lv, 4);
+        assert_eq!(lv.lists[LRU_INACTIVE_FILE].tail, 0);
+        lruvec_del_folio(&mut pages, &mut lv, 2);
+        let mut walk = vec![];
+        let mut p = lv.lists[LRU_INACTIVE_FILE].head;
+        while p != NIL {
+            walk.push(p);
+            p = pages[p as usize].next;
+        }
+        assert_eq!(walk, vec![3, 1, 0]);
+        assert_eq!(lv.stat[NodeStat::NrInactiveFile as usize], 3);
+    }
+}

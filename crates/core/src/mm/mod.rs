@@ -1,0 +1,282 @@
+//! The memory-management model, under kernel names.
+//!
+//! One file per kernel file it models:
+//!
+//! | file             | kernel file                    | holds                                              |
+//! |------------------|--------------------------------|----------------------------------------------------|
+//! | `mm_types.rs`    | include/linux/mm_types.h, page-flags.h | struct page (the frame table), PTE encoding |
+//! | `mmzone.rs`      | include/linux/mmzone.h         | pglist_data (node), lruvec, LRU lists               |
+//! | `vmstat.rs`      | mm/vmstat.c, vm_event_item.h   | counter enums and their /proc/vmstat names          |
+//! | `page_alloc.rs`  | mm/page_alloc.c                | watermarks, allocation slow path, freeing           |
+//! | `vmscan.rs`      | mm/vmscan.c                    | kswapd, direct and memcg reclaim, shrink_*          |
+//! | `workingset.rs`  | mm/workingset.c                | shadow entries, refault distance, activation        |
+//! | `swap.rs`        | mm/swap.c                      | per-CPU LRU batches, mark_accessed, lru_note_cost   |
+//! | `swapfile.rs`    | mm/swapfile.c, swap_state.c    | swap slots and the swap cache                       |
+//! | `memcontrol.rs`  | mm/memcontrol.c, page_counter.c| memcg tree, charge, protection, iteration, stats    |
+//! | `memory.rs`      | mm/memory.c                    | the anon and swap page-fault paths                  |
+//! | `filemap.rs`     | mm/filemap.c                   | page-cache reads                                    |
+//! | `oom_kill.rs`    | mm/oom_kill.c                  | victim selection and teardown                       |
+//!
+//! All state lives in [`Mm`]; the async kernel paths are methods of [`crate::sim::Sim`] that
+//! borrow it between synchronization points and never across an `.await`.
+
+pub mod filemap;
+pub mod memcontrol;
+pub mod memory;
+pub mod mm_types;
+pub mod mmzone;
+pub mod oom_kill;
+pub mod page_alloc;
+pub mod swap;
+pub mod swapfile;
+pub mod vmscan;
+pub mod vmstat;
+pub mod workingset;
+
+use crate::engine::TaskId;
+use memcontrol::Memcg;
+use mm_types::Page;
+use mmzone::{Lruvec, PgData};
+use swap::CpuBatches;
+use swapfile::SwapInfo;
+use vmstat::NR_VM_EVENTS;
+
+/// Units of scanning and reclaim (SWAP_CLUSTER_MAX).
+pub const SWAP_CLUSTER_MAX: u64 = 32;
+/// Reclaim priorities count down from here; a pass scans size >> priority.
+pub const DEF_PRIORITY: i32 = 12;
+/// Retries of the allocator, memcg charge and memory.reclaim (MAX_RECLAIM_RETRIES).
+pub const MAX_RECLAIM_RETRIES: u32 = 16;
+/// memcg charge batch and stat flush batch (MEMCG_CHARGE_BATCH).
+pub const MEMCG_CHARGE_BATCH: u64 = 64;
+/// Per-CPU LRU batch capacity (PAGEVEC_SIZE / folio_batch).
+pub const FOLIO_BATCH_SIZE: usize = 31;
+/// Index of a memcg (the root is 0).
+pub type MemcgId = u16;
+/// Index of a lruvec in [`Mm::lruvecs`].
+pub type LruvecId = u32;
+/// A page frame number: index into the frame table.
+pub type Pfn = u32;
+/// "No page" in links and lookups.
+pub const NIL: u32 = u32::MAX;
+
+/// A process address space: one anonymous area (usemem) with its page table.
+pub struct MmStruct {
+    /// PTEs of the area, indexed by virtual page number (see `mm_types::pte`).
+    pub ptes: Vec<u32>,
+    /// The memcg the process is charged to.
+    pub memcg: MemcgId,
+    /// Home node (first CPU's node): pages are allocated there first.
+    pub node: u32,
+    /// Resident anon pages (MM_ANONPAGES).
+    pub rss: u64,
+    /// Swap entries (MM_SWAPENTS).
+    pub swapents: u64,
+    /// Workload index, for OOM reports.
+    pub workload: u32,
+    /// False once exited or OOM-killed.
+    pub alive: bool,
+    /// Tasks (threads) of this process.
+    pub tasks: Vec<TaskId>,
+}
+
+/// A file: its page cache (one slot per page index; see `filemap`).
+pub struct File {
+    pub cache: Vec<u64>,
+    pub memcg: MemcgId,
+    pub nr_cached: u64,
+}
+
+/// All mm state of the simulated machine.
+pub struct Mm {
+    /// The frame table, indexed by pfn. Node n owns [n * node_pages, (n + 1) * node_pages).
+    pub pages: Vec<Page>,
+    pub node_pages: u64,
+    pub nodes: Vec<PgData>,
+    pub lruvecs: Vec<Lruvec>,
+    pub memcgs: Vec<Memcg>,
+    /// css pre-order of the memcg tree (root first).
+    pub memcg_preorder: Vec<MemcgId>,
+    pub mms: Vec<MmStruct>,
+    pub files: Vec<File>,
+    pub swap: Option<SwapInfo>,
+    /// Per-CPU LRU batches, indexed by CPU id (workload CPUs, then one kthread CPU per node).
+    pub batches: Vec<CpuBatches>,
+    /// Per-CPU memcg charge stock: (memcg, pages).
+    pub stock: Vec<(MemcgId, u64)>,
+    /// Global vm events (/proc/vmstat event counters).
+    pub events: [u64; NR_VM_EVENTS],
+    pub vm_swappiness: u32,
+    pub memory_recursiveprot: bool,
+    pub nr_cpus: u32,
+    /// Highest number of frames in use at once (for the bytes-per-page benchmark).
+    pub peak_used_frames: u64,
+    pub used_frames: u64,
+    /// OOM kills: (time, memcg, mm).
+    pub oom_log: Vec<(u64, MemcgId, u32)>,
+    /// memcg stats updates since the last flush (rstat's stats_updates, machine-wide).
+    pub stats_updates: u64,
+    /// Virtual time of the last memcg stats flush.
+    pub last_flush: u64,
+    /// Folios of batches taken out for draining and not yet released (still PG_INBATCH).
+    pub draining: Vec<Pfn>,
+}
+
+impl Mm {
+    /// The node a frame belongs to.
+    #[inline]
+    pub fn pfn_node(&self, pfn: Pfn) -> u32 {
+        (pfn as u64 / self.node_pages) as u32
+    }
+
+    /// The lruvec of (memcg, node): mem_cgroup_lruvec().
+    #[inline]
+    pub fn lruvec_of(&self, memcg: MemcgId, node: u32) -> LruvecId {
+        self.memcgs[memcg as usize].lruvecs[node as usize]
+    }
+
+    /// folio_lruvec(): the lruvec a folio belongs to.
+    #[inline]
+    pub fn folio_lruvec(&self, pfn: Pfn) -> LruvecId {
+        let p = &self.pages[pfn as usize];
+        self.lruvec_of(p.memcg, self.pfn_node(pfn))
+    }
+
+    #[inline]
+    pub fn count_event(&mut self, ev: vmstat::VmEvent, n: u64) {
+        self.events[ev as usize] += n;
+    }
+
+    /// count_memcg_events(): a memcg's local event counter.
+    #[inline]
+    pub fn count_memcg_event(&mut self, memcg: MemcgId, ev: vmstat::VmEvent, n: u64) {
+        self.memcgs[memcg as usize].vm_events[ev as usize] += n;
+        self.stats_updates += n;
+    }
+}
+
+impl Mm {
+    /// Check the model's invariants; returns the first violation found.
+    ///
+    /// Every allocated frame is in exactly one place: on one LRU list (PG_LRU, linked into
+    /// its lruvec's list), in one per-CPU batch (PG_INBATCH), or isolated (neither); free
+    /// frames are all-zero and counted in their node's free pages. List lengths equal
+    /// their counters. Each memcg's usage equals its subtree's charged pages plus stocks.
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        use mm_types::*;
+        let mut seen_on_list = vec![false; self.pages.len()];
+        for (i, lv) in self.lruvecs.iter().enumerate() {
+            for lru in 0..mmzone::NR_LRU_LISTS {
+                let mut n = 0u64;
+                let mut p = lv.lists[lru].head;
+                let mut prev = NIL;
+                while p != NIL {
+                    let pg = &self.pages[p as usize];
+                    if !pg.test(PG_LRU) || pg.lru_list() != lru || self.folio_lruvec(p) != i as u32
+                    {
+                        return Err(format!(
+                            "pfn {p} on lruvec {i} list {lru} with flags {:#x}",
+                            pg.flags
+                        ));
+                    }
+                    if pg.prev != prev {
+                        return Err(format!("pfn {p}: broken prev link"));
+                    }
+                    if seen_on_list[p as usize] {
+                        return Err(format!("pfn {p} on two lists"));
+                    }
+                    seen_on_list[p as usize] = true;
+                    n += 1;
+                    prev = p;
+                    p = pg.next;
+                }
+                if lv.lists[lru].tail != prev {
+                    return Err(format!("lruvec {i} list {lru}: tail mismatch"));
+                }
+                if n != lv.nr[lru] || n as i64 != lv.stat[vmstat::LRU_STAT[lru] as usize] {
+                    return Err(format!(
+                        "lruvec {i} list {lru}: {n} folios but counted {}",
+                        lv.nr[lru]
+                    ));
+                }
+            }
+        }
+        let mut in_batch = vec![false; self.pages.len()];
+        for b in &self.batches {
+            for &p in b
+                .lru_add
+                .iter()
+                .chain(&b.lru_activate)
+                .chain(&b.lru_move_tail)
+            {
+                in_batch[p as usize] = true;
+            }
+        }
+        for &p in &self.draining {
+            in_batch[p as usize] = true;
+        }
+        let mut charged = vec![0u64; self.memcgs.len()];
+        let mut free = vec![0u64; self.nodes.len()];
+        for (pfn, pg) in self.pages.iter().enumerate() {
+            let node = self.pfn_node(pfn as Pfn) as usize;
+            if pfn as u32 >= self.nodes[node].next_unused {
+                continue;
+            }
+            if !pg.test(PG_ALLOCATED) {
+                if pg.flags != 0 {
+                    return Err(format!("free pfn {pfn} has flags {:#x}", pg.flags));
+                }
+                free[node] += 1;
+                continue;
+            }
+            if pg.test(PG_LRU) != seen_on_list[pfn] {
+                return Err(format!("pfn {pfn}: PG_lru does not match list membership"));
+            }
+            if pg.test(PG_INBATCH) != in_batch[pfn] {
+                return Err(format!(
+                    "pfn {pfn}: PG_INBATCH does not match batch membership (flags {:#x}, in batch {})",
+                    pg.flags, in_batch[pfn]
+                ));
+            }
+            if pg.test(PG_LRU) && pg.test(PG_INBATCH) && !in_batch[pfn] {
+                return Err(format!("pfn {pfn} on a list and in a batch"));
+            }
+            charged[pg.memcg as usize] += 1;
+        }
+        for (n, nd) in self.nodes.iter().enumerate() {
+            let untouched = nd.base as u64 + self.node_pages - nd.next_unused as u64;
+            if free[n] + untouched != nd.free {
+                return Err(format!(
+                    "node {n}: {} free frames, counted {}",
+                    free[n] + untouched,
+                    nd.free
+                ));
+            }
+        }
+        for &m in self.memcg_preorder.iter() {
+            if m == 0 {
+                continue;
+            }
+            let mut expect = 0;
+            for &c in &self.memcg_preorder {
+                if self.memcg_in_subtree(m, c) {
+                    expect += charged[c as usize] + self.stocked(c);
+                }
+            }
+            let mc = &self.memcgs[m as usize];
+            if mc.usage != expect {
+                return Err(format!(
+                    "memcg {}: usage {} but {} pages charged or stocked",
+                    mc.path, mc.usage, expect
+                ));
+            }
+            if mc.usage > mc.max {
+                return Err(format!(
+                    "memcg {}: usage {} above memory.max {}",
+                    mc.path, mc.usage, mc.max
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! The OOM killer and address-space teardown.
+//!
+//! Models mm/oom_kill.c: out_of_memory() selects the process with the highest badness
+//! (resident anon pages plus swap entries, oom_badness without oom_score_adj) among the
+//! processes of the OOMing memcg's subtree (or all of them for a global OOM), counts
+//! oom_kill, and tears its address space down (exit_mmap/zap_pte_range, as the OOM reaper
+//! would). An OOM is an event in the run, never a crash: if there is nothing to kill, the
+//! allocation fails and the faulting task is the one that ends.
+
+use super::mm_types::*;
+use super::swapfile::SwapEnt;
+use super::vmstat::{NodeStat, VmEvent};
+use super::MemcgId;
+use crate::sim::Sim;
+
+impl Sim {
+    /// out_of_memory(): pick and kill a victim; false if there was none.
+    pub async fn out_of_memory(&self, memcg: Option<MemcgId>) -> bool {
+        let victim = {
+            let mm = self.mm.borrow();
+            let mut best: Option<(u64, u32)> = None;
+            for (i, m) in mm.mms.iter().enumerate() {
+                if !m.alive {
+                    continue;
+                }
+                if let Some(oc) = memcg {
+                    if !mm.memcg_in_subtree(oc, m.memcg) {
+                        continue;
+                    }
+                }
+                let points = m.rss + m.swapents;
+                if best.is_none_or(|(b, _)| points > b) {
+                    best = Some((points, i as u32));
+                }
+            }
+            best.map(|b| b.1)
+        };
+        let Some(v) = victim else {
+            return false;
+        };
+        {
+            let mut mm = self.mm.borrow_mut();
+            let vm = mm.mms[v as usize].memcg;
+            mm.mms[v as usize].alive = false;
+            mm.count_event(VmEvent::OomKill, 1);
+            mm.memcg_memory_event(vm, super::memcontrol::MemcgEvent::OomKill);
+            let now = self.e.now();
+            mm.oom_log.push((now, memcg.unwrap_or(0), v));
+        }
+        self.exit_mmap(v).await;
+        true
+    }
+
+    /// exit_mmap(): unmap and free every page and swap slot of an address space. Folios
+    /// still held by an LRU batch, an isolating reclaimer or writeback are freed by that
+    /// holder when it drops them.
+    pub async fn exit_mmap(&self, mmid: u32) {
+        let n = self.mm.borrow().mms[mmid as usize].ptes.len();
+        for vpn in 0..n {
+            let pfn = {
+                let mut mm = self.mm.borrow_mut();
+                let v = std::mem::take(&mut mm.mms[mmid as usize].ptes[vpn]);
+                let memcg = mm.mms[mmid as usize].memcg as usize;
+                if pte::present(v) {
+                    let pfn = pte::pfn(v);
+                    mm.mms[mmid as usize].rss -= 1;
+                    let lv = mm.folio_lruvec(pfn) as usize;
+                    mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, -1);
+                    mm.delete_from_swap_cache(pfn);
+                    mm.pages[pfn as usize].clear(PG_OWNED);
+                    self.e.charge(self.c.pte_unmap / 4);
+                    Some(pfn)
+                } else if pte::is_swap(v) {
+                    mm.mms[mmid as usize].swapents -= 1;
+                    let slot = pte::slot(v);
+                    let ent = mm.swap.as_ref().map_or(SwapEnt::Free, |s| s.get(slot));
+                    match ent {
+                        SwapEnt::Cached(pfn) => {
+                            mm.delete_from_swap_cache(pfn);
+                            mm.pages[pfn as usize].clear(PG_OWNED);
+                            Some(pfn)
+                        }
+                        SwapEnt::Shadow(_) => {
+                            mm.swap.as_mut().unwrap().free_slot(slot);
+                            mm.memcgs[memcg].swap_usage =
+                                mm.memcgs[memcg].swap_usage.saturating_sub(1);
+                            None
+                        }
+                        SwapEnt::Free => None,
+                    }
+                } else {
+                    None
+                }
+            };
+            if let Some(pfn) = pfn {
+                self.folio_put_last(pfn).await;
+            }
+        }
+    }
+}
+
+impl super::Mm {
+    /// delete_from_swap_cache() + swap_free() for a folio whose owner goes away.
+    pub fn delete_from_swap_cache(&mut self, pfn: u32) {
+        let p = self.pages[pfn as usize];
+        if !p.test(PG_SWAPCACHE) {
+            return;
+        }
+        if let Some(s) = self.swap.as_mut() {
+            s.free_slot(p.private);
+        }
+        let m = p.memcg as usize;
+        self.memcgs[m].swap_usage = self.memcgs[m].swap_usage.saturating_sub(1);
+        let lv = self.folio_lruvec(pfn) as usize;
+        self.lruvecs[lv].mod_state(NodeStat::NrSwapcache, -1);
+        self.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);
+        self.pages[pfn as usize].clear(PG_SWAPCACHE);
+    }
+}

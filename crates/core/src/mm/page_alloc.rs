@@ -1,0 +1,165 @@
+//! The page allocator: watermarks, the allocation fast and slow paths, and freeing.
+//!
+//! Models mm/page_alloc.c for order-0 GFP_HIGHUSER_MOVABLE allocations. The fast path takes
+//! a page from the first node in the zonelist (local node first) whose free pages exceed the
+//! LOW watermark. Otherwise the slow path wakes every node's kswapd, retries against MIN,
+//! enters direct reclaim (try_to_free_pages), retries, and loops while
+//! should_reclaim_retry() sees progress or reclaimable memory, up to MAX_RECLAIM_RETRIES
+//! loops without progress; then the OOM killer.
+//!
+//! Simplified: no per-CPU page lists or buddy orders (a frame is taken from the node's free
+//! stack or its never-used tail), no compaction, no highatomic reserves, no watermark boost,
+//! no cpusets/mempolicies (the zonelist is the local node, then the others in id order).
+
+use super::mm_types::*;
+use super::mmzone::{WMARK_LOW, WMARK_MIN};
+use super::vmstat::{NodeStat, VmEvent};
+use super::{Mm, Pfn, MAX_RECLAIM_RETRIES};
+use crate::sim::Sim;
+
+impl Mm {
+    /// The zonelist of `node`: itself first, then the other nodes in id order.
+    pub fn zonelist(&self, node: u32) -> Vec<u32> {
+        let n = self.nodes.len() as u32;
+        (0..n).map(|i| (node + i) % n).collect()
+    }
+
+    /// rmqueue(): take a free frame from `node`.
+    fn rmqueue(&mut self, node: u32) -> Option<Pfn> {
+        let nd = &mut self.nodes[node as usize];
+        if nd.free == 0 {
+            return None;
+        }
+        let pfn = match nd.free_list.pop() {
+            Some(p) => p,
+            None => {
+                let p = nd.next_unused;
+                nd.next_unused += 1;
+                p
+            }
+        };
+        nd.free -= 1;
+        self.used_frames += 1;
+        self.peak_used_frames = self.peak_used_frames.max(self.used_frames);
+        let p = &mut self.pages[pfn as usize];
+        debug_assert_eq!(p.flags, 0, "allocating a frame in use");
+        *p = Page {
+            flags: PG_ALLOCATED,
+            prev: super::NIL,
+            next: super::NIL,
+            ..Page::default()
+        };
+        self.count_event(VmEvent::Pgalloc, 1);
+        Some(pfn)
+    }
+
+    /// get_page_from_freelist(): the first node of the zonelist above `mark`.
+    pub fn get_page_from_freelist(&mut self, node: u32, mark: usize) -> Option<Pfn> {
+        for n in self.zonelist(node) {
+            if self.nodes[n as usize].watermark_ok(mark) {
+                return self.rmqueue(n);
+            }
+        }
+        None
+    }
+
+    /// free_unref_folios() for one folio: uncharge it from its memcg
+    /// (mem_cgroup_uncharge) and give the frame back to its node.
+    /// The caller has unlinked it from every list and mapping.
+    pub fn free_folio(&mut self, pfn: Pfn) {
+        let p = self.pages[pfn as usize];
+        debug_assert!(p.test(PG_ALLOCATED) && !p.test(PG_LRU) && !p.test(PG_INBATCH));
+        self.page_counter_uncharge(p.memcg, 1);
+        let node = self.pfn_node(pfn);
+        self.pages[pfn as usize] = Page::default();
+        let nd = &mut self.nodes[node as usize];
+        nd.free += 1;
+        nd.free_list.push(pfn);
+        self.used_frames -= 1;
+        self.count_event(VmEvent::Pgfree, 1);
+    }
+
+    /// zone_reclaimable_pages(): file LRU pages, plus anon if swap space is left.
+    pub fn zone_reclaimable_pages(&self, node: u32) -> u64 {
+        let swap = self.swap.as_ref().is_some_and(|s| s.nr_free() > 0);
+        let mut n = 0;
+        for m in &self.memcgs {
+            let lv = &self.lruvecs[m.lruvecs[node as usize] as usize];
+            n += lv.nr[super::mmzone::LRU_INACTIVE_FILE] + lv.nr[super::mmzone::LRU_ACTIVE_FILE];
+            if swap {
+                n +=
+                    lv.nr[super::mmzone::LRU_INACTIVE_ANON] + lv.nr[super::mmzone::LRU_ACTIVE_ANON];
+            }
+        }
+        n
+    }
+
+    /// node_page_state() of a state item, summed over the node's lruvecs (exact).
+    pub fn node_page_state(&self, node: u32, item: NodeStat) -> u64 {
+        self.memcgs
+            .iter()
+            .map(|m| self.lruvecs[m.lruvecs[node as usize] as usize].stat[item as usize])
+            .sum::<i64>()
+            .max(0) as u64
+    }
+}
+
+impl Sim {
+    /// __alloc_pages() for one order-0 page, preferring `node`. None means the allocation
+    /// failed even after the OOM killer (the caller's fault then fails with VM_FAULT_OOM).
+    pub async fn alloc_page(&self, node: u32) -> Option<Pfn> {
+        self.e.sync().await;
+        self.e.charge(self.c.page_alloc);
+        if let Some(p) = self.mm.borrow_mut().get_page_from_freelist(node, WMARK_LOW) {
+            return Some(p);
+        }
+        self.alloc_pages_slowpath(node).await
+    }
+
+    /// __alloc_pages_slowpath().
+    async fn alloc_pages_slowpath(&self, node: u32) -> Option<Pfn> {
+        let mut no_progress_loops = 0u32;
+        let mut oom_tries = 0u32;
+        loop {
+            // wake_all_kswapds(): each node of the zonelist.
+            let zl = self.mm.borrow().zonelist(node);
+            for n in &zl {
+                self.wakeup_kswapd(*n);
+            }
+            if let Some(p) = self.mm.borrow_mut().get_page_from_freelist(node, WMARK_MIN) {
+                return Some(p);
+            }
+            // A task being OOM-killed does not reclaim: it dies at its next check.
+            if self.current_killed() {
+                return None;
+            }
+            // __alloc_pages_direct_reclaim()
+            let progress = self.try_to_free_pages(node).await;
+            if let Some(p) = self.mm.borrow_mut().get_page_from_freelist(node, WMARK_MIN) {
+                return Some(p);
+            }
+            // should_reclaim_retry()
+            if progress > 0 {
+                no_progress_loops = 0;
+            } else {
+                no_progress_loops += 1;
+            }
+            let retry = no_progress_loops <= MAX_RECLAIM_RETRIES && {
+                let mm = self.mm.borrow();
+                zl.iter().any(|&n| {
+                    let nd = &mm.nodes[n as usize];
+                    nd.free + mm.zone_reclaimable_pages(n) > nd.wmark[WMARK_MIN]
+                })
+            };
+            if retry {
+                continue;
+            }
+            // __alloc_pages_may_oom()
+            oom_tries += 1;
+            if oom_tries > 2 || !self.out_of_memory(None).await {
+                return None;
+            }
+            no_progress_loops = 0;
+        }
+    }
+}

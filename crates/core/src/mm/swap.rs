@@ -1,0 +1,345 @@
+//! Per-CPU LRU batches, folio_mark_accessed, and the LRU reclaim cost (lru_note_cost).
+//!
+//! Models mm/swap.c (despite its name, the file of the LRU caches). Folios reach the LRU
+//! through per-CPU batches of FOLIO_BATCH_SIZE (31):
+//!
+//! ```text
+//!  fault / read --> folio_add_lru --> cpu batch [.. 31 ..] --full or lru_add_drain-->
+//!      folio_batch_move_lru: lru_lock once per run of same-lruvec folios, add at head,
+//!      then folios_put drops the batch references (a folio nobody else holds is freed,
+//!      which takes the lru_lock again to unlink it: the dead-folio case of seed 003)
+//! ```
+//! Batches: lru_add, lru_activate (folio_mark_accessed of an inactive, referenced folio),
+//! lru_move_tail (folio_rotate_reclaimable at writeback end). Simplified: the lru_deactivate,
+//! lru_deactivate_file and lru_lazyfree batches are not modeled (no MADV_COLD/FREE, no
+//! invalidation); while in a batch a folio holds PG_INBATCH, which both keeps it from being
+//! freed (the batch's reference) and makes isolation skip it (the kernel clears PG_lru).
+
+use super::mm_types::*;
+use super::mmzone::{lruvec_add_folio, lruvec_add_folio_tail, lruvec_del_folio};
+use super::vmstat::VmEvent;
+use super::{LruvecId, Mm, Pfn, FOLIO_BATCH_SIZE, NIL, SWAP_CLUSTER_MAX};
+use crate::engine::Site;
+use crate::sim::Sim;
+
+/// The per-CPU batches of one CPU (struct cpu_fbatches).
+#[derive(Default)]
+pub struct CpuBatches {
+    pub lru_add: Vec<Pfn>,
+    pub lru_activate: Vec<Pfn>,
+    pub lru_move_tail: Vec<Pfn>,
+}
+
+impl CpuBatches {
+    pub fn is_empty(&self) -> bool {
+        self.lru_add.is_empty() && self.lru_activate.is_empty() && self.lru_move_tail.is_empty()
+    }
+}
+
+/// Which batch operation (the move_fn of folio_batch_move_lru).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOp {
+    /// lru_add: put the folio on its list (head).
+    Add,
+    /// lru_activate: inactive -> active head, PGACTIVATE.
+    Activate,
+    /// lru_move_tail: to the inactive tail, PGROTATED.
+    MoveTail,
+}
+
+impl Mm {
+    /// Apply one batch operation to a folio (the caller holds its lruvec's lru_lock).
+    fn batch_apply(&mut self, op: BatchOp, lv: LruvecId, pfn: Pfn) {
+        let memcg = self.pages[pfn as usize].memcg;
+        match op {
+            BatchOp::Add => {
+                lruvec_add_folio(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+            }
+            BatchOp::Activate => {
+                let p = self.pages[pfn as usize];
+                if p.test(PG_LRU) && !p.test(PG_ACTIVE) && !p.test(PG_UNEVICTABLE) {
+                    lruvec_del_folio(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+                    self.pages[pfn as usize].set(PG_ACTIVE);
+                    lruvec_add_folio(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+                    self.count_event(VmEvent::Pgactivate, 1);
+                    self.count_memcg_event(memcg, VmEvent::Pgactivate, 1);
+                }
+            }
+            BatchOp::MoveTail => {
+                let p = self.pages[pfn as usize];
+                if p.test(PG_LRU) && !p.test(PG_UNEVICTABLE) {
+                    lruvec_del_folio(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+                    self.pages[pfn as usize].clear(PG_ACTIVE);
+                    lruvec_add_folio_tail(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+                    self.count_event(VmEvent::Pgrotated, 1);
+                }
+            }
+        }
+    }
+
+    /// Take a batch out of a CPU's batches.
+    /// Take a batch out of a CPU's batches for draining; its folios stay held (PG_INBATCH)
+    /// and are listed in `draining` until folios_put releases them.
+    fn take_batch(&mut self, cpu: u32, op: BatchOp) -> Vec<Pfn> {
+        let b = &mut self.batches[cpu as usize];
+        let v = match op {
+            BatchOp::Add => std::mem::take(&mut b.lru_add),
+            BatchOp::Activate => std::mem::take(&mut b.lru_activate),
+            BatchOp::MoveTail => std::mem::take(&mut b.lru_move_tail),
+        };
+        self.draining.extend_from_slice(&v);
+        v
+    }
+
+    /// Release drained folios from `draining`.
+    fn release_drained(&mut self, batch: &[Pfn]) {
+        for &p in batch {
+            if let Some(i) = self.draining.iter().rposition(|&x| x == p) {
+                self.draining.swap_remove(i);
+            }
+        }
+    }
+
+    fn batch_mut(&mut self, cpu: u32, op: BatchOp) -> &mut Vec<Pfn> {
+        let b = &mut self.batches[cpu as usize];
+        match op {
+            BatchOp::Add => &mut b.lru_add,
+            BatchOp::Activate => &mut b.lru_activate,
+            BatchOp::MoveTail => &mut b.lru_move_tail,
+        }
+    }
+}
+
+impl Sim {
+    /// folio_batch_move_lru(): apply `op` to every folio of this CPU's batch, taking each
+    /// lruvec's lru_lock once per run of consecutive folios of that lruvec, then drop the
+    /// batch's references (folios_put): a folio that nobody else holds is freed, which
+    /// takes its lruvec's lru_lock again to unlink it.
+    pub async fn folio_batch_move_lru(&self, cpu: u32, op: BatchOp, site: Site) {
+        let batch = self.mm.borrow_mut().take_batch(cpu, op);
+        if batch.is_empty() {
+            return;
+        }
+        let mut locked: Option<LruvecId> = None;
+        for &pfn in &batch {
+            let lv = self.mm.borrow().folio_lruvec(pfn);
+            if locked != Some(lv) {
+                if let Some(old) = locked {
+                    self.unlock_lruvec(old);
+                }
+                self.lock_lruvec(lv, site).await;
+                locked = Some(lv);
+            }
+            self.mm.borrow_mut().batch_apply(op, lv, pfn);
+            self.e.charge(self.c.list_op);
+        }
+        if let Some(old) = locked {
+            self.unlock_lruvec(old);
+        }
+        // folios_put(): drop the batch references.
+        let mut dead = Vec::new();
+        {
+            let mut mm = self.mm.borrow_mut();
+            mm.release_drained(&batch);
+            for &pfn in &batch {
+                let p = &mut mm.pages[pfn as usize];
+                p.clear(PG_INBATCH);
+                if !p.test(PG_OWNED) {
+                    dead.push(pfn);
+                }
+            }
+        }
+        for pfn in dead {
+            self.folio_put_last(pfn).await;
+        }
+    }
+
+    /// The last reference to a folio is gone: __folio_put -> __page_cache_release (unlink
+    /// from its LRU under lru_lock) -> free. A folio that is isolated or batched is freed by
+    /// whoever holds it when they drop it.
+    pub async fn folio_put_last(&self, pfn: Pfn) {
+        let (on_lru, held) = {
+            let mm = self.mm.borrow();
+            let p = &mm.pages[pfn as usize];
+            (p.test(PG_LRU), p.test(PG_INBATCH) || p.test(PG_OWNED))
+        };
+        if held {
+            return;
+        }
+        if on_lru {
+            let lv = self.mm.borrow().folio_lruvec(pfn);
+            self.lock_lruvec(lv, Site::FoliosPutRefs).await;
+            {
+                let mut mm = self.mm.borrow_mut();
+                // It may have been isolated while we waited for the lock; then the isolator
+                // frees it at putback.
+                if mm.pages[pfn as usize].test(PG_LRU) {
+                    let Mm { pages, lruvecs, .. } = &mut *mm;
+                    lruvec_del_folio(pages, &mut lruvecs[lv as usize], pfn);
+                    pages[pfn as usize].clear(PG_LRU);
+                } else {
+                    drop(mm);
+                    self.unlock_lruvec(lv);
+                    return;
+                }
+            }
+            self.e.charge(self.c.list_op);
+            self.unlock_lruvec(lv);
+        }
+        let mut mm = self.mm.borrow_mut();
+        mm.free_folio(pfn);
+        self.e.charge(self.c.page_free);
+    }
+
+    /// folio_batch_add_and_move(): add to this CPU's batch; drain it when full.
+    async fn batch_add(&self, pfn: Pfn, op: BatchOp) {
+        let cpu = self.e.cpu();
+        let full = {
+            let mut mm = self.mm.borrow_mut();
+            mm.pages[pfn as usize].set(PG_INBATCH);
+            let b = mm.batch_mut(cpu, op);
+            b.push(pfn);
+            b.len() >= FOLIO_BATCH_SIZE
+        };
+        if full {
+            self.folio_batch_move_lru(cpu, op, Site::FolioBatchMoveLru)
+                .await;
+        }
+    }
+
+    /// folio_add_lru(): a new folio goes to the LRU through this CPU's lru_add batch.
+    pub async fn folio_add_lru(&self, pfn: Pfn) {
+        self.batch_add(pfn, BatchOp::Add).await;
+    }
+
+    /// lru_add_drain() / lru_add_drain_cpu(): drain every batch of the current CPU.
+    pub async fn lru_add_drain(&self) {
+        let cpu = self.e.cpu();
+        if self.mm.borrow().batches[cpu as usize].is_empty() {
+            return;
+        }
+        for op in [BatchOp::Add, BatchOp::MoveTail, BatchOp::Activate] {
+            self.folio_batch_move_lru(cpu, op, Site::LruAddDrainCpu)
+                .await;
+        }
+    }
+
+    /// folio_mark_accessed(): the classic LRU's second-chance promotion of buffered
+    /// accesses. First access sets PG_referenced; a second one activates an inactive folio
+    /// (through the lru_activate batch if it is on the LRU, directly if it is still in the
+    /// lru_add batch) and ages the workingset clock (workingset_activation).
+    pub async fn folio_mark_accessed(&self, pfn: Pfn) {
+        let activate_via_batch = {
+            let mut mm = self.mm.borrow_mut();
+            let p = mm.pages[pfn as usize];
+            if !p.test(PG_REFERENCED) {
+                mm.pages[pfn as usize].set(PG_REFERENCED);
+                return;
+            }
+            if p.test(PG_UNEVICTABLE) || p.test(PG_ACTIVE) {
+                return;
+            }
+            let via_batch = p.test(PG_LRU) && !p.test(PG_INBATCH);
+            if !p.test(PG_LRU) {
+                // __lru_cache_activate_folio: not on a list yet (lru_add batch) or
+                // isolated: mark it, the list it goes to follows the flag.
+                mm.pages[pfn as usize].set(PG_ACTIVE);
+            }
+            // On a list but queued in another batch: folio_activate's test_clear_lru
+            // fails and the activation is dropped, as in the kernel.
+            mm.pages[pfn as usize].clear(PG_REFERENCED);
+            mm.workingset_activation(pfn);
+            via_batch
+        };
+        if activate_via_batch {
+            self.batch_add(pfn, BatchOp::Activate).await;
+        }
+    }
+
+    /// folio_rotate_reclaimable(): writeback ended on a PG_reclaim folio; move it to the
+    /// inactive tail so the next scan frees it (through the lru_move_tail batch).
+    pub async fn folio_rotate_reclaimable(&self, pfn: Pfn) {
+        let ok = {
+            let mm = self.mm.borrow();
+            let p = mm.pages[pfn as usize];
+            p.test(PG_LRU) && !p.test(PG_INBATCH) && !p.test(PG_DIRTY) && !p.test(PG_UNEVICTABLE)
+        };
+        if ok {
+            self.batch_add(pfn, BatchOp::MoveTail).await;
+        }
+    }
+
+    /// lru_note_cost_unlock_irq() walked up the hierarchy: record reclaim cost
+    /// (nr_io * SWAP_CLUSTER_MAX + nr_rotated) in `lv` and every ancestor lruvec, each under
+    /// its own lru_lock, halving both costs when they exceed a quarter of the level's LRU
+    /// size (lruvec_page_state, hierarchical and as fresh as the last flush).
+    ///
+    /// Simplified/structured as 7.x: the first level re-acquires the lock (it is not folded
+    /// into the putback hold as in 6.18); `first_site` names that acquisition (the seed 000
+    /// call sites), the parents count under lru_note_cost_unlock_irq.
+    pub async fn lru_note_cost(
+        &self,
+        lv: LruvecId,
+        file: bool,
+        nr_io: u64,
+        nr_rotated: u64,
+        first_site: Site,
+    ) {
+        let cost = self.reclaim_cost(nr_io, nr_rotated);
+        if cost == 0 {
+            return;
+        }
+        let mut cur = Some(lv);
+        let mut site = first_site;
+        while let Some(l) = cur {
+            self.lock_lruvec(l, site).await;
+            {
+                let mut mm = self.mm.borrow_mut();
+                let v = &mut mm.lruvecs[l as usize];
+                if file {
+                    v.file_cost += cost;
+                } else {
+                    v.anon_cost += cost;
+                }
+                use super::vmstat::NodeStat::*;
+                let lrusize = v.page_state(NrInactiveAnon)
+                    + v.page_state(NrActiveAnon)
+                    + v.page_state(NrInactiveFile)
+                    + v.page_state(NrActiveFile);
+                if v.file_cost + v.anon_cost > lrusize / 4 {
+                    v.file_cost /= 2;
+                    v.anon_cost /= 2;
+                }
+            }
+            self.unlock_lruvec(l);
+            site = Site::LruNoteCost;
+            cur = self.mm.borrow().parent_lruvec(l);
+        }
+    }
+
+    /// The cost of a reclaim event, as lru_note_cost computes it (since v6.2, seed 002):
+    /// IO weighs SWAP_CLUSTER_MAX times a rotation.
+    pub fn reclaim_cost(&self, nr_io: u64, nr_rotated: u64) -> u64 {
+        nr_io * SWAP_CLUSTER_MAX + nr_rotated
+    }
+}
+
+impl Mm {
+    /// parent_lruvec(): the lruvec of the parent memcg on the same node.
+    pub fn parent_lruvec(&self, lv: LruvecId) -> Option<LruvecId> {
+        let l = &self.lruvecs[lv as usize];
+        self.memcgs[l.memcg as usize]
+            .parent
+            .map(|p| self.lruvec_of(p, l.node))
+    }
+
+    /// Is the frame on a list and linked consistently? (For invariants.)
+    pub fn lru_linked(&self, pfn: Pfn) -> bool {
+        let p = &self.pages[pfn as usize];
+        p.test(PG_LRU)
+            && (p.prev != NIL || p.next != NIL || {
+                let lv = &self.lruvecs[self.folio_lruvec(pfn) as usize];
+                lv.lists[p.lru_list()].head == pfn
+            })
+    }
+}

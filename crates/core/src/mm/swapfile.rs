@@ -1,0 +1,130 @@
+//! The swap device: slot allocation and the swap cache.
+//!
+//! Models mm/swapfile.c (swap_map, get_swap_pages, swap_free) and mm/swap_state.c
+//! (add_to_swap_cache, __delete_from_swap_cache keeping a shadow). One entry per slot (u64):
+//!
+//! ```text
+//!   0                      free
+//!   CACHED | pfn           in use, the folio is in the swap cache
+//!   SHADOW | shadow        in use, swapped out; the shadow is workingset_eviction()'s
+//! ```
+//! Simplified: one swap device, no clusters or per-CPU slot caches (slots come from a free
+//! stack, then never-used slots in order), no swap.max, no readahead (one page per swapin).
+
+use super::Pfn;
+
+const TAG_SHIFT: u32 = 62;
+const CACHED: u64 = 1 << TAG_SHIFT;
+const SHADOW: u64 = 2 << TAG_SHIFT;
+const VAL_MASK: u64 = (1 << TAG_SHIFT) - 1;
+
+/// What a swap slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwapEnt {
+    Free,
+    Cached(Pfn),
+    Shadow(u64),
+}
+
+pub struct SwapInfo {
+    map: Vec<u64>,
+    free_stack: Vec<u32>,
+    next_unused: u32,
+    nr_used: u64,
+    /// True for a synchronous (zram-like) device.
+    pub synchronous: bool,
+    pub read_ns: u64,
+    pub write_ns: u64,
+}
+
+impl SwapInfo {
+    pub fn new(slots: u64, synchronous: bool, read_ns: u64, write_ns: u64) -> Self {
+        SwapInfo {
+            map: vec![0; slots as usize],
+            free_stack: Vec::new(),
+            next_unused: 0,
+            nr_used: 0,
+            synchronous,
+            read_ns,
+            write_ns,
+        }
+    }
+
+    pub fn nr_slots(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// get_nr_swap_pages().
+    pub fn nr_free(&self) -> u64 {
+        self.nr_slots() - self.nr_used
+    }
+
+    /// folio_alloc_swap(): a free slot for a folio entering the swap cache.
+    pub fn alloc_slot(&mut self, pfn: Pfn) -> Option<u32> {
+        let slot = match self.free_stack.pop() {
+            Some(s) => s,
+            None if (self.next_unused as usize) < self.map.len() => {
+                self.next_unused += 1;
+                self.next_unused - 1
+            }
+            None => return None,
+        };
+        self.map[slot as usize] = CACHED | pfn as u64;
+        self.nr_used += 1;
+        Some(slot)
+    }
+
+    pub fn get(&self, slot: u32) -> SwapEnt {
+        let v = self.map[slot as usize];
+        match v & !VAL_MASK {
+            0 => SwapEnt::Free,
+            CACHED => SwapEnt::Cached((v & VAL_MASK) as Pfn),
+            _ => SwapEnt::Shadow(v & VAL_MASK),
+        }
+    }
+
+    /// __delete_from_swap_cache() with a shadow: the slot stays in use for the PTE.
+    pub fn set_shadow(&mut self, slot: u32, shadow: u64) {
+        self.map[slot as usize] = SHADOW | (shadow & VAL_MASK);
+    }
+
+    /// add_to_swap_cache() on swapin.
+    pub fn set_cached(&mut self, slot: u32, pfn: Pfn) {
+        self.map[slot as usize] = CACHED | pfn as u64;
+    }
+
+    /// swap_free(): the last user of the slot is gone.
+    pub fn free_slot(&mut self, slot: u32) {
+        debug_assert!(
+            self.map[slot as usize] != 0,
+            "double free of swap slot {slot}"
+        );
+        self.map[slot as usize] = 0;
+        self.free_stack.push(slot);
+        self.nr_used -= 1;
+    }
+
+    /// Slots in use (for invariants).
+    pub fn nr_used(&self) -> u64 {
+        self.nr_used
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_cycle_through_cache_shadow_and_free() {
+        let mut s = SwapInfo::new(2, true, 1, 1);
+        let a = s.alloc_slot(7).unwrap();
+        let b = s.alloc_slot(8).unwrap();
+        assert_eq!(s.alloc_slot(9), None);
+        assert_eq!(s.get(a), SwapEnt::Cached(7));
+        s.set_shadow(a, 12345);
+        assert_eq!(s.get(a), SwapEnt::Shadow(12345));
+        s.free_slot(b);
+        assert_eq!(s.nr_free(), 1);
+        assert_eq!(s.alloc_slot(10), Some(b));
+    }
+}

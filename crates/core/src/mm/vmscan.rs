@@ -1,0 +1,1174 @@
+//! Page reclaim, classic LRU: kswapd, direct reclaim, memcg reclaim, and the shrink_* paths.
+//!
+//! Models mm/vmscan.c (v6.18 structure, with the 7.x lock re-acquisition for the cost
+//! update noted in swap.rs). Call graph, as in the kernel:
+//!
+//! ```text
+//!  kswapd -> balance_pgdat ----------------------------\
+//!  __alloc_pages_slowpath -> try_to_free_pages ---------+-> do_try_to_free_pages (direct)
+//!  try_charge_memcg -> try_to_free_mem_cgroup_pages ---/      |
+//!                                                   shrink_zones -> shrink_node
+//!     shrink_node: prepare_scan_control, shrink_node_memcgs (mem_cgroup_iter + protection)
+//!       shrink_lruvec: get_scan_count, then SWAP_CLUSTER_MAX chunks of
+//!         shrink_active_list (deactivate)  /  shrink_inactive_list:
+//!            isolate_lru_folios -> shrink_folio_list -> move_folios_to_lru -> lru_note_cost
+//! ```
+//! Simplified: one zone per node (no zone skipping or lowmem reserves), no slab shrinkers,
+//! no compaction or high-order reclaim, no MGLRU yet, no dirty file folios (file pages are
+//! written before the run and stay clean), no writeback throttling (PGDAT_WRITEBACK,
+//! reclaim_throttle on WRITEBACK/CONGESTED/NOPROGRESS are not modeled; the ISOLATED throttle
+//! is), no vmpressure, no demotion, no VM_EXEC or VM_LOCKED mappings.
+
+use super::mm_types::*;
+use super::mmzone::*;
+use super::vmstat::{NodeStat, VmEvent};
+use super::{LruvecId, MemcgId, Mm, Pfn, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX};
+use crate::engine::Site;
+use crate::sim::Sim;
+
+/// may_deactivate bits.
+pub const DEACTIVATE_ANON: u8 = 1;
+pub const DEACTIVATE_FILE: u8 = 2;
+
+/// Per-call statistics of shrink_folio_list (struct reclaim_stat) accumulated in sc->nr.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReclaimStat {
+    pub nr_reclaimed: u64,
+    pub nr_pageout: u64,
+    pub nr_writeback: u64,
+    pub nr_activate: [u64; 2],
+    pub nr_ref_keep: u64,
+    pub nr_unmap_fail: u64,
+}
+
+/// struct scan_control: one reclaim invocation's parameters and progress.
+#[derive(Debug, Clone)]
+pub struct ScanControl {
+    /// How many pages shrink_list() should reclaim.
+    pub nr_to_reclaim: u64,
+    /// The memcg whose limit is being reclaimed; None = global (node) reclaim.
+    pub target: Option<MemcgId>,
+    /// Snapshot of the target lruvec's anon_cost / file_cost (prepare_scan_control).
+    pub anon_cost: u64,
+    pub file_cost: u64,
+    /// Can active folios be deactivated as part of reclaim? (DEACTIVATE_ANON | _FILE)
+    pub may_deactivate: u8,
+    pub force_deactivate: bool,
+    pub skipped_deactivate: bool,
+    /// Writepage batching in laptop mode; otherwise always allowed here.
+    pub may_writepage: bool,
+    /// Can mapped folios be reclaimed?
+    pub may_unmap: bool,
+    /// Can folios be swapped as part of reclaim?
+    pub may_swap: bool,
+    /// Proactive reclaim (memory.reclaim); swappiness override.
+    pub proactive: bool,
+    pub swappiness: Option<u32>,
+    /// Cgroups below memory.low are reclaimed only when this is set (second pass).
+    pub memcg_low_reclaim: bool,
+    pub memcg_low_skipped: bool,
+    /// Walk every memcg instead of a shared, partial walk.
+    pub memcg_full_walk: bool,
+    /// Reclaim only file (plenty of inactive file, no refaults).
+    pub cache_trim_mode: bool,
+    pub cache_trim_mode_failed: bool,
+    pub no_cache_trim_mode: bool,
+    /// File is too small to sustain reclaim: scan anon.
+    pub file_is_tiny: bool,
+    /// Scan (total_size >> priority) pages at once.
+    pub priority: i32,
+    /// Is this kswapd?
+    pub kswapd: bool,
+    /// Incremented by the number of inactive pages that were scanned.
+    pub nr_scanned: u64,
+    /// Number of pages freed so far during a call to shrink_zones().
+    pub nr_reclaimed: u64,
+    /// Pages taken off the LRUs by isolate in this shrink_node pass (sc->nr.taken).
+    pub nr_taken: u64,
+    pub nr_writeback: u64,
+}
+
+impl ScanControl {
+    pub fn new(nr_to_reclaim: u64, target: Option<MemcgId>, kswapd: bool) -> Self {
+        ScanControl {
+            nr_to_reclaim,
+            target,
+            anon_cost: 0,
+            file_cost: 0,
+            may_deactivate: 0,
+            force_deactivate: false,
+            skipped_deactivate: false,
+            may_writepage: true,
+            may_unmap: true,
+            may_swap: true,
+            proactive: false,
+            swappiness: None,
+            memcg_low_reclaim: false,
+            memcg_low_skipped: false,
+            memcg_full_walk: false,
+            cache_trim_mode: false,
+            cache_trim_mode_failed: false,
+            no_cache_trim_mode: false,
+            file_is_tiny: false,
+            priority: DEF_PRIORITY,
+            kswapd,
+            nr_scanned: 0,
+            nr_reclaimed: 0,
+            nr_taken: 0,
+            nr_writeback: 0,
+        }
+    }
+
+    /// cgroup_reclaim(): reclaim on behalf of a memcg limit.
+    #[inline]
+    pub fn cgroup_reclaim(&self) -> bool {
+        self.target.is_some()
+    }
+
+    /// The memcg a walk starts from (root for global reclaim).
+    #[inline]
+    pub fn target_memcg(&self) -> MemcgId {
+        self.target.unwrap_or(0)
+    }
+}
+
+/// get_scan_count()'s choice of balance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanBalance {
+    Equal,
+    Fract,
+    File,
+    Anon,
+}
+
+impl Mm {
+    /// can_reclaim_anon_pages(): is there swap space the memcg may use?
+    pub fn can_reclaim_anon_pages(&self, memcg: MemcgId) -> bool {
+        self.mem_cgroup_get_nr_swap_pages(memcg) > 0
+    }
+
+    /// mem_cgroup_swappiness(): the memcg's (v1 knob, inherited) or vm.swappiness.
+    pub fn mem_cgroup_swappiness(&self, memcg: MemcgId) -> u32 {
+        self.memcgs[memcg as usize].swappiness
+    }
+
+    /// inactive_is_low(): is the inactive list too small relative to the active list?
+    ///
+    /// Reads lruvec_page_state (hierarchical, last flushed). The target ratio is
+    /// int_sqrt(10 * size_in_GiB), so 1 GiB -> 3:1, 10 GiB -> 10:1, 100 GiB -> 31:1,
+    /// and 1 for less than a GiB.
+    pub fn inactive_is_low(&self, lv: LruvecId, inactive_lru: usize) -> bool {
+        let l = &self.lruvecs[lv as usize];
+        let inactive = l.page_state(super::vmstat::LRU_STAT[inactive_lru]);
+        let active = l.page_state(super::vmstat::LRU_STAT[inactive_lru + 1]);
+        inactive_is_low_ratio(inactive, active)
+    }
+
+    /// get_scan_count(): how many folios of each evictable list to scan at this priority.
+    ///
+    /// The first matching case picks the balance: no swap (or !may_swap) -> file only;
+    /// cgroup reclaim with swappiness 0 -> file only; priority 0 -> equal pressure;
+    /// file_is_tiny -> anon; cache_trim_mode -> file; otherwise a fraction from the
+    /// recorded reclaim costs weighted by swappiness. memory.low/min protection scales each
+    /// list's size down by the protected share of the cgroup's usage.
+    pub fn get_scan_count(&self, lv: LruvecId, sc: &mut ScanControl) -> ([u64; 4], ScanBalance) {
+        let memcg = self.lruvecs[lv as usize].memcg;
+        let swappiness = sc
+            .swappiness
+            .unwrap_or_else(|| self.mem_cgroup_swappiness(memcg)) as u64;
+        let mut fraction = [0u64; 2];
+        let mut denominator = 0u64;
+        let balance = if !sc.may_swap || !self.can_reclaim_anon_pages(memcg) {
+            // If we have no swap space, do not bother scanning anon folios.
+            ScanBalance::File
+        } else if sc.cgroup_reclaim() && swappiness == 0 {
+            // Global reclaim ignores swappiness 0 so that OOM is not declared with swap left;
+            // a memcg asking for no swap gets file only.
+            ScanBalance::File
+        } else if swappiness == 201 {
+            ScanBalance::Anon
+        } else if sc.priority == 0 && swappiness != 0 {
+            // Near OOM: scan everything equally to make sure nothing is missed.
+            ScanBalance::Equal
+        } else if sc.file_is_tiny {
+            // File LRU too small to sustain reclaim: force anon.
+            ScanBalance::Anon
+        } else if sc.cache_trim_mode {
+            // Plenty of inactive file and no refaults: trim the cache only.
+            ScanBalance::File
+        } else {
+            // Balance by cost: each list's share of the total within [1/3, 2/3], pushed
+            // further by swappiness.
+            let mut total = sc.anon_cost + sc.file_cost;
+            let anon_cost = total + sc.anon_cost;
+            let file_cost = total + sc.file_cost;
+            total = anon_cost + file_cost;
+            let ap = swappiness * (total + 1) / (anon_cost + 1);
+            let fp = (200 - swappiness) * (total + 1) / (file_cost + 1);
+            fraction = [ap, fp];
+            denominator = ap + fp;
+            ScanBalance::Fract
+        };
+        let (min, low) = self.mem_cgroup_protection(sc.target_memcg(), memcg);
+        let mut nr = [0u64; 4];
+        for lru in EVICTABLE_LRUS {
+            let file = is_file_lru(lru);
+            let lruvec_size = self.lruvecs[lv as usize].lru_size(lru);
+            let mut scan = if min > 0 || low > 0 {
+                let cgroup_size = self.memcgs[memcg as usize].usage;
+                // Scan pressure falls with the protected share of the usage; a floor of
+                // SWAP_CLUSTER_MAX keeps reclaim moving when just above the protection.
+                let protection = if !sc.memcg_low_reclaim && low > min {
+                    sc.memcg_low_skipped = true;
+                    low
+                } else {
+                    min
+                };
+                let cgroup_size = cgroup_size.max(protection);
+                let s = lruvec_size
+                    - (lruvec_size as u128 * protection as u128 / (cgroup_size as u128 + 1)) as u64;
+                s.max(SWAP_CLUSTER_MAX)
+            } else {
+                lruvec_size
+            };
+            scan >>= sc.priority;
+            scan = match balance {
+                ScanBalance::Equal => scan,
+                ScanBalance::Fract => {
+                    (scan as u128 * fraction[file as usize] as u128 / denominator.max(1) as u128)
+                        as u64
+                }
+                ScanBalance::File | ScanBalance::Anon => {
+                    if (balance == ScanBalance::File) != file {
+                        0
+                    } else {
+                        scan
+                    }
+                }
+            };
+            nr[lru] = scan;
+        }
+        (nr, balance)
+    }
+
+    /// folio_referenced(): walk the reverse map, test and clear young PTE bits; returns
+    /// the number of young PTEs. Only anonymous folios are mapped in this model.
+    pub fn folio_referenced(&mut self, pfn: Pfn) -> u32 {
+        let p = self.pages[pfn as usize];
+        if p.is_file_lru() || !p.test(PG_OWNED) {
+            return 0;
+        }
+        let mm = &mut self.mms[p.owner as usize];
+        let pte_v = &mut mm.ptes[p.index as usize];
+        if pte::present(*pte_v) && pte::pfn(*pte_v) == pfn && *pte_v & pte::YOUNG != 0 {
+            *pte_v &= !pte::YOUNG;
+            1
+        } else {
+            0
+        }
+    }
+
+    /// folio_mapped(): is the anon folio mapped by its PTE?
+    pub fn folio_mapped(&self, pfn: Pfn) -> bool {
+        let p = &self.pages[pfn as usize];
+        if p.is_file_lru() || !p.test(PG_OWNED) {
+            return false;
+        }
+        let v = self.mms[p.owner as usize].ptes[p.index as usize];
+        pte::present(v) && pte::pfn(v) == pfn
+    }
+
+    /// isolate_lru_folios(): take up to `nr_to_scan` folios off the tail of `lru` into
+    /// `dst` (oldest first). Folios held by a per-CPU batch cannot be isolated and rotate
+    /// to the head. Returns (nr_taken, nr_scanned). Caller holds lru_lock.
+    pub fn isolate_lru_folios(
+        &mut self,
+        nr_to_scan: u64,
+        lv: LruvecId,
+        dst: &mut Vec<Pfn>,
+        lru: usize,
+    ) -> (u64, u64) {
+        let mut scan = 0;
+        let mut taken = 0;
+        while scan < nr_to_scan {
+            let pfn = self.lruvecs[lv as usize].lists[lru].tail;
+            if pfn == NIL {
+                break;
+            }
+            scan += 1;
+            let Mm { pages, lruvecs, .. } = self;
+            let l = &mut lruvecs[lv as usize];
+            lruvec_del_folio(pages, l, pfn);
+            if pages[pfn as usize].test(PG_INBATCH) {
+                // folio_try_get / test_clear_lru failed: somebody else holds it.
+                lruvec_add_folio(pages, l, pfn);
+                continue;
+            }
+            pages[pfn as usize].clear(PG_LRU);
+            dst.push(pfn);
+            taken += 1;
+        }
+        (taken, scan)
+    }
+
+    /// move_folios_to_lru(): put isolated folios back at the head of the list matching
+    /// their flags; active ones age the workingset clock. Folios whose last reference went
+    /// while isolated are returned for freeing. Caller holds lru_lock.
+    pub fn move_folios_to_lru(&mut self, lv: LruvecId, list: &[Pfn]) -> (u64, Vec<Pfn>) {
+        let mut moved = 0;
+        let mut dead = Vec::new();
+        for &pfn in list {
+            if !self.pages[pfn as usize].test(PG_OWNED) {
+                dead.push(pfn);
+                continue;
+            }
+            let Mm { pages, lruvecs, .. } = self;
+            lruvec_add_folio(pages, &mut lruvecs[lv as usize], pfn);
+            moved += 1;
+            if pages[pfn as usize].test(PG_ACTIVE) {
+                self.workingset_age_nonresident(lv, 1);
+            }
+        }
+        (moved, dead)
+    }
+
+    /// snapshot_refaults(): remember WORKINGSET_ACTIVATE at the end of reclaim so the next
+    /// prepare_scan_control can tell whether refaults happened since.
+    pub fn snapshot_refaults(&mut self, target: MemcgId, node: u32) {
+        let lv = self.lruvec_of(target, node) as usize;
+        let l = &mut self.lruvecs[lv];
+        l.refaults[0] = l.page_state(NodeStat::WorkingsetActivateAnon);
+        l.refaults[1] = l.page_state(NodeStat::WorkingsetActivateFile);
+    }
+
+    /// pgdat_balanced(): is the node's zone above its HIGH watermark?
+    pub fn pgdat_balanced(&self, node: u32) -> bool {
+        self.nodes[node as usize].watermark_ok(WMARK_HIGH)
+    }
+
+    fn count_isolated(&mut self, lv: LruvecId, file: bool, delta: i64) {
+        let item = if file {
+            NodeStat::NrIsolatedFile
+        } else {
+            NodeStat::NrIsolatedAnon
+        };
+        self.lruvecs[lv as usize].mod_state(item, delta);
+    }
+}
+
+/// The inactive:active target of inactive_is_low() for the given list sizes [pages].
+pub fn inactive_is_low_ratio(inactive: u64, active: u64) -> bool {
+    let gb = (inactive + active) >> 18;
+    let ratio = if gb > 0 { int_sqrt(10 * gb) } else { 1 };
+    inactive * ratio < active
+}
+
+impl Sim {
+    pub(crate) async fn lock_lruvec(&self, lv: LruvecId, site: Site) {
+        let lock = self.mm.borrow().lruvecs[lv as usize].lock;
+        self.e.lock(lock, site).await;
+    }
+
+    pub(crate) fn unlock_lruvec(&self, lv: LruvecId) {
+        let lock = self.mm.borrow().lruvecs[lv as usize].lock;
+        self.e.unlock(lock);
+    }
+
+    /// shrink_active_list(): move folios from the active list to the inactive list.
+    ///
+    /// Every isolated folio is deactivated, referenced or not (young bits are cleared by
+    /// the rmap walk), except referenced executable file folios, which rotate (none exist
+    /// in this model). Deactivated folios get PG_workingset.
+    async fn shrink_active_list(
+        &self,
+        nr_to_scan: u64,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+        lru: usize,
+    ) {
+        let file = is_file_lru(lru);
+        self.lru_add_drain().await;
+        self.lock_lruvec(lv, Site::ShrinkActiveList).await;
+        let mut hold = Vec::new();
+        let (taken, scanned) = {
+            let mut mm = self.mm.borrow_mut();
+            let r = mm.isolate_lru_folios(nr_to_scan, lv, &mut hold, lru);
+            mm.count_isolated(lv, file, r.0 as i64);
+            let memcg = mm.lruvecs[lv as usize].memcg;
+            mm.count_reclaim_event(memcg, VmEvent::Pgrefill, r.1, !sc.cgroup_reclaim());
+            r
+        };
+        self.e.charge(scanned * self.c.isolate_folio);
+        self.unlock_lruvec(lv);
+        if taken == 0 {
+            return;
+        }
+        let mut nr_rotated = 0;
+        {
+            let mut mm = self.mm.borrow_mut();
+            for &pfn in &hold {
+                let referenced = mm.folio_referenced(pfn);
+                self.e.charge(self.c.pte_referenced);
+                // Referenced VM_EXEC file folios would rotate here; none are modeled.
+                let _ = referenced;
+                let p = &mut mm.pages[pfn as usize];
+                p.clear(PG_ACTIVE);
+                p.set(PG_WORKINGSET);
+            }
+            let _ = &mut nr_rotated;
+        }
+        self.lock_lruvec(lv, Site::ShrinkActiveList).await;
+        let dead = {
+            let mut mm = self.mm.borrow_mut();
+            let (moved, dead) = mm.move_folios_to_lru(lv, &hold);
+            mm.count_isolated(lv, file, -(taken as i64));
+            let memcg = mm.lruvecs[lv as usize].memcg;
+            mm.count_event(VmEvent::Pgdeactivate, moved);
+            mm.count_memcg_event(memcg, VmEvent::Pgdeactivate, moved);
+            dead
+        };
+        self.e.charge(taken * self.c.list_op);
+        self.unlock_lruvec(lv);
+        for pfn in dead {
+            self.mm.borrow_mut().free_folio(pfn);
+        }
+        self.lru_note_cost(lv, file, 0, nr_rotated, Site::ShrinkActiveList)
+            .await;
+    }
+
+    /// shrink_inactive_list(): isolate a chunk of inactive folios, try to reclaim them,
+    /// put the survivors back and record the cost. Returns the number reclaimed.
+    async fn shrink_inactive_list(
+        &self,
+        nr_to_scan: u64,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+        lru: usize,
+    ) -> u64 {
+        let file = is_file_lru(lru);
+        // too_many_isolated(): direct reclaimers back off when isolation outruns the list.
+        if !sc.kswapd {
+            let mut stalled = false;
+            loop {
+                let node = self.mm.borrow().lruvecs[lv as usize].node;
+                let too_many = {
+                    let mm = self.mm.borrow();
+                    let (inactive, isolated) = if file {
+                        (
+                            mm.node_page_state(node, NodeStat::NrInactiveFile),
+                            mm.node_page_state(node, NodeStat::NrIsolatedFile),
+                        )
+                    } else {
+                        (
+                            mm.node_page_state(node, NodeStat::NrInactiveAnon),
+                            mm.node_page_state(node, NodeStat::NrIsolatedAnon),
+                        )
+                    };
+                    isolated > inactive >> 3
+                };
+                if !too_many {
+                    break;
+                }
+                if stalled {
+                    return 0;
+                }
+                stalled = true;
+                // reclaim_throttle(pgdat, VMSCAN_THROTTLE_ISOLATED): up to HZ/50.
+                self.e.sleep(20_000_000).await;
+                if self.current_killed() {
+                    return 0;
+                }
+            }
+        }
+        self.lru_add_drain().await;
+        self.lock_lruvec(lv, Site::ShrinkInactiveList).await;
+        let mut list = Vec::new();
+        let (taken, scanned) = {
+            let mut mm = self.mm.borrow_mut();
+            let r = mm.isolate_lru_folios(nr_to_scan, lv, &mut list, lru);
+            mm.count_isolated(lv, file, r.0 as i64);
+            let memcg = mm.lruvecs[lv as usize].memcg;
+            let item = if sc.kswapd {
+                VmEvent::PgscanKswapd
+            } else {
+                VmEvent::PgscanDirect
+            };
+            mm.count_reclaim_event(memcg, item, r.1, !sc.cgroup_reclaim());
+            mm.count_event(
+                if file {
+                    VmEvent::PgscanFile
+                } else {
+                    VmEvent::PgscanAnon
+                },
+                r.1,
+            );
+            r
+        };
+        self.e.charge(scanned * self.c.isolate_folio);
+        self.unlock_lruvec(lv);
+        sc.nr_taken += taken;
+        if taken == 0 {
+            return 0;
+        }
+        let stat = self.shrink_folio_list(&mut list, lv, sc).await;
+        self.lock_lruvec(lv, Site::MoveFoliosToLru).await;
+        let dead = {
+            let mut mm = self.mm.borrow_mut();
+            let (_, dead) = mm.move_folios_to_lru(lv, &list);
+            mm.count_isolated(lv, file, -(taken as i64));
+            let memcg = mm.lruvecs[lv as usize].memcg;
+            let item = if sc.kswapd {
+                VmEvent::PgstealKswapd
+            } else {
+                VmEvent::PgstealDirect
+            };
+            mm.count_reclaim_event(memcg, item, stat.nr_reclaimed, !sc.cgroup_reclaim());
+            mm.count_event(
+                if file {
+                    VmEvent::PgstealFile
+                } else {
+                    VmEvent::PgstealAnon
+                },
+                stat.nr_reclaimed,
+            );
+            dead
+        };
+        self.e.charge(list.len() as u64 * self.c.list_op);
+        self.unlock_lruvec(lv);
+        for pfn in dead {
+            self.mm.borrow_mut().free_folio(pfn);
+        }
+        self.lru_note_cost(
+            lv,
+            file,
+            stat.nr_pageout,
+            scanned - stat.nr_reclaimed,
+            Site::ShrinkLruvec,
+        )
+        .await;
+        sc.nr_writeback += stat.nr_writeback;
+        stat.nr_reclaimed
+    }
+
+    /// shrink_folio_list(): decide each isolated folio's fate, oldest first.
+    ///
+    /// Under writeback -> mark PG_reclaim and activate. Referenced (folio_check_references)
+    /// -> activate or keep. Anon not in the swap cache -> allocate a slot (none left:
+    /// activate). Mapped -> unmap (the PTE becomes a swap entry). Dirty -> pageout: on a
+    /// synchronous device the write completes at once and the folio is freed in this pass;
+    /// on a block device it stays under writeback and is kept. Clean and unmapped ->
+    /// __remove_mapping leaves a shadow (workingset_eviction) and the folio is freed.
+    /// Reclaimed folios are removed from `list`; the rest go back to the LRU.
+    async fn shrink_folio_list(
+        &self,
+        list: &mut Vec<Pfn>,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+    ) -> ReclaimStat {
+        let mut stat = ReclaimStat::default();
+        let mut keep = Vec::with_capacity(list.len());
+        let target = sc.target_memcg();
+        let mut last_sync = 0;
+        for &pfn in list.iter() {
+            // Other processes' PTEs are shared state: bound how far ahead we run.
+            self.e
+                .sync_every(&mut last_sync, crate::workload::SKEW_QUANTUM)
+                .await;
+            self.e.charge(self.c.shrink_folio);
+            sc.nr_scanned += 1;
+            let outcome = self.shrink_one_folio(pfn, sc, target, &mut stat).await;
+            if outcome {
+                stat.nr_reclaimed += 1;
+            } else {
+                keep.push(pfn);
+            }
+        }
+        let mut mm = self.mm.borrow_mut();
+        let act = stat.nr_activate[0] + stat.nr_activate[1];
+        mm.count_event(VmEvent::Pgactivate, act);
+        let memcg = mm.lruvecs[lv as usize].memcg;
+        mm.count_memcg_event(memcg, VmEvent::Pgactivate, act);
+        *list = keep;
+        stat
+    }
+
+    /// One folio of shrink_folio_list; true if it was freed.
+    async fn shrink_one_folio(
+        &self,
+        pfn: Pfn,
+        sc: &ScanControl,
+        target: MemcgId,
+        stat: &mut ReclaimStat,
+    ) -> bool {
+        enum Fate {
+            Activate,
+            Keep,
+            Free,
+        }
+        let fate = 'f: {
+            let mut mm = self.mm.borrow_mut();
+            let p = mm.pages[pfn as usize];
+            let file = p.is_file_lru();
+            if !p.test(PG_OWNED) {
+                // Freed by its owner while isolated: move_folios_to_lru frees it.
+                break 'f Fate::Keep;
+            }
+            if p.test(PG_WRITEBACK) {
+                // Case 2 of the writeback handling: mark for immediate reclaim and move on.
+                mm.pages[pfn as usize].set(PG_RECLAIM);
+                stat.nr_writeback += 1;
+                break 'f Fate::Activate;
+            }
+            // folio_check_references()
+            let referenced_ptes = mm.folio_referenced(pfn);
+            self.e.charge(self.c.pte_referenced);
+            let referenced_folio = mm.pages[pfn as usize].test_clear(PG_REFERENCED);
+            if referenced_ptes > 0 {
+                mm.pages[pfn as usize].set(PG_REFERENCED);
+                // Mapped folios start with a young PTE from the fault: activate only on a
+                // second use (referenced before, or several PTEs); else one more trip.
+                if referenced_folio || referenced_ptes > 1 {
+                    break 'f Fate::Activate;
+                }
+                stat.nr_ref_keep += 1;
+                break 'f Fate::Keep;
+            }
+            let reclaim_clean = referenced_folio && file;
+            if !file && !p.test(PG_SWAPCACHE) {
+                // add_to_swap(): no slot left -> activate.
+                let slot = match mm.swap.as_mut().and_then(|s| s.alloc_slot(pfn)) {
+                    Some(s) => s,
+                    None => break 'f Fate::Activate,
+                };
+                self.e.charge(self.c.swap_cache_op);
+                let lvf = mm.folio_lruvec(pfn) as usize;
+                mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, 1);
+                mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, 1);
+                let memcg = mm.pages[pfn as usize].memcg;
+                mm.memcgs[memcg as usize].swap_usage += 1;
+                let pg = &mut mm.pages[pfn as usize];
+                pg.set(PG_SWAPCACHE | PG_DIRTY);
+                pg.private = slot;
+            }
+            if !sc.may_unmap && mm.folio_mapped(pfn) {
+                break 'f Fate::Keep;
+            }
+            if mm.folio_mapped(pfn) {
+                // try_to_unmap(): the PTE becomes the swap entry; its dirty bit moves to the folio.
+                let pg = mm.pages[pfn as usize];
+                let slot = pg.private;
+                let mmid = pg.owner as usize;
+                let v = mm.mms[mmid].ptes[pg.index as usize];
+                mm.mms[mmid].ptes[pg.index as usize] = pte::mk_swap(slot);
+                mm.mms[mmid].rss -= 1;
+                mm.mms[mmid].swapents += 1;
+                let lvf = mm.folio_lruvec(pfn) as usize;
+                mm.lruvecs[lvf].mod_state(NodeStat::NrAnonMapped, -1);
+                if v & pte::DIRTY != 0 {
+                    mm.pages[pfn as usize].set(PG_DIRTY);
+                }
+                self.e.charge(self.c.pte_unmap);
+            }
+            if mm.pages[pfn as usize].test(PG_DIRTY) {
+                if file {
+                    // Dirty file folios are left to the flushers (none are modeled).
+                    mm.pages[pfn as usize].set(PG_RECLAIM);
+                    break 'f Fate::Activate;
+                }
+                if reclaim_clean || !sc.may_writepage {
+                    break 'f Fate::Keep;
+                }
+                // pageout() -> swap_writeout()
+                stat.nr_pageout += 1;
+                mm.count_event(VmEvent::Pswpout, 1);
+                let (sync_dev, wns) = {
+                    let s = mm.swap.as_ref().expect("swapcache folio without swap");
+                    (s.synchronous, s.write_ns)
+                };
+                mm.pages[pfn as usize].clear(PG_DIRTY);
+                if sync_dev {
+                    // zram: the write completes inside pageout; the folio is clean now.
+                    self.e.charge(wns);
+                } else {
+                    let pg = &mut mm.pages[pfn as usize];
+                    pg.set(PG_WRITEBACK | PG_RECLAIM);
+                    let lvf = mm.folio_lruvec(pfn) as usize;
+                    mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, 1);
+                    drop(mm);
+                    self.submit_swap_write(pfn, wns);
+                    break 'f Fate::Keep;
+                }
+            }
+            // __remove_mapping(): store the shadow and drop the cache reference.
+            let shadow = mm.workingset_eviction(pfn, target);
+            let pg = mm.pages[pfn as usize];
+            let lvf = mm.folio_lruvec(pfn) as usize;
+            if pg.test(PG_SWAPCACHE) {
+                mm.swap.as_mut().unwrap().set_shadow(pg.private, shadow);
+                mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, -1);
+            } else {
+                mm.files[pg.owner as usize].cache[pg.index as usize] =
+                    super::filemap::shadow_entry(shadow);
+                mm.files[pg.owner as usize].nr_cached -= 1;
+            }
+            mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, -1);
+            let pg = &mut mm.pages[pfn as usize];
+            pg.clear(PG_OWNED | PG_SWAPCACHE | PG_ACTIVE);
+            Fate::Free
+        };
+        match fate {
+            Fate::Free => {
+                self.mm.borrow_mut().free_folio(pfn);
+                self.e.charge(self.c.page_free);
+                true
+            }
+            Fate::Keep => false,
+            Fate::Activate => {
+                let mut mm = self.mm.borrow_mut();
+                let p = mm.pages[pfn as usize];
+                // Free the swap slot of an activated folio when swap is getting full.
+                if p.test(PG_SWAPCACHE)
+                    && !p.test(PG_WRITEBACK)
+                    && mm.mem_cgroup_swap_full()
+                    && mm.folio_mapped(pfn)
+                {
+                    mm.folio_free_swap(pfn);
+                }
+                mm.pages[pfn as usize].set(PG_ACTIVE);
+                stat.nr_activate[p.is_file_lru() as usize] += 1;
+                false
+            }
+        }
+    }
+
+    /// Submit an asynchronous swap write: writeback ends `ns` later on this CPU
+    /// (folio_end_writeback, which rotates a PG_reclaim folio to the inactive tail).
+    fn submit_swap_write(&self, pfn: Pfn, ns: u64) {
+        let me = self.self_rc();
+        let at = self.e.now() + ns;
+        let cpu = self.e.cpu();
+        self.e.spawn(at, cpu, async move {
+            let rotate = {
+                let mut mm = me.mm.borrow_mut();
+                let p = &mut mm.pages[pfn as usize];
+                p.clear(PG_WRITEBACK);
+                let r = p.test_clear(PG_RECLAIM);
+                let lvf = mm.folio_lruvec(pfn) as usize;
+                mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, -1);
+                r
+            };
+            if rotate {
+                me.folio_rotate_reclaimable(pfn).await;
+            }
+        });
+    }
+
+    /// shrink_list(): active lists are only deactivated when allowed; inactive lists are
+    /// reclaimed.
+    async fn shrink_list(
+        &self,
+        lru: usize,
+        nr_to_scan: u64,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+    ) -> u64 {
+        if is_active_lru(lru) {
+            let bit = if is_file_lru(lru) {
+                DEACTIVATE_FILE
+            } else {
+                DEACTIVATE_ANON
+            };
+            if sc.may_deactivate & bit != 0 {
+                self.shrink_active_list(nr_to_scan, lv, sc, lru).await;
+            } else {
+                sc.skipped_deactivate = true;
+            }
+            return 0;
+        }
+        self.shrink_inactive_list(nr_to_scan, lv, sc, lru).await
+    }
+
+    /// shrink_lruvec(): scan the lists in SWAP_CLUSTER_MAX chunks toward get_scan_count's
+    /// targets. Once nr_to_reclaim is met, kswapd and memcg reclaim stop the type with less
+    /// work left and scale the other to the same proportion of its target; global direct
+    /// reclaim at DEF_PRIORITY scans its full targets. Finally rebalance anon if its
+    /// inactive list is low.
+    pub async fn shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
+        self.e.charge(self.c.shrink_lruvec_setup);
+        let (mut nr, _) = self.mm.borrow().get_scan_count(lv, sc);
+        let targets = nr;
+        let mut proportional_reclaim =
+            !sc.cgroup_reclaim() && !sc.kswapd && sc.priority == DEF_PRIORITY;
+        let nr_to_reclaim = sc.nr_to_reclaim;
+        let mut nr_reclaimed = 0u64;
+        while nr[LRU_INACTIVE_ANON] > 0 || nr[LRU_ACTIVE_FILE] > 0 || nr[LRU_INACTIVE_FILE] > 0 {
+            for lru in EVICTABLE_LRUS {
+                if nr[lru] > 0 {
+                    let chunk = nr[lru].min(SWAP_CLUSTER_MAX);
+                    nr[lru] -= chunk;
+                    nr_reclaimed += self.shrink_list(lru, chunk, lv, sc).await;
+                }
+            }
+            if self.current_killed() {
+                break;
+            }
+            if nr_reclaimed < nr_to_reclaim || proportional_reclaim {
+                continue;
+            }
+            let nr_file = nr[LRU_INACTIVE_FILE] + nr[LRU_ACTIVE_FILE];
+            let nr_anon = nr[LRU_INACTIVE_ANON] + nr[LRU_ACTIVE_ANON];
+            if nr_file == 0 || nr_anon == 0 {
+                break;
+            }
+            let (stop, other, percentage) = if nr_file > nr_anon {
+                let t = targets[LRU_INACTIVE_ANON] + targets[LRU_ACTIVE_ANON] + 1;
+                (LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, nr_anon * 100 / t)
+            } else {
+                let t = targets[LRU_INACTIVE_FILE] + targets[LRU_ACTIVE_FILE] + 1;
+                (LRU_INACTIVE_FILE, LRU_INACTIVE_ANON, nr_file * 100 / t)
+            };
+            nr[stop] = 0;
+            nr[stop + 1] = 0;
+            for l in [other, other + 1] {
+                let scanned = targets[l] - nr[l];
+                nr[l] = targets[l] * (100 - percentage) / 100;
+                nr[l] -= nr[l].min(scanned);
+            }
+            proportional_reclaim = true;
+        }
+        sc.nr_reclaimed += nr_reclaimed;
+        // Even if the target was met, keep the anon inactive list balanced.
+        let (age, memcg) = {
+            let mm = self.mm.borrow();
+            let memcg = mm.lruvecs[lv as usize].memcg;
+            (
+                mm.can_reclaim_anon_pages(memcg) && mm.inactive_is_low(lv, LRU_INACTIVE_ANON),
+                memcg,
+            )
+        };
+        let _ = memcg;
+        if age {
+            self.shrink_active_list(SWAP_CLUSTER_MAX, lv, sc, LRU_ACTIVE_ANON)
+                .await;
+        }
+    }
+
+    /// prepare_scan_control(): per-shrink_node decisions from the target lruvec: snapshot
+    /// the costs (under lru_lock), decide which active lists may be deactivated (refaults
+    /// since the last snapshot, or inactive too small), cache_trim_mode and file_is_tiny.
+    async fn prepare_scan_control(&self, node: u32, sc: &mut ScanControl) {
+        let target = sc.target_memcg();
+        let lv = {
+            let mut mm = self.mm.borrow_mut();
+            let now = self.e.now();
+            mm.flush_stats_ratelimited(now);
+            mm.lruvec_of(target, node)
+        };
+        self.lock_lruvec(lv, Site::PrepareScanControl).await;
+        {
+            let mm = self.mm.borrow();
+            sc.anon_cost = mm.lruvecs[lv as usize].anon_cost;
+            sc.file_cost = mm.lruvecs[lv as usize].file_cost;
+        }
+        self.unlock_lruvec(lv);
+        let mm = self.mm.borrow();
+        let l = &mm.lruvecs[lv as usize];
+        if sc.force_deactivate {
+            sc.may_deactivate = DEACTIVATE_ANON | DEACTIVATE_FILE;
+        } else {
+            sc.may_deactivate = 0;
+            if l.page_state(NodeStat::WorkingsetActivateAnon) != l.refaults[0]
+                || mm.inactive_is_low(lv, LRU_INACTIVE_ANON)
+            {
+                sc.may_deactivate |= DEACTIVATE_ANON;
+            }
+            if l.page_state(NodeStat::WorkingsetActivateFile) != l.refaults[1]
+                || mm.inactive_is_low(lv, LRU_INACTIVE_FILE)
+            {
+                sc.may_deactivate |= DEACTIVATE_FILE;
+            }
+        }
+        let file = l.page_state(NodeStat::NrInactiveFile);
+        sc.cache_trim_mode = (file >> sc.priority) > 0
+            && sc.may_deactivate & DEACTIVATE_FILE == 0
+            && !sc.no_cache_trim_mode;
+        if !sc.cgroup_reclaim() {
+            let free = mm.nodes[node as usize].free;
+            let file = mm.node_page_state(node, NodeStat::NrActiveFile)
+                + mm.node_page_state(node, NodeStat::NrInactiveFile);
+            let total_high = mm.nodes[node as usize].wmark[WMARK_HIGH];
+            let anon = mm.node_page_state(node, NodeStat::NrInactiveAnon);
+            sc.file_is_tiny = file + free <= total_high
+                && sc.may_deactivate & DEACTIVATE_ANON == 0
+                && (anon >> sc.priority) > 0;
+        } else {
+            sc.file_is_tiny = false;
+        }
+    }
+
+    /// shrink_node_memcgs(): walk the target's memcg subtree and shrink each lruvec on this
+    /// node, honoring memory.min (skip) and memory.low (skip unless memcg_low_reclaim). A
+    /// partial walk (direct and memcg reclaim share a cursor) stops once enough is
+    /// reclaimed; kswapd and memcg_full_walk walk everything.
+    async fn shrink_node_memcgs(&self, node: u32, sc: &mut ScanControl) {
+        let target = sc.target_memcg();
+        let partial = !sc.kswapd && !sc.memcg_full_walk;
+        let mut cookie = super::memcontrol::ReclaimCookie {
+            node,
+            generation: 0,
+        };
+        let mut prev: Option<MemcgId> = None;
+        loop {
+            let next = {
+                let mut mm = self.mm.borrow_mut();
+                mm.mem_cgroup_iter(target, prev, if partial { Some(&mut cookie) } else { None })
+            };
+            let Some(memcg) = next else { break };
+            prev = Some(memcg);
+            let lv = {
+                let mut mm = self.mm.borrow_mut();
+                mm.mem_cgroup_calculate_protection(target, memcg);
+                if mm.mem_cgroup_below_min(target, memcg) {
+                    // Hard protection: never reclaim below memory.min.
+                    continue;
+                }
+                if mm.mem_cgroup_below_low(target, memcg) {
+                    // Soft protection: skip unless nothing else was reclaimable.
+                    if !sc.memcg_low_reclaim {
+                        sc.memcg_low_skipped = true;
+                        continue;
+                    }
+                    mm.memcg_memory_event(memcg, super::memcontrol::MemcgEvent::Low);
+                }
+                mm.lruvec_of(memcg, node)
+            };
+            self.shrink_lruvec(lv, sc).await;
+            if self.current_killed() {
+                break;
+            }
+            if partial && sc.nr_reclaimed >= sc.nr_to_reclaim {
+                break;
+            }
+        }
+    }
+
+    /// shrink_node(): one reclaim pass over a node for the target. Progress resets the
+    /// node's kswapd_failures.
+    pub async fn shrink_node(&self, node: u32, sc: &mut ScanControl) {
+        let before = sc.nr_reclaimed;
+        sc.nr_taken = 0;
+        sc.nr_writeback = 0;
+        self.prepare_scan_control(node, sc).await;
+        self.shrink_node_memcgs(node, sc).await;
+        self.after_reclaim_pass();
+        let mut mm = self.mm.borrow_mut();
+        if sc.nr_reclaimed > before {
+            mm.nodes[node as usize].kswapd_failures = 0;
+        } else if sc.cache_trim_mode {
+            sc.cache_trim_mode_failed = true;
+        }
+    }
+
+    /// do_try_to_free_pages(): the direct-reclaim priority loop over the zonelist, with
+    /// the retries of the kernel when nothing was reclaimed: a full memcg walk, then forced
+    /// deactivation, then reclaim below memory.low.
+    async fn do_try_to_free_pages(&self, zonelist: &[u32], sc: &mut ScanControl) -> u64 {
+        let initial_priority = sc.priority;
+        loop {
+            if !sc.cgroup_reclaim() {
+                self.mm.borrow_mut().count_event(VmEvent::Allocstall, 1);
+            }
+            loop {
+                sc.nr_scanned = 0;
+                for &n in zonelist {
+                    self.shrink_node(n, sc).await;
+                }
+                if sc.nr_reclaimed >= sc.nr_to_reclaim || self.current_killed() {
+                    break;
+                }
+                if sc.priority < DEF_PRIORITY - 2 {
+                    sc.may_writepage = true;
+                }
+                sc.priority -= 1;
+                if sc.priority < 0 {
+                    break;
+                }
+            }
+            {
+                let mut mm = self.mm.borrow_mut();
+                for &n in zonelist {
+                    mm.snapshot_refaults(sc.target_memcg(), n);
+                }
+            }
+            if sc.nr_reclaimed > 0 || self.current_killed() {
+                return sc.nr_reclaimed;
+            }
+            if !sc.memcg_full_walk {
+                sc.priority = initial_priority;
+                sc.memcg_full_walk = true;
+                continue;
+            }
+            if sc.skipped_deactivate {
+                sc.priority = initial_priority;
+                sc.force_deactivate = true;
+                sc.skipped_deactivate = false;
+                continue;
+            }
+            if sc.memcg_low_skipped {
+                sc.priority = initial_priority;
+                sc.force_deactivate = false;
+                sc.memcg_low_reclaim = true;
+                sc.memcg_low_skipped = false;
+                continue;
+            }
+            return 0;
+        }
+    }
+
+    /// try_to_free_pages(): global direct reclaim from the allocator, SWAP_CLUSTER_MAX pages.
+    /// Simplified: no throttle_direct_reclaim (pfmemalloc) wait.
+    pub async fn try_to_free_pages(&self, node: u32) -> u64 {
+        let mut sc = ScanControl::new(SWAP_CLUSTER_MAX, None, false);
+        let zl = self.mm.borrow().zonelist(node);
+        let t0 = self.e.now();
+        let r = self.do_try_to_free_pages(&zl, &mut sc).await;
+        self.note_direct_reclaim(self.e.now() - t0);
+        r
+    }
+
+    /// try_to_free_mem_cgroup_pages(): reclaim at least max(nr_pages, 32) from `memcg`'s
+    /// subtree, over every node (the current node's zonelist).
+    pub async fn try_to_free_mem_cgroup_pages(
+        &self,
+        memcg: MemcgId,
+        nr_pages: u64,
+        may_swap: bool,
+    ) -> u64 {
+        let mut sc = ScanControl::new(nr_pages.max(SWAP_CLUSTER_MAX), Some(memcg), false);
+        sc.may_swap = may_swap;
+        let node = self.current_node();
+        let zl = self.mm.borrow().zonelist(node);
+        let t0 = self.e.now();
+        let r = self.do_try_to_free_pages(&zl, &mut sc).await;
+        self.note_direct_reclaim(self.e.now() - t0);
+        r
+    }
+
+    /// wakeup_kswapd(): wake the node's kswapd unless it has given up or the node is
+    /// already balanced.
+    pub fn wakeup_kswapd(&self, node: u32) {
+        let (task, wake) = {
+            let mm = self.mm.borrow();
+            let nd = &mm.nodes[node as usize];
+            let wake = nd.kswapd_sleeping
+                && nd.kswapd_failures < super::MAX_RECLAIM_RETRIES
+                && !mm.pgdat_balanced(node);
+            (nd.kswapd, wake)
+        };
+        if wake {
+            self.mm.borrow_mut().nodes[node as usize].kswapd_sleeping = false;
+            self.e.wake(task, self.e.now());
+        }
+    }
+
+    /// kswapd(): the per-node reclaim thread. Sleeps while the node is balanced (or after
+    /// MAX_RECLAIM_RETRIES failed runs), otherwise runs balance_pgdat.
+    /// Simplified: no HZ/10 short nap before the full sleep (kswapd_try_to_sleep).
+    pub async fn kswapd(&self, node: u32) {
+        loop {
+            let sleep = {
+                let mm = self.mm.borrow();
+                mm.pgdat_balanced(node)
+                    || mm.nodes[node as usize].kswapd_failures >= super::MAX_RECLAIM_RETRIES
+            };
+            if sleep {
+                self.mm.borrow_mut().nodes[node as usize].kswapd_sleeping = true;
+                self.e.park().await;
+            }
+            let t0 = self.e.now();
+            self.balance_pgdat(node).await;
+            self.note_kswapd_run(node, self.e.now() - t0);
+            self.e.sync().await;
+        }
+    }
+
+    /// balance_pgdat(): reclaim until the node is above its HIGH watermark, raising the
+    /// priority when a pass scanned too little or reclaimed nothing.
+    async fn balance_pgdat(&self, node: u32) {
+        self.mm.borrow_mut().count_event(VmEvent::Pageoutrun, 1);
+        let mut sc = ScanControl::new(0, None, true);
+        loop {
+            sc.nr_scanned = 0;
+            let before = sc.nr_reclaimed;
+            if self.mm.borrow().pgdat_balanced(node) {
+                break;
+            }
+            // kswapd_age_node(): keep the anon inactive list balanced across all memcgs.
+            let age: Vec<LruvecId> = {
+                let mm = self.mm.borrow();
+                let root = mm.lruvec_of(0, node);
+                if mm.can_reclaim_anon_pages(0) && mm.inactive_is_low(root, LRU_INACTIVE_ANON) {
+                    mm.memcg_preorder
+                        .iter()
+                        .map(|&m| mm.lruvec_of(m, node))
+                        .collect()
+                } else {
+                    Vec::new()
+                }
+            };
+            for lv in age {
+                self.shrink_active_list(SWAP_CLUSTER_MAX, lv, &mut sc, LRU_ACTIVE_ANON)
+                    .await;
+            }
+            if sc.priority < DEF_PRIORITY - 2 {
+                sc.may_writepage = true;
+            }
+            // kswapd_shrink_node()
+            sc.nr_to_reclaim = {
+                let mm = self.mm.borrow();
+                mm.nodes[node as usize].wmark[WMARK_HIGH].max(SWAP_CLUSTER_MAX)
+            };
+            self.shrink_node(node, &mut sc).await;
+            let reclaimed = sc.nr_reclaimed - before;
+            let enough = sc.nr_scanned.max(reclaimed) >= sc.nr_to_reclaim;
+            if !enough || reclaimed == 0 {
+                sc.priority -= 1;
+            }
+            if sc.priority < 1 {
+                break;
+            }
+        }
+        let mut mm = self.mm.borrow_mut();
+        if sc.nr_reclaimed == 0 {
+            mm.nodes[node as usize].kswapd_failures += 1;
+        }
+        mm.snapshot_refaults(0, node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inactive_ratio_follows_sqrt_of_gib() {
+        // < 1 GiB: ratio 1.
+        assert!(inactive_is_low_ratio(100, 101));
+        assert!(!inactive_is_low_ratio(100, 100));
+        // 1 GiB total (262144 pages): ratio int_sqrt(10) = 3.
+        let total = 1u64 << 18;
+        assert!(inactive_is_low_ratio(total / 4 - 1, total - total / 4 + 1)); // 65535*3 < 196609
+        assert!(!inactive_is_low_ratio(total / 4 + 1, total - total / 4 - 1));
+        // 100 GiB: ratio 31.
+        let total = 100u64 << 18;
+        let inactive = total / 32;
+        assert!(!inactive_is_low_ratio(
+            inactive + 1000,
+            total - inactive - 1000
+        ));
+        assert!(inactive_is_low_ratio(
+            inactive - 1000,
+            total - inactive + 1000
+        ));
+    }
+}

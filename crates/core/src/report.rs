@@ -1,0 +1,339 @@
+//! The result of a run, under kernel names (docs/results.md documents the JSON schema).
+//!
+//! - `vmstat`: /proc/vmstat lines (state items summed over every lruvec, then events);
+//! - `cgroups`: per memcg, cgroup v2 files: memory.current/max/high/low/min/peak,
+//!   memory.swap.current, memory.stat (hierarchical; sizes in bytes) and memory.events
+//!   (hierarchical);
+//! - `locks`: `perf lock contention` per (lock, caller);
+//! - `timeseries`: one row per cgroup per sample interval (sizes in bytes, counters as deltas).
+
+use crate::mm::memcontrol::MEMCG_EVENT_NAMES;
+use crate::mm::vmstat::{
+    NodeStat, VmEvent, NODE_STAT_NAMES, NR_NODE_STAT, NR_VM_EVENTS, VM_EVENT_NAMES,
+};
+use crate::mm::{MemcgId, Mm};
+use crate::scenario::{Scenario, PAGE_SIZE};
+use crate::sim::Sim;
+use crate::workload::WorkloadStats;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Hierarchical counters of one memcg (itself plus descendants, all nodes).
+struct MemcgView {
+    stat: [i64; NR_NODE_STAT],
+    events: [u64; NR_VM_EVENTS],
+    mem_events: [u64; 5],
+    swap: u64,
+}
+
+fn memcg_view(mm: &Mm, m: MemcgId) -> MemcgView {
+    let mut v = MemcgView {
+        stat: [0; NR_NODE_STAT],
+        events: [0; NR_VM_EVENTS],
+        mem_events: [0; 5],
+        swap: 0,
+    };
+    for c in &mm.memcg_preorder {
+        if !mm.memcg_in_subtree(m, *c) {
+            continue;
+        }
+        let mc = &mm.memcgs[*c as usize];
+        for &lv in &mc.lruvecs {
+            for (i, s) in mm.lruvecs[lv as usize].stat.iter().enumerate() {
+                v.stat[i] += s;
+            }
+        }
+        for (i, e) in mc.vm_events.iter().enumerate() {
+            v.events[i] += e;
+        }
+        for (i, e) in mc.events.iter().enumerate() {
+            v.mem_events[i] += e;
+        }
+        v.swap += mc.swap_usage;
+    }
+    v
+}
+
+fn page_bytes(p: i64) -> u64 {
+    p.max(0) as u64 * PAGE_SIZE
+}
+
+/// The columns of the time series.
+pub const TS_COLUMNS: [&str; 16] = [
+    "t_ns",
+    "cgroup",
+    "memory.current",
+    "inactive_anon",
+    "active_anon",
+    "inactive_file",
+    "active_file",
+    "unevictable",
+    "pgscan",
+    "pgsteal",
+    "pgfault",
+    "pgmajfault",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "pswpin",
+    "pswpout",
+];
+
+/// Samples per-cgroup sizes and counter deltas on virtual time.
+pub struct Sampler {
+    pub interval: u64,
+    prev: Vec<[u64; 6]>,
+    prev_global: [u64; 2],
+    pub rows: Vec<Value>,
+}
+
+impl Sampler {
+    pub fn new(interval: u64) -> Self {
+        Sampler {
+            interval,
+            prev: Vec::new(),
+            prev_global: [0; 2],
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn sample(&mut self, now: u64, mm: &Mm) {
+        use VmEvent::*;
+        if self.prev.len() != mm.memcgs.len() {
+            self.prev = vec![[0; 6]; mm.memcgs.len()];
+        }
+        let g = [mm.events[Pswpin as usize], mm.events[Pswpout as usize]];
+        let dg = [g[0] - self.prev_global[0], g[1] - self.prev_global[1]];
+        self.prev_global = g;
+        for &m in &mm.memcg_preorder {
+            let v = memcg_view(mm, m);
+            let ev = |e: VmEvent| v.events[e as usize];
+            let cur = [
+                ev(PgscanKswapd) + ev(PgscanDirect),
+                ev(PgstealKswapd) + ev(PgstealDirect),
+                ev(Pgfault),
+                ev(Pgmajfault),
+                v.stat[NodeStat::WorkingsetRefaultAnon as usize].max(0) as u64,
+                v.stat[NodeStat::WorkingsetRefaultFile as usize].max(0) as u64,
+            ];
+            let p = &mut self.prev[m as usize];
+            let d: Vec<u64> = cur.iter().zip(p.iter()).map(|(c, o)| c - o).collect();
+            *p = cur;
+            let st = |s: NodeStat| page_bytes(v.stat[s as usize]);
+            self.rows.push(json!([
+                now,
+                mm.memcgs[m as usize].path,
+                mm.memcgs[m as usize].usage * PAGE_SIZE,
+                st(NodeStat::NrInactiveAnon),
+                st(NodeStat::NrActiveAnon),
+                st(NodeStat::NrInactiveFile),
+                st(NodeStat::NrActiveFile),
+                st(NodeStat::NrUnevictable),
+                d[0],
+                d[1],
+                d[2],
+                d[3],
+                d[4],
+                d[5],
+                dg[0],
+                dg[1]
+            ]));
+        }
+    }
+}
+
+/// The whole result.
+#[derive(Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub scenario: Value,
+    pub end_ns: u64,
+    pub vmstat: Map<String, Value>,
+    pub cgroups: Vec<Value>,
+    pub locks: Vec<Value>,
+    pub workloads: Vec<WorkloadStats>,
+    pub oom_kills: Vec<Value>,
+    pub reclaim: Value,
+    pub timeseries: Value,
+    pub engine: Value,
+}
+
+fn limit_bytes(pages: u64) -> Value {
+    if pages == u64::MAX {
+        json!("max")
+    } else {
+        json!(pages * PAGE_SIZE)
+    }
+}
+
+impl Report {
+    pub fn build(sim: &Sim, sc: &Scenario) -> Report {
+        let mm = sim.mm.borrow();
+        let end_ns = sim.e.stop_time().unwrap_or(sim.end).min(sim.end);
+        // /proc/vmstat
+        let mut vmstat = Map::new();
+        let free: u64 = mm.nodes.iter().map(|n| n.free).sum();
+        vmstat.insert("nr_free_pages".into(), json!(free));
+        let mut state = [0i64; NR_NODE_STAT];
+        for lv in &mm.lruvecs {
+            for (i, s) in lv.stat.iter().enumerate() {
+                state[i] += s;
+            }
+        }
+        for (i, name) in NODE_STAT_NAMES.iter().enumerate() {
+            vmstat.insert((*name).into(), json!(state[i].max(0)));
+        }
+        for (i, name) in VM_EVENT_NAMES.iter().enumerate() {
+            vmstat.insert((*name).into(), json!(mm.events[i]));
+        }
+        // cgroups
+        let mut cgroups = Vec::new();
+        for &m in &mm.memcg_preorder {
+            let mc = &mm.memcgs[m as usize];
+            let v = memcg_view(&mm, m);
+            let st = |s: NodeStat| page_bytes(v.stat[s as usize]);
+            let ev = |e: VmEvent| v.events[e as usize];
+            let mut stat = Map::new();
+            use NodeStat::*;
+            use VmEvent::*;
+            for (k, val) in [
+                ("anon", st(NrAnonMapped)),
+                ("file", st(NrFilePages)),
+                ("swapcached", st(NrSwapcache)),
+                ("file_writeback", st(NrWriteback)),
+                ("inactive_anon", st(NrInactiveAnon)),
+                ("active_anon", st(NrActiveAnon)),
+                ("inactive_file", st(NrInactiveFile)),
+                ("active_file", st(NrActiveFile)),
+                ("unevictable", st(NrUnevictable)),
+            ] {
+                stat.insert(k.into(), json!(val));
+            }
+            for s in [
+                WorkingsetRefaultAnon,
+                WorkingsetRefaultFile,
+                WorkingsetActivateAnon,
+                WorkingsetActivateFile,
+                WorkingsetRestoreAnon,
+                WorkingsetRestoreFile,
+            ] {
+                stat.insert(
+                    NODE_STAT_NAMES[s as usize].into(),
+                    json!(v.stat[s as usize].max(0)),
+                );
+            }
+            for (k, val) in [
+                ("pgscan", ev(PgscanKswapd) + ev(PgscanDirect)),
+                ("pgsteal", ev(PgstealKswapd) + ev(PgstealDirect)),
+                ("pgscan_kswapd", ev(PgscanKswapd)),
+                ("pgscan_direct", ev(PgscanDirect)),
+                ("pgsteal_kswapd", ev(PgstealKswapd)),
+                ("pgsteal_direct", ev(PgstealDirect)),
+                ("pgfault", ev(Pgfault)),
+                ("pgmajfault", ev(Pgmajfault)),
+                ("pgrefill", ev(Pgrefill)),
+                ("pgactivate", ev(Pgactivate)),
+                ("pgdeactivate", ev(Pgdeactivate)),
+            ] {
+                stat.insert(k.into(), json!(val));
+            }
+            let mut events = Map::new();
+            for (i, n) in MEMCG_EVENT_NAMES.iter().enumerate() {
+                events.insert((*n).into(), json!(v.mem_events[i]));
+            }
+            cgroups.push(json!({
+                "path": mc.path,
+                "memory.current": mc.usage * PAGE_SIZE,
+                "memory.max": limit_bytes(mc.max),
+                "memory.high": limit_bytes(mc.high),
+                "memory.low": mc.low * PAGE_SIZE,
+                "memory.min": mc.min * PAGE_SIZE,
+                "memory.peak": mc.peak * PAGE_SIZE,
+                "memory.swap.current": v.swap * PAGE_SIZE,
+                "memory.stat": stat,
+                "memory.events": events,
+            }));
+        }
+        // perf lock contention
+        let mut locks: Vec<(u64, Value)> = sim
+            .e
+            .lock_stats()
+            .into_iter()
+            .map(|(class, site, s)| {
+                (
+                    s.total_wait,
+                    json!({
+                        "name": class.name(),
+                        "caller": site.name(),
+                        "acquisitions": s.acquisitions,
+                        "contended": s.contended,
+                        "total_wait_ns": s.total_wait,
+                        "max_wait_ns": s.max_wait,
+                        "avg_wait_ns": s.total_wait.checked_div(s.contended).unwrap_or(0),
+                    }),
+                )
+            })
+            .collect();
+        locks.sort_by(|a, b| b.0.cmp(&a.0));
+        let locks = locks.into_iter().map(|x| x.1).collect();
+        let mut workloads = sim.workloads.borrow().clone();
+        for w in workloads.iter_mut() {
+            let end = if w.live > 0 { end_ns } else { w.end_ns };
+            let start = if w.start_ns == u64::MAX {
+                end
+            } else {
+                w.start_ns
+            };
+            w.runtime_ns = end.saturating_sub(start);
+            w.throughput = if w.runtime_ns > 0 {
+                w.accesses as f64 * 1e9 / w.runtime_ns as f64
+            } else {
+                0.0
+            };
+        }
+        let oom_kills = mm
+            .oom_log
+            .iter()
+            .map(|(t, m, mmid)| {
+                let wl = mm.mms[*mmid as usize].workload as usize;
+                json!({
+                    "t_ns": t,
+                    "cgroup": mm.memcgs[*m as usize].path,
+                    "workload": workloads.get(wl).map(|w| w.name.clone()).unwrap_or_default(),
+                    "task": mmid,
+                })
+            })
+            .collect();
+        let stats = sim.stats.borrow();
+        let sampler = sim.sampler.borrow();
+        Report {
+            schema_version: SCHEMA_VERSION,
+            scenario: serde_json::to_value(sc).unwrap_or(Value::Null),
+            end_ns,
+            vmstat,
+            cgroups,
+            locks,
+            workloads,
+            oom_kills,
+            reclaim: json!({
+                "kswapd_cpu_ns": stats.kswapd_ns,
+                "direct_reclaim_ns": stats.direct_reclaim_ns,
+                "direct_reclaims": stats.direct_reclaims,
+            }),
+            timeseries: json!({
+                "interval_ns": sampler.interval,
+                "columns": TS_COLUMNS,
+                "rows": sampler.rows,
+            }),
+            engine: json!({
+                "polls": sim.e.polls.get(),
+                "events": sim.e.spawned.get(),
+                "lock_acquisitions": sim.e.lock_acquisitions.get(),
+                "simulated_pages": mm.node_pages * mm.nodes.len() as u64,
+                "peak_used_pages": mm.peak_used_frames,
+                "tasks": sim.e.spawned.get(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,777 @@
+//! The scenario schema: everything a run needs, nothing else.
+//!
+//! The Python front reads TOML (or takes a dict), and hands the core JSON text; the core
+//! deserializes it here with `deny_unknown_fields` everywhere, so a typo is an error that
+//! names the field and lists the allowed ones. Semantic checks (ranges, cgroup paths that
+//! exist, CPUs that exist) follow in [`Scenario::validate`]. Every error carries the path of
+//! the field, e.g. `scenario.cgroup[1].memory.max`.
+//!
+//! Units: sizes are bytes (an integer, or a string with a binary suffix: `"512M"`, `"16G"`);
+//! durations are nanoseconds (an integer, or a string with a unit: `"30s"`, `"80us"`).
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+
+/// Bytes in a base page; the simulator has no large folios yet.
+pub const PAGE_SIZE: u64 = 4096;
+
+// ---------------------------------------------------------------------------------------
+// Units
+// ---------------------------------------------------------------------------------------
+
+/// A size in bytes. Deserializes from an integer or from `"<number><K|M|G|T>"` (binary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Size(pub u64);
+
+impl Size {
+    pub fn pages(self) -> u64 {
+        self.0 / PAGE_SIZE
+    }
+}
+
+fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        None => (t, 1u64),
+        Some((i, _)) => {
+            let unit = t[i..].to_ascii_uppercase();
+            let m = match unit.as_str() {
+                "B" => 1,
+                "K" | "KB" | "KIB" => 1 << 10,
+                "M" | "MB" | "MIB" => 1 << 20,
+                "G" | "GB" | "GIB" => 1 << 30,
+                "T" | "TB" | "TIB" => 1 << 40,
+                _ => return Err(format!("unknown size unit {unit:?}")),
+            };
+            (&t[..i], m)
+        }
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{num:?} is not a number"))?;
+    if !(v >= 0.0) || !v.is_finite() {
+        return Err("a size must be a non-negative number".into());
+    }
+    Ok((v * mult as f64).round() as u64)
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        let expected = "expected bytes as an integer or a string with a binary suffix B, K, M, G or T (e.g. \"512M\")";
+        match Raw::deserialize(d)
+            .map_err(|_| serde::de::Error::custom(format!("invalid size: {expected}")))?
+        {
+            Raw::Int(v) => Ok(Size(v)),
+            Raw::Str(s) => parse_size(&s).map(Size).map_err(|e| {
+                serde::de::Error::custom(format!("invalid size {s:?} ({e}): {expected}"))
+            }),
+        }
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+/// A memory.max/high value: bytes, or `"max"` for no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Max,
+    Bytes(u64),
+}
+
+impl Limit {
+    pub fn pages(self) -> u64 {
+        match self {
+            Limit::Max => u64::MAX,
+            Limit::Bytes(b) => b / PAGE_SIZE,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Limit {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        let expected = "expected \"max\" or bytes (an integer or a string like \"512M\")";
+        match Raw::deserialize(d)
+            .map_err(|_| serde::de::Error::custom(format!("invalid limit: {expected}")))?
+        {
+            Raw::Int(v) => Ok(Limit::Bytes(v)),
+            Raw::Str(s) if s.trim() == "max" => Ok(Limit::Max),
+            Raw::Str(s) => parse_size(&s).map(Limit::Bytes).map_err(|e| {
+                serde::de::Error::custom(format!("invalid limit {s:?} ({e}): {expected}"))
+            }),
+        }
+    }
+}
+
+impl Serialize for Limit {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Limit::Max => s.serialize_str("max"),
+            Limit::Bytes(b) => s.serialize_u64(*b),
+        }
+    }
+}
+
+/// A duration in nanoseconds. Deserializes from an integer (ns) or `"<number><ns|us|ms|s>"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Dur(pub u64);
+
+fn parse_dur(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let i = t
+        .char_indices()
+        .find(|(_, c)| c.is_ascii_alphabetic())
+        .map(|(i, _)| i)
+        .ok_or_else(|| "missing unit".to_string())?;
+    let mult = match &t[i..] {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        u => return Err(format!("unknown time unit {u:?}")),
+    };
+    let v: f64 = t[..i]
+        .trim()
+        .parse()
+        .map_err(|_| format!("{:?} is not a number", &t[..i]))?;
+    if !(v >= 0.0) || !v.is_finite() {
+        return Err("a duration must be a non-negative number".into());
+    }
+    Ok((v * mult).round() as u64)
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        let expected = "expected nanoseconds as an integer or a string with a unit ns, us, ms, s or min (e.g. \"30s\")";
+        match Raw::deserialize(d)
+            .map_err(|_| serde::de::Error::custom(format!("invalid duration: {expected}")))?
+        {
+            Raw::Int(v) => Ok(Dur(v)),
+            Raw::Str(s) => parse_dur(&s).map(Dur).map_err(|e| {
+                serde::de::Error::custom(format!("invalid duration {s:?} ({e}): {expected}"))
+            }),
+        }
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Schema
+// ---------------------------------------------------------------------------------------
+
+/// A complete experiment. TOML tables: `[machine]`, `[machine.swap]`, `[kernel]`, `[costs]`,
+/// `[[cgroup]]`, `[[workload]]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, shown in reports.
+    #[serde(default)]
+    pub name: String,
+    /// One line saying what the scenario shows.
+    #[serde(default)]
+    pub description: String,
+    /// Seed of every random stream in the run.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Virtual time to simulate [ns].
+    pub duration: Dur,
+    /// Time-series sampling interval [ns] (virtual time).
+    #[serde(default = "default_sample_interval")]
+    pub sample_interval: Dur,
+    pub machine: Machine,
+    #[serde(default)]
+    pub kernel: Kernel,
+    /// Cost-table overrides: name = nanoseconds. Names: see `reclaimsim costs`.
+    #[serde(default)]
+    pub costs: BTreeMap<String, u64>,
+    /// The cgroup tree below the root (`/` exists implicitly). Parents before children.
+    #[serde(default, rename = "cgroup")]
+    pub cgroups: Vec<CgroupSpec>,
+    #[serde(rename = "workload")]
+    pub workloads: Vec<WorkloadSpec>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+fn default_sample_interval() -> Dur {
+    Dur(1_000_000_000)
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Machine {
+    /// NUMA nodes, 1..=8. CPUs and memory are split evenly; each node has one zone (Normal).
+    #[serde(default = "one")]
+    pub nodes: u32,
+    /// CPUs in the machine (all nodes), 1..=4096. Node n owns CPUs [n*cpus/nodes, (n+1)*cpus/nodes).
+    pub cpus: u32,
+    /// Memory of each node [bytes].
+    pub memory_per_node: Size,
+    /// The swap device; absent means no swap.
+    #[serde(default)]
+    pub swap: Option<Swap>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SwapDevice {
+    /// Synchronous (zram-like): a pageout completes inside shrink_folio_list.
+    Zram,
+    /// Asynchronous block device: the folio stays under writeback for `write_latency`.
+    Ssd,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Swap {
+    /// Swap space [bytes].
+    pub size: Size,
+    /// `zram` (synchronous) or `ssd` (asynchronous block device).
+    #[serde(default = "default_swap_device")]
+    pub device: SwapDevice,
+    /// Time to read one page back [ns]; default from the cost table (`swap_read_zram` or `swap_read_ssd`).
+    #[serde(default)]
+    pub read_latency: Option<Dur>,
+    /// Time to write one page out [ns]; default from the cost table.
+    #[serde(default)]
+    pub write_latency: Option<Dur>,
+}
+
+fn default_swap_device() -> SwapDevice {
+    SwapDevice::Ssd
+}
+
+/// Kernel knobs, named as in /proc/sys/vm.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Kernel {
+    /// vm.swappiness, 0..=200.
+    #[serde(default = "default_swappiness")]
+    pub swappiness: u32,
+    /// vm.min_free_kbytes; absent = the kernel's default, clamp(sqrt(16 * lowmem_kbytes), 128, 262144).
+    #[serde(default)]
+    pub min_free_kbytes: Option<u64>,
+    /// vm.watermark_scale_factor, 1..=3000 (units of 0.01% of the zone).
+    #[serde(default = "default_wsf")]
+    pub watermark_scale_factor: u32,
+    /// The memory_recursiveprot cgroup2 mount option.
+    #[serde(default)]
+    pub memory_recursiveprot: bool,
+}
+
+impl Default for Kernel {
+    fn default() -> Self {
+        Kernel {
+            swappiness: default_swappiness(),
+            min_free_kbytes: None,
+            watermark_scale_factor: default_wsf(),
+            memory_recursiveprot: false,
+        }
+    }
+}
+
+fn default_swappiness() -> u32 {
+    60
+}
+fn default_wsf() -> u32 {
+    10
+}
+
+/// One cgroup. `memory.max = "512M"` in TOML is the dotted key of the `memory` table.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupSpec {
+    /// Absolute path, e.g. `/workload/leaf`; its parent must be listed before it (or be `/`).
+    pub path: String,
+    #[serde(default)]
+    pub memory: CgroupMemory,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupMemory {
+    /// memory.max: hard limit; reclaim, then OOM, above it.
+    #[serde(default)]
+    pub max: Option<Limit>,
+    /// memory.high: throttle and reclaim above it.
+    #[serde(default)]
+    pub high: Option<Limit>,
+    /// memory.low: best-effort protection.
+    #[serde(default)]
+    pub low: Option<Size>,
+    /// memory.min: hard protection.
+    #[serde(default)]
+    pub min: Option<Size>,
+    /// memory.swappiness (cgroup v1 knob); absent = inherit vm.swappiness.
+    #[serde(default)]
+    pub swappiness: Option<u32>,
+}
+
+/// A workload: a set of tasks placed in one cgroup, on CPUs.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WorkloadSpec {
+    Usemem(Usemem),
+    FileRead(FileRead),
+}
+
+impl WorkloadSpec {
+    pub fn common(&self) -> &Placement {
+        match self {
+            WorkloadSpec::Usemem(u) => &u.placement,
+            WorkloadSpec::FileRead(f) => &f.placement,
+        }
+    }
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            WorkloadSpec::Usemem(_) => "usemem",
+            WorkloadSpec::FileRead(_) => "file_read",
+        }
+    }
+    pub fn nr_tasks(&self) -> u32 {
+        match self {
+            WorkloadSpec::Usemem(u) => u.processes * u.threads,
+            WorkloadSpec::FileRead(f) => f.threads,
+        }
+    }
+}
+
+/// Where and when a workload runs.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct Placement {
+    /// Name in reports; defaults to the type and index.
+    #[serde(default)]
+    pub name: String,
+    /// Cgroup path; `/` (the root) by default.
+    #[serde(default = "root_path")]
+    pub cgroup: String,
+    /// CPU list like "0-15,32"; default: the next CPUs not yet taken, in order.
+    #[serde(default)]
+    pub cpus: Option<String>,
+    /// Virtual start time [ns].
+    #[serde(default)]
+    pub start: Dur,
+}
+
+fn root_path() -> String {
+    "/".into()
+}
+
+/// vm-scalability's usemem: each task maps `size` of anonymous memory and writes it.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usemem {
+    #[serde(flatten)]
+    pub placement: Placement,
+    /// Processes (`-n`); each has its own address space.
+    #[serde(default = "one")]
+    pub processes: u32,
+    /// Threads per process (`-t`); the threads of a process split its area.
+    #[serde(default = "one")]
+    pub threads: u32,
+    /// Bytes mapped per process.
+    pub size: Size,
+    /// `--prealloc`: map before starting (the area exists from the start).
+    #[serde(default)]
+    pub prealloc: bool,
+    /// `--prefault`: populate the whole area before the timed passes (MAP_POPULATE).
+    #[serde(default)]
+    pub prefault: bool,
+    /// `--random`: each access writes a uniformly random page of the area; else sequential.
+    #[serde(default)]
+    pub random: bool,
+    /// `--step` [bytes] for sequential passes, a multiple of the page size.
+    #[serde(default = "page_step")]
+    pub step: Size,
+    /// Passes over the area (`--repeat`); 0 = until `runtime` or the end of the run.
+    #[serde(default = "one_u64")]
+    pub repeat: u64,
+    /// `--runtime`: stop after this much virtual time [ns]; absent = no limit.
+    #[serde(default)]
+    pub runtime: Option<Dur>,
+    /// `--readonly`: read instead of write (pages stay clean; anon reads map the zero page
+    /// in the kernel, modeled as a fault that allocates nothing).
+    #[serde(default)]
+    pub readonly: bool,
+}
+
+fn page_step() -> Size {
+    Size(PAGE_SIZE)
+}
+fn one_u64() -> u64 {
+    1
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FilePattern {
+    /// Sequential passes over each file in turn.
+    Seq,
+    /// Uniformly random pages over all files.
+    Uniform,
+    /// Zipf-distributed pages over all files (rank 1 = page 0 of the first file).
+    Zipf,
+    /// A hot set (the first file) re-read uniformly while the second file streams once.
+    Hotscan,
+}
+
+/// Buffered reads of page-cache files with readahead off (one page per access).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileRead {
+    #[serde(flatten)]
+    pub placement: Placement,
+    /// Reader threads, all reading the same files.
+    #[serde(default = "one")]
+    pub threads: u32,
+    /// File sizes [bytes]; the workload creates one file per entry.
+    pub files: Vec<Size>,
+    /// `seq`, `uniform`, `zipf` or `hotscan`.
+    #[serde(default = "default_pattern")]
+    pub pattern: FilePattern,
+    /// Zipf exponent (pattern = zipf), > 0.
+    #[serde(default = "default_theta")]
+    pub theta: f64,
+    /// Passes (pattern = seq); 0 = until the end of the run.
+    #[serde(default = "one_u64")]
+    pub passes: u64,
+    /// Accesses per thread (uniform, zipf, hotscan); 0 = until the end of the run.
+    #[serde(default)]
+    pub accesses: u64,
+    /// hotscan: hot-set accesses per streamed page.
+    #[serde(default = "default_hot_ratio")]
+    pub hot_per_stream: u32,
+    /// Files are written before the run (dirty pages are simplified as clean).
+    #[serde(default)]
+    pub mapped: bool,
+}
+
+fn default_pattern() -> FilePattern {
+    FilePattern::Seq
+}
+fn default_theta() -> f64 {
+    0.99
+}
+fn default_hot_ratio() -> u32 {
+    1
+}
+
+// ---------------------------------------------------------------------------------------
+// Parsing and validation
+// ---------------------------------------------------------------------------------------
+
+/// Parse a CPU list like "0-3,8,10-11".
+pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let a: u32 = a
+            .parse()
+            .map_err(|_| format!("{part:?} is not a CPU number or range"))?;
+        let b: u32 = b
+            .parse()
+            .map_err(|_| format!("{part:?} is not a CPU number or range"))?;
+        if b < a {
+            return Err(format!("range {part:?} is reversed"));
+        }
+        out.extend(a..=b);
+    }
+    if out.is_empty() {
+        return Err("the CPU list is empty".into());
+    }
+    Ok(out)
+}
+
+impl Scenario {
+    /// Deserialize from JSON text, naming the failing field's path.
+    pub fn from_json(text: &str) -> Result<Scenario> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let s: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." || path.is_empty() {
+                "scenario".to_string()
+            } else {
+                format!("scenario.{path}")
+            };
+            Error::scenario(path, e.into_inner().to_string())
+        })?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Parse TOML text (used by Rust tests and benches; the Python front parses TOML itself).
+    pub fn from_toml(text: &str) -> Result<Scenario> {
+        let v: toml::Value =
+            toml::from_str(text).map_err(|e| Error::scenario("scenario", format!("TOML: {e}")))?;
+        let json = serde_json::to_string(&v).map_err(|e| Error::Internal(e.to_string()))?;
+        Scenario::from_json(&json)
+    }
+
+    /// Semantic checks that the types cannot express.
+    pub fn validate(&self) -> Result<()> {
+        let m = &self.machine;
+        if !(1..=8).contains(&m.nodes) {
+            return Err(Error::scenario(
+                "scenario.machine.nodes",
+                format!("{} nodes: allowed 1..=8", m.nodes),
+            ));
+        }
+        if m.cpus < m.nodes || m.cpus > 4096 {
+            return Err(Error::scenario(
+                "scenario.machine.cpus",
+                format!(
+                    "{} CPUs: allowed nodes..=4096 (at least one CPU per node)",
+                    m.cpus
+                ),
+            ));
+        }
+        let node_pages = m.memory_per_node.pages();
+        if node_pages < 4096 || node_pages > (1u64 << 31) {
+            return Err(Error::scenario(
+                "scenario.machine.memory_per_node",
+                format!("{} bytes: allowed 16M..=8T per node", m.memory_per_node.0),
+            ));
+        }
+        if node_pages * m.nodes as u64 > (u32::MAX as u64 - 1) {
+            return Err(Error::scenario(
+                "scenario.machine.memory_per_node",
+                "total memory above 16T: the frame table indexes pages with u32",
+            ));
+        }
+        if let Some(sw) = &m.swap {
+            if sw.size.pages() > (1u64 << 31) {
+                return Err(Error::scenario(
+                    "scenario.machine.swap.size",
+                    "above 8T: not supported",
+                ));
+            }
+        }
+        if self.duration.0 == 0 {
+            return Err(Error::scenario("scenario.duration", "must be > 0"));
+        }
+        if self.sample_interval.0 == 0 {
+            return Err(Error::scenario("scenario.sample_interval", "must be > 0"));
+        }
+        if self.kernel.swappiness > 200 {
+            return Err(Error::scenario(
+                "scenario.kernel.swappiness",
+                format!("{}: allowed 0..=200", self.kernel.swappiness),
+            ));
+        }
+        if !(1..=3000).contains(&self.kernel.watermark_scale_factor) {
+            return Err(Error::scenario(
+                "scenario.kernel.watermark_scale_factor",
+                format!("{}: allowed 1..=3000", self.kernel.watermark_scale_factor),
+            ));
+        }
+        if let Some(k) = self.kernel.min_free_kbytes {
+            if !(128..=1_048_576).contains(&k) {
+                return Err(Error::scenario(
+                    "scenario.kernel.min_free_kbytes",
+                    format!("{k}: allowed 128..=1048576"),
+                ));
+            }
+        }
+        let names = crate::engine::cost::CostTable::names();
+        for k in self.costs.keys() {
+            if !names.contains(&k.as_str()) {
+                return Err(Error::scenario(
+                    format!("scenario.costs.{k}"),
+                    format!("unknown cost name; allowed: {}", names.join(", ")),
+                ));
+            }
+        }
+        let mut paths: Vec<&str> = vec!["/"];
+        for (i, c) in self.cgroups.iter().enumerate() {
+            let p = c.path.as_str();
+            let at = format!("scenario.cgroup[{i}].path");
+            if !p.starts_with('/') || p == "/" || p.ends_with('/') || p.contains("//") {
+                return Err(Error::scenario(
+                    at,
+                    format!("{p:?}: expected an absolute path below the root, like \"/a/b\""),
+                ));
+            }
+            if paths.contains(&p) {
+                return Err(Error::scenario(at, format!("{p:?} is listed twice")));
+            }
+            let parent = parent_path(p);
+            if !paths.contains(&parent) {
+                return Err(Error::scenario(
+                    at,
+                    format!("the parent {parent:?} of {p:?} is not listed before it"),
+                ));
+            }
+            paths.push(p);
+            if let Some(s) = c.memory.swappiness {
+                if s > 200 {
+                    return Err(Error::scenario(
+                        format!("scenario.cgroup[{i}].memory.swappiness"),
+                        format!("{s}: allowed 0..=200"),
+                    ));
+                }
+            }
+        }
+        if self.workloads.is_empty() {
+            return Err(Error::scenario(
+                "scenario.workload",
+                "at least one [[workload]] is required",
+            ));
+        }
+        let mut taken = vec![false; m.cpus as usize];
+        for (i, w) in self.workloads.iter().enumerate() {
+            let at = |f: &str| format!("scenario.workload[{i}].{f}");
+            let pl = w.common();
+            if !paths.contains(&pl.cgroup.as_str()) {
+                return Err(Error::scenario(
+                    at("cgroup"),
+                    format!(
+                        "{:?} is not a cgroup of the scenario; allowed: {}",
+                        pl.cgroup,
+                        paths.join(", ")
+                    ),
+                ));
+            }
+            let n = w.nr_tasks();
+            if n == 0 || n > 4096 {
+                return Err(Error::scenario(
+                    at("processes"),
+                    format!("{n} tasks: allowed 1..=4096"),
+                ));
+            }
+            if let Some(cl) = &pl.cpus {
+                let cpus = parse_cpu_list(cl).map_err(|e| Error::scenario(at("cpus"), e))?;
+                for c in &cpus {
+                    if *c >= m.cpus {
+                        return Err(Error::scenario(
+                            at("cpus"),
+                            format!("CPU {c} does not exist: allowed 0..={}", m.cpus - 1),
+                        ));
+                    }
+                }
+                if (cpus.len() as u32) < n {
+                    return Err(Error::scenario(
+                        at("cpus"),
+                        format!("{} CPUs for {n} tasks: each task needs its own CPU (time sharing is not modeled)", cpus.len()),
+                    ));
+                }
+            }
+            match w {
+                WorkloadSpec::Usemem(u) => {
+                    if u.size.pages() == 0 {
+                        return Err(Error::scenario(
+                            at("size"),
+                            "must be at least one page (4096)",
+                        ));
+                    }
+                    if u.size.pages() / (u.threads as u64) == 0 {
+                        return Err(Error::scenario(at("threads"), "more threads than pages"));
+                    }
+                    if u.step.0 == 0 || u.step.0 % PAGE_SIZE != 0 {
+                        return Err(Error::scenario(
+                            at("step"),
+                            format!("{}: must be a positive multiple of 4096", u.step.0),
+                        ));
+                    }
+                }
+                WorkloadSpec::FileRead(f) => {
+                    if f.files.is_empty() || f.files.iter().any(|s| s.pages() == 0) {
+                        return Err(Error::scenario(
+                            at("files"),
+                            "one or more file sizes of at least one page",
+                        ));
+                    }
+                    if f.pattern == FilePattern::Hotscan && f.files.len() != 2 {
+                        return Err(Error::scenario(
+                            at("files"),
+                            "pattern \"hotscan\" needs exactly two files: [hot set, streamed file]",
+                        ));
+                    }
+                    if f.pattern == FilePattern::Zipf && !(f.theta > 0.0 && f.theta.is_finite()) {
+                        return Err(Error::scenario(
+                            at("theta"),
+                            format!("{}: must be > 0", f.theta),
+                        ));
+                    }
+                }
+            }
+        }
+        // CPU placement must fit, also for the default (next free CPUs) placement.
+        for (i, w) in self.workloads.iter().enumerate() {
+            if let Some(cl) = &w.common().cpus {
+                for c in parse_cpu_list(cl)
+                    .unwrap()
+                    .into_iter()
+                    .take(w.nr_tasks() as usize)
+                {
+                    if taken[c as usize] {
+                        return Err(Error::scenario(
+                            format!("scenario.workload[{i}].cpus"),
+                            format!("CPU {c} is already taken by another workload's task"),
+                        ));
+                    }
+                    taken[c as usize] = true;
+                }
+            }
+        }
+        let free = taken.iter().filter(|t| !**t).count() as u32;
+        let wanted: u32 = self
+            .workloads
+            .iter()
+            .filter(|w| w.common().cpus.is_none())
+            .map(|w| w.nr_tasks())
+            .sum();
+        if wanted > free {
+            return Err(Error::scenario(
+                "scenario.machine.cpus",
+                format!("{} CPUs leave {free} free for {wanted} unplaced tasks: each task needs its own CPU", m.cpus),
+            )
+            .with_hint("raise machine.cpus or lower the workloads' processes/threads"));
+        }
+        Ok(())
+    }
+}
+
+/// The parent of a cgroup path ("/a/b" -> "/a", "/a" -> "/").
+pub fn parent_path(p: &str) -> &str {
+    match p.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &p[..i],
+    }
+}

@@ -1,0 +1,460 @@
+//! The simulated machine: builds the mm model and the tasks from a scenario and runs them.
+//!
+//! Tasks: one per workload thread (on its CPU), one kswapd per node, the periodic memcg
+//! statistics flush (flush_memcg_stats_dwork, every 2 s), the time-series sampler, and
+//! short-lived IO-completion tasks. kswapd and the periodic work run on one hidden kthread
+//! CPU per node (simplified: kswapd is assumed to find an idle CPU on its node).
+
+use crate::engine::cost::CostTable;
+use crate::engine::{Engine, EngineCosts, Time};
+use crate::error::{Error, Result};
+use crate::mm::memcontrol::{Memcg, FLUSH_TIME};
+use crate::mm::mm_types::Page;
+use crate::mm::mmzone::{default_min_free_kbytes, setup_zone_wmarks, Lruvec, PgData};
+use crate::mm::swap::CpuBatches;
+use crate::mm::swapfile::SwapInfo;
+use crate::mm::vmstat::NR_VM_EVENTS;
+use crate::mm::{MemcgId, Mm};
+use crate::report::{Report, Sampler};
+use crate::scenario::{parent_path, parse_cpu_list, Scenario, SwapDevice, WorkloadSpec};
+use crate::workload::{self, WorkloadStats};
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+
+/// Run-wide measurements that are not kernel counters.
+#[derive(Debug, Default, Clone)]
+pub struct SimStats {
+    /// CPU time kswapd spent in balance_pgdat, per node [ns].
+    pub kswapd_ns: Vec<u64>,
+    /// Time tasks spent in direct (global or memcg) reclaim [ns], and how often.
+    pub direct_reclaim_ns: u64,
+    pub direct_reclaims: u64,
+}
+
+/// The simulator: engine, mm state, costs and run bookkeeping.
+pub struct Sim {
+    pub e: Engine,
+    pub mm: RefCell<Mm>,
+    pub c: CostTable,
+    pub end: Time,
+    pub seed: u64,
+    /// Node of every CPU id (workload CPUs, then one kthread CPU per node).
+    pub cpu_node: Vec<u32>,
+    pub nr_cpus: u32,
+    /// Pages charged over memory.high per process, paid back on return to user.
+    pub over_high: RefCell<Vec<u64>>,
+    pub stats: RefCell<SimStats>,
+    pub workloads: RefCell<Vec<WorkloadStats>>,
+    pub live_tasks: Cell<u64>,
+    pub sampler: RefCell<Sampler>,
+    /// Check the model's invariants after every reclaim pass (tests).
+    pub check: Cell<bool>,
+    /// The first invariant violation seen, and the event counters at the last check.
+    pub violation: RefCell<Option<String>>,
+    last_events: RefCell<Vec<u64>>,
+    me: RefCell<Weak<Sim>>,
+}
+
+/// Zero-filled frame table: untouched frames cost no resident memory.
+fn zeroed_pages(n: usize) -> Vec<Page> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let layout = std::alloc::Layout::array::<Page>(n).expect("frame table size");
+    // SAFETY: Page is plain old data for which all-zero bytes are a valid value; the
+    // allocation has exactly n elements of Page's layout and is owned by the Vec.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut Page;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(p, n, n)
+    }
+}
+
+impl Sim {
+    /// Build the machine of a validated scenario.
+    pub fn build(sc: &Scenario) -> Result<Rc<Sim>> {
+        let costs = CostTable::default().with_overrides(&sc.costs);
+        let m = &sc.machine;
+        let nodes = m.nodes as usize;
+        let node_pages = m.memory_per_node.pages();
+        let ncpu = m.cpus;
+        let mut cpu_node: Vec<u32> = (0..ncpu)
+            .map(|c| {
+                (0..m.nodes)
+                    .rev()
+                    .find(|&n| n * ncpu / m.nodes <= c)
+                    .unwrap_or(0)
+            })
+            .collect();
+        cpu_node.extend(0..m.nodes);
+        let e = Engine::new(
+            EngineCosts {
+                lock_uncontended: costs.lock_uncontended,
+                cacheline_transfer: costs.cacheline_transfer,
+                cacheline_transfer_remote: costs.cacheline_transfer_remote,
+                atomic_rmw: costs.atomic_rmw,
+            },
+            cpu_node.clone(),
+        );
+        let lowmem = node_pages * nodes as u64;
+        let mfk = sc
+            .kernel
+            .min_free_kbytes
+            .unwrap_or_else(|| default_min_free_kbytes(lowmem));
+        let mut pgdats = Vec::new();
+        for n in 0..nodes {
+            let base = (n as u64 * node_pages) as u32;
+            pgdats.push(PgData {
+                id: n as u32,
+                base,
+                managed: node_pages,
+                free: node_pages,
+                wmark: setup_zone_wmarks(
+                    node_pages,
+                    lowmem,
+                    mfk,
+                    sc.kernel.watermark_scale_factor as u64,
+                ),
+                free_list: Vec::new(),
+                next_unused: base,
+                kswapd: 0,
+                kswapd_sleeping: false,
+                kswapd_failures: 0,
+                pfmemalloc_wait: Vec::new(),
+            });
+        }
+        // The memcg tree: the root, then the scenario's cgroups (parents first).
+        let mut memcgs = vec![Memcg::new(0, "/".into(), None, nodes)];
+        memcgs[0].swappiness = sc.kernel.swappiness;
+        for (i, c) in sc.cgroups.iter().enumerate() {
+            let id = (i + 1) as MemcgId;
+            let parent = memcgs
+                .iter()
+                .find(|x| x.path == parent_path(&c.path))
+                .map(|x| x.id)
+                .unwrap_or(0);
+            let mut mc = Memcg::new(id, c.path.clone(), Some(parent), nodes);
+            mc.max = c.memory.max.map_or(u64::MAX, |l| l.pages());
+            mc.high = c.memory.high.map_or(u64::MAX, |l| l.pages());
+            mc.low = c.memory.low.map_or(0, |s| s.pages());
+            mc.min = c.memory.min.map_or(0, |s| s.pages());
+            mc.swappiness = c
+                .memory
+                .swappiness
+                .unwrap_or(memcgs[parent as usize].swappiness);
+            memcgs[parent as usize].children.push(id);
+            memcgs.push(mc);
+        }
+        if memcgs.len() > 4096 {
+            return Err(Error::scenario("scenario.cgroup", "at most 4095 cgroups"));
+        }
+        let mut preorder = Vec::new();
+        let mut stack = vec![0 as MemcgId];
+        while let Some(x) = stack.pop() {
+            preorder.push(x);
+            for &c in memcgs[x as usize].children.iter().rev() {
+                stack.push(c);
+            }
+        }
+        let mut lruvecs = Vec::new();
+        for mc in memcgs.iter_mut() {
+            for n in 0..nodes {
+                let lock = e.new_lock(crate::engine::LockClass::LruLock);
+                lruvecs.push(Lruvec::new(mc.id, n as u32, lock));
+                mc.lruvecs.push((lruvecs.len() - 1) as u32);
+            }
+        }
+        let swap = m.swap.as_ref().map(|s| {
+            let zram = s.device == SwapDevice::Zram;
+            SwapInfo::new(
+                s.size.pages(),
+                zram,
+                s.read_latency.map_or(costs.swap_read(zram), |d| d.0),
+                s.write_latency.map_or(costs.swap_write(zram), |d| d.0),
+            )
+        });
+        let all_cpus = cpu_node.len();
+        let mm = Mm {
+            pages: zeroed_pages((node_pages * nodes as u64) as usize),
+            node_pages,
+            nodes: pgdats,
+            lruvecs,
+            memcgs,
+            memcg_preorder: preorder,
+            mms: Vec::new(),
+            files: Vec::new(),
+            swap,
+            batches: (0..all_cpus).map(|_| CpuBatches::default()).collect(),
+            stock: vec![(0, 0); all_cpus],
+            events: [0; NR_VM_EVENTS],
+            vm_swappiness: sc.kernel.swappiness,
+            memory_recursiveprot: sc.kernel.memory_recursiveprot,
+            nr_cpus: ncpu,
+            peak_used_frames: 0,
+            used_frames: 0,
+            oom_log: Vec::new(),
+            stats_updates: 0,
+            last_flush: 0,
+            draining: Vec::new(),
+        };
+        let sim = Rc::new(Sim {
+            e,
+            mm: RefCell::new(mm),
+            c: costs,
+            end: sc.duration.0,
+            seed: sc.seed,
+            cpu_node,
+            nr_cpus: ncpu,
+            over_high: RefCell::new(Vec::new()),
+            stats: RefCell::new(SimStats {
+                kswapd_ns: vec![0; nodes],
+                ..Default::default()
+            }),
+            workloads: RefCell::new(Vec::new()),
+            live_tasks: Cell::new(0),
+            sampler: RefCell::new(Sampler::new(sc.sample_interval.0)),
+            check: Cell::new(false),
+            violation: RefCell::new(None),
+            last_events: RefCell::new(Vec::new()),
+            me: RefCell::new(Weak::new()),
+        });
+        *sim.me.borrow_mut() = Rc::downgrade(&sim);
+        sim.spawn_kernel_tasks();
+        sim.spawn_workloads(sc)?;
+        Ok(sim)
+    }
+
+    /// A strong reference to this simulator, for tasks spawned from kernel paths.
+    pub fn self_rc(&self) -> Rc<Sim> {
+        self.me
+            .borrow()
+            .upgrade()
+            .expect("simulator alive while running")
+    }
+
+    fn kthread_cpu(&self, node: u32) -> u32 {
+        self.nr_cpus + node
+    }
+
+    fn spawn_kernel_tasks(self: &Rc<Self>) {
+        let nodes = self.mm.borrow().nodes.len() as u32;
+        for n in 0..nodes {
+            let s = self.clone();
+            let id = self
+                .e
+                .spawn(0, self.kthread_cpu(n), async move { s.kswapd(n).await });
+            self.mm.borrow_mut().nodes[n as usize].kswapd = id;
+        }
+        // flush_memcg_stats_dwork: every FLUSH_TIME.
+        let s = self.clone();
+        self.e.spawn(0, self.kthread_cpu(0), async move {
+            loop {
+                let n = {
+                    let mut mm = s.mm.borrow_mut();
+                    let now = s.e.now();
+                    mm.flush_stats(now);
+                    mm.memcgs.len() as u64
+                };
+                s.e.charge(n * s.c.memcg_flush_per_cgroup);
+                s.e.sleep(FLUSH_TIME).await;
+            }
+        });
+        // The time-series sampler.
+        let s = self.clone();
+        let interval = self.sampler.borrow().interval;
+        self.e.spawn(interval, self.kthread_cpu(0), async move {
+            loop {
+                let now = s.e.now();
+                s.sampler.borrow_mut().sample(now, &s.mm.borrow());
+                s.e.sleep(interval).await;
+            }
+        });
+    }
+
+    fn spawn_workloads(self: &Rc<Self>, sc: &Scenario) -> Result<()> {
+        let ncpu = sc.machine.cpus as usize;
+        let mut taken = vec![false; ncpu];
+        for w in &sc.workloads {
+            if let Some(cl) = &w.common().cpus {
+                for c in parse_cpu_list(cl)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .take(w.nr_tasks() as usize)
+                {
+                    taken[c as usize] = true;
+                }
+            }
+        }
+        let mut stream = 0u64;
+        for (wi, w) in sc.workloads.iter().enumerate() {
+            let pl = w.common();
+            let n = w.nr_tasks() as usize;
+            let cpus: Vec<u32> = match &pl.cpus {
+                Some(cl) => parse_cpu_list(cl)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .take(n)
+                    .collect(),
+                None => {
+                    let mut v = Vec::new();
+                    for (c, t) in taken.iter_mut().enumerate() {
+                        if v.len() == n {
+                            break;
+                        }
+                        if !*t {
+                            *t = true;
+                            v.push(c as u32);
+                        }
+                    }
+                    v
+                }
+            };
+            if cpus.len() < n {
+                return Err(Error::scenario(
+                    format!("scenario.workload[{wi}].cpus"),
+                    "not enough free CPUs for the workload's tasks",
+                ));
+            }
+            let memcg = {
+                let mm = self.mm.borrow();
+                mm.memcgs
+                    .iter()
+                    .find(|m| m.path == pl.cgroup)
+                    .map(|m| m.id)
+                    .unwrap_or(0)
+            };
+            let name = if pl.name.is_empty() {
+                format!("{}{}", w.type_name(), wi)
+            } else {
+                pl.name.clone()
+            };
+            self.workloads.borrow_mut().push(WorkloadStats::new(
+                name,
+                w.type_name(),
+                &pl.cgroup,
+                n as u32,
+            ));
+            match w {
+                WorkloadSpec::Usemem(u) => {
+                    workload::spawn_usemem(self, wi, u, memcg, &cpus, &mut stream)
+                }
+                WorkloadSpec::FileRead(f) => {
+                    workload::spawn_file_read(self, wi, f, memcg, &cpus, &mut stream)
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Is the current task's process dead (OOM-killed)?
+    pub fn current_killed(&self) -> bool {
+        let tag = self.e.current_tag();
+        tag != u32::MAX && !self.mm.borrow().mms[tag as usize].alive
+    }
+
+    /// numa_node_id() of the current task.
+    pub fn current_node(&self) -> u32 {
+        self.cpu_node[self.e.cpu() as usize]
+    }
+
+    /// Record pages charged above memory.high for the current process.
+    pub fn add_over_high(&self, nr: u64) {
+        let tag = self.e.current_tag();
+        if tag == u32::MAX {
+            return;
+        }
+        let mut v = self.over_high.borrow_mut();
+        if v.len() <= tag as usize {
+            v.resize(tag as usize + 1, 0);
+        }
+        v[tag as usize] += nr;
+    }
+
+    /// resume_user_mode_work -> mem_cgroup_handle_over_high, if a debt is pending.
+    pub async fn handle_over_high_on_return(&self) {
+        let tag = self.e.current_tag();
+        if tag == u32::MAX {
+            return;
+        }
+        let debt = {
+            let mut v = self.over_high.borrow_mut();
+            match v.get_mut(tag as usize) {
+                Some(d) if *d > 0 => std::mem::take(d),
+                _ => return,
+            }
+        };
+        let memcg = self.mm.borrow().mms[tag as usize].memcg;
+        self.mem_cgroup_handle_over_high(memcg, debt).await;
+    }
+
+    /// After a reclaim pass: check invariants when enabled (and that no event counter
+    /// went backwards), remembering the first violation.
+    pub fn after_reclaim_pass(&self) {
+        if !self.check.get() || self.violation.borrow().is_some() {
+            return;
+        }
+        let mm = self.mm.borrow();
+        let mut r = mm.check_invariants();
+        let mut last = self.last_events.borrow_mut();
+        if r.is_ok() {
+            if let Some(i) = last.iter().zip(mm.events.iter()).position(|(a, b)| b < a) {
+                r = Err(format!(
+                    "event counter {} decreased",
+                    crate::mm::vmstat::VM_EVENT_NAMES[i]
+                ));
+            }
+        }
+        *last = mm.events.to_vec();
+        if let Err(e) = r {
+            *self.violation.borrow_mut() = Some(format!("at t={} ns: {e}", self.e.now()));
+        }
+    }
+
+    pub fn note_direct_reclaim(&self, ns: u64) {
+        let mut s = self.stats.borrow_mut();
+        s.direct_reclaim_ns += ns;
+        s.direct_reclaims += 1;
+    }
+
+    pub fn note_kswapd_run(&self, node: u32, ns: u64) {
+        self.stats.borrow_mut().kswapd_ns[node as usize] += ns;
+    }
+
+    /// A workload task finished: the run ends when the last one does.
+    pub fn task_exited(&self) {
+        let n = self.live_tasks.get() - 1;
+        self.live_tasks.set(n);
+        if n == 0 {
+            self.e.request_stop(self.e.now().min(self.end));
+        }
+    }
+}
+
+/// Run a validated scenario to the end (or until every workload task has finished).
+pub fn run(sc: &Scenario, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<Report> {
+    run_checked(sc, false, progress)
+}
+
+/// [`run`], optionally checking the model's invariants after every reclaim pass; a
+/// violation is reported as an internal error.
+pub fn run_checked(
+    sc: &Scenario,
+    check: bool,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> Result<Report> {
+    let sim = Sim::build(sc)?;
+    sim.check.set(check);
+    let end = sim.end;
+    let completed = sim.e.run_until(end, 1 << 14, &mut |now| progress(now, end));
+    if !completed {
+        return Err(Error::Interrupted);
+    }
+    let _ = progress(end, end);
+    if let Some(v) = sim.violation.borrow().clone() {
+        return Err(Error::Internal(format!("invariant violated {v}")));
+    }
+    let report = Report::build(&sim, sc);
+    Ok(report)
+}

@@ -1,0 +1,417 @@
+//! Workloads: the user-space side. Each task issues page accesses on its CPU; an access to
+//! a resident page costs `access_seq`/`access_random` (anon) or `file_read_hit` (file) and
+//! sets the PTE young bit or calls folio_mark_accessed; anything else enters the kernel
+//! (a page fault or a page-cache miss).
+//!
+//! Between kernel entries a task runs ahead on its own clock; it stops at a synchronization
+//! point at least every SKEW_QUANTUM of virtual time, so no task sets young bits more than
+//! that far "in the future" of a reclaimer that clears them.
+//!
+//! - `usemem` follows vm-scalability's usemem: each process maps `size` (threads split it),
+//!   optionally prefaults it, then makes `repeat` passes (0 = forever) of sequential writes
+//!   every `step` bytes, or of size/8 random word writes (`--random`).
+//! - `file_read` reads page-cache files with readahead off: sequential passes, uniform,
+//!   zipf(theta) over all pages, or `hotscan` (a hot file read uniformly while a second file
+//!   is streamed once, `hot_per_stream` hot reads per streamed page).
+
+use crate::engine::rng;
+use crate::mm::filemap::Read;
+use crate::mm::memory::Fault;
+use crate::mm::mm_types::pte;
+use crate::mm::{File, MemcgId, MmStruct};
+use crate::scenario::{FilePattern, FileRead, Usemem, PAGE_SIZE};
+use crate::sim::Sim;
+use rand::Rng;
+use rand_distr::{Distribution, Zipf};
+use serde::Serialize;
+use std::rc::Rc;
+
+/// Longest a task runs ahead between synchronization points [ns].
+pub const SKEW_QUANTUM: u64 = 2_000;
+
+/// What a workload did (reported per workload, summed over its tasks).
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadStats {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub cgroup: String,
+    pub tasks: u32,
+    /// Page accesses issued.
+    pub accesses: u64,
+    /// Accesses to resident pages (no fault, no page-cache miss).
+    pub hits: u64,
+    /// Accesses that had to read from a device (major faults, page-cache misses).
+    pub misses: u64,
+    pub major_faults: u64,
+    pub minor_faults: u64,
+    /// Virtual time from the workload's start to its last task's end (or the run's end) [ns].
+    pub runtime_ns: u64,
+    /// Accesses per virtual second.
+    pub throughput: f64,
+    pub oom_killed: bool,
+    #[serde(skip)]
+    pub start_ns: u64,
+    #[serde(skip)]
+    pub end_ns: u64,
+    #[serde(skip)]
+    pub live: u32,
+}
+
+impl WorkloadStats {
+    pub fn new(name: String, kind: &str, cgroup: &str, tasks: u32) -> Self {
+        WorkloadStats {
+            name,
+            kind: kind.into(),
+            cgroup: cgroup.into(),
+            tasks,
+            accesses: 0,
+            hits: 0,
+            misses: 0,
+            major_faults: 0,
+            minor_faults: 0,
+            runtime_ns: 0,
+            throughput: 0.0,
+            oom_killed: false,
+            start_ns: u64::MAX,
+            end_ns: 0,
+            live: tasks,
+        }
+    }
+}
+
+/// Per-task counters; the workload's report sums its tasks' tallies, live or finished.
+#[derive(Default, Debug)]
+pub struct Tally {
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub major: u64,
+    pub minor: u64,
+}
+
+/// The CPU-local part of a task: pending cost not yet charged, and when it last synced.
+struct Runner {
+    pending: u64,
+    since_sync: u64,
+    wi: usize,
+    start: u64,
+}
+
+impl Runner {
+    fn new(wi: usize, start: u64) -> Self {
+        Runner {
+            pending: 0,
+            since_sync: 0,
+            wi,
+            start,
+        }
+    }
+
+    /// Charge the accumulated user-space time and sync if the quantum is used up; the
+    /// tally is folded into the workload's stats at each sync so reports see live tasks.
+    async fn tick(&mut self, s: &Sim, t: &mut Tally, cost: u64) {
+        self.pending += cost;
+        self.since_sync += cost;
+        if self.since_sync >= SKEW_QUANTUM {
+            self.flush(s, t);
+            s.e.sync().await;
+        }
+    }
+
+    /// Charge pending user time and publish the tally (before entering the kernel).
+    fn flush(&mut self, s: &Sim, t: &mut Tally) {
+        s.e.charge(self.pending);
+        self.pending = 0;
+        self.since_sync = 0;
+        fold(s, self.wi, t);
+        let mut ws = s.workloads.borrow_mut();
+        let w = &mut ws[self.wi];
+        w.start_ns = w.start_ns.min(self.start);
+    }
+}
+
+/// Fold a task's tally into its workload's stats.
+fn fold(s: &Sim, wi: usize, t: &mut Tally) {
+    let mut ws = s.workloads.borrow_mut();
+    let w = &mut ws[wi];
+    w.accesses += t.accesses;
+    w.hits += t.hits;
+    w.misses += t.misses;
+    w.major_faults += t.major;
+    w.minor_faults += t.minor;
+    *t = Tally::default();
+}
+
+fn finish(s: &Sim, wi: usize, mut t: Tally, start: u64, killed: bool) {
+    fold(s, wi, &mut t);
+    {
+        let mut ws = s.workloads.borrow_mut();
+        let w = &mut ws[wi];
+        w.oom_killed |= killed;
+        w.start_ns = w.start_ns.min(start);
+        w.end_ns = w.end_ns.max(s.e.now().min(s.end));
+        w.live -= 1;
+    }
+    s.task_exited();
+}
+
+/// One anonymous access of a usemem task; false when the process was killed.
+async fn touch(s: &Sim, r: &mut Runner, t: &mut Tally, mmid: u32, vpn: u32, cost: u64) -> bool {
+    t.accesses += 1;
+    let hit = {
+        let mut mm = s.mm.borrow_mut();
+        let m = &mut mm.mms[mmid as usize];
+        if !m.alive {
+            return false;
+        }
+        let v = &mut m.ptes[vpn as usize];
+        if pte::present(*v) {
+            *v |= pte::YOUNG | pte::DIRTY;
+            true
+        } else {
+            false
+        }
+    };
+    if hit {
+        t.hits += 1;
+        r.tick(s, t, cost).await;
+        return true;
+    }
+    r.flush(s, t);
+    s.e.sync().await;
+    match s.handle_mm_fault(mmid, vpn, true).await {
+        Fault::Minor => t.minor += 1,
+        Fault::Major => {
+            t.major += 1;
+            t.misses += 1;
+        }
+        Fault::Oom => {
+            let mut mm = s.mm.borrow_mut();
+            if mm.mms[mmid as usize].alive {
+                // Nothing could be killed for us: the fault kills the task itself.
+                mm.mms[mmid as usize].alive = false;
+                drop(mm);
+                s.exit_mmap(mmid).await;
+            }
+            return false;
+        }
+    }
+    r.tick(s, t, cost).await;
+    true
+}
+
+/// Create usemem's processes and threads.
+pub fn spawn_usemem(
+    s: &Rc<Sim>,
+    wi: usize,
+    u: &Usemem,
+    memcg: MemcgId,
+    cpus: &[u32],
+    stream: &mut u64,
+) {
+    let pages = u.size.pages() as u32;
+    let mut ci = 0;
+    for _p in 0..u.processes {
+        let node = s.cpu_node[cpus[ci] as usize];
+        let mmid = {
+            let mut mm = s.mm.borrow_mut();
+            mm.mms.push(MmStruct {
+                ptes: vec![0; pages as usize],
+                memcg,
+                node,
+                rss: 0,
+                swapents: 0,
+                workload: wi as u32,
+                alive: true,
+                tasks: Vec::new(),
+            });
+            (mm.mms.len() - 1) as u32
+        };
+        let live = Rc::new(std::cell::Cell::new(u.threads));
+        for t in 0..u.threads {
+            let lo = (t as u64 * pages as u64 / u.threads as u64) as u32;
+            let hi = ((t as u64 + 1) * pages as u64 / u.threads as u64) as u32;
+            let sim = s.clone();
+            let spec = u.clone();
+            let live = live.clone();
+            let mut rng = rng::stream(s.seed, *stream);
+            *stream += 1;
+            let cpu = cpus[ci];
+            ci += 1;
+            s.live_tasks.set(s.live_tasks.get() + 1);
+            let id =
+                s.e.spawn_tagged(spec.placement.start.0, cpu, mmid, async move {
+                    let s = &*sim;
+                    let start = s.e.now();
+                    let mut r = Runner::new(wi, start);
+                    let mut t = Tally::default();
+                    let mut alive = true;
+                    let step = (spec.step.0 / PAGE_SIZE).max(1) as u32;
+                    let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
+                    if spec.prefault {
+                        let mut v = lo;
+                        while alive && v < hi {
+                            alive = touch(s, &mut r, &mut t, mmid, v, s.c.access_seq).await;
+                            v += 1;
+                        }
+                    }
+                    let mut pass = 0u64;
+                    'passes: while alive && (spec.repeat == 0 || pass < spec.repeat) {
+                        pass += 1;
+                        if spec.random {
+                            let iters = (hi - lo) as u64 * (PAGE_SIZE / 8);
+                            for _ in 0..iters {
+                                let v = rng.random_range(lo..hi);
+                                alive = touch(s, &mut r, &mut t, mmid, v, s.c.access_random).await;
+                                if !alive || s.e.now() + r.pending >= deadline {
+                                    break 'passes;
+                                }
+                            }
+                        } else {
+                            let mut v = lo;
+                            while v < hi {
+                                alive = touch(s, &mut r, &mut t, mmid, v, s.c.access_seq).await;
+                                if !alive || s.e.now() + r.pending >= deadline {
+                                    break 'passes;
+                                }
+                                v += step;
+                            }
+                        }
+                    }
+                    r.flush(s, &mut t);
+                    let killed = !s.mm.borrow().mms[mmid as usize].alive;
+                    live.set(live.get() - 1);
+                    if live.get() == 0 && !killed {
+                        // The process exits: its memory is freed.
+                        s.mm.borrow_mut().mms[mmid as usize].alive = false;
+                        s.exit_mmap(mmid).await;
+                    }
+                    finish(s, wi, t, start, killed);
+                });
+            s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
+        }
+    }
+}
+
+/// Create file_read's files and reader threads.
+pub fn spawn_file_read(
+    s: &Rc<Sim>,
+    wi: usize,
+    f: &FileRead,
+    memcg: MemcgId,
+    cpus: &[u32],
+    stream: &mut u64,
+) {
+    let mut files = Vec::new();
+    {
+        let mut mm = s.mm.borrow_mut();
+        for sz in &f.files {
+            mm.files.push(File {
+                cache: vec![0; sz.pages() as usize],
+                memcg,
+                nr_cached: 0,
+            });
+            files.push(((mm.files.len() - 1) as u32, sz.pages() as u32));
+        }
+    }
+    let files = Rc::new(files);
+    for (ti, &cpu) in cpus.iter().enumerate().take(f.threads as usize) {
+        let sim = s.clone();
+        let spec = f.clone();
+        let files = files.clone();
+        let mut rng = rng::stream(s.seed, *stream);
+        *stream += 1;
+        let _ = ti;
+        s.live_tasks.set(s.live_tasks.get() + 1);
+        s.e.spawn(spec.placement.start.0, cpu, async move {
+            let s = &*sim;
+            let start = s.e.now();
+            let node = s.cpu_node[cpu as usize];
+            let mut r = Runner::new(wi, start);
+            let mut t = Tally::default();
+            let total: u64 = files.iter().map(|f| f.1 as u64).sum();
+            // Page n of the concatenated files.
+            let locate = |mut n: u64| -> (u32, u32) {
+                for &(id, p) in files.iter() {
+                    if n < p as u64 {
+                        return (id, n as u32);
+                    }
+                    n -= p as u64;
+                }
+                unreachable!("page index beyond the files")
+            };
+            let read = async |file: u32, idx: u32, r: &mut Runner, t: &mut Tally| -> bool {
+                t.accesses += 1;
+                r.flush(s, t);
+                match s.filemap_read(file, idx, memcg, node).await {
+                    Read::Hit => t.hits += 1,
+                    Read::Miss => t.misses += 1,
+                    Read::Oom => return false,
+                }
+                r.tick(s, t, 0).await;
+                true
+            };
+            let limit = if spec.accesses == 0 {
+                u64::MAX
+            } else {
+                spec.accesses
+            };
+            match spec.pattern {
+                FilePattern::Seq => {
+                    let mut pass = 0;
+                    'p: while spec.passes == 0 || pass < spec.passes {
+                        pass += 1;
+                        for &(id, pages) in files.iter() {
+                            for i in 0..pages {
+                                if !read(id, i, &mut r, &mut t).await || s.e.now() >= s.end {
+                                    break 'p;
+                                }
+                            }
+                        }
+                    }
+                }
+                FilePattern::Uniform => {
+                    for _ in 0..limit {
+                        let (id, i) = locate(rng.random_range(0..total));
+                        if !read(id, i, &mut r, &mut t).await || s.e.now() >= s.end {
+                            break;
+                        }
+                    }
+                }
+                FilePattern::Zipf => {
+                    let z = Zipf::new(total as f64, spec.theta).expect("validated zipf parameters");
+                    for _ in 0..limit {
+                        let rank = z.sample(&mut rng) as u64;
+                        let (id, i) = locate(rank.clamp(1, total) - 1);
+                        if !read(id, i, &mut r, &mut t).await || s.e.now() >= s.end {
+                            break;
+                        }
+                    }
+                }
+                FilePattern::Hotscan => {
+                    let (hot, hot_pages) = files[0];
+                    let (stream_f, stream_pages) = files[1];
+                    let mut n = 0u64;
+                    'h: for sp in 0..stream_pages {
+                        if !read(stream_f, sp, &mut r, &mut t).await {
+                            break;
+                        }
+                        for _ in 0..spec.hot_per_stream {
+                            let i = rng.random_range(0..hot_pages);
+                            n += 1;
+                            if n > limit
+                                || !read(hot, i, &mut r, &mut t).await
+                                || s.e.now() >= s.end
+                            {
+                                break 'h;
+                            }
+                        }
+                    }
+                }
+            }
+            r.flush(s, &mut t);
+            finish(s, wi, t, start, false);
+        });
+    }
+}

@@ -1,0 +1,346 @@
+//! End-to-end runs of small scenarios through the whole model.
+
+use reclaimsim_core::{run_json, sim, Error, Scenario};
+use serde_json::Value;
+
+fn memcg_usemem(seed: u64, device: &str, duration: &str) -> String {
+    format!(
+        r#"
+name = "t"
+seed = {seed}
+duration = "{duration}"
+sample_interval = "50ms"
+[machine]
+cpus = 8
+memory_per_node = "4G"
+[machine.swap]
+size = "1G"
+device = "{device}"
+[[cgroup]]
+path = "/w"
+[[cgroup]]
+path = "/w/leaf"
+memory.max = "32M"
+[[workload]]
+type = "usemem"
+cgroup = "/w/leaf"
+processes = 4
+size = "16M"
+prefault = true
+random = true
+repeat = 0
+"#
+    )
+}
+
+fn run_toml(t: &str, check: bool) -> Value {
+    let sc = Scenario::from_toml(t).expect("valid scenario");
+    let r = sim::run_checked(&sc, check, &mut |_, _| true).expect("run");
+    serde_json::to_value(&r).unwrap()
+}
+
+fn cgroup<'a>(r: &'a Value, path: &str) -> &'a Value {
+    r["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == path)
+        .expect("cgroup present")
+}
+
+#[test]
+fn memcg_limit_reclaim_swaps_and_refaults_with_kernel_lock_sites() {
+    for device in ["ssd", "zram"] {
+        let r = run_toml(&memcg_usemem(1, device, "300ms"), true);
+        let leaf = cgroup(&r, "/w/leaf");
+        let st = &leaf["memory.stat"];
+        assert!(st["pgscan"].as_u64().unwrap() > 0, "{device}");
+        assert!(st["pgsteal"].as_u64().unwrap() > 0);
+        assert!(st["workingset_refault_anon"].as_u64().unwrap() > 0);
+        assert!(r["vmstat"]["pswpout"].as_u64().unwrap() > 0);
+        // Limit reclaim is cgroup reclaim: not counted in the global direct counters.
+        assert_eq!(r["vmstat"]["pgscan_direct"], 0);
+        assert_eq!(r["vmstat"]["pgscan_anon"], st["pgscan"]);
+        assert!(leaf["memory.events"]["max"].as_u64().unwrap() > 0);
+        // memory.current never above memory.max in any sample.
+        let cols: Vec<&str> = r["timeseries"]["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        let ci = cols.iter().position(|c| *c == "memory.current").unwrap();
+        let rows = r["timeseries"]["rows"].as_array().unwrap();
+        assert!(rows.len() >= 5);
+        for row in rows.iter().filter(|row| row[1] == "/w/leaf") {
+            assert!(row[ci].as_u64().unwrap() <= 32 << 20);
+        }
+        let sites: Vec<&str> = r["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["caller"].as_str().unwrap())
+            .collect();
+        for s in [
+            "shrink_inactive_list",
+            "move_folios_to_lru",
+            "shrink_node",
+            "lru_note_cost_unlock_irq",
+        ] {
+            assert!(sites.contains(&s), "{s} missing from {sites:?}");
+        }
+        if device == "ssd" {
+            // Async writeback ends with a rotation to the inactive tail.
+            assert!(r["vmstat"]["pgrotated"].as_u64().unwrap() > 0);
+        }
+    }
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_differs() {
+    let a = run_json(
+        &toml_to_json(&memcg_usemem(7, "ssd", "100ms")),
+        &mut |_, _| true,
+    )
+    .unwrap();
+    let b = run_json(
+        &toml_to_json(&memcg_usemem(7, "ssd", "100ms")),
+        &mut |_, _| true,
+    )
+    .unwrap();
+    let c = run_json(
+        &toml_to_json(&memcg_usemem(8, "ssd", "100ms")),
+        &mut |_, _| true,
+    )
+    .unwrap();
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+fn toml_to_json(t: &str) -> String {
+    let v: toml::Value = toml::from_str(t).unwrap();
+    serde_json::to_string(&v).unwrap()
+}
+
+#[test]
+fn global_pressure_wakes_kswapd_and_direct_reclaim() {
+    let t = r#"
+duration = "400ms"
+[machine]
+cpus = 4
+memory_per_node = "64M"
+[machine.swap]
+size = "256M"
+device = "zram"
+[[workload]]
+type = "usemem"
+processes = 2
+size = "40M"
+random = true
+repeat = 0
+"#;
+    let r = run_toml(t, true);
+    let v = &r["vmstat"];
+    assert!(v["pgscan_kswapd"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["pageoutrun"].as_u64().unwrap() > 0);
+    assert!(v["pswpout"].as_u64().unwrap() > 0);
+    // The root memcg's memory.stat sees global reclaim too.
+    assert!(
+        cgroup(&r, "/")["memory.stat"]["pgscan_kswapd"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn file_set_that_fits_misses_only_on_the_first_pass() {
+    let t = r#"
+duration = "5s"
+[machine]
+cpus = 2
+memory_per_node = "1G"
+[[cgroup]]
+path = "/f"
+memory.max = "64M"
+[[workload]]
+type = "file_read"
+cgroup = "/f"
+files = ["8M", "8M"]
+pattern = "seq"
+passes = 3
+"#;
+    let r = run_toml(t, true);
+    let w = &r["workloads"][0];
+    let pages = 2 * (8 << 20) / 4096;
+    assert_eq!(w["accesses"], 3 * pages);
+    assert_eq!(w["misses"], pages);
+    assert_eq!(w["hits"], 2 * pages);
+    // Second reads activate: the workingset ends up on the active list.
+    let st = &cgroup(&r, "/f")["memory.stat"];
+    // (up to one lru_add batch may still be waiting for its drain)
+    assert!(
+        st["active_file"].as_u64().unwrap() >= (pages - 31) * 4096,
+        "{st}"
+    );
+    assert!(
+        r["end_ns"].as_u64().unwrap() < 5_000_000_000,
+        "the run ends when the workload does"
+    );
+}
+
+#[test]
+fn file_set_larger_than_the_limit_reclaims_file_and_refaults() {
+    for pattern in ["seq", "uniform", "zipf", "hotscan"] {
+        let files = if pattern == "hotscan" {
+            r#"["4M", "64M"]"#
+        } else {
+            r#"["24M"]"#
+        };
+        let t = format!(
+            r#"
+duration = "300ms"
+[machine]
+cpus = 2
+memory_per_node = "1G"
+[[cgroup]]
+path = "/f"
+memory.max = "16M"
+[[workload]]
+type = "file_read"
+cgroup = "/f"
+files = {files}
+pattern = "{pattern}"
+passes = 0
+"#
+        );
+        let r = run_toml(&t, true);
+        let st = &cgroup(&r, "/f")["memory.stat"];
+        assert!(st["pgsteal"].as_u64().unwrap() > 0, "{pattern}");
+        assert!(r["vmstat"]["pgscan_file"].as_u64().unwrap() > 0);
+        if pattern != "hotscan" {
+            assert!(
+                st["workingset_refault_file"].as_u64().unwrap() > 0,
+                "{pattern}"
+            );
+        }
+        assert!(r["workloads"][0]["misses"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn oom_is_an_event_not_a_crash() {
+    // 3 processes of 24M in 32M without swap: the memcg OOM killer must act.
+    let t = r#"
+duration = "200ms"
+[machine]
+cpus = 4
+memory_per_node = "1G"
+[[cgroup]]
+path = "/o"
+memory.max = "32M"
+[[workload]]
+type = "usemem"
+cgroup = "/o"
+processes = 3
+size = "24M"
+repeat = 0
+"#;
+    let r = run_toml(t, true);
+    assert!(r["vmstat"]["oom_kill"].as_u64().unwrap() >= 1);
+    assert!(
+        cgroup(&r, "/o")["memory.events"]["oom_kill"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    assert!(!r["oom_kills"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn memory_min_protects_a_sibling() {
+    let t = r#"
+duration = "300ms"
+[machine]
+cpus = 4
+memory_per_node = "1G"
+[machine.swap]
+size = "256M"
+device = "zram"
+[[cgroup]]
+path = "/p"
+memory.max = "48M"
+[[cgroup]]
+path = "/p/protected"
+memory.min = "24M"
+[[cgroup]]
+path = "/p/other"
+[[workload]]
+type = "usemem"
+name = "protected"
+cgroup = "/p/protected"
+size = "20M"
+repeat = 1
+[[workload]]
+type = "usemem"
+name = "other"
+cgroup = "/p/other"
+start = "20ms"
+size = "64M"
+random = true
+repeat = 0
+"#;
+    let r = run_toml(t, true);
+    assert_eq!(cgroup(&r, "/p/protected")["memory.stat"]["pgsteal"], 0);
+    assert!(
+        cgroup(&r, "/p/other")["memory.stat"]["pgsteal"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn bad_scenarios_name_the_field() {
+    let cases = [
+        (
+            r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "1G"}, "workload": [], "bogus": 1}"#,
+            "scenario.bogus",
+        ),
+        (
+            r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "12X"}, "workload": []}"#,
+            "scenario.machine.memory_per_node",
+        ),
+        (
+            r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "1G"}, "kernel": {"swappiness": 300}, "workload": [{"type": "usemem", "size": "1M"}]}"#,
+            "scenario.kernel.swappiness",
+        ),
+        (
+            r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "1G"}, "cgroup": [{"path": "/a/b"}], "workload": [{"type": "usemem", "size": "1M"}]}"#,
+            "scenario.cgroup[0].path",
+        ),
+        (
+            r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "1G"}, "workload": [{"type": "usemem", "size": "1M", "processes": 3}]}"#,
+            "scenario.machine.cpus",
+        ),
+        (
+            r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "1G", "swap": {"size": "1G", "device": "floppy"}}, "workload": [{"type": "usemem", "size": "1M"}]}"#,
+            "scenario.machine.swap.device",
+        ),
+        (
+            r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "1G"}, "costs": {"nope": 1}, "workload": [{"type": "usemem", "size": "1M"}]}"#,
+            "scenario.costs.nope",
+        ),
+    ];
+    for (json, path) in cases {
+        match Scenario::from_json(json) {
+            Err(Error::Scenario { path: p, msg, .. }) => assert_eq!(p, path, "{msg}"),
+            other => panic!("{json}: expected a scenario error at {path}, got {other:?}"),
+        }
+    }
+    let e = Scenario::from_json(cases[5].0).unwrap_err().to_string();
+    assert!(
+        e.contains("zram") && e.contains("ssd"),
+        "allowed values listed: {e}"
+    );
+}

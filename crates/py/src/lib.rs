@@ -1,0 +1,82 @@
+//! Thin PyO3 bindings of `reclaimsim-core`, exposed as the private module `reclaimsim._core`.
+//!
+//! Only conversion lives here: JSON text in, JSON text out, and the core's one error enum
+//! mapped once onto the Python exception classes. Everything else is in the pure-Rust core.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use reclaimsim_core::Error;
+
+create_exception!(
+    _core,
+    ScenarioError,
+    PyValueError,
+    "A scenario field is invalid."
+);
+create_exception!(
+    _core,
+    SimulationError,
+    PyRuntimeError,
+    "The simulation failed."
+);
+
+/// Run one scenario given as JSON text (the normalized scenario schema) and return the
+/// result as JSON text. `progress(now_ns, end_ns)` is called every few virtual
+/// milliseconds; an exception it raises (Ctrl-C) stops the run and propagates.
+#[pyfunction]
+#[pyo3(signature = (scenario_json, progress=None))]
+fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> PyResult<String> {
+    let mut py_err: Option<PyErr> = None;
+    let out = {
+        let mut cb = |now: u64, end: u64| -> bool {
+            if let Some(p) = &progress {
+                if let Err(e) = p.call1(py, (now, end)) {
+                    py_err = Some(e);
+                    return false;
+                }
+            } else if let Err(e) = py.check_signals() {
+                py_err = Some(e);
+                return false;
+            }
+            true
+        };
+        reclaimsim_core::run_json(scenario_json, &mut cb)
+    };
+    if let Some(e) = py_err {
+        return Err(e);
+    }
+    out.map_err(to_py_err)
+}
+
+/// Validate a scenario (JSON text) without running it; returns the normalized scenario as
+/// JSON text, with every default filled in.
+#[pyfunction]
+fn validate_json(scenario_json: &str) -> PyResult<String> {
+    reclaimsim_core::validate_json(scenario_json).map_err(to_py_err)
+}
+
+/// The cost table's names, defaults [ns] and one-line documentation, as JSON text.
+#[pyfunction]
+fn cost_table_json() -> String {
+    reclaimsim_core::cost_table_json()
+}
+
+fn to_py_err(e: Error) -> PyErr {
+    match e {
+        Error::Scenario { .. } => ScenarioError::new_err(e.to_string()),
+        Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
+        Error::Internal(_) => SimulationError::new_err(e.to_string()),
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run_json, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(cost_table_json, m)?)?;
+    m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add("SimulationError", m.py().get_type::<SimulationError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
