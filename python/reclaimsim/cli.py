@@ -1,0 +1,224 @@
+"""The `reclaimsim` command. Data goes to stdout; progress and errors to stderr.
+
+Exit codes: 0 ok, 1 simulation error, 2 bad input (scenario or arguments), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import click
+
+from . import _core
+from ._core import ScenarioError, SimulationError
+from .scenario import builtin_scenarios, load_scenario, run as run_scenario
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(code)
+
+
+def _fmt_ns(ns: float) -> str:
+    """Human-scaled time, as perf lock contention prints it."""
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= div:
+            return f"{ns / div:.2f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def _progress_cb(disabled: bool):
+    if disabled or not sys.stderr.isatty():
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    console = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")))
+    prog = Progress(
+        TextColumn("simulating"),
+        BarColumn(),
+        TextColumn("{task.fields[v]}"),
+        console=console,
+        transient=True,
+    )
+    task = prog.add_task("sim", total=1.0, v="")
+    prog.start()
+
+    def cb(now: int, end: int) -> None:
+        prog.update(task, completed=now / max(end, 1), v=f"{now / 1e9:.2f} / {end / 1e9:.2f} s virtual")
+
+    return cb, prog
+
+
+def print_report(r, show_all: bool = False) -> None:
+    sc = r.scenario
+    m = sc["machine"]
+    out = click.echo
+    out(
+        f"# reclaimsim: {sc.get('name') or 'scenario'}  seed={sc['seed']}  virtual={r.end_ns / 1e9:.3f} s  "
+        f"nodes={m['nodes']} cpus={m['cpus']} memory/node={m['memory_per_node'] >> 20}M"
+    )
+    out("\n## /proc/vmstat")
+    for k, v in r.vmstat.items():
+        if v or show_all or k.startswith("nr_"):
+            out(f"{k} {v}")
+    for c in r.cgroups:
+        out(f"\n## {c['path']}  memory.current {c['memory.current']}  memory.max {c['memory.max']}")
+        out("### memory.stat")
+        for k, v in c["memory.stat"].items():
+            if v or show_all:
+                out(f"{k} {v}")
+        out("### memory.events")
+        for k, v in c["memory.events"].items():
+            out(f"{k} {v}")
+    out("\n## lock contention (perf lock contention columns)")
+    out(f"{'contended':>10} {'total wait':>12} {'max wait':>12} {'avg wait':>12} {'type':>12}   caller")
+    for l in r.locks:
+        out(
+            f"{l['contended']:>10} {_fmt_ns(l['total_wait_ns']):>12} {_fmt_ns(l['max_wait_ns']):>12} "
+            f"{_fmt_ns(l['avg_wait_ns']):>12} {'spinlock':>12}   {l['caller']} ({l['name']}, {l['acquisitions']} acquisitions)"
+        )
+    out("\n## workloads")
+    out(f"{'name':<12} {'type':<10} {'cgroup':<16} {'tasks':>5} {'accesses':>12} {'hits':>12} {'misses':>10} {'accesses/s':>14}")
+    for w in r.workloads:
+        out(
+            f"{w['name']:<12} {w['type']:<10} {w['cgroup']:<16} {w['tasks']:>5} {w['accesses']:>12} "
+            f"{w['hits']:>12} {w['misses']:>10} {w['throughput']:>14.0f}" + ("  OOM-killed" if w["oom_killed"] else "")
+        )
+    rc = r.reclaim
+    out(
+        f"\nkswapd CPU {[_fmt_ns(x) for x in rc['kswapd_cpu_ns']]}, direct reclaim {rc['direct_reclaims']} calls "
+        f"{_fmt_ns(rc['direct_reclaim_ns'])}, OOM kills {len(r.oom_kills)}"
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_core.__version__, prog_name="reclaimsim")
+def main() -> None:
+    """reclaimsim: a deterministic simulator of Linux page reclaim."""
+
+
+@main.command()
+@click.argument("scenario", default="default")
+@click.option("--seed", type=int, help="Override the scenario's seed.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the result JSON here ('-' = stdout).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field, e.g. machine.cpus=64 or cgroup[1].memory.max=1G.")
+@click.option("--all", "show_all", is_flag=True, help="Print zero counters too.")
+@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+def run(scenario, seed, json_path, sets, show_all, no_progress):
+    """Run SCENARIO (a TOML file or a built-in name; default: `default`)."""
+    cb, prog = _progress_cb(no_progress)
+    try:
+        r = run_scenario(scenario, seed=seed, overrides=sets, progress=cb)
+    except ScenarioError as e:
+        _fail(str(e))
+    except SimulationError as e:
+        _fail(str(e), 1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    finally:
+        if prog:
+            prog.stop()
+    if json_path == "-":
+        click.echo(r.to_json())
+        return
+    if json_path:
+        with open(json_path, "w") as f:
+            f.write(r.to_json())
+    print_report(r, show_all)
+
+
+@main.command()
+def scenarios():
+    """List the built-in scenarios."""
+    for name, desc in builtin_scenarios():
+        click.echo(f"{name:<16} {desc}")
+
+
+@main.command()
+def costs():
+    """Print the cost table (name, default ns, meaning); override in [costs]."""
+    for c in json.loads(_core.cost_table_json()):
+        click.echo(f"{c['name']:<28} {c['default_ns']:>8} ns  {c['doc']}")
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
+def validate(scenario, sets):
+    """Validate SCENARIO and print it normalized (every default filled in)."""
+    try:
+        data = load_scenario(scenario, sets)
+        click.echo(json.dumps(json.loads(_core.validate_json(json.dumps(data))), indent=2))
+    except ScenarioError as e:
+        _fail(str(e))
+
+
+@main.command()
+@click.option("--scenario", "names", multiple=True, help="Built-ins to measure (default: default and large).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the figures as JSON.")
+def bench(names, json_path):
+    """Measure speed and memory: events per wall second, virtual/wall ratio, RSS per page.
+
+    Each scenario runs in its own process so its peak RSS is its own; the first row is
+    the bare interpreter with the package imported, as a baseline.
+    """
+    names = names or ("default", "large")
+    rows = []
+    base = _measure(None)
+    rows.append(base)
+    for n in names:
+        rows.append(_measure(n))
+    click.echo(f"{'scenario':<12} {'wall s':>8} {'virtual s':>10} {'virt/wall':>10} {'events/s':>12} {'peak RSS':>12} {'B/page':>8}")
+    for r in rows:
+        click.echo(
+            f"{r['scenario']:<12} {r['wall_s']:>8.2f} {r['virtual_s']:>10.2f} {r['virtual_per_wall']:>10.2f} "
+            f"{r['events_per_wall_s']:>12.0f} {r['peak_rss_bytes'] >> 20:>10}M {r['rss_bytes_per_page']:>8.1f}"
+        )
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+_CHILD = r"""
+import json, resource, sys, time
+import reclaimsim
+name = sys.argv[1]
+if name == "-":
+    print(json.dumps({"wall_s": 0, "end_ns": 0, "events": 0, "pages": 1,
+                      "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+else:
+    t = time.perf_counter()
+    r = reclaimsim.run(name)
+    wall = time.perf_counter() - t
+    e = r.engine
+    print(json.dumps({"wall_s": wall, "end_ns": r.end_ns, "events": e["polls"] + e["events"],
+                      "pages": e["simulated_pages"],
+                      "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def _measure(name):
+    p = subprocess.run([sys.executable, "-c", _CHILD, name or "-"], capture_output=True, text=True)
+    if p.returncode != 0:
+        _fail(f"bench of {name}: {p.stderr.strip()}", 1)
+    d = json.loads(p.stdout)
+    wall = max(d["wall_s"], 1e-9)
+    return {
+        "scenario": name or "(python)",
+        "wall_s": d["wall_s"],
+        "virtual_s": d["end_ns"] / 1e9,
+        "virtual_per_wall": (d["end_ns"] / 1e9) / wall if name else 0.0,
+        "events_per_wall_s": d["events"] / wall if name else 0.0,
+        "peak_rss_bytes": d["rss"],
+        "rss_bytes_per_page": d["rss"] / d["pages"] if name else 0.0,
+    }
+
+
+if __name__ == "__main__":
+    main()
