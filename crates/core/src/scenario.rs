@@ -263,10 +263,10 @@ pub struct Swap {
     /// `zram` (synchronous) or `ssd` (asynchronous block device).
     #[serde(default = "default_swap_device")]
     pub device: SwapDevice,
-    /// Time to read one page back [ns]; default from the cost table (`swap_read_zram` or `swap_read_ssd`).
+    /// Time to read one page back [ns]; default from the cost table (`zram_read` or `ssd_read_latency`).
     #[serde(default)]
     pub read_latency: Option<Dur>,
-    /// Time to write one page out [ns]; default from the cost table.
+    /// Time to write one page out [ns]; default from the cost table (`zram_write` or `ssd_write_latency`).
     #[serde(default)]
     pub write_latency: Option<Dur>,
 }

@@ -6,6 +6,7 @@
 //! CPU per node (simplified: kswapd is assumed to find an idle CPU on its node).
 
 use crate::engine::cost::CostTable;
+use crate::engine::TaskId;
 use crate::engine::{Engine, EngineCosts, Time};
 use crate::error::{Error, Result};
 use crate::mm::memcontrol::{Memcg, FLUSH_TIME};
@@ -19,6 +20,7 @@ use crate::report::{Report, Sampler};
 use crate::scenario::{parent_path, parse_cpu_list, Scenario, SwapDevice, WorkloadSpec};
 use crate::workload::{self, WorkloadStats};
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
 /// Run-wide measurements that are not kernel counters.
@@ -47,6 +49,11 @@ pub struct Sim {
     pub workloads: RefCell<Vec<WorkloadStats>>,
     pub live_tasks: Cell<u64>,
     pub sampler: RefCell<Sampler>,
+    /// Per CPU: IOs whose completion runs on that CPU, in completion order (a FIFO device
+    /// completes in submission order), and the CPU's completion task (None = not started,
+    /// with a flag telling whether it is parked).
+    bio_queues: RefCell<Vec<VecDeque<(Time, crate::mm::Pfn)>>>,
+    bio_tasks: RefCell<Vec<Option<(TaskId, bool)>>>,
     /// Check the model's invariants after every reclaim pass (tests).
     pub check: Cell<bool>,
     /// The first invariant violation seen, and the event counters at the last check.
@@ -144,6 +151,8 @@ impl Sim {
                 .memory
                 .swappiness
                 .unwrap_or(memcgs[parent as usize].swappiness);
+            let up = memcgs[parent as usize].ancestors.clone();
+            mc.ancestors.extend_from_slice(&up);
             memcgs[parent as usize].children.push(id);
             memcgs.push(mc);
         }
@@ -168,11 +177,19 @@ impl Sim {
         }
         let swap = m.swap.as_ref().map(|s| {
             let zram = s.device == SwapDevice::Zram;
+            let mut dev = costs.ssd();
+            if let Some(d) = s.read_latency {
+                dev.read_latency = d.0;
+            }
+            if let Some(d) = s.write_latency {
+                dev.write_latency = d.0;
+            }
             SwapInfo::new(
                 s.size.pages(),
                 zram,
-                s.read_latency.map_or(costs.swap_read(zram), |d| d.0),
-                s.write_latency.map_or(costs.swap_write(zram), |d| d.0),
+                s.read_latency.map_or(costs.zram_read, |d| d.0),
+                s.write_latency.map_or(costs.zram_write, |d| d.0),
+                dev,
             )
         });
         let all_cpus = cpu_node.len();
@@ -198,6 +215,7 @@ impl Sim {
             stats_updates: 0,
             last_flush: 0,
             draining: Vec::new(),
+            file_dev: costs.ssd(),
         };
         let sim = Rc::new(Sim {
             e,
@@ -215,6 +233,8 @@ impl Sim {
             workloads: RefCell::new(Vec::new()),
             live_tasks: Cell::new(0),
             sampler: RefCell::new(Sampler::new(sc.sample_interval.0)),
+            bio_queues: RefCell::new(vec![VecDeque::new(); all_cpus]),
+            bio_tasks: RefCell::new(vec![None; all_cpus]),
             check: Cell::new(false),
             violation: RefCell::new(None),
             last_events: RefCell::new(Vec::new()),
@@ -346,6 +366,53 @@ impl Sim {
             }
         }
         Ok(())
+    }
+
+    /// Queue the completion of an IO on `cpu` at `at`, starting or waking that CPU's
+    /// completion task (the hardirq/softirq side of blk-mq, one per CPU).
+    pub fn queue_bio_completion(&self, cpu: u32, at: Time, pfn: crate::mm::Pfn) {
+        self.bio_queues.borrow_mut()[cpu as usize].push_back((at, pfn));
+        let state = self.bio_tasks.borrow()[cpu as usize];
+        match state {
+            None => {
+                let s = self.self_rc();
+                let id = self
+                    .e
+                    .spawn(at, cpu, async move { s.bio_completion(cpu).await });
+                self.bio_tasks.borrow_mut()[cpu as usize] = Some((id, false));
+            }
+            Some((id, true)) => {
+                self.bio_tasks.borrow_mut()[cpu as usize] = Some((id, false));
+                self.e.wake(id, at);
+            }
+            Some((_, false)) => {}
+        }
+    }
+
+    /// A CPU's IO completion context: ends the IOs that are due, in order, then sleeps
+    /// until the next one (or parks when none is pending).
+    async fn bio_completion(&self, cpu: u32) {
+        loop {
+            let next = self.bio_queues.borrow()[cpu as usize].front().copied();
+            match next {
+                None => {
+                    if let Some(t) = self.bio_tasks.borrow_mut()[cpu as usize].as_mut() {
+                        t.1 = true;
+                    }
+                    self.e.park().await;
+                }
+                Some((at, pfn)) => {
+                    let now = self.e.now();
+                    if at > now {
+                        self.e.sleep(at - now).await;
+                        continue;
+                    }
+                    self.bio_queues.borrow_mut()[cpu as usize].pop_front();
+                    self.e.sync().await;
+                    self.folio_end_writeback(pfn).await;
+                }
+            }
+        }
     }
 
     /// Is the current task's process dead (OOM-killed)?

@@ -199,7 +199,7 @@ fn file_set_larger_than_the_limit_reclaims_file_and_refaults() {
         };
         let t = format!(
             r#"
-duration = "300ms"
+duration = "1s"
 [machine]
 cpus = 2
 memory_per_node = "1G"

@@ -87,16 +87,18 @@ cost_table! {
     stat_update = 3;
     /// Adding a folio to or removing it from the swap cache, slot allocation included.
     swap_cache_op = 200;
-    /// Reading one page from an NVMe swap device (the faulting task sleeps).
-    swap_read_ssd = 25_000;
-    /// Writing one page to an NVMe swap device (the folio stays under writeback).
-    swap_write_ssd = 30_000;
-    /// Decompressing one page from zram (synchronous).
-    swap_read_zram = 2_000;
+    /// 4 KiB random read latency of the NVMe device (swap-in, page-cache miss).
+    ssd_read_latency = 80_000;
+    /// 4 KiB random write latency of the NVMe device (swap-out; the folio stays under writeback).
+    ssd_write_latency = 20_000;
+    /// Time the NVMe device is busy per 4 KiB read (1 / read IOPS: 1M IOPS).
+    ssd_read_interval = 1_000;
+    /// Time the NVMe device is busy per 4 KiB write (1 / write IOPS: 180K IOPS).
+    ssd_write_interval = 5_556;
+    /// Decompressing one page from zram (synchronous, on the faulting CPU).
+    zram_read = 2_000;
     /// Compressing one page into zram (synchronous, inside shrink_folio_list).
-    swap_write_zram = 4_000;
-    /// Reading one page-cache page from an NVMe device on a miss (readahead off).
-    file_read_miss = 25_000;
+    zram_write = 4_000;
     /// Per-memcg-per-node fixed work of one shrink_lruvec call (get_scan_count and setup).
     shrink_lruvec_setup = 300;
     /// Flushing the memcg statistics of one cgroup (rstat flush work per cgroup per CPU batch).
@@ -104,19 +106,13 @@ cost_table! {
 }
 
 impl CostTable {
-    /// The read latency of the configured swap device.
-    pub fn swap_read(&self, zram: bool) -> u64 {
-        if zram {
-            self.swap_read_zram
-        } else {
-            self.swap_read_ssd
-        }
-    }
-    pub fn swap_write(&self, zram: bool) -> u64 {
-        if zram {
-            self.swap_write_zram
-        } else {
-            self.swap_write_ssd
-        }
+    /// The NVMe block device these costs describe.
+    pub fn ssd(&self) -> super::blkdev::BlockDevice {
+        super::blkdev::BlockDevice::new(
+            self.ssd_read_latency,
+            self.ssd_write_latency,
+            self.ssd_read_interval,
+            self.ssd_write_interval,
+        )
     }
 }

@@ -28,6 +28,7 @@
 //! yielded task joins a FIFO queue and is handed the lock at release. Every acquisition is
 //! recorded per lock class and per call site with what `perf lock contention` reports.
 
+pub mod blkdev;
 pub mod cost;
 pub mod rng;
 
@@ -167,6 +168,8 @@ pub struct Engine {
     ready: RefCell<BinaryHeap<Reverse<ReadyKey>>>,
     cur: Cell<TaskId>,
     seq: Cell<u64>,
+    /// The key of the current task when it yields (consumed by `run_until`).
+    requeue: Cell<Option<ReadyKey>>,
     locks: RefCell<Vec<LockState>>,
     stats: RefCell<Vec<SiteStats>>,
     costs: EngineCosts,
@@ -200,6 +203,7 @@ impl Engine {
             ready: RefCell::new(BinaryHeap::new()),
             cur: Cell::new(0),
             seq: Cell::new(0),
+            requeue: Cell::new(None),
             locks: RefCell::new(Vec::new()),
             stats: RefCell::new(vec![
                 SiteStats::default();
@@ -262,19 +266,34 @@ impl Engine {
         id
     }
 
-    fn enqueue(&self, id: TaskId) {
+    fn key_of(&self, id: TaskId) -> ReadyKey {
         let (clock, cpu) = {
             let t = &self.tasks.borrow()[id as usize];
             (t.clock, t.cpu)
         };
         let seq = self.seq.get();
         self.seq.set(seq + 1);
-        self.ready.borrow_mut().push(Reverse(ReadyKey {
+        ReadyKey {
             clock,
             cpu,
             seq,
             task: id,
-        }));
+        }
+    }
+
+    fn enqueue(&self, id: TaskId) {
+        let k = self.key_of(id);
+        self.ready.borrow_mut().push(Reverse(k));
+    }
+
+    /// The current task yields: its key goes to the executor directly (see `run_until`).
+    fn requeue_current(&self) {
+        let k = self.key_of(self.cur.get());
+        debug_assert!(
+            self.requeue.get().is_none(),
+            "a task yielded twice in one poll"
+        );
+        self.requeue.set(Some(k));
     }
 
     /// Run until the smallest ready clock reaches `end` or nothing is runnable.
@@ -288,15 +307,24 @@ impl Engine {
         let waker = noop_waker();
         let mut cx = Context::from_waker(&waker);
         let mut n = 0u64;
+        // The task to run next when the previous poll already chose it (see `requeue`).
+        let mut next: Option<ReadyKey> = None;
         loop {
             if self.stop.get() {
                 return true;
             }
-            let key = {
-                let mut r = self.ready.borrow_mut();
-                match r.peek() {
-                    Some(Reverse(k)) if k.clock < end => r.pop().unwrap().0,
-                    _ => return true,
+            let key = match next.take() {
+                Some(k) if k.clock < end => k,
+                Some(k) => {
+                    self.ready.borrow_mut().push(Reverse(k));
+                    return true;
+                }
+                None => {
+                    let mut r = self.ready.borrow_mut();
+                    match r.peek() {
+                        Some(Reverse(k)) if k.clock < end => r.pop().unwrap().0,
+                        _ => return true,
+                    }
                 }
             };
             let id = key.task;
@@ -314,9 +342,22 @@ impl Engine {
             } else {
                 self.futures.borrow_mut()[id as usize] = Some(fut);
             }
+            // A task that yielded left its key here instead of in the heap: run it again
+            // at once if it is still the smallest, else swap it with the heap's top (one
+            // sift instead of a push and a pop).
+            if let Some(k) = self.requeue.take() {
+                let mut r = self.ready.borrow_mut();
+                next = Some(match r.peek_mut() {
+                    Some(mut top) if top.0 < k => std::mem::replace(&mut *top, Reverse(k)).0,
+                    _ => k,
+                });
+            }
             self.polls.set(self.polls.get() + 1);
             n += 1;
             if n % tick_every == 0 && !tick(key.clock) {
+                if let Some(k) = next.take() {
+                    self.ready.borrow_mut().push(Reverse(k));
+                }
                 return false;
             }
         }
@@ -594,7 +635,7 @@ impl Future for Yield<'_> {
         match self.state {
             0 => {
                 self.state = 1;
-                self.e.enqueue(self.e.cur.get());
+                self.e.requeue_current();
                 Poll::Pending
             }
             _ => Poll::Ready(()),

@@ -82,7 +82,13 @@ impl Sim {
             self.workingset_refault(pfn, s).await;
         }
         self.folio_add_lru(pfn).await;
-        self.e.sleep(self.c.file_read_miss).await;
+        let done = self
+            .mm
+            .borrow_mut()
+            .file_dev
+            .submit_read(self.e.now())
+            .done_at;
+        self.e.sleep(done - self.e.now()).await;
         self.e.charge(self.c.file_read_hit);
         self.folio_mark_accessed(pfn).await;
         Read::Miss

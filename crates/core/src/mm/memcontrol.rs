@@ -76,9 +76,8 @@ pub struct Memcg {
     pub iter: Vec<ReclaimIter>,
     /// The page counter's cache line.
     pub counter_line: CacheLine,
-    /// Pages charged over memory.high, to be handled on return to user (per task in the
-    /// kernel: current->memcg_nr_pages_over_high; kept per memcg here).
-    pub nr_pages_over_high: u64,
+    /// This memcg and its ancestors up to the root (for page-counter walks).
+    pub ancestors: Vec<MemcgId>,
 }
 
 impl Memcg {
@@ -103,7 +102,7 @@ impl Memcg {
             lruvecs: Vec::with_capacity(nodes),
             iter: vec![ReclaimIter::default(); nodes],
             counter_line: CacheLine::default(),
-            nr_pages_over_high: 0,
+            ancestors: vec![id],
         }
     }
 }
@@ -115,26 +114,23 @@ impl Mm {
         m == 0
     }
 
-    /// Ancestors of `m`, from `m` up to the root inclusive.
-    pub fn memcg_ancestors(&self, m: MemcgId) -> Vec<MemcgId> {
-        let mut v = vec![m];
-        let mut c = m;
-        while let Some(p) = self.memcgs[c as usize].parent {
-            v.push(p);
-            c = p;
-        }
-        v
+    /// `m` and its ancestors, from `m` up to the root inclusive.
+    #[inline]
+    pub fn memcg_ancestors(&self, m: MemcgId) -> &[MemcgId] {
+        &self.memcgs[m as usize].ancestors
     }
 
     /// page_counter_try_charge(): charge `nr` to `m` and every ancestor; on a level whose
     /// usage would exceed its max, undo and return that level (mem_over_limit). The root
     /// memcg's counter has no limit.
     pub fn page_counter_try_charge(&mut self, m: MemcgId, nr: u64) -> Result<(), MemcgId> {
-        let chain = self.memcg_ancestors(m);
-        for (i, &c) in chain.iter().enumerate() {
+        let depth = self.memcgs[m as usize].ancestors.len();
+        for i in 0..depth {
+            let c = self.memcgs[m as usize].ancestors[i];
             let mc = &mut self.memcgs[c as usize];
             if mc.usage + nr > mc.max {
-                for &u in &chain[..i] {
+                for j in 0..i {
+                    let u = self.memcgs[m as usize].ancestors[j];
                     self.memcgs[u as usize].usage -= nr;
                 }
                 return Err(c);
@@ -515,17 +511,15 @@ impl crate::sim::Sim {
             if self.mm.borrow_mut().consume_stock(cpu, memcg, nr) {
                 return true;
             }
-            // The page counters of every level are shared cache lines.
-            let depth = self.mm.borrow().memcg_ancestors(memcg).len();
-            for _ in 0..depth {
-                self.e.sync().await;
-            }
+            // The page counters of every level are shared cache lines: a sync point.
+            self.e.sync().await;
             let res = {
                 let mut mm = self.mm.borrow_mut();
                 let r = mm.page_counter_try_charge(memcg, batch);
-                let chain = mm.memcg_ancestors(memcg);
+                let depth = mm.memcg_ancestors(memcg).len();
                 let mut c = 0;
-                for m in chain {
+                for i in 0..depth {
+                    let m = mm.memcgs[memcg as usize].ancestors[i];
                     c += self.e.write_line(&mut mm.memcgs[m as usize].counter_line)
                         + self.c.atomic_rmw;
                 }
@@ -597,7 +591,8 @@ impl crate::sim::Sim {
             let chain: Vec<MemcgId> = {
                 let mm = self.mm.borrow();
                 mm.memcg_ancestors(memcg)
-                    .into_iter()
+                    .iter()
+                    .copied()
                     .filter(|&m| m != 0)
                     .collect()
             };

@@ -167,7 +167,7 @@ impl Sim {
             p.private = slot;
             let s = mm.swap.as_mut().expect("swap entry without swap");
             s.set_cached(slot, pfn);
-            let read_ns = s.read_ns;
+            let read_ns = s.read_done(self.e.now()) - self.e.now();
             let lv = mm.folio_lruvec(pfn) as usize;
             mm.lruvecs[lv].mod_state(NodeStat::NrSwapcache, 1);
             mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);

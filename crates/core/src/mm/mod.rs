@@ -118,6 +118,8 @@ pub struct Mm {
     pub stats_updates: u64,
     /// Virtual time of the last memcg stats flush.
     pub last_flush: u64,
+    /// The device holding the files (page-cache misses read from it).
+    pub file_dev: crate::engine::blkdev::BlockDevice,
     /// Folios of batches taken out for draining and not yet released (still PG_INBATCH).
     pub draining: Vec<Pfn>,
 }

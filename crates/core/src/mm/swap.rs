@@ -155,13 +155,16 @@ impl Sim {
     }
 
     /// The last reference to a folio is gone: __folio_put -> __page_cache_release (unlink
-    /// from its LRU under lru_lock) -> free. A folio that is isolated or batched is freed by
-    /// whoever holds it when they drop it.
+    /// from its LRU under lru_lock) -> free. A folio that is isolated, batched or under
+    /// writeback is freed by whoever holds it when they drop it.
     pub async fn folio_put_last(&self, pfn: Pfn) {
         let (on_lru, held) = {
             let mm = self.mm.borrow();
             let p = &mm.pages[pfn as usize];
-            (p.test(PG_LRU), p.test(PG_INBATCH) || p.test(PG_OWNED))
+            (
+                p.test(PG_LRU),
+                p.test(PG_INBATCH) || p.test(PG_OWNED) || p.test(PG_WRITEBACK),
+            )
         };
         if held {
             return;

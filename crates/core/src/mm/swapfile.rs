@@ -31,22 +31,41 @@ pub struct SwapInfo {
     free_stack: Vec<u32>,
     next_unused: u32,
     nr_used: u64,
-    /// True for a synchronous (zram-like) device.
+    /// True for a synchronous (zram-like) device: IO is CPU time of the caller.
     pub synchronous: bool,
-    pub read_ns: u64,
-    pub write_ns: u64,
+    /// zram: CPU time per page read / written [ns].
+    pub zram_read: u64,
+    pub zram_write: u64,
+    /// The block device (asynchronous swap).
+    pub dev: crate::engine::blkdev::BlockDevice,
 }
 
 impl SwapInfo {
-    pub fn new(slots: u64, synchronous: bool, read_ns: u64, write_ns: u64) -> Self {
+    pub fn new(
+        slots: u64,
+        synchronous: bool,
+        zram_read: u64,
+        zram_write: u64,
+        dev: crate::engine::blkdev::BlockDevice,
+    ) -> Self {
         SwapInfo {
             map: vec![0; slots as usize],
             free_stack: Vec::new(),
             next_unused: 0,
             nr_used: 0,
             synchronous,
-            read_ns,
-            write_ns,
+            zram_read,
+            zram_write,
+            dev,
+        }
+    }
+
+    /// swap_read_folio(): when the read of one page submitted at `now` completes.
+    pub fn read_done(&mut self, now: u64) -> u64 {
+        if self.synchronous {
+            now + self.zram_read
+        } else {
+            self.dev.submit_read(now).done_at
         }
     }
 
@@ -116,7 +135,13 @@ mod tests {
 
     #[test]
     fn slots_cycle_through_cache_shadow_and_free() {
-        let mut s = SwapInfo::new(2, true, 1, 1);
+        let mut s = SwapInfo::new(
+            2,
+            true,
+            1,
+            1,
+            crate::engine::blkdev::BlockDevice::new(1, 1, 1, 1),
+        );
         let a = s.alloc_slot(7).unwrap();
         let b = s.alloc_slot(8).unwrap();
         assert_eq!(s.alloc_slot(9), None);

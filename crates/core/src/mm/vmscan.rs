@@ -318,7 +318,8 @@ impl Mm {
         let mut moved = 0;
         let mut dead = Vec::new();
         for &pfn in list {
-            if !self.pages[pfn as usize].test(PG_OWNED) {
+            let p = self.pages[pfn as usize];
+            if !p.test(PG_OWNED) && !p.test(PG_WRITEBACK) {
                 dead.push(pfn);
                 continue;
             }
@@ -681,21 +682,36 @@ impl Sim {
                 // pageout() -> swap_writeout()
                 stat.nr_pageout += 1;
                 mm.count_event(VmEvent::Pswpout, 1);
-                let (sync_dev, wns) = {
-                    let s = mm.swap.as_ref().expect("swapcache folio without swap");
-                    (s.synchronous, s.write_ns)
+                let now = self.e.now();
+                let (sync_dev, io) = {
+                    let s = mm.swap.as_mut().expect("swapcache folio without swap");
+                    if s.synchronous {
+                        (
+                            true,
+                            crate::engine::blkdev::Submitted {
+                                submitted_at: now,
+                                done_at: now + s.zram_write,
+                            },
+                        )
+                    } else {
+                        (false, s.dev.submit_write(now))
+                    }
                 };
                 mm.pages[pfn as usize].clear(PG_DIRTY);
                 if sync_dev {
                     // zram: the write completes inside pageout; the folio is clean now.
-                    self.e.charge(wns);
+                    self.e.charge(io.done_at - now);
                 } else {
                     let pg = &mut mm.pages[pfn as usize];
                     pg.set(PG_WRITEBACK | PG_RECLAIM);
                     let lvf = mm.folio_lruvec(pfn) as usize;
                     mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, 1);
                     drop(mm);
-                    self.submit_swap_write(pfn, wns);
+                    self.submit_swap_write(pfn, io.done_at);
+                    if io.submitted_at > now {
+                        // The device queue is full: submit_bio sleeps for a free request.
+                        self.e.sleep(io.submitted_at - now).await;
+                    }
                     break 'f Fate::Keep;
                 }
             }
@@ -741,26 +757,30 @@ impl Sim {
         }
     }
 
-    /// Submit an asynchronous swap write: writeback ends `ns` later on this CPU
-    /// (folio_end_writeback, which rotates a PG_reclaim folio to the inactive tail).
-    fn submit_swap_write(&self, pfn: Pfn, ns: u64) {
-        let me = self.self_rc();
-        let at = self.e.now() + ns;
+    /// Submit an asynchronous swap write whose IO completes at `at`: the completion runs
+    /// on this CPU (blk-mq completes where it was submitted), in its bio-completion context.
+    fn submit_swap_write(&self, pfn: Pfn, at: u64) {
         let cpu = self.e.cpu();
-        self.e.spawn(at, cpu, async move {
-            let rotate = {
-                let mut mm = me.mm.borrow_mut();
-                let p = &mut mm.pages[pfn as usize];
-                p.clear(PG_WRITEBACK);
-                let r = p.test_clear(PG_RECLAIM);
-                let lvf = mm.folio_lruvec(pfn) as usize;
-                mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, -1);
-                r
-            };
-            if rotate {
-                me.folio_rotate_reclaimable(pfn).await;
-            }
-        });
+        self.queue_bio_completion(cpu, at, pfn);
+    }
+
+    /// folio_end_writeback() for a swap write: clear PG_writeback; a folio marked
+    /// PG_reclaim rotates to the inactive tail; a folio whose owner went away during the
+    /// IO is freed (writeback held its last reference).
+    pub(crate) async fn folio_end_writeback(&self, pfn: Pfn) {
+        let (rotate, orphan) = {
+            let mut mm = self.mm.borrow_mut();
+            let lvf = mm.folio_lruvec(pfn) as usize;
+            mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, -1);
+            let p = &mut mm.pages[pfn as usize];
+            p.clear(PG_WRITEBACK);
+            (p.test_clear(PG_RECLAIM), !p.test(PG_OWNED))
+        };
+        if orphan {
+            self.folio_put_last(pfn).await;
+        } else if rotate {
+            self.folio_rotate_reclaimable(pfn).await;
+        }
     }
 
     /// shrink_list(): active lists are only deactivated when allowed; inactive lists are
