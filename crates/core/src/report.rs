@@ -275,7 +275,7 @@ impl Report {
                 )
             })
             .collect();
-        locks.sort_by(|a, b| b.0.cmp(&a.0));
+        locks.sort_by_key(|l| std::cmp::Reverse(l.0));
         let locks = locks.into_iter().map(|x| x.1).collect();
         let mut workloads = sim.workloads.borrow().clone();
         for w in workloads.iter_mut() {

@@ -51,7 +51,7 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{num:?} is not a number"))?;
-    if !(v >= 0.0) || !v.is_finite() {
+    if v.is_nan() || v < 0.0 || !v.is_finite() {
         return Err("a size must be a non-negative number".into());
     }
     Ok((v * mult as f64).round() as u64)
@@ -152,7 +152,7 @@ fn parse_dur(s: &str) -> std::result::Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{:?} is not a number", &t[..i]))?;
-    if !(v >= 0.0) || !v.is_finite() {
+    if v.is_nan() || v < 0.0 || !v.is_finite() {
         return Err("a duration must be a non-negative number".into());
     }
     Ok((v * mult).round() as u64)
@@ -563,7 +563,7 @@ impl Scenario {
             ));
         }
         let node_pages = m.memory_per_node.pages();
-        if node_pages < 4096 || node_pages > (1u64 << 31) {
+        if !(4096..=(1u64 << 31)).contains(&node_pages) {
             return Err(Error::scenario(
                 "scenario.machine.memory_per_node",
                 format!("{} bytes: allowed 16M..=8T per node", m.memory_per_node.0),

@@ -129,7 +129,6 @@ impl Sim {
                 kswapd: 0,
                 kswapd_sleeping: false,
                 kswapd_failures: 0,
-                pfmemalloc_wait: Vec::new(),
             });
         }
         // The memcg tree: the root, then the scenario's cgroups (parents first).

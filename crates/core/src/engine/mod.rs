@@ -354,7 +354,7 @@ impl Engine {
             }
             self.polls.set(self.polls.get() + 1);
             n += 1;
-            if n % tick_every == 0 && !tick(key.clock) {
+            if n.is_multiple_of(tick_every) && !tick(key.clock) {
                 if let Some(k) = next.take() {
                     self.ready.borrow_mut().push(Reverse(k));
                 }

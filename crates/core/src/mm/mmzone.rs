@@ -194,8 +194,6 @@ pub struct PgData {
     pub kswapd_sleeping: bool,
     /// kswapd_failures: balance_pgdat runs that reclaimed nothing (atomic in the kernel).
     pub kswapd_failures: u32,
-    /// Waiters throttled in direct reclaim (throttle_direct_reclaim / reclaim_throttle).
-    pub pfmemalloc_wait: Vec<TaskId>,
 }
 
 impl PgData {

@@ -404,19 +404,18 @@ impl Sim {
         if taken == 0 {
             return;
         }
-        let mut nr_rotated = 0;
         {
+            // folio_referenced() clears the young bits. Only referenced VM_EXEC file folios
+            // would stay active (and count as rotated); no mapping here is executable, so
+            // every folio is deactivated.
             let mut mm = self.mm.borrow_mut();
             for &pfn in &hold {
-                let referenced = mm.folio_referenced(pfn);
+                mm.folio_referenced(pfn);
                 self.e.charge(self.c.pte_referenced);
-                // Referenced VM_EXEC file folios would rotate here; none are modeled.
-                let _ = referenced;
                 let p = &mut mm.pages[pfn as usize];
                 p.clear(PG_ACTIVE);
                 p.set(PG_WORKINGSET);
             }
-            let _ = &mut nr_rotated;
         }
         self.lock_lruvec(lv, Site::ShrinkActiveList).await;
         let dead = {
@@ -433,8 +432,7 @@ impl Sim {
         for pfn in dead {
             self.mm.borrow_mut().free_folio(pfn);
         }
-        self.lru_note_cost(lv, file, 0, nr_rotated, Site::ShrinkActiveList)
-            .await;
+        // lru_note_cost(lruvec, file, 0, nr_rotated) records nothing: nr_rotated is 0.
     }
 
     /// shrink_inactive_list(): isolate a chunk of inactive folios, try to reclaim them,
@@ -604,6 +602,8 @@ impl Sim {
         enum Fate {
             Activate,
             Keep,
+            /// Kept under writeback after sleeping this long for a device request.
+            KeepThrottled(u64),
             Free,
         }
         let fate = 'f: {
@@ -708,11 +708,8 @@ impl Sim {
                     mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, 1);
                     drop(mm);
                     self.submit_swap_write(pfn, io.done_at);
-                    if io.submitted_at > now {
-                        // The device queue is full: submit_bio sleeps for a free request.
-                        self.e.sleep(io.submitted_at - now).await;
-                    }
-                    break 'f Fate::Keep;
+                    // A full device queue makes submit_bio sleep for a free request.
+                    break 'f Fate::KeepThrottled(io.submitted_at - now);
                 }
             }
             // __remove_mapping(): store the shadow and drop the cache reference.
@@ -739,6 +736,12 @@ impl Sim {
                 true
             }
             Fate::Keep => false,
+            Fate::KeepThrottled(wait) => {
+                if wait > 0 {
+                    self.e.sleep(wait).await;
+                }
+                false
+            }
             Fate::Activate => {
                 let mut mm = self.mm.borrow_mut();
                 let p = mm.pages[pfn as usize];
@@ -858,15 +861,11 @@ impl Sim {
         }
         sc.nr_reclaimed += nr_reclaimed;
         // Even if the target was met, keep the anon inactive list balanced.
-        let (age, memcg) = {
+        let age = {
             let mm = self.mm.borrow();
             let memcg = mm.lruvecs[lv as usize].memcg;
-            (
-                mm.can_reclaim_anon_pages(memcg) && mm.inactive_is_low(lv, LRU_INACTIVE_ANON),
-                memcg,
-            )
+            mm.can_reclaim_anon_pages(memcg) && mm.inactive_is_low(lv, LRU_INACTIVE_ANON)
         };
-        let _ = memcg;
         if age {
             self.shrink_active_list(SWAP_CLUSTER_MAX, lv, sc, LRU_ACTIVE_ANON)
                 .await;

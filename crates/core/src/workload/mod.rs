@@ -187,11 +187,12 @@ async fn touch(s: &Sim, r: &mut Runner, t: &mut Tally, mmid: u32, vpn: u32, cost
             t.misses += 1;
         }
         Fault::Oom => {
-            let mut mm = s.mm.borrow_mut();
-            if mm.mms[mmid as usize].alive {
-                // Nothing could be killed for us: the fault kills the task itself.
-                mm.mms[mmid as usize].alive = false;
-                drop(mm);
+            // Nothing could be killed for us: the fault kills the task itself.
+            let must_exit = {
+                let mut mm = s.mm.borrow_mut();
+                std::mem::replace(&mut mm.mms[mmid as usize].alive, false)
+            };
+            if must_exit {
                 s.exit_mmap(mmid).await;
             }
             return false;
@@ -316,13 +317,12 @@ pub fn spawn_file_read(
         }
     }
     let files = Rc::new(files);
-    for (ti, &cpu) in cpus.iter().enumerate().take(f.threads as usize) {
+    for &cpu in cpus.iter().take(f.threads as usize) {
         let sim = s.clone();
         let spec = f.clone();
         let files = files.clone();
         let mut rng = rng::stream(s.seed, *stream);
         *stream += 1;
-        let _ = ti;
         s.live_tasks.set(s.live_tasks.get() + 1);
         s.e.spawn(spec.placement.start.0, cpu, async move {
             let s = &*sim;

@@ -1,0 +1,177 @@
+//! Modeled kernel functions against hand-computed kernel arithmetic.
+
+use reclaimsim_core::engine::Site;
+use reclaimsim_core::mm::mmzone::*;
+use reclaimsim_core::mm::vmscan::{ScanBalance, ScanControl};
+use reclaimsim_core::mm::vmstat::NodeStat;
+use reclaimsim_core::mm::workingset::pack_shadow;
+use reclaimsim_core::sim::Sim;
+use reclaimsim_core::Scenario;
+use std::rc::Rc;
+
+fn sim(swap: bool) -> Rc<Sim> {
+    let swap = if swap {
+        "[machine.swap]\nsize = \"1G\"\ndevice = \"zram\"\n"
+    } else {
+        ""
+    };
+    let t = format!(
+        r#"
+duration = "1ms"
+[machine]
+cpus = 2
+memory_per_node = "1G"
+{swap}
+[[cgroup]]
+path = "/a"
+[[cgroup]]
+path = "/a/b"
+[[workload]]
+type = "usemem"
+cgroup = "/a/b"
+size = "4K"
+start = "10s"
+"#
+    );
+    Sim::build(&Scenario::from_toml(&t).unwrap()).unwrap()
+}
+
+/// The lruvec of /a/b on node 0 with the given list sizes [pages].
+fn set_sizes(s: &Sim, sizes: [u64; 4]) -> u32 {
+    let mut mm = s.mm.borrow_mut();
+    let lv = mm.lruvec_of(2, 0);
+    mm.lruvecs[lv as usize].nr[..4].copy_from_slice(&sizes);
+    lv
+}
+
+#[test]
+fn get_scan_count_fract_matches_kernel_arithmetic() {
+    let s = sim(true);
+    let lv = set_sizes(&s, [1 << 20; 4]);
+    let mut sc = ScanControl::new(32, Some(1), false);
+    sc.anon_cost = 100;
+    sc.file_cost = 300;
+    let (nr, b) = s.mm.borrow().get_scan_count(lv, &mut sc);
+    assert_eq!(b, ScanBalance::Fract);
+    // total = 400; anon = 500, file = 700, total = 1200;
+    // ap = 60 * 1201 / 501 = 143; fp = 140 * 1201 / 701 = 239; denominator 382.
+    // size >> 12 = 256: anon 256 * 143 / 382 = 95, file 256 * 239 / 382 = 160.
+    assert_eq!(nr, [95, 95, 160, 160]);
+}
+
+#[test]
+fn get_scan_count_early_cases() {
+    // No swap: file only.
+    let s = sim(false);
+    let lv = set_sizes(&s, [1 << 20; 4]);
+    let mut sc = ScanControl::new(32, Some(1), false);
+    let (nr, b) = s.mm.borrow().get_scan_count(lv, &mut sc);
+    assert_eq!((nr, b), ([0, 0, 256, 256], ScanBalance::File));
+    // Priority 0 with swap: equal pressure on everything.
+    let s = sim(true);
+    let lv = set_sizes(&s, [1000, 2000, 3000, 4000]);
+    let mut sc = ScanControl::new(32, Some(1), false);
+    sc.priority = 0;
+    let (nr, b) = s.mm.borrow().get_scan_count(lv, &mut sc);
+    assert_eq!((nr, b), ([1000, 2000, 3000, 4000], ScanBalance::Equal));
+    // cgroup reclaim with swappiness 0: file only.
+    s.mm.borrow_mut().memcgs[2].swappiness = 0;
+    let mut sc = ScanControl::new(32, Some(1), false);
+    sc.priority = 0;
+    assert_eq!(
+        s.mm.borrow().get_scan_count(lv, &mut sc).1,
+        ScanBalance::File
+    );
+    // cache_trim_mode: file only.
+    s.mm.borrow_mut().memcgs[2].swappiness = 60;
+    let mut sc = ScanControl::new(32, Some(1), false);
+    sc.cache_trim_mode = true;
+    assert_eq!(
+        s.mm.borrow().get_scan_count(lv, &mut sc).1,
+        ScanBalance::File
+    );
+}
+
+#[test]
+fn get_scan_count_scales_by_memory_low() {
+    let s = sim(true);
+    let lv = set_sizes(&s, [800, 0, 0, 0]);
+    {
+        let mut mm = s.mm.borrow_mut();
+        mm.memcgs[2].usage = 1000;
+        mm.memcgs[2].elow = 500;
+    }
+    let mut sc = ScanControl::new(32, Some(1), false);
+    sc.priority = 0;
+    let (nr, _) = s.mm.borrow().get_scan_count(lv, &mut sc);
+    // protection = low (memcg_low_reclaim unset): 800 - 800 * 500 / 1001 = 401.
+    assert_eq!(nr[LRU_INACTIVE_ANON], 401);
+    assert!(sc.memcg_low_skipped);
+    // A tiny list still gets SWAP_CLUSTER_MAX.
+    let lv = set_sizes(&s, [10, 0, 0, 0]);
+    let mut sc = ScanControl::new(32, Some(1), false);
+    sc.priority = 0;
+    assert_eq!(s.mm.borrow().get_scan_count(lv, &mut sc).0[0], 32);
+}
+
+#[test]
+fn lru_note_cost_weights_io_walks_ancestors_and_halves() {
+    let s = sim(true);
+    let lv = {
+        let mut mm = s.mm.borrow_mut();
+        // 400 pages on the leaf: after the periodic flush at t=0 every level's
+        // hierarchical LRU size is 400, so the halving threshold is 100.
+        let lv = mm.lruvec_of(2, 0);
+        mm.lruvecs[lv as usize].stat[NodeStat::NrInactiveFile as usize] = 400;
+        lv
+    };
+    let s2 = s.clone();
+    s.e.spawn(1000, 0, async move {
+        // cost = 2 IOs * 32 + 5 rotations = 69.
+        s2.lru_note_cost(lv, true, 2, 5, Site::ShrinkLruvec).await;
+        s2.lru_note_cost(lv, false, 0, 10, Site::ShrinkLruvec).await;
+        // 69 + 69 + 10 = 148 > 100: both halve to 69 and 5.
+        s2.lru_note_cost(lv, true, 2, 5, Site::ShrinkLruvec).await;
+    });
+    s.e.run_until(1_000_000, 1 << 20, &mut |_| true);
+    let mm = s.mm.borrow();
+    for m in [2u16, 1, 0] {
+        let l = &mm.lruvecs[mm.lruvec_of(m, 0) as usize];
+        assert_eq!((l.file_cost, l.anon_cost), (69, 5), "memcg {m}");
+    }
+    let sites = s.e.lock_stats();
+    let n = |site: Site| {
+        sites
+            .iter()
+            .find(|x| x.1 == site)
+            .map_or(0, |x| x.2.acquisitions)
+    };
+    assert_eq!(n(Site::ShrinkLruvec), 3);
+    assert_eq!(n(Site::LruNoteCost), 6, "two parent levels per call");
+}
+
+#[test]
+fn refault_distance_decides_activation() {
+    for swap in [false, true] {
+        let s = sim(swap);
+        let mut mm = s.mm.borrow_mut();
+        let lv = mm.lruvec_of(2, 0) as usize;
+        {
+            let l = &mut mm.lruvecs[lv];
+            l.nonresident_age = 10_000;
+            l.stat_flushed[NodeStat::NrActiveFile as usize] = 300;
+            l.stat_flushed[NodeStat::NrInactiveFile as usize] = 200;
+            l.stat_flushed[NodeStat::NrActiveAnon as usize] = 1000;
+            l.stat_flushed[NodeStat::NrInactiveAnon as usize] = 50;
+        }
+        // File refault: workingset = active file (+ both anon lists with swap).
+        let file_ws = if swap { 300 + 1000 + 50 } else { 300 };
+        let sh = |d: u64| pack_shadow(2, 0, 10_000 - d, false);
+        assert!(mm.workingset_test_recent(sh(file_ws), true, 0));
+        assert!(!mm.workingset_test_recent(sh(file_ws + 1), true, 0));
+        // Anon refault: active file + inactive file (+ active anon with swap).
+        let anon_ws = if swap { 300 + 200 + 1000 } else { 300 + 200 };
+        assert!(mm.workingset_test_recent(sh(anon_ws), false, 0));
+        assert!(!mm.workingset_test_recent(sh(anon_ws + 1), false, 0));
+    }
+}
