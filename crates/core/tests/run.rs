@@ -344,3 +344,34 @@ fn bad_scenarios_name_the_field() {
         "allowed values listed: {e}"
     );
 }
+
+#[test]
+fn memory_high_reclaims_and_throttles_near_the_limit() {
+    let t = r#"
+duration = "500ms"
+[machine]
+cpus = 4
+memory_per_node = "1G"
+[machine.swap]
+size = "256M"
+device = "zram"
+[[cgroup]]
+path = "/h"
+memory.high = "16M"
+[[workload]]
+type = "usemem"
+cgroup = "/h"
+processes = 2
+size = "24M"
+random = true
+repeat = 0
+"#;
+    let r = run_toml(t, true);
+    let h = cgroup(&r, "/h");
+    assert!(h["memory.events"]["high"].as_u64().unwrap() > 0);
+    assert_eq!(h["memory.events"]["max"], 0);
+    assert!(h["memory.stat"]["pgsteal"].as_u64().unwrap() > 0);
+    // memory.high is not a hard limit, but reclaim on return to user keeps it close.
+    let peak = h["memory.peak"].as_u64().unwrap();
+    assert!(peak > 16 << 20 && peak < (16 << 20) * 11 / 10, "peak {peak}");
+}
