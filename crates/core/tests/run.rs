@@ -373,5 +373,8 @@ repeat = 0
     assert!(h["memory.stat"]["pgsteal"].as_u64().unwrap() > 0);
     // memory.high is not a hard limit, but reclaim on return to user keeps it close.
     let peak = h["memory.peak"].as_u64().unwrap();
-    assert!(peak > 16 << 20 && peak < (16 << 20) * 11 / 10, "peak {peak}");
+    assert!(
+        peak > 16 << 20 && peak < (16 << 20) * 11 / 10,
+        "peak {peak}"
+    );
 }

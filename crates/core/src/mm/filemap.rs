@@ -69,7 +69,7 @@ impl Sim {
         {
             let mut mm = self.mm.borrow_mut();
             let p = &mut mm.pages[pfn as usize];
-            p.set(PG_OWNED);
+            p.set(PG_OWNED | PG_LOCKED);
             p.owner = file;
             p.index = index;
             let f = &mut mm.files[file as usize];
@@ -89,6 +89,8 @@ impl Sim {
             .submit_read(self.e.now())
             .done_at;
         self.e.sleep(done - self.e.now()).await;
+        // The read completed: unlock the folio (it was safe from reclaim while locked).
+        self.mm.borrow_mut().pages[pfn as usize].clear(PG_LOCKED);
         self.e.charge(self.c.file_read_hit);
         self.folio_mark_accessed(pfn).await;
         Read::Miss

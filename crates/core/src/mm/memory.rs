@@ -161,7 +161,7 @@ impl Sim {
             mm.count_memcg_event(memcg, VmEvent::Pgmajfault, 1);
             mm.count_event(VmEvent::Pswpin, 1);
             let p = &mut mm.pages[pfn as usize];
-            p.set(PG_SWAPBACKED | PG_SWAPCACHE | PG_OWNED);
+            p.set(PG_SWAPBACKED | PG_SWAPCACHE | PG_OWNED | PG_LOCKED);
             p.owner = mmid;
             p.index = vpn;
             p.private = slot;
@@ -178,8 +178,19 @@ impl Sim {
             self.workingset_refault(pfn, s).await;
         }
         self.folio_add_lru(pfn).await;
-        // swap_read_folio(): the task sleeps on the folio lock until the read completes.
+        // swap_read_folio(): the task sleeps on the folio lock until the read completes;
+        // the locked folio cannot be reclaimed meanwhile.
         self.e.sleep(read_ns).await;
+        let orphan = {
+            let mut mm = self.mm.borrow_mut();
+            mm.pages[pfn as usize].clear(PG_LOCKED);
+            !mm.mms[mmid as usize].alive
+        };
+        if orphan {
+            // Killed during the read: exit_mmap dropped the mapping side; drop ours.
+            self.folio_put_last(pfn).await;
+            return Fault::Oom;
+        }
         let mut mm = self.mm.borrow_mut();
         mm.map_anon(mmid, vpn, pfn, write);
         mm.mms[mmid as usize].swapents -= 1;

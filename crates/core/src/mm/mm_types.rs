@@ -40,6 +40,8 @@ pub const PG_OWNED: u16 = 1 << 10;
 pub const PG_INBATCH: u16 = 1 << 11;
 /// Allocated (not on a free list).
 pub const PG_ALLOCATED: u16 = 1 << 12;
+/// Locked during its read IO (PG_locked): reclaim's trylock fails and keeps it.
+pub const PG_LOCKED: u16 = 1 << 13;
 
 /// One frame of the frame table. All-zero is a never-used free frame, so the table can be
 /// allocated zeroed and costs no RSS until a frame is first used.

@@ -156,14 +156,14 @@ impl Sim {
 
     /// The last reference to a folio is gone: __folio_put -> __page_cache_release (unlink
     /// from its LRU under lru_lock) -> free. A folio that is isolated, batched or under
-    /// writeback is freed by whoever holds it when they drop it.
+    /// writeback or locked for a read is freed by whoever holds it when they drop it.
     pub async fn folio_put_last(&self, pfn: Pfn) {
         let (on_lru, held) = {
             let mm = self.mm.borrow();
             let p = &mm.pages[pfn as usize];
             (
                 p.test(PG_LRU),
-                p.test(PG_INBATCH) || p.test(PG_OWNED) || p.test(PG_WRITEBACK),
+                p.test(PG_INBATCH | PG_OWNED | PG_WRITEBACK | PG_LOCKED),
             )
         };
         if held {

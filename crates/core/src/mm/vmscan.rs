@@ -614,6 +614,10 @@ impl Sim {
                 // Freed by its owner while isolated: move_folios_to_lru frees it.
                 break 'f Fate::Keep;
             }
+            if p.test(PG_LOCKED) {
+                // folio_trylock() fails: its read is in flight.
+                break 'f Fate::Keep;
+            }
             if p.test(PG_WRITEBACK) {
                 // Case 2 of the writeback handling: mark for immediate reclaim and move on.
                 mm.pages[pfn as usize].set(PG_RECLAIM);

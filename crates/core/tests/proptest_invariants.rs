@@ -1,0 +1,97 @@
+//! Random small machines, cgroup trees and workloads: every run must keep the model's
+//! invariants after every reclaim pass (checked by `run_checked`) and end without an error.
+
+use proptest::prelude::*;
+use reclaimsim_core::{sim, Scenario};
+
+#[derive(Debug, Clone)]
+struct Case {
+    nodes: u32,
+    mem_mb: u32,
+    swap: u8,
+    limits: Vec<(u32, u32, u32, u32)>,
+    workloads: Vec<(bool, u32, u32, u8)>,
+    seed: u64,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        1u32..=2,
+        32u32..=96,
+        0u8..3,
+        prop::collection::vec((0u32..48, 0u32..48, 0u32..16, 0u32..16), 0..3),
+        prop::collection::vec((any::<bool>(), 1u32..3, 4u32..48, 0u8..4), 1..3),
+        0u64..(i64::MAX as u64),
+    )
+        .prop_map(|(nodes, mem_mb, swap, limits, workloads, seed)| Case {
+            nodes,
+            mem_mb,
+            swap,
+            limits,
+            workloads,
+            seed,
+        })
+}
+
+fn toml(c: &Case) -> String {
+    let mut t = format!(
+        "duration = \"60ms\"\nseed = {}\nsample_interval = \"10ms\"\n[machine]\nnodes = {}\ncpus = 16\nmemory_per_node = \"{}M\"\n",
+        c.seed, c.nodes, c.mem_mb
+    );
+    match c.swap {
+        1 => t += "[machine.swap]\nsize = \"256M\"\ndevice = \"zram\"\n",
+        2 => t += "[machine.swap]\nsize = \"256M\"\ndevice = \"ssd\"\n",
+        _ => {}
+    }
+    // A chain /c0/c1/... with optional max/high/low/min (0 = unset).
+    let mut path = String::new();
+    let mut paths = vec!["/".to_string()];
+    for (i, (max, high, low, min)) in c.limits.iter().enumerate() {
+        path = format!("{path}/c{i}");
+        t += &format!("[[cgroup]]\npath = \"{path}\"\n");
+        if *max > 0 {
+            t += &format!("memory.max = \"{}M\"\n", max + 8);
+        }
+        if *high > 0 {
+            t += &format!("memory.high = \"{}M\"\n", high + 8);
+        }
+        if *low > 0 {
+            t += &format!("memory.low = \"{low}M\"\n");
+        }
+        if *min > 0 {
+            t += &format!("memory.min = \"{min}M\"\n");
+        }
+        paths.push(path.clone());
+    }
+    for (i, (anon, procs, mb, pat)) in c.workloads.iter().enumerate() {
+        let cg = &paths[(i * 7 + *mb as usize) % paths.len()];
+        if *anon {
+            t += &format!(
+                "[[workload]]\ntype = \"usemem\"\ncgroup = \"{cg}\"\nprocesses = {procs}\nsize = \"{mb}M\"\nrandom = {}\nrepeat = 0\n",
+                pat % 2 == 0
+            );
+        } else {
+            let pattern = ["seq", "uniform", "zipf", "hotscan"][*pat as usize];
+            let files = if pattern == "hotscan" {
+                format!("[\"2M\", \"{mb}M\"]")
+            } else {
+                format!("[\"{mb}M\"]")
+            };
+            t += &format!(
+                "[[workload]]\ntype = \"file_read\"\ncgroup = \"{cg}\"\nthreads = {procs}\nfiles = {files}\npattern = \"{pattern}\"\npasses = 0\n"
+            );
+        }
+    }
+    t
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+    #[test]
+    fn invariants_hold_on_random_scenarios(c in case()) {
+        let t = toml(&c);
+        let sc = Scenario::from_toml(&t).map_err(|e| TestCaseError::fail(format!("{e}\n{t}")))?;
+        let r = sim::run_checked(&sc, true, &mut |_, _| true);
+        prop_assert!(r.is_ok(), "{:?}\n{}", r.err(), t);
+    }
+}
