@@ -7,6 +7,7 @@ True
 """
 
 from ._core import ScenarioError, SimulationError, __version__
+from .compare import compare
 from .result import Result
 from .scenario import builtin_scenarios, load_scenario, run
 
@@ -16,6 +17,7 @@ __all__ = [
     "SimulationError",
     "__version__",
     "builtin_scenarios",
+    "compare",
     "load_scenario",
     "run",
 ]

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
-import time
 
 import click
 
 from . import _core
 from ._core import ScenarioError, SimulationError
+from .compare import _fmt_ns
 from .scenario import builtin_scenarios, load_scenario, run as run_scenario
 
 
@@ -24,12 +23,6 @@ def _fail(msg: str, code: int = 2) -> None:
     sys.exit(code)
 
 
-def _fmt_ns(ns: float) -> str:
-    """Human-scaled time, as perf lock contention prints it."""
-    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= div:
-            return f"{ns / div:.2f} {unit}"
-    return f"{ns:.0f} ns"
 
 
 def _progress_cb(disabled: bool):
@@ -131,6 +124,41 @@ def run(scenario, seed, json_path, sets, show_all, no_progress):
         with open(json_path, "w") as f:
             f.write(r.to_json())
     print_report(r, show_all)
+
+
+@main.command(name="compare")
+@click.argument("scenario")
+@click.option("--a", "a", metavar="SWITCHES", help="Variant switches of side A, e.g. rotation_cost=false (default: the scenario's [compare].a).")
+@click.option("--b", "b", metavar="SWITCHES", help="Variant switches of side B (default: the scenario's [compare].b).")
+@click.option("--seeds", type=click.IntRange(1, 1000), help="Seeds per side (default: the scenario's, else 3).")
+@click.option("--metric", "metrics", multiple=True, help="A metric to compare (repeatable); default: the scenario's list.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@click.option("--jobs", type=click.IntRange(1, 256), help="Parallel runs (default: CPUs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the comparison as JSON.")
+def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, json_path):
+    """Run SCENARIO under variant sets A and B over several seeds and compare.
+
+    Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload,
+    kswapd_cpu_ns, lock_wait_total_ns, lock_wait_ns@CALLER, lru_add_dead_share; add /s
+    or /min for rates per virtual second or minute.
+    """
+    from .compare import compare, format_compare
+
+    try:
+        c = compare(scenario, a=a, b=b, seeds=seeds, overrides=sets, metrics=list(metrics) or None, jobs=jobs)
+    except ScenarioError as e:
+        _fail(str(e))
+    except SimulationError as e:
+        _fail(str(e), 1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    if json_path == "-":
+        click.echo(json.dumps(c, indent=2))
+        return
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(c, f, indent=2)
+    click.echo(format_compare(c))
 
 
 @main.command()

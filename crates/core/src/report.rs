@@ -155,6 +155,8 @@ pub struct Report {
     pub workloads: Vec<WorkloadStats>,
     pub oom_kills: Vec<Value>,
     pub reclaim: Value,
+    /// Tracepoint-derived counters (mm_lru_insertion and its dead share, seed 003).
+    pub trace: crate::mm::TraceCounters,
     pub timeseries: Value,
     pub engine: Value,
 }
@@ -321,6 +323,7 @@ impl Report {
                 "direct_reclaim_ns": stats.direct_reclaim_ns,
                 "direct_reclaims": stats.direct_reclaims,
             }),
+            trace: mm.trace,
             timeseries: json!({
                 "interval_ns": sampler.interval,
                 "columns": TS_COLUMNS,

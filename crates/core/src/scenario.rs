@@ -210,6 +210,13 @@ pub struct Scenario {
     pub machine: Machine,
     #[serde(default)]
     pub kernel: Kernel,
+    /// The seed-patch switches of this run (variant.rs); defaults are upstream.
+    #[serde(default)]
+    pub variants: crate::variant::Variants,
+    /// The A/B experiment `reclaimsim compare` runs on this scenario (read by the front;
+    /// the core ignores it): `a` and `b` variant tables, `metrics`, `seeds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare: Option<serde_json::Value>,
     /// Cost-table overrides: name = nanoseconds. Names: see `reclaimsim costs`.
     #[serde(default)]
     pub costs: BTreeMap<String, u64>,
@@ -347,6 +354,7 @@ pub struct CgroupMemory {
 pub enum WorkloadSpec {
     Usemem(Usemem),
     FileRead(FileRead),
+    RequestChurn(RequestChurn),
 }
 
 impl WorkloadSpec {
@@ -354,18 +362,21 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Usemem(u) => &u.placement,
             WorkloadSpec::FileRead(f) => &f.placement,
+            WorkloadSpec::RequestChurn(r) => &r.placement,
         }
     }
     pub fn type_name(&self) -> &'static str {
         match self {
             WorkloadSpec::Usemem(_) => "usemem",
             WorkloadSpec::FileRead(_) => "file_read",
+            WorkloadSpec::RequestChurn(_) => "request_churn",
         }
     }
     pub fn nr_tasks(&self) -> u32 {
         match self {
             WorkloadSpec::Usemem(u) => u.processes * u.threads,
             WorkloadSpec::FileRead(f) => f.threads,
+            WorkloadSpec::RequestChurn(r) => r.threads,
         }
     }
 }
@@ -478,6 +489,46 @@ pub struct FileRead {
     /// Files are written before the run (dirty pages are simplified as clean).
     #[serde(default)]
     pub mapped: bool,
+}
+
+/// Short-lived requests served by a pipeline of worker threads of one process, as a busy
+/// server serves them: when a request arrives, worker i first frees (munmap) the buffers
+/// worker i-1 handed it, then maps a buffer, writes it (page faults put its folios in CPU
+/// i's lru_add batch), spends `service` of CPU time, and hands the buffer to worker i+1. Requests arrive as a
+/// Poisson process whose rate keeps each worker busy `load` of the time.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestChurn {
+    #[serde(flatten)]
+    pub placement: Placement,
+    /// Worker threads (at least 2), each on its own CPU.
+    #[serde(default = "two")]
+    pub threads: u32,
+    /// Anonymous memory each request maps and writes [bytes].
+    #[serde(default = "default_request_size")]
+    pub request_size: Size,
+    /// CPU time of a request besides its memory work [ns].
+    #[serde(default = "default_service")]
+    pub service: Dur,
+    /// Busy fraction of each worker, in (0, 1].
+    #[serde(default = "default_load")]
+    pub load: f64,
+    /// Requests per worker; 0 = until the end of the run.
+    #[serde(default)]
+    pub requests: u64,
+}
+
+fn two() -> u32 {
+    2
+}
+fn default_request_size() -> Size {
+    Size(64 << 10)
+}
+fn default_service() -> Dur {
+    Dur(20_000)
+}
+fn default_load() -> f64 {
+    0.95
 }
 
 fn default_pattern() -> FilePattern {
@@ -707,6 +758,23 @@ impl Scenario {
                         return Err(Error::scenario(
                             at("step"),
                             format!("{}: must be a positive multiple of 4096", u.step.0),
+                        ));
+                    }
+                }
+                WorkloadSpec::RequestChurn(r) => {
+                    if r.threads < 2 {
+                        return Err(Error::scenario(
+                            at("threads"),
+                            format!("{}: a pipeline needs at least 2 workers", r.threads),
+                        ));
+                    }
+                    if r.request_size.pages() == 0 || r.request_size.pages() > 65536 {
+                        return Err(Error::scenario(at("request_size"), "allowed 4K..=256M"));
+                    }
+                    if !(r.load > 0.0 && r.load <= 1.0) {
+                        return Err(Error::scenario(
+                            at("load"),
+                            format!("{}: allowed (0, 1]", r.load),
                         ));
                     }
                 }

@@ -40,6 +40,8 @@ pub struct Sim {
     pub c: CostTable,
     pub end: Time,
     pub seed: u64,
+    /// The seed-patch switches of this run.
+    pub v: crate::variant::Variants,
     /// Node of every CPU id (workload CPUs, then one kthread CPU per node).
     pub cpu_node: Vec<u32>,
     pub nr_cpus: u32,
@@ -214,6 +216,7 @@ impl Sim {
             stats_updates: 0,
             last_flush: 0,
             draining: Vec::new(),
+            trace: Default::default(),
             file_dev: costs.ssd(),
         };
         let sim = Rc::new(Sim {
@@ -222,6 +225,7 @@ impl Sim {
             c: costs,
             end: sc.duration.0,
             seed: sc.seed,
+            v: sc.variants.clone(),
             cpu_node,
             nr_cpus: ncpu,
             over_high: RefCell::new(Vec::new()),
@@ -361,6 +365,9 @@ impl Sim {
                 }
                 WorkloadSpec::FileRead(f) => {
                     workload::spawn_file_read(self, wi, f, memcg, &cpus, &mut stream)
+                }
+                WorkloadSpec::RequestChurn(r) => {
+                    workload::spawn_request_churn(self, wi, r, memcg, &cpus, &mut stream)
                 }
             }
         }

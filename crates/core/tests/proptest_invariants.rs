@@ -65,7 +65,13 @@ fn toml(c: &Case) -> String {
     }
     for (i, (anon, procs, mb, pat)) in c.workloads.iter().enumerate() {
         let cg = &paths[(i * 7 + *mb as usize) % paths.len()];
-        if *anon {
+        if *anon && *pat == 3 {
+            t += &format!(
+                "[[workload]]\ntype = \"request_churn\"\ncgroup = \"{cg}\"\nthreads = {}\nrequest_size = \"{}K\"\nservice = \"5us\"\n",
+                procs + 1,
+                mb * 4
+            );
+        } else if *anon {
             t += &format!(
                 "[[workload]]\ntype = \"usemem\"\ncgroup = \"{cg}\"\nprocesses = {procs}\nsize = \"{mb}M\"\nrandom = {}\nrepeat = 0\n",
                 pat % 2 == 0

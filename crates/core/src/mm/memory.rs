@@ -6,6 +6,8 @@
 //! per swapin, as on zram), no THP, no fork/COW sharing, no zero page (reads of untouched
 //! memory are treated as writes); a write fault on a swapped-in folio frees its swap slot
 //! (should_try_to_free_swap), a read fault keeps it unless swap is half full.
+//! zap_pte_range (munmap, exit) frees through free_pages_and_swap_cache, which drains the
+//! local CPU's LRU batches first.
 
 use super::mm_types::*;
 use super::swapfile::SwapEnt;
@@ -112,6 +114,7 @@ impl Sim {
             p.owner = mmid;
             p.index = vpn;
             mm.map_anon(mmid, vpn, pfn, write);
+            mm.pages[pfn as usize].clear(PG_LOCKED);
         }
         self.folio_add_lru(pfn).await;
         Fault::Minor
@@ -209,5 +212,52 @@ impl Mm {
         let _ = self.page_counter_try_charge(0, 1);
         self.pages[pfn as usize].memcg = 0;
         self.free_folio(pfn);
+    }
+}
+
+impl Sim {
+    /// zap_pte_range() over [lo, hi) of mm `mmid` (munmap, exit): clear the PTEs, drop swap
+    /// entries and swap-cache folios, and free the folios through
+    /// free_pages_and_swap_cache(), which first drains this CPU's LRU batches. A folio still
+    /// sitting in another CPU's lru_add batch keeps only that batch's reference: it is dead
+    /// there until the batch drains (seed 003).
+    pub async fn zap_pte_range(&self, mmid: u32, lo: u32, hi: u32) {
+        let mut folios: Vec<Pfn> = Vec::new();
+        {
+            let mut mm = self.mm.borrow_mut();
+            let memcg = mm.mms[mmid as usize].memcg as usize;
+            for vpn in lo..hi {
+                let v = std::mem::take(&mut mm.mms[mmid as usize].ptes[vpn as usize]);
+                if pte::present(v) {
+                    let pfn = pte::pfn(v);
+                    mm.mms[mmid as usize].rss -= 1;
+                    let lv = mm.folio_lruvec(pfn) as usize;
+                    mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, -1);
+                    mm.delete_from_swap_cache(pfn);
+                    mm.pages[pfn as usize].clear(PG_OWNED);
+                    folios.push(pfn);
+                } else if pte::is_swap(v) {
+                    mm.mms[mmid as usize].swapents -= 1;
+                    let slot = pte::slot(v);
+                    match mm.swap.as_ref().map_or(SwapEnt::Free, |s| s.get(slot)) {
+                        SwapEnt::Cached(pfn) => {
+                            mm.delete_from_swap_cache(pfn);
+                            mm.pages[pfn as usize].clear(PG_OWNED);
+                            folios.push(pfn);
+                        }
+                        SwapEnt::Shadow(_) => {
+                            mm.swap.as_mut().unwrap().free_slot(slot);
+                            mm.memcgs[memcg].swap_usage =
+                                mm.memcgs[memcg].swap_usage.saturating_sub(1);
+                        }
+                        SwapEnt::Free => {}
+                    }
+                }
+            }
+        }
+        self.e.charge(folios.len() as u64 * self.c.pte_unmap);
+        // free_pages_and_swap_cache()
+        self.lru_add_drain().await;
+        self.folios_put_refs(&folios).await;
     }
 }

@@ -10,9 +10,10 @@
 //! there (folio->index); together they are the reverse map: an anonymous folio is mapped by
 //! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM). `private` is the swap
 //! slot while the folio is in the swap cache. The page refcount is not kept as a number: its
-//! holders are the flags `PG_OWNED` (the page table or page-cache reference), `PG_INBATCH`
-//! (a per-CPU LRU batch's reference) and isolation (off-LRU, neither free nor batched), which
-//! is what folio_ref_freeze/folio_try_get decide on in the paths modeled.
+//! holders are flags (`PG_HELD`): `PG_OWNED` (the page table or page-cache reference),
+//! `PG_INBATCH` (a per-CPU LRU batch), `PG_ISOLATED` (a reclaimer), `PG_WRITEBACK` and
+//! `PG_LOCKED` (a new folio's allocating task, or IO in flight). No holder left means refcount zero: the last one to let go
+//! frees the folio, and `PG_DYING` marks it so nobody takes a new reference meanwhile.
 
 /// On an LRU list (PG_lru).
 pub const PG_LRU: u16 = 1 << 0;
@@ -40,8 +41,15 @@ pub const PG_OWNED: u16 = 1 << 10;
 pub const PG_INBATCH: u16 = 1 << 11;
 /// Allocated (not on a free list).
 pub const PG_ALLOCATED: u16 = 1 << 12;
-/// Locked during its read IO (PG_locked): reclaim's trylock fails and keeps it.
+/// Locked (PG_locked) by the task that allocated it until it is set up, and during its
+/// read IO: reclaim's trylock fails and keeps it.
 pub const PG_LOCKED: u16 = 1 << 13;
+/// Its refcount reached zero and it is being freed: folio_try_get fails on it.
+pub const PG_DYING: u16 = 1 << 14;
+/// Taken off its LRU by a reclaimer (the isolation reference of isolate_lru_folios).
+pub const PG_ISOLATED: u16 = 1 << 15;
+/// Every holder of a reference besides the LRU itself.
+pub const PG_HELD: u16 = PG_INBATCH | PG_OWNED | PG_WRITEBACK | PG_LOCKED | PG_ISOLATED;
 
 /// One frame of the frame table. All-zero is a never-used free frame, so the table can be
 /// allocated zeroed and costs no RSS until a frame is first used.

@@ -87,6 +87,17 @@ pub struct File {
     pub nr_cached: u64,
 }
 
+/// Counters derived from kernel tracepoints, reported under `trace`.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct TraceCounters {
+    /// mm_lru_insertion events of the lru_add batch drain (folios added to an LRU).
+    pub mm_lru_insertion: u64,
+    /// ... of which the folio was dead: its only reference was the batch's (seed 003).
+    pub mm_lru_insertion_dead: u64,
+    /// Dead folios freed at the drain without being inserted (lru_add_dead_filter).
+    pub lru_add_dead_filtered: u64,
+}
+
 /// All mm state of the simulated machine.
 pub struct Mm {
     /// The frame table, indexed by pfn. Node n owns [n * node_pages, (n + 1) * node_pages).
@@ -118,6 +129,8 @@ pub struct Mm {
     pub stats_updates: u64,
     /// Virtual time of the last memcg stats flush.
     pub last_flush: u64,
+    /// Tracepoint-derived counters (not /proc/vmstat items).
+    pub trace: TraceCounters,
     /// The device holding the files (page-cache misses read from it).
     pub file_dev: crate::engine::blkdev::BlockDevice,
     /// Folios of batches taken out for draining and not yet released (still PG_INBATCH).
@@ -240,8 +253,13 @@ impl Mm {
                     pg.flags, in_batch[pfn]
                 ));
             }
-            if pg.test(PG_LRU) && pg.test(PG_INBATCH) && !in_batch[pfn] {
-                return Err(format!("pfn {pfn} on a list and in a batch"));
+            if pg.test(PG_ISOLATED) && (pg.test(PG_LRU) || pg.test(PG_INBATCH)) {
+                return Err(format!("pfn {pfn} isolated but on a list or in a batch"));
+            }
+            if !pg.test(PG_HELD) && !pg.test(PG_LRU) {
+                return Err(format!(
+                    "pfn {pfn} allocated, held by nobody and on no list: leaked"
+                ));
             }
             charged[pg.memcg as usize] += 1;
         }

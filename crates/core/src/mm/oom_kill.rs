@@ -3,12 +3,11 @@
 //! Models mm/oom_kill.c: out_of_memory() selects the process with the highest badness
 //! (resident anon pages plus swap entries, oom_badness without oom_score_adj) among the
 //! processes of the OOMing memcg's subtree (or all of them for a global OOM), counts
-//! oom_kill, and tears its address space down (exit_mmap/zap_pte_range, as the OOM reaper
-//! would). An OOM is an event in the run, never a crash: if there is nothing to kill, the
+//! oom_kill, and tears its address space down (exit_mmap -> zap_pte_range in memory.rs,
+//! as the OOM reaper would). An OOM is an event in the run, never a crash: if there is nothing to kill, the
 //! allocation fails and the faulting task is the one that ends.
 
 use super::mm_types::*;
-use super::swapfile::SwapEnt;
 use super::vmstat::{NodeStat, VmEvent};
 use super::MemcgId;
 use crate::sim::Sim;
@@ -51,51 +50,10 @@ impl Sim {
         true
     }
 
-    /// exit_mmap(): unmap and free every page and swap slot of an address space. Folios
-    /// still held by an LRU batch, an isolating reclaimer or writeback are freed by that
-    /// holder when it drops them.
+    /// exit_mmap(): unmap and free every page and swap slot of an address space.
     pub async fn exit_mmap(&self, mmid: u32) {
-        let n = self.mm.borrow().mms[mmid as usize].ptes.len();
-        for vpn in 0..n {
-            let pfn = {
-                let mut mm = self.mm.borrow_mut();
-                let v = std::mem::take(&mut mm.mms[mmid as usize].ptes[vpn]);
-                let memcg = mm.mms[mmid as usize].memcg as usize;
-                if pte::present(v) {
-                    let pfn = pte::pfn(v);
-                    mm.mms[mmid as usize].rss -= 1;
-                    let lv = mm.folio_lruvec(pfn) as usize;
-                    mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, -1);
-                    mm.delete_from_swap_cache(pfn);
-                    mm.pages[pfn as usize].clear(PG_OWNED);
-                    self.e.charge(self.c.pte_unmap / 4);
-                    Some(pfn)
-                } else if pte::is_swap(v) {
-                    mm.mms[mmid as usize].swapents -= 1;
-                    let slot = pte::slot(v);
-                    let ent = mm.swap.as_ref().map_or(SwapEnt::Free, |s| s.get(slot));
-                    match ent {
-                        SwapEnt::Cached(pfn) => {
-                            mm.delete_from_swap_cache(pfn);
-                            mm.pages[pfn as usize].clear(PG_OWNED);
-                            Some(pfn)
-                        }
-                        SwapEnt::Shadow(_) => {
-                            mm.swap.as_mut().unwrap().free_slot(slot);
-                            mm.memcgs[memcg].swap_usage =
-                                mm.memcgs[memcg].swap_usage.saturating_sub(1);
-                            None
-                        }
-                        SwapEnt::Free => None,
-                    }
-                } else {
-                    None
-                }
-            };
-            if let Some(pfn) = pfn {
-                self.folio_put_last(pfn).await;
-            }
-        }
+        let n = self.mm.borrow().mms[mmid as usize].ptes.len() as u32;
+        self.zap_pte_range(mmid, 0, n).await;
     }
 }
 

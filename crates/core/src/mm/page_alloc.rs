@@ -44,7 +44,8 @@ impl Mm {
         let p = &mut self.pages[pfn as usize];
         debug_assert_eq!(p.flags, 0, "allocating a frame in use");
         *p = Page {
-            flags: PG_ALLOCATED,
+            // The allocating task holds the new folio (and has it locked) until it is set up.
+            flags: PG_ALLOCATED | PG_LOCKED,
             prev: super::NIL,
             next: super::NIL,
             ..Page::default()
@@ -68,7 +69,7 @@ impl Mm {
     /// The caller has unlinked it from every list and mapping.
     pub fn free_folio(&mut self, pfn: Pfn) {
         let p = self.pages[pfn as usize];
-        debug_assert!(p.test(PG_ALLOCATED) && !p.test(PG_LRU) && !p.test(PG_INBATCH));
+        debug_assert!(p.test(PG_ALLOCATED) && !p.test(PG_LRU) && !p.test(PG_INBATCH | PG_ISOLATED));
         self.page_counter_uncharge(p.memcg, 1);
         let node = self.pfn_node(pfn);
         self.pages[pfn as usize] = Page::default();

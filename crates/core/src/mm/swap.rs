@@ -120,9 +120,27 @@ impl Sim {
         if batch.is_empty() {
             return;
         }
+        // Seed 003 (lru_add_dead_filter): folio_ref_freeze(folio, 1) picks out folios whose
+        // only reference is the batch's; they are freed after the lock loop instead.
+        let filter = op == BatchOp::Add && self.v.lru_add_dead_filter;
+        let mut filtered = Vec::new();
         let mut locked: Option<LruvecId> = None;
         for &pfn in &batch {
-            let lv = self.mm.borrow().folio_lruvec(pfn);
+            let lv = {
+                let mut mm = self.mm.borrow_mut();
+                if op == BatchOp::Add {
+                    let dead = !mm.pages[pfn as usize].test(PG_HELD & !PG_INBATCH);
+                    if dead && filter {
+                        mm.trace.lru_add_dead_filtered += 1;
+                        filtered.push(pfn);
+                        continue;
+                    }
+                    // The mm_lru_insertion tracepoint, and whether the folio was dead.
+                    mm.trace.mm_lru_insertion += 1;
+                    mm.trace.mm_lru_insertion_dead += dead as u64;
+                }
+                mm.folio_lruvec(pfn)
+            };
             if locked != Some(lv) {
                 if let Some(old) = locked {
                     self.unlock_lruvec(old);
@@ -136,7 +154,8 @@ impl Sim {
         if let Some(old) = locked {
             self.unlock_lruvec(old);
         }
-        // folios_put(): drop the batch references.
+        // folios_put(): drop the batch references; the filtered folios are freed (and
+        // uncharged) without touching an LRU.
         let mut dead = Vec::new();
         {
             let mut mm = self.mm.borrow_mut();
@@ -144,13 +163,55 @@ impl Sim {
             for &pfn in &batch {
                 let p = &mut mm.pages[pfn as usize];
                 p.clear(PG_INBATCH);
-                if !p.test(PG_OWNED) {
+                if !p.test(PG_OWNED) && !filtered.contains(&pfn) {
                     dead.push(pfn);
                 }
             }
+            for &pfn in &filtered {
+                mm.free_folio(pfn);
+            }
         }
-        for pfn in dead {
-            self.folio_put_last(pfn).await;
+        self.e.charge(filtered.len() as u64 * self.c.page_free);
+        self.folios_put_refs(&dead).await;
+    }
+
+    /// folios_put_refs(): drop the last reference of each folio; folios on an LRU are
+    /// unlinked under their lruvec's lru_lock, taken once per run of consecutive folios of
+    /// the same lruvec (folio_lruvec_relock_irqsave). Folios still held elsewhere (a batch,
+    /// an isolating reclaimer, writeback, a read) are left to that holder, who frees them
+    /// when it lets go.
+    pub async fn folios_put_refs(&self, folios: &[Pfn]) {
+        let mut locked: Option<LruvecId> = None;
+        for &pfn in folios {
+            let (on_lru, lv) = {
+                let mut mm = self.mm.borrow_mut();
+                let p = mm.pages[pfn as usize];
+                if !p.test(PG_ALLOCATED) || p.test(PG_HELD | PG_DYING) {
+                    continue;
+                }
+                // The refcount reaches zero: from here nobody can take a reference.
+                mm.pages[pfn as usize].set(PG_DYING);
+                (p.test(PG_LRU), mm.folio_lruvec(pfn))
+            };
+            if on_lru {
+                if locked != Some(lv) {
+                    if let Some(old) = locked {
+                        self.unlock_lruvec(old);
+                    }
+                    self.lock_lruvec(lv, Site::FoliosPutRefs).await;
+                    locked = Some(lv);
+                }
+                let mut mm = self.mm.borrow_mut();
+                let Mm { pages, lruvecs, .. } = &mut *mm;
+                lruvec_del_folio(pages, &mut lruvecs[lv as usize], pfn);
+                pages[pfn as usize].clear(PG_LRU);
+                self.e.charge(self.c.list_op);
+            }
+            self.mm.borrow_mut().free_folio(pfn);
+            self.e.charge(self.c.page_free);
+        }
+        if let Some(old) = locked {
+            self.unlock_lruvec(old);
         }
     }
 
@@ -158,40 +219,7 @@ impl Sim {
     /// from its LRU under lru_lock) -> free. A folio that is isolated, batched or under
     /// writeback or locked for a read is freed by whoever holds it when they drop it.
     pub async fn folio_put_last(&self, pfn: Pfn) {
-        let (on_lru, held) = {
-            let mm = self.mm.borrow();
-            let p = &mm.pages[pfn as usize];
-            (
-                p.test(PG_LRU),
-                p.test(PG_INBATCH | PG_OWNED | PG_WRITEBACK | PG_LOCKED),
-            )
-        };
-        if held {
-            return;
-        }
-        if on_lru {
-            let lv = self.mm.borrow().folio_lruvec(pfn);
-            self.lock_lruvec(lv, Site::FoliosPutRefs).await;
-            {
-                let mut mm = self.mm.borrow_mut();
-                // It may have been isolated while we waited for the lock; then the isolator
-                // frees it at putback.
-                if mm.pages[pfn as usize].test(PG_LRU) {
-                    let Mm { pages, lruvecs, .. } = &mut *mm;
-                    lruvec_del_folio(pages, &mut lruvecs[lv as usize], pfn);
-                    pages[pfn as usize].clear(PG_LRU);
-                } else {
-                    drop(mm);
-                    self.unlock_lruvec(lv);
-                    return;
-                }
-            }
-            self.e.charge(self.c.list_op);
-            self.unlock_lruvec(lv);
-        }
-        let mut mm = self.mm.borrow_mut();
-        mm.free_folio(pfn);
-        self.e.charge(self.c.page_free);
+        self.folios_put_refs(&[pfn]).await;
     }
 
     /// folio_batch_add_and_move(): add to this CPU's batch; drain it when full.
@@ -320,10 +348,15 @@ impl Sim {
         }
     }
 
-    /// The cost of a reclaim event, as lru_note_cost computes it (since v6.2, seed 002):
-    /// IO weighs SWAP_CLUSTER_MAX times a rotation.
+    /// The cost of a reclaim event, as lru_note_cost computes it. Since v6.2 (seed 002,
+    /// `rotation_cost`) IO weighs SWAP_CLUSTER_MAX times a rotation; before, only pages of
+    /// IO counted and rotations were free.
     pub fn reclaim_cost(&self, nr_io: u64, nr_rotated: u64) -> u64 {
-        nr_io * SWAP_CLUSTER_MAX + nr_rotated
+        if self.v.rotation_cost {
+            nr_io * SWAP_CLUSTER_MAX + nr_rotated
+        } else {
+            nr_io
+        }
     }
 }
 

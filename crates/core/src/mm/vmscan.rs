@@ -299,12 +299,14 @@ impl Mm {
             let Mm { pages, lruvecs, .. } = self;
             let l = &mut lruvecs[lv as usize];
             lruvec_del_folio(pages, l, pfn);
-            if pages[pfn as usize].test(PG_INBATCH) {
-                // folio_try_get / test_clear_lru failed: somebody else holds it.
+            if pages[pfn as usize].test(PG_INBATCH | PG_DYING) {
+                // test_clear_lru failed (a batch holds it) or folio_try_get failed (its
+                // refcount already reached zero): leave it.
                 lruvec_add_folio(pages, l, pfn);
                 continue;
             }
             pages[pfn as usize].clear(PG_LRU);
+            pages[pfn as usize].set(PG_ISOLATED);
             dst.push(pfn);
             taken += 1;
         }
@@ -318,8 +320,9 @@ impl Mm {
         let mut moved = 0;
         let mut dead = Vec::new();
         for &pfn in list {
-            let p = self.pages[pfn as usize];
-            if !p.test(PG_OWNED) && !p.test(PG_WRITEBACK) {
+            // Drop the isolation reference; a folio nobody else holds is freed.
+            self.pages[pfn as usize].clear(PG_ISOLATED);
+            if !self.pages[pfn as usize].test(PG_HELD) {
                 dead.push(pfn);
                 continue;
             }
@@ -730,7 +733,7 @@ impl Sim {
             }
             mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, -1);
             let pg = &mut mm.pages[pfn as usize];
-            pg.clear(PG_OWNED | PG_SWAPCACHE | PG_ACTIVE);
+            pg.clear(PG_OWNED | PG_SWAPCACHE | PG_ACTIVE | PG_ISOLATED);
             Fate::Free
         };
         match fate {

@@ -13,13 +13,16 @@
 //! - `file_read` reads page-cache files with readahead off: sequential passes, uniform,
 //!   zipf(theta) over all pages, or `hotscan` (a hot file read uniformly while a second file
 //!   is streamed once, `hot_per_stream` hot reads per streamed page).
+//! - `request_churn` serves short-lived requests through a pipeline of workers: each
+//!   request's buffer is written on one CPU and freed (munmap) on the next, so which folios
+//!   die in a remote lru_add batch follows from batch drains and request timing (seed 003).
 
 use crate::engine::rng;
 use crate::mm::filemap::Read;
 use crate::mm::memory::Fault;
 use crate::mm::mm_types::pte;
 use crate::mm::{File, MemcgId, MmStruct};
-use crate::scenario::{FilePattern, FileRead, Usemem, PAGE_SIZE};
+use crate::scenario::{FilePattern, FileRead, RequestChurn, Usemem, PAGE_SIZE};
 use crate::sim::Sim;
 use rand::Rng;
 use rand_distr::{Distribution, Zipf};
@@ -413,5 +416,105 @@ pub fn spawn_file_read(
             r.flush(s, &mut t);
             finish(s, wi, t, start, false);
         });
+    }
+}
+
+/// Buffers (virtual page ranges) handed to a worker, to be freed by it.
+type Inbox = std::collections::VecDeque<(u32, u32)>;
+
+/// Requests in flight per worker ring: a buffer's virtual range is reused after this many
+/// of the worker's requests (long after it was freed).
+const REQUEST_RING: u64 = 64;
+
+/// Create request_churn's process and its pipeline of workers.
+pub fn spawn_request_churn(
+    s: &Rc<Sim>,
+    wi: usize,
+    r: &RequestChurn,
+    memcg: MemcgId,
+    cpus: &[u32],
+    stream: &mut u64,
+) {
+    let n = r.threads as usize;
+    let req_pages = r.request_size.pages() as u32;
+    let ring = REQUEST_RING as u32 * req_pages;
+    let node = s.cpu_node[cpus[0] as usize];
+    let mmid = {
+        let mut mm = s.mm.borrow_mut();
+        mm.mms.push(MmStruct {
+            ptes: vec![0; ring as usize * n],
+            memcg,
+            node,
+            rss: 0,
+            swapents: 0,
+            workload: wi as u32,
+            alive: true,
+            tasks: Vec::new(),
+        });
+        (mm.mms.len() - 1) as u32
+    };
+    // inbox[i]: buffers (vpn ranges) handed to worker i by worker i - 1, to be freed.
+    let inbox: Rc<std::cell::RefCell<Vec<Inbox>>> =
+        Rc::new(std::cell::RefCell::new(vec![Default::default(); n]));
+    let live = Rc::new(std::cell::Cell::new(n as u32));
+    for (i, &cpu) in cpus.iter().enumerate().take(n) {
+        let sim = s.clone();
+        let spec = r.clone();
+        let inbox = inbox.clone();
+        let live = live.clone();
+        let mut rng = rng::stream(s.seed, *stream);
+        *stream += 1;
+        s.live_tasks.set(s.live_tasks.get() + 1);
+        let id =
+            s.e.spawn_tagged(spec.placement.start.0, cpu, mmid, async move {
+                let s = &*sim;
+                let start = s.e.now();
+                let mut r = Runner::new(wi, start);
+                let mut t = Tally::default();
+                let base = i as u32 * ring;
+                let mut k = 0u64;
+                let mut alive = true;
+                while alive && (spec.requests == 0 || k < spec.requests) && s.e.now() < s.end {
+                    let t0 = s.e.now() + r.pending;
+                    // A request arrived: first free the buffers the previous worker handed us
+                    // (munmap), then serve it.
+                    let mine: Vec<(u32, u32)> = inbox.borrow_mut()[i].drain(..).collect();
+                    for (a, b) in mine {
+                        s.zap_pte_range(mmid, a, b).await;
+                    }
+                    // mmap + write the request's buffer.
+                    let lo = base + (k % REQUEST_RING) as u32 * req_pages;
+                    for v in lo..lo + req_pages {
+                        alive = touch(s, &mut r, &mut t, mmid, v, s.c.access_seq).await;
+                        if !alive {
+                            break;
+                        }
+                    }
+                    k += 1;
+                    r.tick(s, &mut t, spec.service.0).await;
+                    r.flush(s, &mut t);
+                    // Hand the buffer to the next worker, which frees it.
+                    inbox.borrow_mut()[(i + 1) % n].push_back((lo, lo + req_pages));
+                    // Idle until the next request arrives: requests come as a Poisson process,
+                    // with a mean gap that keeps the worker busy `load` of the time.
+                    let busy = s.e.now() - t0;
+                    let mean_idle = busy as f64 * (1.0 / spec.load - 1.0);
+                    let u: f64 = rng.random_range(f64::EPSILON..1.0);
+                    let idle = (-u.ln() * mean_idle) as u64;
+                    if idle > 0 {
+                        s.e.sleep(idle).await;
+                    }
+                    alive &= s.mm.borrow().mms[mmid as usize].alive;
+                }
+                r.flush(s, &mut t);
+                let killed = !s.mm.borrow().mms[mmid as usize].alive;
+                live.set(live.get() - 1);
+                if live.get() == 0 && !killed {
+                    s.mm.borrow_mut().mms[mmid as usize].alive = false;
+                    s.exit_mmap(mmid).await;
+                }
+                finish(s, wi, t, start, killed);
+            });
+        s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
     }
 }

@@ -1,0 +1,44 @@
+//! The seed patches, one named switch each, all in one place.
+//!
+//! A run names its variant set in the scenario's `[variants]` table; every switch changes
+//! behavior only where its seed's patch does, and the defaults are today's upstream kernel.
+//! Kill-switch table (see docs/variants.md):
+//!
+//! | switch | seed | default (upstream) | other setting | counters that should move |
+//! |---|---|---|---|---|
+//! | `rotation_cost` | 002_e00ded5d028b9a4c.txt | true: cost = 32 * IO + rotations | false: the pre-v6.2 kernel, cost = pages of IO only, shrink_active_list records nothing | pgscan_anon vs pgscan_file, kswapd CPU, pgrotated-like work |
+//! | `lru_add_dead_filter` | 003_8a17a4f994569132.txt | false | true: dead folios in an lru_add batch are freed at drain without touching the LRU | lru_add dead insertions, lru_lock acquisitions, folios_put_refs |
+
+use serde::{Deserialize, Serialize};
+
+/// The variant set of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variants {
+    /// Seed 002, "mm: vmscan: make rotations a secondary factor in balancing anon vs file"
+    /// (J. Weiner, 2022; upstream since v6.2). true: lru_note_cost weighs IO by
+    /// SWAP_CLUSTER_MAX and adds rotations (shrink_inactive_list passes scanned - reclaimed,
+    /// shrink_active_list its kept VM_EXEC folios). false: the pre-patch kernel, where cost
+    /// is the number of pages of IO (pageouts, restore refaults) and rotations are free.
+    #[serde(default = "yes")]
+    pub rotation_cost: bool,
+    /// Seed 003, "filter dead folios in lru_add batches" (JP Kobryn, Meta). true: at an
+    /// lru_add drain, a folio whose only reference is the batch's (folio_ref_freeze(folio, 1)
+    /// succeeds) is taken out of the batch and freed after the lock loop, never added to
+    /// the LRU. false (upstream): it is added, then folios_put frees it, taking lru_lock again.
+    #[serde(default)]
+    pub lru_add_dead_filter: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Variants {
+    fn default() -> Self {
+        Variants {
+            rotation_cost: true,
+            lru_add_dead_filter: false,
+        }
+    }
+}

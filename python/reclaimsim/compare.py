@@ -1,0 +1,264 @@
+"""A/B experiments: one scenario under two variant sets over several seeds.
+
+Prints, as MMTests and lkp do, per metric: A mean +- stddev, B mean +- stddev, %change and
+a mark where Welch's t-test (scipy) finds the difference significant at p < 0.05; then the
+perf-lock-contention table side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Iterable
+
+from . import _core
+from ._core import ScenarioError
+from .scenario import _parse_value, load_scenario
+
+DEFAULT_METRICS = [
+    "pgscan_kswapd",
+    "pgscan_direct",
+    "pgsteal_kswapd",
+    "pgsteal_direct",
+    "pgscan_anon",
+    "pgscan_file",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "pswpin",
+    "pswpout",
+    "allocstall_normal",
+    "kswapd_cpu_ns",
+    "lock_wait_total_ns",
+    "lock_acquisitions",
+]
+
+
+def parse_switches(text: str | None) -> dict:
+    """`rotation_cost=false,lru_add_dead_filter=true` -> a variants table."""
+    out: dict[str, Any] = {}
+    if not text:
+        return out
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise ScenarioError(f"switch {part!r}: expected NAME=VALUE, e.g. rotation_cost=false")
+        k, _, v = part.partition("=")
+        out[k.strip()] = _parse_value(v.strip())
+    return out
+
+
+def metric(r: dict, name: str) -> float:
+    """The value of a metric in a result (JSON dict). Names:
+    a /proc/vmstat counter (`pgscan_anon`); `KEY@/cgroup/path` (memory.stat);
+    `FIELD@workload` (workload field, e.g. `throughput@web`); `kswapd_cpu_ns`,
+    `direct_reclaim_ns`; `lock_wait_total_ns`, `lock_acquisitions`, `lock_wait_ns@CALLER`,
+    `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
+    `mm_lru_insertion_dead`, `lru_add_dead_filtered`); `lru_add_dead_share` (percent of
+    lru_add folios that were dead when inserted); any of them with `/s`
+    (per virtual second) or `/min` (per virtual minute)."""
+    secs = r["end_ns"] / 1e9
+    for suffix, per in (("/s", 1.0), ("/min", 60.0)):
+        if name.endswith(suffix):
+            return metric(r, name[: -len(suffix)]) / max(secs, 1e-12) * per
+    if "@" in name:
+        key, _, where = name.partition("@")
+        if where.startswith("/"):
+            for c in r["cgroups"]:
+                if c["path"] == where:
+                    return float(c["memory.stat"][key])
+            raise ScenarioError(f"metric {name!r}: no cgroup {where!r}")
+        if key in ("lock_wait_ns", "lock_acquisitions"):
+            f = "total_wait_ns" if key == "lock_wait_ns" else "acquisitions"
+            return float(sum(l[f] for l in r["locks"] if l["caller"] == where))
+        for w in r["workloads"]:
+            if w["name"] == where:
+                return float(w[key])
+        raise ScenarioError(f"metric {name!r}: no workload {where!r}")
+    if name == "kswapd_cpu_ns":
+        return float(sum(r["reclaim"]["kswapd_cpu_ns"]))
+    if name in ("direct_reclaim_ns", "direct_reclaims"):
+        return float(r["reclaim"][name])
+    if name == "lock_wait_total_ns":
+        return float(sum(l["total_wait_ns"] for l in r["locks"]))
+    if name == "lock_acquisitions":
+        return float(sum(l["acquisitions"] for l in r["locks"]))
+    if name == "lru_add_dead_share":
+        # Dead folios inserted by lru_add drains, in percent of the folios drained.
+        t = r["trace"]
+        total = t["mm_lru_insertion"] + t["lru_add_dead_filtered"]
+        return 100.0 * t["mm_lru_insertion_dead"] / total if total else 0.0
+    if name in r["vmstat"]:
+        return float(r["vmstat"][name])
+    if name in r["trace"]:
+        return float(r["trace"][name])
+    raise ScenarioError(
+        f"metric {name!r}: not a vmstat counter nor a known metric; see `reclaimsim compare --help`"
+    )
+
+
+def _run_one(args: tuple[str]) -> str:
+    return _core.run_json(args[0])
+
+
+def _stats(xs: list[float]) -> tuple[float, float]:
+    n = len(xs)
+    m = sum(xs) / n
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+    return m, sd
+
+
+def _significant(a: list[float], b: list[float]) -> bool:
+    """Welch's t-test at p < 0.05; identical samples on each side compare exactly."""
+    from scipy import stats
+
+    (ma, sa), (mb, sb) = _stats(a), _stats(b)
+    if sa == 0 and sb == 0:
+        return ma != mb
+    if len(a) < 2 or len(b) < 2:
+        return False
+    import warnings
+
+    with warnings.catch_warnings():
+        # Nearly identical samples make scipy warn about precision; the test still answers.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = stats.ttest_ind(a, b, equal_var=False).pvalue
+    return bool(p < 0.05)
+
+
+def _pct(a: float, b: float) -> float | None:
+    if a == 0:
+        return None if b != 0 else 0.0
+    return 100.0 * (b - a) / abs(a)
+
+
+def compare(
+    scenario,
+    *,
+    a: str | dict | None = None,
+    b: str | dict | None = None,
+    seeds: int | None = None,
+    overrides: Iterable[str] = (),
+    metrics: list[str] | None = None,
+    jobs: int | None = None,
+) -> dict:
+    """Run `scenario` under variant sets A and B over `seeds` seeds; returns the comparison
+    (the same data as `reclaimsim compare --json`)."""
+    data = load_scenario(scenario, overrides)
+    spec = data.pop("compare", None) or {}
+    va = parse_switches(a) if isinstance(a, str) or a is None else dict(a)
+    vb = parse_switches(b) if isinstance(b, str) or b is None else dict(b)
+    if a is None:
+        va = dict(spec.get("a", {}))
+    if b is None:
+        vb = dict(spec.get("b", {}))
+    if va == vb:
+        raise ScenarioError("compare: A and B are the same variant set; give --a/--b (e.g. --b rotation_cost=false)")
+    k = seeds or int(spec.get("seeds", 3))
+    if k < 1:
+        raise ScenarioError(f"compare: --seeds {k}: need at least 1")
+    names = metrics or list(spec.get("metrics", DEFAULT_METRICS))
+    base_seed = int(data.get("seed", 1))
+    jobs_in = []
+    for side, v in (("a", va), ("b", vb)):
+        for i in range(k):
+            d = json.loads(json.dumps(data))
+            d["variants"] = {**d.get("variants", {}), **v}
+            d["seed"] = base_seed + i
+            jobs_in.append((json.dumps(d),))
+    # Validate once in this process so a bad switch is a clear error, not a worker crash.
+    for j in (jobs_in[0], jobs_in[k]):
+        _core.validate_json(j[0])
+    workers = jobs or min(len(jobs_in), os.cpu_count() or 1)
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as ex:
+            texts = list(ex.map(_run_one, jobs_in))
+    else:
+        texts = [_run_one(j) for j in jobs_in]
+    results = [json.loads(t) for t in texts]
+    ra, rb = results[:k], results[k:]
+    out_metrics = []
+    for name in names:
+        xa = [metric(r, name) for r in ra]
+        xb = [metric(r, name) for r in rb]
+        (ma, sa), (mb, sb) = _stats(xa), _stats(xb)
+        out_metrics.append(
+            {
+                "name": name,
+                "a_mean": ma,
+                "a_std": sa,
+                "b_mean": mb,
+                "b_std": sb,
+                "pct_change": _pct(ma, mb),
+                "significant": _significant(xa, xb),
+            }
+        )
+    sites = sorted({l["caller"] for r in results for l in r["locks"]})
+    locks = []
+    for s in sites:
+        wa = _stats([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
+        wb = _stats([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
+        aa = _stats([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
+        ab = _stats([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
+        locks.append(
+            {
+                "site": s,
+                "a_total_wait_ns": wa,
+                "b_total_wait_ns": wb,
+                "a_acquisitions": aa,
+                "b_acquisitions": ab,
+                "pct_change": _pct(wa, wb),
+            }
+        )
+    locks.sort(key=lambda l: -max(l["a_total_wait_ns"], l["b_total_wait_ns"]))
+    return {
+        "scenario": data.get("name") or str(scenario),
+        "a": va,
+        "b": vb,
+        "seeds": k,
+        "metrics": out_metrics,
+        "locks": locks,
+    }
+
+
+def _fmt(x: float) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e6 or abs(x) < 1e-2:
+        return f"{x:.4g}"
+    return f"{x:,.2f}"
+
+
+def _fmt_ns(ns: float) -> str:
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= div:
+            return f"{ns / div:.2f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def format_compare(c: dict) -> str:
+    sw = lambda v: ",".join(f"{k}={json.dumps(x)}" for k, x in v.items()) or "(upstream)"
+    lines = [
+        f"# compare {c['scenario']}: A = {sw(c['a'])}  B = {sw(c['b'])}  seeds = {c['seeds']}",
+        "",
+        f"{'metric':<32} {'A mean':>14} {'± std':>10} {'B mean':>14} {'± std':>10} {'%change':>9}",
+    ]
+    for m in c["metrics"]:
+        pct = "n/a" if m["pct_change"] is None else f"{m['pct_change']:+.2f}%"
+        mark = " *" if m["significant"] else ""
+        lines.append(
+            f"{m['name']:<32} {_fmt(m['a_mean']):>14} {_fmt(m['a_std']):>10} {_fmt(m['b_mean']):>14} "
+            f"{_fmt(m['b_std']):>10} {pct:>9}{mark}"
+        )
+    lines += ["", "* = significant (Welch's t-test, p < 0.05)", "", "## lock contention: total wait (mean over seeds)"]
+    lines.append(f"{'caller':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} {'A acq':>12} {'B acq':>12}")
+    for l in c["locks"]:
+        pct = "n/a" if l["pct_change"] is None else f"{l['pct_change']:+.2f}%"
+        lines.append(
+            f"{l['site']:<28} {_fmt_ns(l['a_total_wait_ns']):>12} {_fmt_ns(l['b_total_wait_ns']):>12} {pct:>9} "
+            f"{l['a_acquisitions']:>12.0f} {l['b_acquisitions']:>12.0f}"
+        )
+    return "\n".join(lines)
