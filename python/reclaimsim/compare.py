@@ -55,7 +55,8 @@ def metric(r: dict, name: str) -> float:
     """The value of a metric in a result (JSON dict). Names:
     a /proc/vmstat counter (`pgscan_anon`); `KEY@/cgroup/path` (memory.stat);
     `FIELD@workload` (workload field, e.g. `throughput@web`); `kswapd_cpu_ns`,
-    `direct_reclaim_ns`; `lock_wait_total_ns`, `lock_acquisitions`, `lock_wait_ns@CALLER`,
+    `direct_reclaim_ns`; `lock_wait_total_ns` (all locks), `lru_lock_wait_total_ns`,
+    `lock_acquisitions`, `lock_wait_ns@CALLER`,
     `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
     `mm_lru_insertion_dead`, `lru_add_dead_filtered`); `lru_add_dead_share` (percent of
     lru_add folios that were dead when inserted); any of them with `/s`
@@ -84,6 +85,8 @@ def metric(r: dict, name: str) -> float:
         return float(r["reclaim"][name])
     if name == "lock_wait_total_ns":
         return float(sum(l["total_wait_ns"] for l in r["locks"]))
+    if name == "lru_lock_wait_total_ns":
+        return float(sum(l["total_wait_ns"] for l in r["locks"] if l["name"] == "lru_lock"))
     if name == "lock_acquisitions":
         return float(sum(l["acquisitions"] for l in r["locks"]))
     if name == "lru_add_dead_share":

@@ -60,3 +60,19 @@ def test_compare_cli_json_and_errors(tmp_path):
         capture_output=True, text=True,
     )
     assert bad.returncode == 2 and "no_such_switch" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_seed_000_vmstat_scan_cost_cuts_lru_lock_wait_not_rates():
+    c = reclaimsim.compare("seed-000", seeds=3, overrides=["duration=12s"])
+    total = m(c, "lru_lock_wait_total_ns")
+    assert total["b_mean"] < 0.9 * total["a_mean"] and total["significant"]
+    # The producer-side sites are gone.
+    assert m(c, "lock_wait_ns@shrink_lruvec")["a_mean"] > 0
+    assert m(c, "lock_wait_ns@shrink_lruvec")["b_mean"] == 0
+    assert m(c, "lock_wait_ns@workingset_refault")["b_mean"] == 0
+    sites = {l["site"]: l for l in c["locks"]}
+    assert sites["shrink_lruvec"]["b_acquisitions"] == 0
+    assert sites.get("workingset_refault", {"b_acquisitions": 0})["b_acquisitions"] == 0
+    # Reclaim itself is unchanged.
+    for r in ("pgscan_direct@/usemem/leaf/s", "pgsteal_direct@/usemem/leaf/s", "workingset_refault_anon@/usemem/leaf/s"):
+        assert abs(m(c, r)["pct_change"]) < 5.0, m(c, r)

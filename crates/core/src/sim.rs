@@ -172,7 +172,8 @@ impl Sim {
         for mc in memcgs.iter_mut() {
             for n in 0..nodes {
                 let lock = e.new_lock(crate::engine::LockClass::LruLock);
-                lruvecs.push(Lruvec::new(mc.id, n as u32, lock));
+                let cost_lock = e.new_lock(crate::engine::LockClass::CostLock);
+                lruvecs.push(Lruvec::new(mc.id, n as u32, lock, cost_lock));
                 mc.lruvecs.push((lruvecs.len() - 1) as u32);
             }
         }

@@ -8,6 +8,7 @@
 //! |---|---|---|---|---|
 //! | `rotation_cost` | 002_e00ded5d028b9a4c.txt | true: cost = 32 * IO + rotations | false: the pre-v6.2 kernel, cost = pages of IO only, shrink_active_list records nothing | pgscan_anon vs pgscan_file, kswapd CPU, pgrotated-like work |
 //! | `lru_add_dead_filter` | 003_8a17a4f994569132.txt | false | true: dead folios in an lru_add batch are freed at drain without touching the LRU | lru_add dead insertions, lru_lock acquisitions, folios_put_refs |
+//! | `vmstat_scan_cost` | 000_0290c2cfd987366b.txt | false | true: cost producers only bump per-LRU counters; prepare_scan_control folds their flushed deltas under a per-lruvec cost_lock | lru_lock wait at shrink_lruvec, workingset_refault, shrink_node; cost_lock |
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +29,17 @@ pub struct Variants {
     /// the LRU. false (upstream): it is added, then folios_put frees it, taking lru_lock again.
     #[serde(default)]
     pub lru_add_dead_filter: bool,
+    /// Seed 000, RFC "mm/vmscan: reduce lru_lock contention via vmstat-derived scan-balance
+    /// cost" (U. Arif, 2026). true: shrink_inactive_list, shrink_active_list and
+    /// workingset_refault no longer take lru_lock (and every ancestor's) to record cost;
+    /// they bump the lruvec's pgrotate / pgreclaim_pageout counters (restores are already
+    /// counted in workingset_restore). prepare_scan_control reads the target lruvec's
+    /// flushed, hierarchical counters without lru_lock, turns the delta since its last read
+    /// into cost (32 * (pageouts + restores) + rotations, the formula being assumed) under a
+    /// new per-lruvec cost_lock, and halves at lrusize/4 there; no parent walk. Scan balance
+    /// then lags by the stats flush delay. false (upstream): lru_note_cost as today.
+    #[serde(default)]
+    pub vmstat_scan_cost: bool,
 }
 
 fn yes() -> bool {
@@ -39,6 +51,7 @@ impl Default for Variants {
         Variants {
             rotation_cost: true,
             lru_add_dead_filter: false,
+            vmstat_scan_cost: false,
         }
     }
 }

@@ -54,13 +54,16 @@ type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
 pub enum LockClass {
     /// lruvec->lru_lock.
     LruLock = 0,
+    /// lruvec->cost_lock, added by seed 000 (vmstat_scan_cost) for the scan-balance cost.
+    CostLock = 1,
 }
 
 impl LockClass {
-    pub const ALL: [LockClass; 1] = [LockClass::LruLock];
+    pub const ALL: [LockClass; 2] = [LockClass::LruLock, LockClass::CostLock];
     pub fn name(self) -> &'static str {
         match self {
             LockClass::LruLock => "lru_lock",
+            LockClass::CostLock => "cost_lock",
         }
     }
 }

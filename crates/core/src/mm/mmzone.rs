@@ -64,6 +64,10 @@ pub struct Lruvec {
     pub nonresident_age: u64,
     /// WORKINGSET_ACTIVATE_{ANON,FILE} snapshot taken at the end of reclaim (snapshot_refaults).
     pub refaults: [u64; 2],
+    /// Seed 000 (vmstat_scan_cost): the per-lruvec cost_lock, and the flushed
+    /// [pageout, restore, rotate] counters of [anon, file] at the last fold.
+    pub cost_lock: LockId,
+    pub cost_seen: [[u64; 3]; 2],
     /// Local node_stat_item counters of this lruvec (exact).
     pub stat: [i64; NR_NODE_STAT],
     /// Hierarchical counters (this memcg and its descendants on this node) as of the last
@@ -72,7 +76,7 @@ pub struct Lruvec {
 }
 
 impl Lruvec {
-    pub fn new(memcg: MemcgId, node: u32, lock: LockId) -> Self {
+    pub fn new(memcg: MemcgId, node: u32, lock: LockId, cost_lock: LockId) -> Self {
         Lruvec {
             memcg,
             node,
@@ -83,6 +87,8 @@ impl Lruvec {
             file_cost: 0,
             nonresident_age: 0,
             refaults: [0; 2],
+            cost_lock,
+            cost_seen: [[0; 3]; 2],
             stat: [0; NR_NODE_STAT],
             stat_flushed: [0; NR_NODE_STAT],
         }
@@ -277,7 +283,7 @@ mod tests {
     #[test]
     fn list_ops_keep_order_and_counts() {
         let mut pages = vec![Page::default(); 8];
-        let mut lv = Lruvec::new(0, 0, 0);
+        let mut lv = Lruvec::new(0, 0, 0, 0);
         for pfn in 0..4 {
             lruvec_add_folio(&mut pages, &mut lv, pfn);
         }

@@ -316,6 +316,24 @@ impl Sim {
         nr_rotated: u64,
         first_site: Site,
     ) {
+        if self.v.vmstat_scan_cost {
+            // Seed 000: producers only count; prepare_scan_control turns the counts into
+            // cost. A restore refault is already counted in workingset_restore.
+            if first_site != Site::WorkingsetRefault {
+                use super::vmstat::NodeStat::*;
+                let mut mm = self.mm.borrow_mut();
+                let l = &mut mm.lruvecs[lv as usize];
+                let (po, rot) = if file {
+                    (PgreclaimPageoutFile, PgrotateFile)
+                } else {
+                    (PgreclaimPageoutAnon, PgrotateAnon)
+                };
+                l.mod_state(po, nr_io as i64);
+                l.mod_state(rot, nr_rotated as i64);
+                mm.stats_updates += nr_io + nr_rotated;
+            }
+            return;
+        }
         let cost = self.reclaim_cost(nr_io, nr_rotated);
         if cost == 0 {
             return;

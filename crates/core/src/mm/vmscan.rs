@@ -880,7 +880,8 @@ impl Sim {
     }
 
     /// prepare_scan_control(): per-shrink_node decisions from the target lruvec: snapshot
-    /// the costs (under lru_lock), decide which active lists may be deactivated (refaults
+    /// the costs (under lru_lock; with seed 000's vmstat_scan_cost, fold the cost counters
+    /// under cost_lock instead), decide which active lists may be deactivated (refaults
     /// since the last snapshot, or inactive too small), cache_trim_mode and file_is_tiny.
     async fn prepare_scan_control(&self, node: u32, sc: &mut ScanControl) {
         let target = sc.target_memcg();
@@ -890,13 +891,50 @@ impl Sim {
             mm.flush_stats_ratelimited(now);
             mm.lruvec_of(target, node)
         };
-        self.lock_lruvec(lv, Site::PrepareScanControl).await;
-        {
-            let mm = self.mm.borrow();
-            sc.anon_cost = mm.lruvecs[lv as usize].anon_cost;
-            sc.file_cost = mm.lruvecs[lv as usize].file_cost;
+        if self.v.vmstat_scan_cost {
+            // Seed 000: fold the counters' flushed deltas into cost under cost_lock.
+            let lock = self.mm.borrow().lruvecs[lv as usize].cost_lock;
+            self.e.lock(lock, Site::PrepareScanControl).await;
+            {
+                use super::vmstat::NodeStat::*;
+                let mut mm = self.mm.borrow_mut();
+                let l = &mut mm.lruvecs[lv as usize];
+                let lrusize = l.page_state(NrInactiveAnon)
+                    + l.page_state(NrActiveAnon)
+                    + l.page_state(NrInactiveFile)
+                    + l.page_state(NrActiveFile);
+                let items = [
+                    [PgreclaimPageoutAnon, WorkingsetRestoreAnon, PgrotateAnon],
+                    [PgreclaimPageoutFile, WorkingsetRestoreFile, PgrotateFile],
+                ];
+                let mut cost = [0u64; 2];
+                for (t, it) in items.iter().enumerate() {
+                    let now = it.map(|i| l.page_state(i));
+                    let d: Vec<u64> = (0..3)
+                        .map(|k| now[k].saturating_sub(l.cost_seen[t][k]))
+                        .collect();
+                    l.cost_seen[t] = now;
+                    cost[t] = self.reclaim_cost(d[0] + d[1], d[2]);
+                }
+                l.anon_cost += cost[0];
+                l.file_cost += cost[1];
+                if l.anon_cost + l.file_cost > lrusize / 4 {
+                    l.anon_cost /= 2;
+                    l.file_cost /= 2;
+                }
+                sc.anon_cost = l.anon_cost;
+                sc.file_cost = l.file_cost;
+            }
+            self.e.unlock(lock);
+        } else {
+            self.lock_lruvec(lv, Site::PrepareScanControl).await;
+            {
+                let mm = self.mm.borrow();
+                sc.anon_cost = mm.lruvecs[lv as usize].anon_cost;
+                sc.file_cost = mm.lruvecs[lv as usize].file_cost;
+            }
+            self.unlock_lruvec(lv);
         }
-        self.unlock_lruvec(lv);
         let mm = self.mm.borrow();
         let l = &mm.lruvecs[lv as usize];
         if sc.force_deactivate {

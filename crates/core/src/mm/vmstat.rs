@@ -34,6 +34,10 @@ items!(NodeStat, NR_NODE_STAT, NODE_STAT_NAMES,
     NrFilePages => "nr_file_pages",
     NrSwapcache => "nr_swapcached",
     NrWriteback => "nr_writeback",
+    PgrotateAnon => "pgrotate_anon",
+    PgrotateFile => "pgrotate_file",
+    PgreclaimPageoutAnon => "pgreclaim_pageout_anon",
+    PgreclaimPageoutFile => "pgreclaim_pageout_file",
 );
 
 items!(VmEvent, NR_VM_EVENTS, VM_EVENT_NAMES,
