@@ -54,7 +54,8 @@ def parse_switches(text: str | None) -> dict:
 def metric(r: dict, name: str) -> float:
     """The value of a metric in a result (JSON dict). Names:
     a /proc/vmstat counter (`pgscan_anon`); `KEY@/cgroup/path` (memory.stat);
-    `FIELD@workload` (workload field, e.g. `throughput@web`); `kswapd_cpu_ns`,
+    `FIELD@workload` (workload field, e.g. `throughput@web`, or `per_process_ops@NAME`,
+    throughput per task as will-it-scale reports it); `kswapd_cpu_ns`,
     `direct_reclaim_ns`; `lock_wait_total_ns` (all locks), `lru_lock_wait_total_ns`,
     `lock_acquisitions`, `lock_wait_ns@CALLER`,
     `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
@@ -77,6 +78,9 @@ def metric(r: dict, name: str) -> float:
             return float(sum(l[f] for l in r["locks"] if l["caller"] == where))
         for w in r["workloads"]:
             if w["name"] == where:
+                if key == "per_process_ops":
+                    # will-it-scale's figure: operations per second per task.
+                    return float(w["throughput"]) / max(w["tasks"], 1)
                 return float(w[key])
         raise ScenarioError(f"metric {name!r}: no workload {where!r}")
     if name == "kswapd_cpu_ns":

@@ -76,3 +76,4 @@ def test_seed_000_vmstat_scan_cost_cuts_lru_lock_wait_not_rates():
     # Reclaim itself is unchanged.
     for r in ("pgscan_direct@/usemem/leaf/s", "pgsteal_direct@/usemem/leaf/s", "workingset_refault_anon@/usemem/leaf/s"):
         assert abs(m(c, r)["pct_change"]) < 5.0, m(c, r)
+

@@ -434,10 +434,10 @@ pub struct Usemem {
     /// `--runtime`: stop after this much virtual time [ns]; absent = no limit.
     #[serde(default)]
     pub runtime: Option<Dur>,
-    /// `--readonly`: read instead of write (pages stay clean; anon reads map the zero page
-    /// in the kernel, modeled as a fault that allocates nothing).
+    /// munmap the area after each pass and map it afresh, as will-it-scale's
+    /// page_fault1 does (mmap, write every page, munmap; one op per page fault).
     #[serde(default)]
-    pub readonly: bool,
+    pub unmap: bool,
 }
 
 fn page_step() -> Size {

@@ -195,6 +195,7 @@ impl Sim {
             )
         });
         let all_cpus = cpu_node.len();
+        let memcgs_len = memcgs.len();
         let mm = Mm {
             pages: zeroed_pages((node_pages * nodes as u64) as usize),
             node_pages,
@@ -218,6 +219,7 @@ impl Sim {
             last_flush: 0,
             draining: Vec::new(),
             trace: Default::default(),
+            stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len),
             file_dev: costs.ssd(),
         };
         let sim = Rc::new(Sim {

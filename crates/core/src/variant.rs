@@ -8,6 +8,7 @@
 //! |---|---|---|---|---|
 //! | `rotation_cost` | 002_e00ded5d028b9a4c.txt | true: cost = 32 * IO + rotations | false: the pre-v6.2 kernel, cost = pages of IO only, shrink_active_list records nothing | pgscan_anon vs pgscan_file, kswapd CPU, pgrotated-like work |
 //! | `lru_add_dead_filter` | 003_8a17a4f994569132.txt | false | true: dead folios in an lru_add batch are freed at drain without touching the LRU | lru_add dead insertions, lru_lock acquisitions, folios_put_refs |
+//! | `memcg_stats` | 004_0067ac0f851d1301.txt | rstat | batched_local (42a300353577), percpu_local (the fix) | page-fault throughput, shared-line traffic |
 //! | `vmstat_scan_cost` | 000_0290c2cfd987366b.txt | false | true: cost producers only bump per-LRU counters; prepare_scan_control folds their flushed deltas under a per-lruvec cost_lock | lru_lock wait at shrink_lruvec, workingset_refault, shrink_node; cost_lock |
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,24 @@ pub struct Variants {
     /// then lags by the stats flush delay. false (upstream): lru_note_cost as today.
     #[serde(default)]
     pub vmstat_scan_cost: bool,
+    /// Seed 004, "mm: memcontrol: don't batch updates of local VM stats and events"
+    /// (J. Weiner, 2019): how memcg counters are updated. `rstat` (default): today's
+    /// per-CPU counters with rstat flushing. `batched_local` (42a300353577, the regression):
+    /// local and hierarchical counters both batched per CPU, spilling into shared atomics
+    /// of the memcg and every ancestor. `percpu_local` (the seed's fix): local counters
+    /// unbatched per CPU, hierarchical ones batched as before.
+    #[serde(default)]
+    pub memcg_stats: MemcgStats,
+}
+
+/// The memcg statistics scheme (seed 004).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemcgStats {
+    #[default]
+    Rstat,
+    PercpuLocal,
+    BatchedLocal,
 }
 
 fn yes() -> bool {
@@ -52,6 +71,7 @@ impl Default for Variants {
             rotation_cost: true,
             lru_add_dead_filter: false,
             vmstat_scan_cost: false,
+            memcg_stats: MemcgStats::Rstat,
         }
     }
 }

@@ -142,15 +142,20 @@ struct ReadyKey {
     task: TaskId,
 }
 
-/// A cache line shared between CPUs: the CPU that last wrote it.
+/// A cache line shared between CPUs: the CPU that last wrote it, and until when it is busy
+/// moving to or being written by its current owner.
 #[derive(Debug, Clone, Copy)]
 pub struct CacheLine {
     owner: u32,
+    busy_until: Time,
 }
 
 impl Default for CacheLine {
     fn default() -> Self {
-        CacheLine { owner: u32::MAX }
+        CacheLine {
+            owner: u32::MAX,
+            busy_until: 0,
+        }
     }
 }
 
@@ -484,20 +489,21 @@ impl Engine {
     // Cache lines and atomics
     // -----------------------------------------------------------------------------------
 
-    /// The cost of the current CPU writing `line`, and the line's new owner.
+    /// An atomic read-modify-write of `line` by the current CPU; returns its cost [ns].
+    ///
+    /// A line serves one writer at a time: a writer that finds it busy (another CPU's
+    /// transfer or RMW in progress) waits, then pays the transfer from the previous owner
+    /// (local or remote node) and the RMW. Many CPUs writing one line thus serialize, which
+    /// is what makes shared counters and lock words expensive at scale.
+    /// Not a yield point: callers charge the cost (and sync where the kernel path would).
     #[inline]
-    pub fn write_line(&self, line: &mut CacheLine) -> u64 {
-        let cpu = self.cpu();
-        let c = self.line_cost(line.owner, cpu);
+    pub fn rmw_line(&self, line: &mut CacheLine) -> u64 {
+        let (now, cpu) = (self.now(), self.cpu());
+        let start = now.max(line.busy_until);
+        let done = start + self.line_cost(line.owner, cpu) + self.costs.atomic_rmw;
+        line.busy_until = done;
         line.owner = cpu;
-        c
-    }
-
-    /// An atomic read-modify-write on a shared line: a synchronization point.
-    pub async fn atomic(&self, line: &RefCell<CacheLine>) {
-        self.sync().await;
-        let c = self.write_line(&mut line.borrow_mut()) + self.costs.atomic_rmw;
-        self.charge(c);
+        done - now
     }
 
     // -----------------------------------------------------------------------------------

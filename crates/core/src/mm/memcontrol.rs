@@ -78,6 +78,11 @@ pub struct Memcg {
     pub counter_line: CacheLine,
     /// This memcg and its ancestors up to the root (for page-counter walks).
     pub ancestors: Vec<MemcgId>,
+    /// Shared lines of the statistics: the local counters' atomics (batched_local), the
+    /// hierarchical counters' atomics (batched schemes) and rstat's stats_updates.
+    pub stat_local_line: CacheLine,
+    pub stat_hier_line: CacheLine,
+    pub stat_updates_line: CacheLine,
 }
 
 impl Memcg {
@@ -103,6 +108,9 @@ impl Memcg {
             iter: vec![ReclaimIter::default(); nodes],
             counter_line: CacheLine::default(),
             ancestors: vec![id],
+            stat_local_line: CacheLine::default(),
+            stat_hier_line: CacheLine::default(),
+            stat_updates_line: CacheLine::default(),
         }
     }
 }
@@ -517,13 +525,11 @@ impl crate::sim::Sim {
                 let mut mm = self.mm.borrow_mut();
                 let r = mm.page_counter_try_charge(memcg, batch);
                 let depth = mm.memcg_ancestors(memcg).len();
-                let mut c = 0;
                 for i in 0..depth {
                     let m = mm.memcgs[memcg as usize].ancestors[i];
-                    c += self.e.write_line(&mut mm.memcgs[m as usize].counter_line)
-                        + self.c.atomic_rmw;
+                    let d = self.e.rmw_line(&mut mm.memcgs[m as usize].counter_line);
+                    self.e.charge(d);
                 }
-                self.e.charge(c);
                 r
             };
             let over = match res {
@@ -664,5 +670,102 @@ mod high_tests {
         assert_eq!(calculate_high_delay(32, o), calculate_high_delay(64, o) / 2);
         assert_eq!(calculate_overage(900, 1000), 0);
         assert_eq!(calculate_high_delay(64, 0), 0);
+    }
+}
+
+/// Memcg counters whose update cost is modeled on the page-fault and unmap paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StatKind {
+    /// PGFAULT (count_memcg_events).
+    Pgfault = 0,
+    /// NR_ANON_MAPPED (__mod_lruvec_state).
+    AnonMapped = 1,
+    /// NR_LRU_BASE + lru (update_lru_size).
+    LruPages = 2,
+}
+pub const NR_STAT_KINDS: usize = 3;
+
+/// The per-CPU batch of 42a300353577's counters before they spill (MEMCG_CHARGE_BATCH then).
+const STAT_SPILL_BATCH: i64 = 32;
+
+/// Per-CPU state of the modeled memcg counters: for each (cpu, memcg, kind) the pending
+/// local and hierarchical deltas, and per (cpu, memcg) rstat's pending update count.
+#[derive(Default)]
+pub struct StatPcpu {
+    nr_memcgs: usize,
+    deltas: Vec<[i64; 2]>,
+    rstat_updates: Vec<u64>,
+}
+
+impl StatPcpu {
+    pub fn new(nr_cpus: usize, nr_memcgs: usize) -> Self {
+        StatPcpu {
+            nr_memcgs,
+            deltas: vec![[0; 2]; nr_cpus * nr_memcgs * NR_STAT_KINDS],
+            rstat_updates: vec![0; nr_cpus * nr_memcgs],
+        }
+    }
+}
+
+impl crate::sim::Sim {
+    /// The cost of one update of a memcg counter on this CPU, under the statistics scheme
+    /// of `memcg_stats` (seed 004). The value itself is kept exactly elsewhere; what is
+    /// modeled here is which shared cache lines the update writes, and how often:
+    ///
+    /// - `rstat` (today, memcg_rstat_updated): a per-CPU write; every MEMCG_CHARGE_BATCH
+    ///   updates, the pending count goes to each level's stats_updates atomic.
+    /// - `batched_local` (42a300353577): per-CPU deltas for the local and the hierarchical
+    ///   counter; past 32 the local one spills into the memcg's local atomic and the
+    ///   hierarchical one into the atomics of the memcg and every ancestor.
+    /// - `percpu_local` (the seed's fix): the local counter stays per-CPU (summed on read);
+    ///   the hierarchical one spills as above.
+    ///
+    /// Simplified: one counter of each kind (not one per lruvec and item), and the walk up
+    /// the tree always reaches the root.
+    pub fn memcg_stat_update(&self, memcg: MemcgId, kind: StatKind, delta: i64) {
+        use crate::variant::MemcgStats;
+        let cpu = self.e.cpu() as usize;
+        let mut mm = self.mm.borrow_mut();
+        let Mm {
+            memcgs, stat_pcpu, ..
+        } = &mut *mm;
+        let nm = stat_pcpu.nr_memcgs;
+        self.e.charge(self.c.stat_update);
+        match self.v.memcg_stats {
+            MemcgStats::Rstat => {
+                let u = &mut stat_pcpu.rstat_updates[cpu * nm + memcg as usize];
+                *u += delta.unsigned_abs();
+                if *u >= MEMCG_CHARGE_BATCH {
+                    *u = 0;
+                    for i in 0..memcgs[memcg as usize].ancestors.len() {
+                        let m = memcgs[memcg as usize].ancestors[i] as usize;
+                        let c = self.e.rmw_line(&mut memcgs[m].stat_updates_line);
+                        self.e.charge(c);
+                    }
+                }
+            }
+            scheme => {
+                let d = &mut stat_pcpu.deltas
+                    [(cpu * nm + memcg as usize) * NR_STAT_KINDS + kind as usize];
+                if scheme == MemcgStats::BatchedLocal {
+                    d[0] += delta;
+                    if d[0].abs() > STAT_SPILL_BATCH {
+                        d[0] = 0;
+                        let c = self.e.rmw_line(&mut memcgs[memcg as usize].stat_local_line);
+                        self.e.charge(c);
+                    }
+                }
+                d[1] += delta;
+                if d[1].abs() > STAT_SPILL_BATCH {
+                    d[1] = 0;
+                    for i in 0..memcgs[memcg as usize].ancestors.len() {
+                        let m = memcgs[memcg as usize].ancestors[i] as usize;
+                        let c = self.e.rmw_line(&mut memcgs[m].stat_hier_line);
+                        self.e.charge(c);
+                    }
+                }
+            }
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! zap_pte_range (munmap, exit) frees through free_pages_and_swap_cache, which drains the
 //! local CPU's LRU batches first.
 
+use super::memcontrol::StatKind;
 use super::mm_types::*;
 use super::swapfile::SwapEnt;
 use super::vmstat::{NodeStat, VmEvent};
@@ -68,6 +69,7 @@ impl Sim {
             mm.count_memcg_event(r.1, VmEvent::Pgfault, 1);
             r
         };
+        self.memcg_stat_update(memcg, StatKind::Pgfault, 1);
         let r = if pte::is_swap(v) {
             self.do_swap_page(mmid, vpn, pte::slot(v), write, memcg, node)
                 .await
@@ -116,6 +118,7 @@ impl Sim {
             mm.map_anon(mmid, vpn, pfn, write);
             mm.pages[pfn as usize].clear(PG_LOCKED);
         }
+        self.memcg_stat_update(memcg, StatKind::AnonMapped, 1);
         self.folio_add_lru(pfn).await;
         Fault::Minor
     }
@@ -223,6 +226,8 @@ impl Sim {
     /// there until the batch drains (seed 003).
     pub async fn zap_pte_range(&self, mmid: u32, lo: u32, hi: u32) {
         let mut folios: Vec<Pfn> = Vec::new();
+        let mut unmapped = 0u64;
+        let memcg_id = self.mm.borrow().mms[mmid as usize].memcg;
         {
             let mut mm = self.mm.borrow_mut();
             let memcg = mm.mms[mmid as usize].memcg as usize;
@@ -236,6 +241,7 @@ impl Sim {
                     mm.delete_from_swap_cache(pfn);
                     mm.pages[pfn as usize].clear(PG_OWNED);
                     folios.push(pfn);
+                    unmapped += 1;
                 } else if pte::is_swap(v) {
                     mm.mms[mmid as usize].swapents -= 1;
                     let slot = pte::slot(v);
@@ -256,6 +262,9 @@ impl Sim {
             }
         }
         self.e.charge(folios.len() as u64 * self.c.pte_unmap);
+        for _ in 0..unmapped {
+            self.memcg_stat_update(memcg_id, StatKind::AnonMapped, -1);
+        }
         // free_pages_and_swap_cache()
         self.lru_add_drain().await;
         self.folios_put_refs(&folios).await;

@@ -129,6 +129,8 @@ pub struct Mm {
     pub stats_updates: u64,
     /// Virtual time of the last memcg stats flush.
     pub last_flush: u64,
+    /// Per-CPU state of the modeled memcg statistics updates (seed 004).
+    pub stat_pcpu: memcontrol::StatPcpu,
     /// Tracepoint-derived counters (not /proc/vmstat items).
     pub trace: TraceCounters,
     /// The device holding the files (page-cache misses read from it).

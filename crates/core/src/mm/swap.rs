@@ -150,6 +150,10 @@ impl Sim {
             }
             self.mm.borrow_mut().batch_apply(op, lv, pfn);
             self.e.charge(self.c.list_op);
+            if op == BatchOp::Add {
+                let memcg = self.mm.borrow().pages[pfn as usize].memcg;
+                self.memcg_stat_update(memcg, super::memcontrol::StatKind::LruPages, 1);
+            }
         }
         if let Some(old) = locked {
             self.unlock_lruvec(old);
@@ -201,11 +205,15 @@ impl Sim {
                     self.lock_lruvec(lv, Site::FoliosPutRefs).await;
                     locked = Some(lv);
                 }
-                let mut mm = self.mm.borrow_mut();
-                let Mm { pages, lruvecs, .. } = &mut *mm;
-                lruvec_del_folio(pages, &mut lruvecs[lv as usize], pfn);
-                pages[pfn as usize].clear(PG_LRU);
+                let memcg = {
+                    let mut mm = self.mm.borrow_mut();
+                    let Mm { pages, lruvecs, .. } = &mut *mm;
+                    lruvec_del_folio(pages, &mut lruvecs[lv as usize], pfn);
+                    pages[pfn as usize].clear(PG_LRU);
+                    pages[pfn as usize].memcg
+                };
                 self.e.charge(self.c.list_op);
+                self.memcg_stat_update(memcg, super::memcontrol::StatKind::LruPages, -1);
             }
             self.mm.borrow_mut().free_folio(pfn);
             self.e.charge(self.c.page_free);

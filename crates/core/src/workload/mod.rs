@@ -262,6 +262,11 @@ pub fn spawn_usemem(
                     }
                     let mut pass = 0u64;
                     'passes: while alive && (spec.repeat == 0 || pass < spec.repeat) {
+                        if spec.unmap && pass > 0 {
+                            // munmap; the next pass faults a fresh mapping in.
+                            r.flush(s, &mut t);
+                            s.zap_pte_range(mmid, lo, hi).await;
+                        }
                         pass += 1;
                         if spec.random {
                             let iters = (hi - lo) as u64 * (PAGE_SIZE / 8);
