@@ -77,3 +77,11 @@ def test_seed_000_vmstat_scan_cost_cuts_lru_lock_wait_not_rates():
     for r in ("pgscan_direct@/usemem/leaf/s", "pgsteal_direct@/usemem/leaf/s", "workingset_refault_anon@/usemem/leaf/s"):
         assert abs(m(c, r)["pct_change"]) < 5.0, m(c, r)
 
+
+
+def test_seed_004_batched_local_stats_are_slower_than_percpu_local():
+    c = reclaimsim.compare("seed-004", seeds=3)
+    ops = m(c, "per_process_ops@page_fault")
+    assert c["a"] == {"memcg_stats": "batched_local"} and c["b"] == {"memcg_stats": "percpu_local"}
+    # The fix is faster: batched local counters bounce an extra shared line per spill.
+    assert ops["b_mean"] > 1.05 * ops["a_mean"] and ops["significant"]

@@ -438,6 +438,11 @@ pub struct Usemem {
     /// page_fault1 does (mmap, write every page, munmap; one op per page fault).
     #[serde(default)]
     pub unmap: bool,
+    /// `anon` (default) or `shared_file`: each process maps a file of `size` MAP_SHARED
+    /// (will-it-scale page_fault3); after the first pass its pages stay in the page cache
+    /// and a write fault only maps them.
+    #[serde(default)]
+    pub mapping: MappingKind,
 }
 
 fn page_step() -> Size {
@@ -445,6 +450,15 @@ fn page_step() -> Size {
 }
 fn one_u64() -> u64 {
     1
+}
+
+/// What a usemem area maps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MappingKind {
+    #[default]
+    Anon,
+    SharedFile,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]

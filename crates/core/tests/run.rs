@@ -378,3 +378,30 @@ repeat = 0
         "peak {peak}"
     );
 }
+
+#[test]
+fn shared_file_mappings_are_reclaimed_by_unmapping_and_refault_from_the_cache() {
+    let t = r#"
+duration = "300ms"
+[machine]
+cpus = 4
+memory_per_node = "128M"
+[[cgroup]]
+path = "/m"
+memory.max = "16M"
+[[workload]]
+type = "usemem"
+cgroup = "/m"
+processes = 2
+size = "16M"
+mapping = "shared_file"
+random = true
+repeat = 0
+"#;
+    let r = run_toml(t, true);
+    let st = &cgroup(&r, "/m")["memory.stat"];
+    assert!(st["pgsteal"].as_u64().unwrap() > 0, "{st}");
+    assert!(st["workingset_refault_file"].as_u64().unwrap() > 0, "{st}");
+    assert_eq!(r["vmstat"]["pswpout"], 0, "file pages are not swapped");
+    assert!(r["vmstat"]["nr_mapped"].as_u64().unwrap() > 0);
+}

@@ -83,6 +83,9 @@ pub struct Memcg {
     pub stat_local_line: CacheLine,
     pub stat_hier_line: CacheLine,
     pub stat_updates_line: CacheLine,
+    /// The same two lines for the memcg's per-node lruvec counters (node 0 here).
+    pub lruvec_local_line: CacheLine,
+    pub lruvec_hier_line: CacheLine,
 }
 
 impl Memcg {
@@ -111,6 +114,8 @@ impl Memcg {
             stat_local_line: CacheLine::default(),
             stat_hier_line: CacheLine::default(),
             stat_updates_line: CacheLine::default(),
+            lruvec_local_line: CacheLine::default(),
+            lruvec_hier_line: CacheLine::default(),
         }
     }
 }
@@ -683,8 +688,10 @@ pub enum StatKind {
     AnonMapped = 1,
     /// NR_LRU_BASE + lru (update_lru_size).
     LruPages = 2,
+    /// NR_FILE_MAPPED (folio_add_file_rmap / folio_remove_rmap).
+    FileMapped = 3,
 }
-pub const NR_STAT_KINDS: usize = 3;
+pub const NR_STAT_KINDS: usize = 4;
 
 /// The per-CPU batch of 42a300353577's counters before they spill (MEMCG_CHARGE_BATCH then).
 const STAT_SPILL_BATCH: i64 = 32;
@@ -694,7 +701,8 @@ const STAT_SPILL_BATCH: i64 = 32;
 #[derive(Default)]
 pub struct StatPcpu {
     nr_memcgs: usize,
-    deltas: Vec<[i64; 2]>,
+    /// [memcg local, memcg hierarchical, lruvec local, lruvec hierarchical]
+    deltas: Vec<[i64; 4]>,
     rstat_updates: Vec<u64>,
 }
 
@@ -702,7 +710,7 @@ impl StatPcpu {
     pub fn new(nr_cpus: usize, nr_memcgs: usize) -> Self {
         StatPcpu {
             nr_memcgs,
-            deltas: vec![[0; 2]; nr_cpus * nr_memcgs * NR_STAT_KINDS],
+            deltas: vec![[0; 4]; nr_cpus * nr_memcgs * NR_STAT_KINDS],
             rstat_updates: vec![0; nr_cpus * nr_memcgs],
         }
     }
@@ -721,8 +729,10 @@ impl crate::sim::Sim {
     /// - `percpu_local` (the seed's fix): the local counter stays per-CPU (summed on read);
     ///   the hierarchical one spills as above.
     ///
-    /// Simplified: one counter of each kind (not one per lruvec and item), and the walk up
-    /// the tree always reaches the root.
+    /// A state item (everything but PGFAULT) is a memcg counter and a lruvec counter, as
+    /// __mod_lruvec_state updates both, each with its own local and hierarchical lines.
+    /// Simplified: one lruvec per memcg (node 0's lines), one counter per kind, and the walk
+    /// up the tree always reaches the root.
     pub fn memcg_stat_update(&self, memcg: MemcgId, kind: StatKind, delta: i64) {
         use crate::variant::MemcgStats;
         let cpu = self.e.cpu() as usize;
@@ -748,21 +758,37 @@ impl crate::sim::Sim {
             scheme => {
                 let d = &mut stat_pcpu.deltas
                     [(cpu * nm + memcg as usize) * NR_STAT_KINDS + kind as usize];
-                if scheme == MemcgStats::BatchedLocal {
-                    d[0] += delta;
-                    if d[0].abs() > STAT_SPILL_BATCH {
-                        d[0] = 0;
-                        let c = self.e.rmw_line(&mut memcgs[memcg as usize].stat_local_line);
-                        self.e.charge(c);
+                let families = if kind == StatKind::Pgfault { 1 } else { 2 };
+                for fam in 0..families {
+                    if scheme == MemcgStats::BatchedLocal {
+                        let x = &mut d[2 * fam];
+                        *x += delta;
+                        if x.abs() > STAT_SPILL_BATCH {
+                            *x = 0;
+                            let mc = &mut memcgs[memcg as usize];
+                            let line = if fam == 0 {
+                                &mut mc.stat_local_line
+                            } else {
+                                &mut mc.lruvec_local_line
+                            };
+                            let c = self.e.rmw_line(line);
+                            self.e.charge(c);
+                        }
                     }
-                }
-                d[1] += delta;
-                if d[1].abs() > STAT_SPILL_BATCH {
-                    d[1] = 0;
-                    for i in 0..memcgs[memcg as usize].ancestors.len() {
-                        let m = memcgs[memcg as usize].ancestors[i] as usize;
-                        let c = self.e.rmw_line(&mut memcgs[m].stat_hier_line);
-                        self.e.charge(c);
+                    let x = &mut d[2 * fam + 1];
+                    *x += delta;
+                    if x.abs() > STAT_SPILL_BATCH {
+                        *x = 0;
+                        for i in 0..memcgs[memcg as usize].ancestors.len() {
+                            let m = memcgs[memcg as usize].ancestors[i] as usize;
+                            let line = if fam == 0 {
+                                &mut memcgs[m].stat_hier_line
+                            } else {
+                                &mut memcgs[m].lruvec_hier_line
+                            };
+                            let c = self.e.rmw_line(line);
+                            self.e.charge(c);
+                        }
                     }
                 }
             }

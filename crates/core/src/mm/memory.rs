@@ -70,7 +70,10 @@ impl Sim {
             r
         };
         self.memcg_stat_update(memcg, StatKind::Pgfault, 1);
-        let r = if pte::is_swap(v) {
+        let file = self.mm.borrow().mms[mmid as usize].file;
+        let r = if let Some(f) = file {
+            self.do_shared_fault(mmid, vpn, f, memcg, node).await
+        } else if pte::is_swap(v) {
             self.do_swap_page(mmid, vpn, pte::slot(v), write, memcg, node)
                 .await
         } else {
@@ -89,6 +92,64 @@ impl Sim {
         }
         self.mm.borrow_mut().pages[pfn as usize].memcg = memcg;
         Some(pfn)
+    }
+
+    /// do_shared_fault(): a write fault on a MAP_SHARED file mapping. The folio comes from
+    /// the page cache (filemap_fault); a missing one is allocated, charged, inserted (a
+    /// shadow there goes to workingset_refault) and added to the LRU, zero-filled like a
+    /// new tmpfs page (no read IO). finish_fault maps it and counts NR_FILE_MAPPED.
+    /// Simplified: writes through the mapping do not dirty the folio (no writeback model).
+    async fn do_shared_fault(
+        &self,
+        mmid: u32,
+        vpn: u32,
+        file: u32,
+        memcg: u16,
+        node: u32,
+    ) -> Fault {
+        let entry = self.mm.borrow().files[file as usize].cache[vpn as usize];
+        let pfn = match super::filemap::entry_page(entry) {
+            Some(p) => p,
+            None => {
+                let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
+                    return Fault::Oom;
+                };
+                {
+                    let mut mm = self.mm.borrow_mut();
+                    let p = &mut mm.pages[pfn as usize];
+                    p.set(PG_OWNED);
+                    p.owner = file;
+                    p.index = vpn;
+                    let f = &mut mm.files[file as usize];
+                    f.cache[vpn as usize] = super::filemap::page_entry(pfn);
+                    f.nr_cached += 1;
+                    let lv = mm.folio_lruvec(pfn) as usize;
+                    mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
+                }
+                self.e.charge(self.c.page_zero);
+                if let Some(s) = super::filemap::entry_shadow(entry) {
+                    self.workingset_refault(pfn, s).await;
+                }
+                self.folio_add_lru(pfn).await;
+                self.mm.borrow_mut().pages[pfn as usize].clear(PG_LOCKED);
+                pfn
+            }
+        };
+        let memcg_of_page = {
+            let mut mm = self.mm.borrow_mut();
+            if !mm.mms[mmid as usize].alive || !mm.pages[pfn as usize].test(PG_OWNED) {
+                // Killed meanwhile, or the folio was reclaimed while we slept: retry later.
+                return Fault::Minor;
+            }
+            mm.mms[mmid as usize].ptes[vpn as usize] = pte::mk_present(pfn, true, true);
+            mm.pages[pfn as usize].private += 1;
+            let lv = mm.folio_lruvec(pfn) as usize;
+            mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, 1);
+            mm.pages[pfn as usize].memcg
+        };
+        self.e.charge(self.c.pte_map);
+        self.memcg_stat_update(memcg_of_page, StatKind::FileMapped, 1);
+        Fault::Minor
     }
 
     /// do_anonymous_page(): a zeroed private page.
@@ -227,13 +288,21 @@ impl Sim {
     pub async fn zap_pte_range(&self, mmid: u32, lo: u32, hi: u32) {
         let mut folios: Vec<Pfn> = Vec::new();
         let mut unmapped = 0u64;
+        let mut file_unmapped: Vec<u16> = Vec::new();
         let memcg_id = self.mm.borrow().mms[mmid as usize].memcg;
         {
             let mut mm = self.mm.borrow_mut();
             let memcg = mm.mms[mmid as usize].memcg as usize;
             for vpn in lo..hi {
                 let v = std::mem::take(&mut mm.mms[mmid as usize].ptes[vpn as usize]);
-                if pte::present(v) {
+                if pte::present(v) && mm.pages[pte::pfn(v) as usize].is_file_lru() {
+                    // A shared file page: unmap it; it stays in the page cache.
+                    let pfn = pte::pfn(v);
+                    mm.pages[pfn as usize].private -= 1;
+                    let lv = mm.folio_lruvec(pfn) as usize;
+                    mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, -1);
+                    file_unmapped.push(mm.pages[pfn as usize].memcg);
+                } else if pte::present(v) {
                     let pfn = pte::pfn(v);
                     mm.mms[mmid as usize].rss -= 1;
                     let lv = mm.folio_lruvec(pfn) as usize;
@@ -264,6 +333,9 @@ impl Sim {
         self.e.charge(folios.len() as u64 * self.c.pte_unmap);
         for _ in 0..unmapped {
             self.memcg_stat_update(memcg_id, StatKind::AnonMapped, -1);
+        }
+        for m in file_unmapped {
+            self.memcg_stat_update(m, StatKind::FileMapped, -1);
         }
         // free_pages_and_swap_cache()
         self.lru_add_drain().await;

@@ -8,8 +8,9 @@
 //! ```
 //! `owner` is the mm (anon) or file (page cache) the folio belongs to, `index` its page offset
 //! there (folio->index); together they are the reverse map: an anonymous folio is mapped by
-//! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM). `private` is the swap
-//! slot while the folio is in the swap cache. The page refcount is not kept as a number: its
+//! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM); a file folio by at
+//! most one, of the process mapping its file (`files[owner].mapped_by`). `private` is the
+//! swap slot while an anon folio is in the swap cache, and a file folio's mapcount. The page refcount is not kept as a number: its
 //! holders are flags (`PG_HELD`): `PG_OWNED` (the page table or page-cache reference),
 //! `PG_INBATCH` (a per-CPU LRU batch), `PG_ISOLATED` (a reclaimer), `PG_WRITEBACK` and
 //! `PG_LOCKED` (a new folio's allocating task, or IO in flight). No holder left means refcount zero: the last one to let go

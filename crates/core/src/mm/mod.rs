@@ -78,6 +78,9 @@ pub struct MmStruct {
     pub alive: bool,
     /// Tasks (threads) of this process.
     pub tasks: Vec<TaskId>,
+    /// A file mapped MAP_SHARED over the whole area (page i of the area = page i of the
+    /// file); None = anonymous memory.
+    pub file: Option<u32>,
 }
 
 /// A file: its page cache (one slot per page index; see `filemap`).
@@ -85,6 +88,9 @@ pub struct File {
     pub cache: Vec<u64>,
     pub memcg: MemcgId,
     pub nr_cached: u64,
+    /// The process that maps the file MAP_SHARED at offset 0, if any: the reverse map of
+    /// its pages (a mapped file folio's `private` counts its PTEs).
+    pub mapped_by: Option<u32>,
 }
 
 /// Counters derived from kernel tracepoints, reported under `trace`.

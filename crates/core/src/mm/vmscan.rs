@@ -254,11 +254,11 @@ impl Mm {
     /// folio_referenced(): walk the reverse map, test and clear young PTE bits; returns
     /// the number of young PTEs. Only anonymous folios are mapped in this model.
     pub fn folio_referenced(&mut self, pfn: Pfn) -> u32 {
-        let p = self.pages[pfn as usize];
-        if p.is_file_lru() || !p.test(PG_OWNED) {
+        let Some(mmid) = self.folio_mapper(pfn) else {
             return 0;
-        }
-        let mm = &mut self.mms[p.owner as usize];
+        };
+        let p = self.pages[pfn as usize];
+        let mm = &mut self.mms[mmid as usize];
         let pte_v = &mut mm.ptes[p.index as usize];
         if pte::present(*pte_v) && pte::pfn(*pte_v) == pfn && *pte_v & pte::YOUNG != 0 {
             *pte_v &= !pte::YOUNG;
@@ -270,12 +270,27 @@ impl Mm {
 
     /// folio_mapped(): is the anon folio mapped by its PTE?
     pub fn folio_mapped(&self, pfn: Pfn) -> bool {
-        let p = &self.pages[pfn as usize];
-        if p.is_file_lru() || !p.test(PG_OWNED) {
+        let Some(mmid) = self.folio_mapper(pfn) else {
             return false;
-        }
-        let v = self.mms[p.owner as usize].ptes[p.index as usize];
+        };
+        let v = self.mms[mmid as usize].ptes[self.pages[pfn as usize].index as usize];
         pte::present(v) && pte::pfn(v) == pfn
+    }
+
+    /// The process whose PTE may map the folio (the rmap walk's only candidate).
+    fn folio_mapper(&self, pfn: Pfn) -> Option<u32> {
+        let p = &self.pages[pfn as usize];
+        if !p.test(PG_OWNED) {
+            return None;
+        }
+        if p.is_file_lru() {
+            if p.private == 0 {
+                return None;
+            }
+            self.files[p.owner as usize].mapped_by
+        } else {
+            Some(p.owner)
+        }
     }
 
     /// isolate_lru_folios(): take up to `nr_to_scan` folios off the tail of `lru` into
@@ -661,7 +676,19 @@ impl Sim {
             if !sc.may_unmap && mm.folio_mapped(pfn) {
                 break 'f Fate::Keep;
             }
-            if mm.folio_mapped(pfn) {
+            if file && mm.folio_mapped(pfn) {
+                // try_to_unmap() of a shared file folio: the PTE goes; the next access
+                // faults it back in from the page cache.
+                let pg = mm.pages[pfn as usize];
+                let mmid = mm.files[pg.owner as usize]
+                    .mapped_by
+                    .expect("a mapped file has a mapper");
+                mm.mms[mmid as usize].ptes[pg.index as usize] = 0;
+                mm.pages[pfn as usize].private = 0;
+                let lvf = mm.folio_lruvec(pfn) as usize;
+                mm.lruvecs[lvf].mod_state(NodeStat::NrFileMapped, -1);
+                self.e.charge(self.c.pte_unmap);
+            } else if mm.folio_mapped(pfn) {
                 // try_to_unmap(): the PTE becomes the swap entry; its dirty bit moves to the folio.
                 let pg = mm.pages[pfn as usize];
                 let slot = pg.private;

@@ -22,7 +22,7 @@ use crate::mm::filemap::Read;
 use crate::mm::memory::Fault;
 use crate::mm::mm_types::pte;
 use crate::mm::{File, MemcgId, MmStruct};
-use crate::scenario::{FilePattern, FileRead, RequestChurn, Usemem, PAGE_SIZE};
+use crate::scenario::{FilePattern, FileRead, MappingKind, RequestChurn, Usemem, PAGE_SIZE};
 use crate::sim::Sim;
 use rand::Rng;
 use rand_distr::{Distribution, Zipf};
@@ -229,8 +229,21 @@ pub fn spawn_usemem(
                 workload: wi as u32,
                 alive: true,
                 tasks: Vec::new(),
+                file: None,
             });
-            (mm.mms.len() - 1) as u32
+            let mmid = (mm.mms.len() - 1) as u32;
+            if u.mapping == MappingKind::SharedFile {
+                // A file of the area's size, mapped MAP_SHARED (will-it-scale page_fault3).
+                mm.files.push(File {
+                    cache: vec![0; pages as usize],
+                    memcg,
+                    nr_cached: 0,
+                    mapped_by: Some(mmid),
+                });
+                let f = (mm.files.len() - 1) as u32;
+                mm.mms[mmid as usize].file = Some(f);
+            }
+            mmid
         };
         let live = Rc::new(std::cell::Cell::new(u.threads));
         for t in 0..u.threads {
@@ -320,6 +333,7 @@ pub fn spawn_file_read(
                 cache: vec![0; sz.pages() as usize],
                 memcg,
                 nr_cached: 0,
+                mapped_by: None,
             });
             files.push(((mm.files.len() - 1) as u32, sz.pages() as u32));
         }
@@ -455,6 +469,7 @@ pub fn spawn_request_churn(
             workload: wi as u32,
             alive: true,
             tasks: Vec::new(),
+            file: None,
         });
         (mm.mms.len() - 1) as u32
     };
