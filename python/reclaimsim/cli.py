@@ -103,11 +103,12 @@ def main() -> None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field, e.g. machine.cpus=64 or cgroup[1].memory.max=1G.")
 @click.option("--all", "show_all", is_flag=True, help="Print zero counters too.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
-def run(scenario, seed, json_path, sets, show_all, no_progress):
+@click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
+def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale):
     """Run SCENARIO (a TOML file or a built-in name; default: `default`)."""
     cb, prog = _progress_cb(no_progress)
     try:
-        r = run_scenario(scenario, seed=seed, overrides=sets, progress=cb)
+        r = run_scenario(scenario, seed=seed, overrides=sets, progress=cb, full_scale=full_scale)
     except ScenarioError as e:
         _fail(str(e))
     except SimulationError as e:
@@ -134,8 +135,9 @@ def run(scenario, seed, json_path, sets, show_all, no_progress):
 @click.option("--metric", "metrics", multiple=True, help="A metric to compare (repeatable); default: the scenario's list.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--jobs", type=click.IntRange(1, 256), help="Parallel runs (default: CPUs).")
+@click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the comparison as JSON.")
-def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, json_path):
+def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_path):
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
     Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload,
@@ -145,7 +147,10 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, json_path):
     from .compare import compare, format_compare
 
     try:
-        c = compare(scenario, a=a, b=b, seeds=seeds, overrides=sets, metrics=list(metrics) or None, jobs=jobs)
+        c = compare(
+            scenario, a=a, b=b, seeds=seeds, overrides=sets, metrics=list(metrics) or None, jobs=jobs,
+            full_scale=full_scale,
+        )
     except ScenarioError as e:
         _fail(str(e))
     except SimulationError as e:

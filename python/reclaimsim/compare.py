@@ -151,10 +151,11 @@ def compare(
     overrides: Iterable[str] = (),
     metrics: list[str] | None = None,
     jobs: int | None = None,
+    full_scale: bool = False,
 ) -> dict:
     """Run `scenario` under variant sets A and B over `seeds` seeds; returns the comparison
     (the same data as `reclaimsim compare --json`)."""
-    data = load_scenario(scenario, overrides)
+    data = load_scenario(scenario, overrides, full_scale)
     spec = data.pop("compare", None) or {}
     va = parse_switches(a) if isinstance(a, str) or a is None else dict(a)
     vb = parse_switches(b) if isinstance(b, str) or b is None else dict(b)

@@ -35,8 +35,14 @@ def _parse_toml(text: str, origin: str) -> dict:
         raise ScenarioError(f"{origin}: invalid TOML: {e}") from None
 
 
-def load_scenario(scenario: str | Path | dict, overrides: Iterable[str] = ()) -> dict:
-    """Resolve a scenario (path, built-in name or dict) and apply `key=value` overrides."""
+def load_scenario(
+    scenario: str | Path | dict, overrides: Iterable[str] = (), full_scale: bool = False
+) -> dict:
+    """Resolve a scenario (path, built-in name or dict) and apply `key=value` overrides.
+
+    With `full_scale`, first apply the scenario's `[compare].full_scale` overrides (a seed
+    experiment scaled down to run in seconds, taken back to the seed's size).
+    """
     if isinstance(scenario, dict):
         data = copy.deepcopy(scenario)
     else:
@@ -52,6 +58,12 @@ def load_scenario(scenario: str | Path | dict, overrides: Iterable[str] = ()) ->
                     f"scenario {s!r}: no such file and no built-in of that name; built-ins: {names}"
                 )
             data = _parse_toml(f.read_text(), f"built-in {s}")
+    if full_scale:
+        fs = (data.get("compare") or {}).get("full_scale")
+        if fs is None:
+            raise ScenarioError("--full-scale: this scenario runs at its full scale already (no [compare].full_scale)")
+        for o in fs:
+            apply_override(data, o)
     for o in overrides:
         apply_override(data, o)
     return data
@@ -130,9 +142,10 @@ def run(
     seed: int | None = None,
     overrides: Iterable[str] = (),
     progress: Callable[[int, int], None] | None = None,
+    full_scale: bool = False,
 ) -> Result:
     """Run a scenario and return its Result (same data as `reclaimsim run --json`)."""
-    data = load_scenario(scenario, overrides)
+    data = load_scenario(scenario, overrides, full_scale)
     if seed is not None:
         data["seed"] = seed
     text = _core.run_json(json.dumps(data), progress)
