@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 simulation error, 2 bad input (scenario or arguments), 130 i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -46,6 +47,19 @@ def _progress_cb(disabled: bool):
         prog.update(task, completed=now / max(end, 1), v=f"{now / 1e9:.2f} / {end / 1e9:.2f} s virtual")
 
     return cb, prog
+
+
+@contextlib.contextmanager
+def _user_errors():
+    """Map errors to exit codes: bad input 2, simulation error 1, Ctrl-C 130; no traceback."""
+    try:
+        yield
+    except ScenarioError as e:
+        _fail(str(e))
+    except SimulationError as e:
+        _fail(str(e), 1)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 def print_report(r, show_all: bool = False) -> None:
@@ -108,13 +122,8 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale):
     """Run SCENARIO (a TOML file or a built-in name; default: `default`)."""
     cb, prog = _progress_cb(no_progress)
     try:
-        r = run_scenario(scenario, seed=seed, overrides=sets, progress=cb, full_scale=full_scale)
-    except ScenarioError as e:
-        _fail(str(e))
-    except SimulationError as e:
-        _fail(str(e), 1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+        with _user_errors():
+            r = run_scenario(scenario, seed=seed, overrides=sets, progress=cb, full_scale=full_scale)
     finally:
         if prog:
             prog.stop()
@@ -146,17 +155,11 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_pat
     """
     from .compare import compare, format_compare
 
-    try:
+    with _user_errors():
         c = compare(
             scenario, a=a, b=b, seeds=seeds, overrides=sets, metrics=list(metrics) or None, jobs=jobs,
             full_scale=full_scale,
         )
-    except ScenarioError as e:
-        _fail(str(e))
-    except SimulationError as e:
-        _fail(str(e), 1)
-    except KeyboardInterrupt:
-        sys.exit(130)
     if json_path == "-":
         click.echo(json.dumps(c, indent=2))
         return
@@ -185,11 +188,9 @@ def costs():
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
 def validate(scenario, sets):
     """Validate SCENARIO and print it normalized (every default filled in)."""
-    try:
+    with _user_errors():
         data = load_scenario(scenario, sets)
         click.echo(json.dumps(json.loads(_core.validate_json(json.dumps(data))), indent=2))
-    except ScenarioError as e:
-        _fail(str(e))
 
 
 @main.command()

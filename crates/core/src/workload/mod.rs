@@ -159,6 +159,25 @@ fn finish(s: &Sim, wi: usize, mut t: Tally, start: u64, killed: bool) {
     s.task_exited();
 }
 
+/// A thread of process `mmid` ends: the last live thread of a process that was not
+/// OOM-killed exits it (exit_mmap frees its memory).
+async fn thread_exit(
+    s: &Sim,
+    wi: usize,
+    t: Tally,
+    start: u64,
+    mmid: u32,
+    live: &std::cell::Cell<u32>,
+) {
+    let killed = !s.mm.borrow().mms[mmid as usize].alive;
+    live.set(live.get() - 1);
+    if live.get() == 0 && !killed {
+        s.mm.borrow_mut().mms[mmid as usize].alive = false;
+        s.exit_mmap(mmid).await;
+    }
+    finish(s, wi, t, start, killed);
+}
+
 /// One anonymous access of a usemem task; false when the process was killed.
 async fn touch(s: &Sim, r: &mut Runner, t: &mut Tally, mmid: u32, vpn: u32, cost: u64) -> bool {
     t.accesses += 1;
@@ -302,14 +321,7 @@ pub fn spawn_usemem(
                         }
                     }
                     r.flush(s, &mut t);
-                    let killed = !s.mm.borrow().mms[mmid as usize].alive;
-                    live.set(live.get() - 1);
-                    if live.get() == 0 && !killed {
-                        // The process exits: its memory is freed.
-                        s.mm.borrow_mut().mms[mmid as usize].alive = false;
-                        s.exit_mmap(mmid).await;
-                    }
-                    finish(s, wi, t, start, killed);
+                    thread_exit(s, wi, t, start, mmid, &live).await;
                 });
             s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
         }
@@ -527,13 +539,7 @@ pub fn spawn_request_churn(
                     alive &= s.mm.borrow().mms[mmid as usize].alive;
                 }
                 r.flush(s, &mut t);
-                let killed = !s.mm.borrow().mms[mmid as usize].alive;
-                live.set(live.get() - 1);
-                if live.get() == 0 && !killed {
-                    s.mm.borrow_mut().mms[mmid as usize].alive = false;
-                    s.exit_mmap(mmid).await;
-                }
-                finish(s, wi, t, start, killed);
+                thread_exit(s, wi, t, start, mmid, &live).await;
             });
         s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
     }
