@@ -24,10 +24,15 @@ def test_seed_002_rotation_cost_moves_scanning_off_hot_anon():
 
 
 def test_seed_003_dead_folio_filter_empties_the_dead_share():
-    c = reclaimsim.compare("seed-003", seeds=3)
+    c = reclaimsim.compare("seed-003")
+    assert c["seeds"] == 6
     share = m(c, "lru_add_dead_share")
     assert 1.0 < share["a_mean"] < 20.0, share
     assert share["b_mean"] == 0.0 and share["significant"]
+    # Dead folios no longer take lru_lock to be unlinked after their insertion.
+    put = m(c, "lock_acquisitions@folios_put_refs")
+    assert put["b_mean"] < put["a_mean"] and put["significant"], put
+    assert m(c, "pgscan_direct")["a_mean"] > 0, "the scenario must put direct reclaim under way"
 
 
 def test_switches_off_give_identical_results():

@@ -24,10 +24,12 @@ pub const EVICTABLE_LRUS: [usize; 4] = [
     LRU_ACTIVE_FILE,
 ];
 
+/// is_file_lru(): is this one of the file lists?
 #[inline]
 pub fn is_file_lru(lru: usize) -> bool {
     lru == LRU_INACTIVE_FILE || lru == LRU_ACTIVE_FILE
 }
+/// is_active_lru(): is this one of the active lists?
 #[inline]
 pub fn is_active_lru(lru: usize) -> bool {
     lru == LRU_ACTIVE_ANON || lru == LRU_ACTIVE_FILE
