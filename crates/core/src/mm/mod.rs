@@ -83,6 +83,23 @@ pub struct MmStruct {
     pub file: Option<u32>,
 }
 
+impl MmStruct {
+    /// A new, empty address space of `pages` pages (mm_alloc + one anonymous VMA).
+    pub fn new(pages: usize, memcg: MemcgId, node: u32, workload: u32) -> Self {
+        MmStruct {
+            ptes: vec![0; pages],
+            memcg,
+            node,
+            rss: 0,
+            swapents: 0,
+            workload,
+            alive: true,
+            tasks: Vec::new(),
+            file: None,
+        }
+    }
+}
+
 /// A file: its page cache (one slot per page index; see `filemap`).
 pub struct File {
     pub cache: Vec<u64>,

@@ -239,17 +239,8 @@ pub fn spawn_usemem(
         let node = s.cpu_node[cpus[ci] as usize];
         let mmid = {
             let mut mm = s.mm.borrow_mut();
-            mm.mms.push(MmStruct {
-                ptes: vec![0; pages as usize],
-                memcg,
-                node,
-                rss: 0,
-                swapents: 0,
-                workload: wi as u32,
-                alive: true,
-                tasks: Vec::new(),
-                file: None,
-            });
+            mm.mms
+                .push(MmStruct::new(pages as usize, memcg, node, wi as u32));
             let mmid = (mm.mms.len() - 1) as u32;
             if u.mapping == MappingKind::SharedFile {
                 // A file of the area's size, mapped MAP_SHARED (will-it-scale page_fault3).
@@ -472,17 +463,8 @@ pub fn spawn_request_churn(
     let node = s.cpu_node[cpus[0] as usize];
     let mmid = {
         let mut mm = s.mm.borrow_mut();
-        mm.mms.push(MmStruct {
-            ptes: vec![0; ring as usize * n],
-            memcg,
-            node,
-            rss: 0,
-            swapents: 0,
-            workload: wi as u32,
-            alive: true,
-            tasks: Vec::new(),
-            file: None,
-        });
+        mm.mms
+            .push(MmStruct::new(ring as usize * n, memcg, node, wi as u32));
         (mm.mms.len() - 1) as u32
     };
     // inbox[i]: buffers (vpn ranges) handed to worker i by worker i - 1, to be freed.
