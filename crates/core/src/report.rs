@@ -309,6 +309,7 @@ impl Report {
             .collect();
         let stats = sim.stats.borrow();
         let sampler = sim.sampler.borrow();
+        let nr_tasks: u64 = workloads.iter().map(|w| w.tasks as u64).sum();
         Report {
             schema_version: SCHEMA_VERSION,
             scenario: serde_json::to_value(sc).unwrap_or(Value::Null),
@@ -335,7 +336,7 @@ impl Report {
                 "lock_acquisitions": sim.e.lock_acquisitions.get(),
                 "simulated_pages": mm.node_pages * mm.nodes.len() as u64,
                 "peak_used_pages": mm.peak_used_frames,
-                "tasks": sim.e.spawned.get(),
+                "tasks": nr_tasks,
             }),
         }
     }
