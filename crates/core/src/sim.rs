@@ -18,9 +18,10 @@ use crate::mm::vmstat::NR_VM_EVENTS;
 use crate::mm::{MemcgId, Mm};
 use crate::report::{Report, Sampler};
 use crate::scenario::{parent_path, parse_cpu_list, Scenario, SwapDevice, WorkloadSpec};
+use crate::workload::access::Access;
 use crate::workload::{self, WorkloadStats};
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::{Rc, Weak};
 
 /// Run-wide measurements that are not kernel counters.
@@ -58,6 +59,8 @@ pub struct Sim {
     bio_tasks: RefCell<Vec<Option<(TaskId, bool)>>>,
     /// Check the model's invariants after every reclaim pass (tests).
     pub check: Cell<bool>,
+    /// When set, every workload access in issue order, per task stream ([`record_accesses`]).
+    pub access_log: RefCell<Option<BTreeMap<u64, Vec<Access>>>>,
     /// The first invariant violation seen, and the event counters at the last check.
     pub violation: RefCell<Option<String>>,
     last_events: RefCell<Vec<u64>>,
@@ -238,6 +241,7 @@ impl Sim {
             }),
             workloads: RefCell::new(Vec::new()),
             live_tasks: Cell::new(0),
+            access_log: RefCell::new(None),
             sampler: RefCell::new(Sampler::new(sc.sample_interval.0)),
             bio_queues: RefCell::new(vec![VecDeque::new(); all_cpus]),
             bio_tasks: RefCell::new(vec![None; all_cpus]),
@@ -506,6 +510,27 @@ impl Sim {
             self.e.request_stop(self.e.now().min(self.end));
         }
     }
+}
+
+impl Sim {
+    /// Log an access a workload task issues (only while recording).
+    #[inline]
+    pub fn record_access(&self, stream: u64, a: Access) {
+        if let Some(log) = self.access_log.borrow_mut().as_mut() {
+            log.entry(stream).or_default().push(a);
+        }
+    }
+}
+
+/// Run a scenario and return the accesses its workload tasks issued, per task stream in
+/// creation order (the native runner's sequences are checked against these).
+pub fn record_accesses(sc: &Scenario) -> Result<Vec<(u64, Vec<Access>)>> {
+    let sim = Sim::build(sc)?;
+    *sim.access_log.borrow_mut() = Some(BTreeMap::new());
+    let end = sim.end;
+    sim.e.run_until(end, 1 << 14, &mut |_| true);
+    let log = sim.access_log.borrow_mut().take().unwrap_or_default();
+    Ok(log.into_iter().collect())
 }
 
 /// Run a validated scenario to the end (or until every workload task has finished).

@@ -17,15 +17,17 @@
 //!   request's buffer is written on one CPU and freed (munmap) on the next, so which folios
 //!   die in a remote lru_add batch follows from batch drains and request timing (seed 003).
 
+pub mod access;
+
 use crate::engine::rng;
 use crate::mm::filemap::Read;
 use crate::mm::memory::Fault;
 use crate::mm::mm_types::pte;
 use crate::mm::{File, MemcgId, MmStruct};
-use crate::scenario::{FilePattern, FileRead, MappingKind, RequestChurn, Usemem, PAGE_SIZE};
+use crate::scenario::{FileRead, MappingKind, RequestChurn, Usemem};
 use crate::sim::Sim;
+use access::{Access, FileReadSeq, UsememSeq};
 use rand::Rng;
-use rand_distr::{Distribution, Zipf};
 use serde::Serialize;
 use std::rc::Rc;
 
@@ -257,12 +259,11 @@ pub fn spawn_usemem(
         };
         let live = Rc::new(std::cell::Cell::new(u.threads));
         for t in 0..u.threads {
-            let lo = (t as u64 * pages as u64 / u.threads as u64) as u32;
-            let hi = ((t as u64 + 1) * pages as u64 / u.threads as u64) as u32;
             let sim = s.clone();
             let spec = u.clone();
             let live = live.clone();
-            let mut rng = rng::stream(s.seed, *stream);
+            let seq = UsememSeq::new(u, t, rng::stream(s.seed, *stream));
+            let stream_id = *stream;
             *stream += 1;
             let cpu = cpus[ci];
             ci += 1;
@@ -273,42 +274,28 @@ pub fn spawn_usemem(
                     let start = s.e.now();
                     let mut r = Runner::new(wi, start);
                     let mut t = Tally::default();
-                    let mut alive = true;
-                    let step = (spec.step.0 / PAGE_SIZE).max(1) as u32;
                     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
-                    if spec.prefault {
-                        let mut v = lo;
-                        while alive && v < hi {
-                            alive = touch(s, &mut r, &mut t, mmid, v, s.c.access_seq).await;
-                            v += 1;
-                        }
-                    }
-                    let mut pass = 0u64;
-                    'passes: while alive && (spec.repeat == 0 || pass < spec.repeat) {
-                        if spec.unmap && pass > 0 {
-                            // munmap; the next pass faults a fresh mapping in.
-                            r.flush(s, &mut t);
-                            s.zap_pte_range(mmid, lo, hi).await;
-                        }
-                        pass += 1;
-                        if spec.random {
-                            let iters = (hi - lo) as u64 * (PAGE_SIZE / 8);
-                            for _ in 0..iters {
-                                let v = rng.random_range(lo..hi);
-                                alive = touch(s, &mut r, &mut t, mmid, v, s.c.access_random).await;
-                                if !alive || s.e.now() + r.pending >= deadline {
-                                    break 'passes;
-                                }
+                    for a in seq {
+                        s.record_access(stream_id, a);
+                        let alive = match a {
+                            Access::Touch { vpn, random } => {
+                                let cost = if random {
+                                    s.c.access_random
+                                } else {
+                                    s.c.access_seq
+                                };
+                                touch(s, &mut r, &mut t, mmid, vpn, cost).await
                             }
-                        } else {
-                            let mut v = lo;
-                            while v < hi {
-                                alive = touch(s, &mut r, &mut t, mmid, v, s.c.access_seq).await;
-                                if !alive || s.e.now() + r.pending >= deadline {
-                                    break 'passes;
-                                }
-                                v += step;
+                            Access::Unmap { lo, hi } => {
+                                // munmap; the next pass faults a fresh mapping in.
+                                r.flush(s, &mut t);
+                                s.zap_pte_range(mmid, lo, hi).await;
+                                s.mm.borrow().mms[mmid as usize].alive
                             }
+                            Access::Read { .. } => unreachable!("usemem reads no files"),
+                        };
+                        if !alive || s.e.now() + r.pending >= deadline {
+                            break;
                         }
                     }
                     r.flush(s, &mut t);
@@ -338,7 +325,7 @@ pub fn spawn_file_read(
                 nr_cached: 0,
                 mapped_by: None,
             });
-            files.push(((mm.files.len() - 1) as u32, sz.pages() as u32));
+            files.push((mm.files.len() - 1) as u32);
         }
     }
     let files = Rc::new(files);
@@ -346,7 +333,8 @@ pub fn spawn_file_read(
         let sim = s.clone();
         let spec = f.clone();
         let files = files.clone();
-        let mut rng = rng::stream(s.seed, *stream);
+        let seq = FileReadSeq::new(f, rng::stream(s.seed, *stream));
+        let stream_id = *stream;
         *stream += 1;
         s.live_tasks.set(s.live_tasks.get() + 1);
         s.e.spawn(spec.placement.start.0, cpu, async move {
@@ -355,84 +343,24 @@ pub fn spawn_file_read(
             let node = s.cpu_node[cpu as usize];
             let mut r = Runner::new(wi, start);
             let mut t = Tally::default();
-            let total: u64 = files.iter().map(|f| f.1 as u64).sum();
-            // Page n of the concatenated files.
-            let locate = |mut n: u64| -> (u32, u32) {
-                for &(id, p) in files.iter() {
-                    if n < p as u64 {
-                        return (id, n as u32);
-                    }
-                    n -= p as u64;
-                }
-                unreachable!("page index beyond the files")
-            };
-            let read = async |file: u32, idx: u32, r: &mut Runner, t: &mut Tally| -> bool {
+            for a in seq {
+                s.record_access(stream_id, a);
+                let Access::Read { file, page } = a else {
+                    unreachable!("file_read only reads")
+                };
                 t.accesses += 1;
-                r.flush(s, t);
-                match s.filemap_read(file, idx, memcg, node).await {
+                r.flush(s, &mut t);
+                match s
+                    .filemap_read(files[file as usize], page, memcg, node)
+                    .await
+                {
                     Read::Hit => t.hits += 1,
                     Read::Miss => t.misses += 1,
-                    Read::Oom => return false,
+                    Read::Oom => break,
                 }
-                r.tick(s, t, 0).await;
-                true
-            };
-            let limit = if spec.accesses == 0 {
-                u64::MAX
-            } else {
-                spec.accesses
-            };
-            match spec.pattern {
-                FilePattern::Seq => {
-                    let mut pass = 0;
-                    'p: while spec.passes == 0 || pass < spec.passes {
-                        pass += 1;
-                        for &(id, pages) in files.iter() {
-                            for i in 0..pages {
-                                if !read(id, i, &mut r, &mut t).await || s.e.now() >= s.end {
-                                    break 'p;
-                                }
-                            }
-                        }
-                    }
-                }
-                FilePattern::Uniform => {
-                    for _ in 0..limit {
-                        let (id, i) = locate(rng.random_range(0..total));
-                        if !read(id, i, &mut r, &mut t).await || s.e.now() >= s.end {
-                            break;
-                        }
-                    }
-                }
-                FilePattern::Zipf => {
-                    let z = Zipf::new(total as f64, spec.theta).expect("validated zipf parameters");
-                    for _ in 0..limit {
-                        let rank = z.sample(&mut rng) as u64;
-                        let (id, i) = locate(rank.clamp(1, total) - 1);
-                        if !read(id, i, &mut r, &mut t).await || s.e.now() >= s.end {
-                            break;
-                        }
-                    }
-                }
-                FilePattern::Hotscan => {
-                    let (hot, hot_pages) = files[0];
-                    let (stream_f, stream_pages) = files[1];
-                    let mut n = 0u64;
-                    'h: for sp in 0..stream_pages {
-                        if !read(stream_f, sp, &mut r, &mut t).await {
-                            break;
-                        }
-                        for _ in 0..spec.hot_per_stream {
-                            let i = rng.random_range(0..hot_pages);
-                            n += 1;
-                            if n > limit
-                                || !read(hot, i, &mut r, &mut t).await
-                                || s.e.now() >= s.end
-                            {
-                                break 'h;
-                            }
-                        }
-                    }
+                r.tick(s, &mut t, 0).await;
+                if s.e.now() >= s.end {
+                    break;
                 }
             }
             r.flush(s, &mut t);

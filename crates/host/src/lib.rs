@@ -1,0 +1,427 @@
+//! reclaimsim-host: replay a scenario's workloads on the host kernel, for `reclaimsim
+//! kernel-run`.
+//!
+//! Each workload thread draws its accesses from the same generator the simulator uses
+//! (`reclaimsim_core::workload::access`), seeded from the same stream, and performs them
+//! for real:
+//!
+//! - usemem: one anonymous private mapping per process (THP off by MADV_NOHUGEPAGE, since
+//!   the model has base pages only); a touch writes one word of the page; `unmap` between
+//!   passes is MADV_DONTNEED on the thread's span (the zap the model does). Major faults
+//!   (getrusage, per thread) are the misses.
+//! - file_read: files opened with POSIX_FADV_RANDOM (readahead off, one page per read, as
+//!   the model reads); each access is first classified by mincore() on a never-touched
+//!   MAP_SHARED mapping of the file (it does not disturb the page cache), then read with
+//!   pread() of one page.
+//!
+//! The caller (the Python front) places the process in the cgroup before calling
+//! [`run_process`]; this crate does no cgroup or swap setup.
+
+use reclaimsim_core::scenario::{FileRead, MappingKind, Scenario, Usemem, WorkloadSpec, PAGE_SIZE};
+use reclaimsim_core::workload::access::{bounded, task_rng, Access, FileReadSeq, UsememSeq};
+use serde::Serialize;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+const PAGE: usize = PAGE_SIZE as usize;
+
+/// What one thread did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct ThreadStats {
+    /// Stream id of the thread (its task index in the simulator).
+    pub stream: u64,
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub major_faults: u64,
+    pub minor_faults: u64,
+    /// The accesses as performed, when recording (tests).
+    #[serde(skip)]
+    pub log: Option<Vec<Access>>,
+}
+
+/// What one process of a workload did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct ProcessStats {
+    pub workload: usize,
+    pub process: u32,
+    pub threads: Vec<ThreadStats>,
+}
+
+/// Whether workload `wi` can be replayed natively, and how many processes it has.
+pub fn processes(sc: &Scenario, wi: usize) -> Result<u32, String> {
+    let w = sc
+        .workloads
+        .get(wi)
+        .ok_or_else(|| format!("no workload {wi}: the scenario has {}", sc.workloads.len()))?;
+    bounded(w).map_err(|e| {
+        format!("scenario.workload[{wi}]: {e} (kernel-run needs workloads that end)")
+    })?;
+    match w {
+        WorkloadSpec::Usemem(u) if u.mapping == MappingKind::SharedFile => Err(format!(
+            "scenario.workload[{wi}]: kernel-run supports usemem mapping = \"anon\" only"
+        )),
+        WorkloadSpec::Usemem(u) => Ok(u.processes),
+        WorkloadSpec::FileRead(_) => Ok(1),
+        WorkloadSpec::RequestChurn(_) => Err(format!(
+            "scenario.workload[{wi}]: kernel-run does not replay request_churn (its accesses depend on simulated timing); allowed: usemem, file_read"
+        )),
+    }
+}
+
+/// The path of file `j` of workload `wi` under `dir`.
+pub fn file_path(dir: &Path, wi: usize, j: usize) -> PathBuf {
+    dir.join(format!("w{wi}-f{j}.dat"))
+}
+
+/// Create workload `wi`'s files under `dir` (kept when they already have the right size),
+/// written and fsynced so that dropping caches leaves none of them cached.
+pub fn create_files(sc: &Scenario, wi: usize, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let WorkloadSpec::FileRead(f) = &sc.workloads[wi] else {
+        return Ok(Vec::new());
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut out = Vec::new();
+    for (j, sz) in f.files.iter().enumerate() {
+        let p = file_path(dir, wi, j);
+        let want = sz.pages() * PAGE_SIZE;
+        let ok = std::fs::metadata(&p)
+            .map(|m| m.len() == want)
+            .unwrap_or(false);
+        if !ok {
+            let err = |e: std::io::Error| format!("{}: {e}", p.display());
+            let mut fh = File::create(&p).map_err(err)?;
+            let mut left = want;
+            while left > 0 {
+                let n = left.min(chunk.len() as u64) as usize;
+                fh.write_all(&chunk[..n]).map_err(err)?;
+                left -= n as u64;
+            }
+            fh.sync_all().map_err(err)?;
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Run process `process` of workload `wi` to completion in the calling process, one OS
+/// thread per workload thread; `record` keeps every access (tests).
+pub fn run_process(
+    sc: &Scenario,
+    wi: usize,
+    process: u32,
+    dir: &Path,
+    record: bool,
+) -> Result<ProcessStats, String> {
+    let n = processes(sc, wi)?;
+    if process >= n {
+        return Err(format!(
+            "workload {wi} has {n} process(es), not {}",
+            process + 1
+        ));
+    }
+    let threads = match &sc.workloads[wi] {
+        WorkloadSpec::Usemem(u) => run_usemem(sc, wi, u, process, record)?,
+        WorkloadSpec::FileRead(f) => run_file_read(sc, wi, f, dir, record)?,
+        WorkloadSpec::RequestChurn(_) => unreachable!("rejected by processes()"),
+    };
+    Ok(ProcessStats {
+        workload: wi,
+        process,
+        threads,
+    })
+}
+
+fn os_err(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+/// This thread's (major, minor) page faults so far.
+fn thread_faults() -> (u64, u64) {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        (ru.ru_majflt as u64, ru.ru_minflt as u64)
+    }
+}
+
+/// An anonymous private mapping, unmapped on drop.
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; threads write disjoint or racy-but-benign words.
+unsafe impl Sync for Mapping {}
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    fn anon(len: usize) -> Result<Self, String> {
+        // SAFETY: a fresh anonymous mapping; failure is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(PAGE),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err("mmap (anonymous)"));
+        }
+        // SAFETY: advice on our own mapping.
+        unsafe { libc::madvise(p, len.max(PAGE), libc::MADV_NOHUGEPAGE) };
+        Ok(Mapping {
+            base: p as *mut u8,
+            len: len.max(PAGE),
+        })
+    }
+
+    fn file(f: &File, len: usize) -> Result<Self, String> {
+        // SAFETY: a read-only shared mapping of an open file; failure is checked. It is
+        // never touched, only queried with mincore.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(PAGE),
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err("mmap (file, for mincore)"));
+        }
+        Ok(Mapping {
+            base: p as *mut u8,
+            len: len.max(PAGE),
+        })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping we created.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+fn run_usemem(
+    sc: &Scenario,
+    wi: usize,
+    u: &Usemem,
+    process: u32,
+    record: bool,
+) -> Result<Vec<ThreadStats>, String> {
+    let pages = u.size.pages() as usize;
+    let map = Mapping::anon(pages * PAGE)?;
+    let map = &map;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..u.threads)
+            .map(|t| {
+                let task = process * u.threads + t;
+                let stream = reclaimsim_core::workload::access::task_stream(sc, wi, task);
+                let seq = UsememSeq::new(u, t, task_rng(sc, wi, task));
+                scope.spawn(move || usemem_thread(map, seq, stream, record))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "a usemem thread panicked".to_string()))
+            .collect()
+    })
+}
+
+fn usemem_thread(map: &Mapping, seq: UsememSeq, stream: u64, record: bool) -> ThreadStats {
+    let (maj0, min0) = thread_faults();
+    let mut st = ThreadStats {
+        stream,
+        log: record.then(Vec::new),
+        ..Default::default()
+    };
+    for a in seq {
+        match a {
+            Access::Touch { vpn, .. } => {
+                // SAFETY: vpn < pages of the mapping (the generator stays in the span).
+                let p = unsafe { map.base.add(vpn as usize * PAGE) } as *mut u64;
+                unsafe { p.write_volatile(st.accesses ^ 0x5a5a) };
+                st.accesses += 1;
+                if let Some(l) = st.log.as_mut() {
+                    let vpn = (p as usize - map.base as usize) / PAGE;
+                    l.push(Access::Touch {
+                        vpn: vpn as u32,
+                        random: matches!(a, Access::Touch { random: true, .. }),
+                    });
+                }
+            }
+            Access::Unmap { lo, hi } => {
+                let start = unsafe { map.base.add(lo as usize * PAGE) };
+                let len = (hi - lo) as usize * PAGE;
+                // SAFETY: zapping a range of our own mapping; the next touch zero-fills.
+                unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+                if let Some(l) = st.log.as_mut() {
+                    let lo = (start as usize - map.base as usize) / PAGE;
+                    l.push(Access::Unmap {
+                        lo: lo as u32,
+                        hi: (lo + len / PAGE) as u32,
+                    });
+                }
+            }
+            Access::Read { .. } => unreachable!("usemem reads no files"),
+        }
+    }
+    let (maj, min) = thread_faults();
+    st.major_faults = maj - maj0;
+    st.minor_faults = min - min0;
+    st.misses = st.major_faults;
+    st.hits = st
+        .accesses
+        .saturating_sub(st.major_faults + st.minor_faults);
+    st
+}
+
+struct OpenFile {
+    file: File,
+    map: Mapping,
+}
+
+fn run_file_read(
+    sc: &Scenario,
+    wi: usize,
+    f: &FileRead,
+    dir: &Path,
+    record: bool,
+) -> Result<Vec<ThreadStats>, String> {
+    let mut files = Vec::new();
+    for (j, sz) in f.files.iter().enumerate() {
+        let p = file_path(dir, wi, j);
+        let file = File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let len = (sz.pages() * PAGE_SIZE) as usize;
+        // SAFETY: advice on an open descriptor.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        if rc != 0 {
+            return Err(format!(
+                "posix_fadvise(POSIX_FADV_RANDOM) {}: error {rc}",
+                p.display()
+            ));
+        }
+        let map = Mapping::file(&file, len)?;
+        files.push(OpenFile { file, map });
+    }
+    let files = &files;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..f.threads)
+            .map(|t| {
+                let stream = reclaimsim_core::workload::access::task_stream(sc, wi, t);
+                let seq = FileReadSeq::new(f, task_rng(sc, wi, t));
+                scope.spawn(move || file_read_thread(files, seq, stream, record))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| "a file_read thread panicked".to_string())?
+            })
+            .collect()
+    })
+}
+
+fn file_read_thread(
+    files: &[OpenFile],
+    seq: FileReadSeq,
+    stream: u64,
+    record: bool,
+) -> Result<ThreadStats, String> {
+    let (maj0, min0) = thread_faults();
+    let mut st = ThreadStats {
+        stream,
+        log: record.then(Vec::new),
+        ..Default::default()
+    };
+    let mut buf = vec![0u8; PAGE];
+    let mut vec = [0u8; 1];
+    for a in seq {
+        let Access::Read { file, page } = a else {
+            unreachable!("file_read only reads")
+        };
+        let f = &files[file as usize];
+        let off = page as usize * PAGE;
+        // SAFETY: a page-aligned address inside our mapping; mincore fills one byte.
+        let rc = unsafe {
+            libc::mincore(
+                f.map.base.add(off) as *mut libc::c_void,
+                PAGE,
+                vec.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(os_err("mincore"));
+        }
+        let cached = vec[0] & 1 != 0;
+        // SAFETY: reading one page into our buffer.
+        let n = unsafe {
+            libc::pread(
+                f.file.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                PAGE,
+                off as libc::off_t,
+            )
+        };
+        if n != PAGE as isize {
+            return Err(format!(
+                "pread of page {page} of file {file}: {}",
+                if n < 0 {
+                    std::io::Error::last_os_error().to_string()
+                } else {
+                    format!("short read ({n} bytes)")
+                }
+            ));
+        }
+        st.accesses += 1;
+        if cached {
+            st.hits += 1;
+        } else {
+            st.misses += 1;
+        }
+        if let Some(l) = st.log.as_mut() {
+            l.push(Access::Read {
+                file: files.iter().position(|x| std::ptr::eq(x, f)).unwrap_or(0) as u32,
+                page: (off / PAGE) as u32,
+            });
+        }
+    }
+    let (maj, min) = thread_faults();
+    st.major_faults = maj - maj0;
+    st.minor_faults = min - min0;
+    Ok(st)
+}
+
+/// Run process `process` of workload `wi` of a scenario given as JSON, returning its
+/// statistics as JSON (for the Python front).
+pub fn run_process_json(
+    scenario_json: &str,
+    wi: usize,
+    process: u32,
+    dir: &str,
+) -> Result<String, String> {
+    let sc = Scenario::from_json(scenario_json).map_err(|e| e.to_string())?;
+    let st = run_process(&sc, wi, process, Path::new(dir), false)?;
+    serde_json::to_string(&st).map_err(|e| e.to_string())
+}
+
+/// Create the files of every file_read workload of a scenario given as JSON.
+pub fn create_files_json(scenario_json: &str, dir: &str) -> Result<(), String> {
+    let sc = Scenario::from_json(scenario_json).map_err(|e| e.to_string())?;
+    for wi in 0..sc.workloads.len() {
+        create_files(&sc, wi, Path::new(dir))?;
+    }
+    Ok(())
+}
