@@ -24,6 +24,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::{Rc, Weak};
 
+/// Random stream of the periodic memcg flush's phase (apart from the tasks' streams).
+const FLUSH_PHASE_STREAM: u64 = u64::MAX - 1;
+
 /// Run-wide measurements that are not kernel counters.
 #[derive(Debug, Default, Clone)]
 pub struct SimStats {
@@ -277,9 +280,16 @@ impl Sim {
                 .spawn(0, self.kthread_cpu(n), async move { s.kswapd(n).await });
             self.mm.borrow_mut().nodes[n as usize].kswapd = id;
         }
-        // flush_memcg_stats_dwork: every FLUSH_TIME.
+        // flush_memcg_stats_dwork: every FLUSH_TIME. It was queued at boot, long before the
+        // workloads start, so its phase relative to them is arbitrary: drawn from the seed.
+        // (Reclaim reads rstat values as of the last flush; when the flush falls decides,
+        // e.g., when inactive_is_low first sees a drained inactive anon list.)
         let s = self.clone();
-        self.e.spawn(0, self.kthread_cpu(0), async move {
+        let phase = {
+            use rand::Rng;
+            crate::engine::rng::stream(self.seed, FLUSH_PHASE_STREAM).random_range(0..FLUSH_TIME)
+        };
+        self.e.spawn(phase, self.kthread_cpu(0), async move {
             loop {
                 let n = {
                     let mut mm = s.mm.borrow_mut();

@@ -119,10 +119,11 @@ fn lru_note_cost_weights_io_walks_ancestors_and_halves() {
     let s = sim(true);
     let lv = {
         let mut mm = s.mm.borrow_mut();
-        // 400 pages on the leaf: after the periodic flush at t=0 every level's
-        // hierarchical LRU size is 400, so the halving threshold is 100.
+        // 400 pages on the leaf: after an rstat flush every level's hierarchical LRU
+        // size is 400, so the halving threshold is 100.
         let lv = mm.lruvec_of(2, 0);
         mm.lruvecs[lv as usize].stat[NodeStat::NrInactiveFile as usize] = 400;
+        mm.flush_stats(0);
         lv
     };
     let s2 = s.clone();
