@@ -212,6 +212,18 @@ impl Report {
             ] {
                 stat.insert(k.into(), json!(val));
             }
+            // Kernel memory charged to the subtree (hierarchical, as memory.stat shows it).
+            let (slab, pgtables) = mm
+                .memcg_preorder
+                .iter()
+                .filter(|&&c| mm.memcg_in_subtree(m, c))
+                .fold((0, 0), |(a, b), &c| {
+                    let x = &mm.memcgs[c as usize];
+                    (a + x.slab_reclaimable_bytes, b + x.pagetables_bytes)
+                });
+            stat.insert("kernel".into(), json!(slab + pgtables));
+            stat.insert("pagetables".into(), json!(pgtables));
+            stat.insert("slab_reclaimable".into(), json!(slab));
             for s in [
                 WorkingsetRefaultAnon,
                 WorkingsetRefaultFile,

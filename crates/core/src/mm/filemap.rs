@@ -6,9 +6,13 @@
 //! there goes to workingset_refault), adds it to the LRU, reads it from the device, then
 //! marks it accessed. Each file's cache is a dense array of u64 entries:
 //! 0 = empty, PAGE | pfn = resident, SHADOW | shadow = evicted.
+//! Inserting an entry allocates the xarray nodes it needs (576-byte radix_tree_node slab
+//! objects), charged to the reader's memcg: they take room from the LRU pages a memcg can
+//! hold. Nodes stay as long as the file (evicted pages leave shadows in them).
 //! Simplified: files are clean (written before the run), no readahead or large folios,
-//! no mmap of files, no truncation.
+//! no truncation, and the shadow-node shrinker (count_shadow_nodes) is not modeled.
 
+use super::memcontrol::{KmemKind, XA_NODE_SIZE};
 use super::mm_types::*;
 use super::vmstat::NodeStat;
 use super::Pfn;
@@ -47,6 +51,30 @@ pub enum Read {
 }
 
 impl Sim {
+    /// The node allocation of __filemap_add_folio()'s xarray store at `index`: missing
+    /// nodes are charged to `memcg` as slab; false when that charge fails.
+    pub async fn xa_alloc_nodes(&self, file: u32, index: u32, memcg: u16) -> bool {
+        let need = self.mm.borrow().files[file as usize].xa_missing(index);
+        if need == 0 {
+            return true;
+        }
+        if !self
+            .memcg_kmem_charge(memcg, need * XA_NODE_SIZE, KmemKind::SlabReclaimable)
+            .await
+        {
+            return false;
+        }
+        // Another task may have created some of them while we reclaimed.
+        let mut mm = self.mm.borrow_mut();
+        let created = mm.files[file as usize].xa_create(index);
+        mm.memcg_kmem_refund(
+            memcg,
+            (need - created) * XA_NODE_SIZE,
+            KmemKind::SlabReclaimable,
+        );
+        true
+    }
+
     /// filemap_read() of page `index` of file `file` by a task charged to `memcg`.
     pub async fn filemap_read(&self, file: u32, index: u32, memcg: u16, node: u32) -> Read {
         let entry = self.mm.borrow().files[file as usize].cache[index as usize];
@@ -65,6 +93,12 @@ impl Sim {
             self.e.charge(self.c.file_read_hit);
             self.folio_mark_accessed(other).await;
             return Read::Hit;
+        }
+        // __filemap_add_folio(): the xarray store allocates any missing nodes, charged to
+        // the reader's memcg (radix_tree_node slab objects are __GFP_ACCOUNT).
+        if !self.xa_alloc_nodes(file, index, memcg).await {
+            self.mm.borrow_mut().free_folio(pfn);
+            return Read::Oom;
         }
         {
             let mut mm = self.mm.borrow_mut();

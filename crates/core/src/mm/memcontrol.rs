@@ -64,6 +64,16 @@ pub struct Memcg {
     pub emin: u64,
     /// Swap slots charged (memory.swap.current) [pages], local.
     pub swap_usage: u64,
+    /// Pages charged for kernel memory (slab objects and page tables), local; part of
+    /// `usage` but on no LRU.
+    pub kmem_pages: u64,
+    /// Bytes of charged pages not yet handed to slab objects (the obj_cgroup byte stock).
+    pub obj_stock_bytes: u64,
+    /// Bytes of radix_tree_node (xa_node) slab objects of the page cache, local
+    /// (memory.stat slab_reclaimable).
+    pub slab_reclaimable_bytes: u64,
+    /// Bytes of PTE page tables, local (memory.stat pagetables).
+    pub pagetables_bytes: u64,
     /// Resolved swappiness (v1 memory.swappiness, inherited; else vm.swappiness).
     pub swappiness: u32,
     /// memory.events, local.
@@ -104,6 +114,10 @@ impl Memcg {
             elow: 0,
             emin: 0,
             swap_usage: 0,
+            kmem_pages: 0,
+            obj_stock_bytes: 0,
+            slab_reclaimable_bytes: 0,
+            pagetables_bytes: 0,
             swappiness: 60,
             events: [0; 5],
             vm_events: [0; NR_VM_EVENTS],
@@ -121,6 +135,28 @@ impl Memcg {
 }
 
 impl Mm {
+    /// obj_cgroup_uncharge() of slab objects charged but not used: the bytes go back to the
+    /// memcg's byte stock.
+    pub fn memcg_kmem_refund(&mut self, memcg: MemcgId, bytes: u64, kind: KmemKind) {
+        let m = &mut self.memcgs[memcg as usize];
+        match kind {
+            KmemKind::SlabReclaimable => m.slab_reclaimable_bytes -= bytes,
+            KmemKind::Pagetables => m.pagetables_bytes -= bytes,
+        }
+        m.obj_stock_bytes += bytes;
+    }
+
+    /// Uncharge freed kernel objects: their bytes return to the byte stock, and whole
+    /// pages of the stock go back to the page counters.
+    pub fn memcg_kmem_uncharge(&mut self, memcg: MemcgId, bytes: u64, kind: KmemKind) {
+        self.memcg_kmem_refund(memcg, bytes, kind);
+        let m = &mut self.memcgs[memcg as usize];
+        let pages = m.obj_stock_bytes / crate::scenario::PAGE_SIZE;
+        m.obj_stock_bytes -= pages * crate::scenario::PAGE_SIZE;
+        m.kmem_pages -= pages;
+        self.page_counter_uncharge(memcg, pages);
+    }
+
     /// mem_cgroup_is_root().
     #[inline]
     pub fn memcg_is_root(&self, m: MemcgId) -> bool {
@@ -503,7 +539,50 @@ pub fn calculate_high_delay(nr_pages: u64, max_overage: u64) -> u64 {
     (p * nr_pages as u128 / MEMCG_CHARGE_BATCH as u128) as u64
 }
 
+/// sizeof(struct xa_node) on x86-64: one radix_tree_node slab object [bytes].
+pub const XA_NODE_SIZE: u64 = 576;
+
+/// What kind of kernel object a kmem charge pays for (memory.stat line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KmemKind {
+    /// radix_tree_node objects of the page cache (SLAB_RECLAIM_ACCOUNT).
+    SlabReclaimable,
+    /// PTE pages (GFP_PGTABLE_USER has __GFP_ACCOUNT).
+    Pagetables,
+}
+
 impl crate::sim::Sim {
+    /// obj_cgroup_charge() for `bytes` of slab objects, or the page charge of a page-table
+    /// page (__GFP_ACCOUNT): whole pages come from try_charge_memcg (which may reclaim the
+    /// memcg's LRU pages to make room) and sub-page objects are carved from the memcg's byte
+    /// stock. False when the charge fails (the allocation fails with -ENOMEM).
+    ///
+    /// Simplified: one byte stock per memcg (the kernel keeps a per-CPU obj_stock); kernel
+    /// memory is charged to the memcg but not taken from the node's free pages.
+    pub async fn memcg_kmem_charge(&self, memcg: MemcgId, bytes: u64, kind: KmemKind) -> bool {
+        loop {
+            {
+                let mut mm = self.mm.borrow_mut();
+                let m = &mut mm.memcgs[memcg as usize];
+                if m.obj_stock_bytes >= bytes {
+                    m.obj_stock_bytes -= bytes;
+                    match kind {
+                        KmemKind::SlabReclaimable => m.slab_reclaimable_bytes += bytes,
+                        KmemKind::Pagetables => m.pagetables_bytes += bytes,
+                    }
+                    return true;
+                }
+            }
+            if !self.try_charge_memcg(memcg, 1).await {
+                return false;
+            }
+            let mut mm = self.mm.borrow_mut();
+            let m = &mut mm.memcgs[memcg as usize];
+            m.kmem_pages += 1;
+            m.obj_stock_bytes += crate::scenario::PAGE_SIZE;
+        }
+    }
+
     /// try_charge_memcg(): charge `nr` pages to `memcg`, reclaiming its (or an ancestor's)
     /// limit when needed.
     ///

@@ -9,6 +9,7 @@
 //! zap_pte_range (munmap, exit) frees through free_pages_and_swap_cache, which drains the
 //! local CPU's LRU batches first.
 
+use super::memcontrol::KmemKind;
 use super::memcontrol::StatKind;
 use super::mm_types::*;
 use super::swapfile::SwapEnt;
@@ -83,6 +84,28 @@ impl Sim {
         r
     }
 
+    /// __pte_alloc(): the first fault in a 2 MiB region allocates its PTE page, charged to
+    /// the memcg as kernel memory (it is on no LRU). False when the charge fails.
+    async fn pte_alloc(&self, mmid: u32, vpn: u32, memcg: super::MemcgId) -> bool {
+        let idx = vpn as usize / super::PTRS_PER_PTE;
+        if self.mm.borrow().mms[mmid as usize].pte_tables[idx] {
+            return true;
+        }
+        let bytes = crate::scenario::PAGE_SIZE;
+        if !self
+            .memcg_kmem_charge(memcg, bytes, KmemKind::Pagetables)
+            .await
+        {
+            return false;
+        }
+        let mut mm = self.mm.borrow_mut();
+        if !mm.mms[mmid as usize].pte_alloc(vpn) {
+            // Another thread of the process populated it while we reclaimed.
+            mm.memcg_kmem_uncharge(memcg, bytes, KmemKind::Pagetables);
+        }
+        true
+    }
+
     /// Allocate and charge a page for `memcg` (alloc_pages + mem_cgroup_charge).
     pub async fn alloc_charged_page(&self, node: u32, memcg: super::MemcgId) -> Option<Pfn> {
         let pfn = self.alloc_page(node).await?;
@@ -107,6 +130,9 @@ impl Sim {
         memcg: u16,
         node: u32,
     ) -> Fault {
+        if !self.pte_alloc(mmid, vpn, memcg).await {
+            return Fault::Oom;
+        }
         let entry = self.mm.borrow().files[file as usize].cache[vpn as usize];
         let pfn = match super::filemap::entry_page(entry) {
             Some(p) => p,
@@ -114,6 +140,10 @@ impl Sim {
                 let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
                     return Fault::Oom;
                 };
+                if !self.xa_alloc_nodes(file, vpn, memcg).await {
+                    self.mm.borrow_mut().free_folio(pfn);
+                    return Fault::Oom;
+                }
                 {
                     let mut mm = self.mm.borrow_mut();
                     let p = &mut mm.pages[pfn as usize];
@@ -161,6 +191,9 @@ impl Sim {
         memcg: u16,
         node: u32,
     ) -> Fault {
+        if !self.pte_alloc(mmid, vpn, memcg).await {
+            return Fault::Oom;
+        }
         let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
             return Fault::Oom;
         };

@@ -81,6 +81,8 @@ pub struct MmStruct {
     /// A file mapped MAP_SHARED over the whole area (page i of the area = page i of the
     /// file); None = anonymous memory.
     pub file: Option<u32>,
+    /// Which PTE pages (one per 512 virtual pages) exist; freed with the mm.
+    pub pte_tables: Vec<bool>,
 }
 
 impl MmStruct {
@@ -96,13 +98,77 @@ impl MmStruct {
             alive: true,
             tasks: Vec::new(),
             file: None,
+            pte_tables: vec![false; pages.div_ceil(PTRS_PER_PTE)],
         }
+    }
+
+    /// Whether a PTE page must be allocated for `vpn` (__pte_alloc); marks it present.
+    pub fn pte_alloc(&mut self, vpn: u32) -> bool {
+        let t = &mut self.pte_tables[vpn as usize / PTRS_PER_PTE];
+        !std::mem::replace(t, true)
+    }
+}
+
+/// PTEs per page-table page (x86-64).
+pub const PTRS_PER_PTE: usize = 512;
+
+/// XA_CHUNK_SHIFT: an xarray node has 64 slots.
+pub const XA_CHUNK_SHIFT: u32 = 6;
+
+impl File {
+    /// An empty page cache of `pages` pages charged to `memcg`.
+    pub fn new(pages: usize, memcg: MemcgId, mapped_by: Option<u32>) -> Self {
+        let mut xa_nodes = Vec::new();
+        let mut span = pages.max(1);
+        loop {
+            span = span.div_ceil(1 << XA_CHUNK_SHIFT);
+            xa_nodes.push(vec![false; span]);
+            if span == 1 {
+                break;
+            }
+        }
+        File {
+            cache: vec![0; pages],
+            xa_nodes,
+            memcg,
+            nr_cached: 0,
+            mapped_by,
+        }
+    }
+
+    /// How many xarray nodes a store at `index` would allocate.
+    pub fn xa_missing(&self, index: u32) -> u64 {
+        let mut n = 0;
+        for (level, nodes) in self.xa_nodes.iter().enumerate() {
+            if nodes[index as usize >> (XA_CHUNK_SHIFT as usize * (level + 1))] {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// xas_create() for `index`: the xarray nodes the store must allocate (the node holding
+    /// the entry and any missing ancestors), marked present.
+    pub fn xa_create(&mut self, index: u32) -> u64 {
+        let mut new = 0;
+        for (level, nodes) in self.xa_nodes.iter_mut().enumerate() {
+            let i = index as usize >> (XA_CHUNK_SHIFT as usize * (level + 1));
+            if std::mem::replace(&mut nodes[i], true) {
+                break; // present, and so are its ancestors
+            }
+            new += 1;
+        }
+        new
     }
 }
 
 /// A file: its page cache (one slot per page index; see `filemap`).
 pub struct File {
     pub cache: Vec<u64>,
+    /// The page-cache xarray's nodes that exist, per level (0 = the nodes holding the
+    /// entries, each covering 64 indices); a node lives while any entry below it does.
+    pub xa_nodes: Vec<Vec<bool>>,
     pub memcg: MemcgId,
     pub nr_cached: u64,
     /// The process that maps the file MAP_SHARED at offset 0, if any: the reverse map of
@@ -305,7 +371,8 @@ impl Mm {
             let mut expect = 0;
             for &c in &self.memcg_preorder {
                 if self.memcg_in_subtree(m, c) {
-                    expect += charged[c as usize] + self.stocked(c);
+                    expect +=
+                        charged[c as usize] + self.stocked(c) + self.memcgs[c as usize].kmem_pages;
                 }
             }
             let mc = &self.memcgs[m as usize];

@@ -246,12 +246,7 @@ pub fn spawn_usemem(
             let mmid = (mm.mms.len() - 1) as u32;
             if u.mapping == MappingKind::SharedFile {
                 // A file of the area's size, mapped MAP_SHARED (will-it-scale page_fault3).
-                mm.files.push(File {
-                    cache: vec![0; pages as usize],
-                    memcg,
-                    nr_cached: 0,
-                    mapped_by: Some(mmid),
-                });
+                mm.files.push(File::new(pages as usize, memcg, Some(mmid)));
                 let f = (mm.files.len() - 1) as u32;
                 mm.mms[mmid as usize].file = Some(f);
             }
@@ -319,12 +314,7 @@ pub fn spawn_file_read(
     {
         let mut mm = s.mm.borrow_mut();
         for sz in &f.files {
-            mm.files.push(File {
-                cache: vec![0; sz.pages() as usize],
-                memcg,
-                nr_cached: 0,
-                mapped_by: None,
-            });
+            mm.files.push(File::new(sz.pages() as usize, memcg, None));
             files.push((mm.files.len() - 1) as u32);
         }
     }
