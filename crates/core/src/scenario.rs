@@ -298,6 +298,11 @@ pub struct Kernel {
     /// The memory_recursiveprot cgroup2 mount option.
     #[serde(default)]
     pub memory_recursiveprot: bool,
+    /// When the periodic memcg statistics flush (flush_memcg_stats_dwork, every 2 s) first
+    /// runs, 0..2s after the start; absent = drawn from the seed (the work was queued at
+    /// boot, so its phase relative to a workload is arbitrary).
+    #[serde(default)]
+    pub memcg_flush_phase: Option<Dur>,
 }
 
 impl Default for Kernel {
@@ -307,6 +312,7 @@ impl Default for Kernel {
             min_free_kbytes: None,
             watermark_scale_factor: default_wsf(),
             memory_recursiveprot: false,
+            memcg_flush_phase: None,
         }
     }
 }
@@ -659,6 +665,17 @@ impl Scenario {
                 "scenario.kernel.swappiness",
                 format!("{}: allowed 0..=200", self.kernel.swappiness),
             ));
+        }
+        if let Some(p) = self.kernel.memcg_flush_phase {
+            if p.0 >= crate::mm::memcontrol::FLUSH_TIME {
+                return Err(Error::scenario(
+                    "scenario.kernel.memcg_flush_phase",
+                    format!(
+                        "{} ns: allowed 0s..2s (below FLUSH_TIME), or absent for a seeded phase",
+                        p.0
+                    ),
+                ));
+            }
         }
         if !(1..=3000).contains(&self.kernel.watermark_scale_factor) {
             return Err(Error::scenario(

@@ -44,6 +44,8 @@ pub struct Sim {
     pub c: CostTable,
     pub end: Time,
     pub seed: u64,
+    /// kernel.memcg_flush_phase: the first periodic memcg flush (None = seeded).
+    pub flush_phase: Option<Time>,
     /// The seed-patch switches of this run.
     pub v: crate::variant::Variants,
     /// Node of every CPU id (workload CPUs, then one kthread CPU per node).
@@ -234,6 +236,7 @@ impl Sim {
             c: costs,
             end: sc.duration.0,
             seed: sc.seed,
+            flush_phase: sc.kernel.memcg_flush_phase.map(|d| d.0),
             v: sc.variants.clone(),
             cpu_node,
             nr_cpus: ncpu,
@@ -285,10 +288,10 @@ impl Sim {
         // (Reclaim reads rstat values as of the last flush; when the flush falls decides,
         // e.g., when inactive_is_low first sees a drained inactive anon list.)
         let s = self.clone();
-        let phase = {
+        let phase = self.flush_phase.unwrap_or_else(|| {
             use rand::Rng;
             crate::engine::rng::stream(self.seed, FLUSH_PHASE_STREAM).random_range(0..FLUSH_TIME)
-        };
+        });
         self.e.spawn(phase, self.kthread_cpu(0), async move {
             loop {
                 let n = {
