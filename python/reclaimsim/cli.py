@@ -169,6 +169,47 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_pat
     click.echo(format_compare(c))
 
 
+@main.command(name="kernel-run")
+@click.argument("scenario")
+@click.option("--seed", type=int, help="Override the scenario's seed.")
+@click.option("--reps", type=click.IntRange(1, 100), default=3, show_default=True, help="Runs on the kernel (mean and CV over them).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the side-by-side report as JSON.")
+@click.option("--workdir", type=click.Path(file_okay=False), help="Where the file_read workloads' files go (a disk filesystem, not tmpfs; default /var/tmp/reclaimsim-PID).")
+@click.option("--swapfile", type=click.Path(dir_okay=False), help="Swap to this file when the scenario has swap and neither host swap nor zram exists.")
+@click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
+def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, show_all):
+    """Run SCENARIO's workloads on this machine's kernel, in real memory cgroups, and print
+    the kernel's counters beside the simulator's for the same scenario and seed.
+
+    Needs root and a memory cgroup controller (v2, else v1). Workloads must end by
+    themselves (usemem repeat, file_read passes or accesses). The cgroups, swap and files
+    it creates are removed afterwards, also after an error or Ctrl-C.
+    """
+    from .kernelrun import KernelRunError, format_report, kernel_run
+
+    def say(msg: str) -> None:
+        click.echo(f"kernel-run: {msg}", err=True)
+
+    with _user_errors():
+        try:
+            data = load_scenario(scenario, sets)
+            if seed is not None:
+                data["seed"] = seed
+            rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say)
+        except KernelRunError as e:
+            _fail(str(e))
+        except OSError as e:
+            _fail(f"kernel-run: {e}", 1)
+    if json_path == "-":
+        click.echo(json.dumps(rep, indent=2))
+        return
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rep, f, indent=2)
+    click.echo(format_report(rep, show_all))
+
+
 @main.command()
 def scenarios():
     """List the built-in scenarios."""

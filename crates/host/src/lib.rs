@@ -27,6 +27,69 @@ use std::path::{Path, PathBuf};
 
 const PAGE: usize = PAGE_SIZE as usize;
 
+/// Counters per thread in the live-statistics file (u64 each, in this order).
+pub const LIVE_FIELDS: [&str; 5] = ["accesses", "hits", "misses", "major_faults", "minor_faults"];
+
+/// How often (in accesses) a thread publishes its counters to the live file.
+const PUBLISH_EVERY: u64 = 4096;
+
+/// A thread's slot in the live-statistics file: a shared mapping the parent reads after
+/// the process ends, also when the OOM killer ended it.
+#[derive(Clone, Copy)]
+struct Live(*mut u64);
+
+// SAFETY: each thread writes only its own slot; the parent reads after the process exits.
+unsafe impl Send for Live {}
+unsafe impl Sync for Live {}
+
+impl Live {
+    fn publish(&self, st: &ThreadStats) {
+        if self.0.is_null() {
+            return;
+        }
+        let v = [
+            st.accesses,
+            st.hits,
+            st.misses,
+            st.major_faults,
+            st.minor_faults,
+        ];
+        for (i, x) in v.iter().enumerate() {
+            // SAFETY: the slot has LIVE_FIELDS.len() u64s inside the mapping (checked when
+            // the file was mapped); volatile so the stores are not elided before a kill.
+            unsafe { self.0.add(i).write_volatile(*x) };
+        }
+    }
+}
+
+/// Map the live-statistics file (the caller sized it) and return one slot per thread.
+fn live_slots(path: Option<&Path>, threads: u32) -> Result<(Option<Mapping>, Vec<Live>), String> {
+    let Some(path) = path else {
+        return Ok((None, vec![Live(std::ptr::null_mut()); threads as usize]));
+    };
+    let need = threads as usize * LIVE_FIELDS.len() * 8;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let len = f
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .len() as usize;
+    if len < need {
+        return Err(format!(
+            "{}: {len} bytes, need {need} for {threads} threads",
+            path.display()
+        ));
+    }
+    let m = Mapping::file_rw(&f, len)?;
+    let slots = (0..threads as usize)
+        .map(|t| Live(unsafe { (m.base as *mut u64).add(t * LIVE_FIELDS.len()) }))
+        .collect();
+    Ok((Some(m), slots))
+}
+
 /// What one thread did.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct ThreadStats {
@@ -109,12 +172,16 @@ pub fn create_files(sc: &Scenario, wi: usize, dir: &Path) -> Result<Vec<PathBuf>
 
 /// Run process `process` of workload `wi` to completion in the calling process, one OS
 /// thread per workload thread; `record` keeps every access (tests).
+///
+/// With `live`, each thread also publishes its counters every few thousand accesses into
+/// that file (one slot of [`LIVE_FIELDS`] per thread), so they survive an OOM kill.
 pub fn run_process(
     sc: &Scenario,
     wi: usize,
     process: u32,
     dir: &Path,
     record: bool,
+    live: Option<&Path>,
 ) -> Result<ProcessStats, String> {
     let n = processes(sc, wi)?;
     if process >= n {
@@ -123,9 +190,10 @@ pub fn run_process(
             process + 1
         ));
     }
+    let (_map, slots) = live_slots(live, threads_per_process(&sc.workloads[wi]))?;
     let threads = match &sc.workloads[wi] {
-        WorkloadSpec::Usemem(u) => run_usemem(sc, wi, u, process, record)?,
-        WorkloadSpec::FileRead(f) => run_file_read(sc, wi, f, dir, record)?,
+        WorkloadSpec::Usemem(u) => run_usemem(sc, wi, u, process, record, &slots)?,
+        WorkloadSpec::FileRead(f) => run_file_read(sc, wi, f, dir, record, &slots)?,
         WorkloadSpec::RequestChurn(_) => unreachable!("rejected by processes()"),
     };
     Ok(ProcessStats {
@@ -133,6 +201,15 @@ pub fn run_process(
         process,
         threads,
     })
+}
+
+/// Threads of one process of a workload.
+pub fn threads_per_process(w: &WorkloadSpec) -> u32 {
+    match w {
+        WorkloadSpec::Usemem(u) => u.threads,
+        WorkloadSpec::FileRead(f) => f.threads,
+        WorkloadSpec::RequestChurn(r) => r.threads,
+    }
 }
 
 fn os_err(what: &str) -> String {
@@ -183,6 +260,27 @@ impl Mapping {
         })
     }
 
+    fn file_rw(f: &File, len: usize) -> Result<Self, String> {
+        // SAFETY: a shared read-write mapping of a small file we opened; failure is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err("mmap (live statistics)"));
+        }
+        Ok(Mapping {
+            base: p as *mut u8,
+            len,
+        })
+    }
+
     fn file(f: &File, len: usize) -> Result<Self, String> {
         // SAFETY: a read-only shared mapping of an open file; failure is checked. It is
         // never touched, only queried with mincore.
@@ -219,6 +317,7 @@ fn run_usemem(
     u: &Usemem,
     process: u32,
     record: bool,
+    slots: &[Live],
 ) -> Result<Vec<ThreadStats>, String> {
     let pages = u.size.pages() as usize;
     let map = Mapping::anon(pages * PAGE)?;
@@ -229,7 +328,8 @@ fn run_usemem(
                 let task = process * u.threads + t;
                 let stream = reclaimsim_core::workload::access::task_stream(sc, wi, task);
                 let seq = UsememSeq::new(u, t, task_rng(sc, wi, task));
-                scope.spawn(move || usemem_thread(map, seq, stream, record))
+                let live = slots[t as usize];
+                scope.spawn(move || usemem_thread(map, seq, stream, record, live))
             })
             .collect();
         handles
@@ -239,7 +339,13 @@ fn run_usemem(
     })
 }
 
-fn usemem_thread(map: &Mapping, seq: UsememSeq, stream: u64, record: bool) -> ThreadStats {
+fn usemem_thread(
+    map: &Mapping,
+    seq: UsememSeq,
+    stream: u64,
+    record: bool,
+    live: Live,
+) -> ThreadStats {
     let (maj0, min0) = thread_faults();
     let mut st = ThreadStats {
         stream,
@@ -253,6 +359,10 @@ fn usemem_thread(map: &Mapping, seq: UsememSeq, stream: u64, record: bool) -> Th
                 let p = unsafe { map.base.add(vpn as usize * PAGE) } as *mut u64;
                 unsafe { p.write_volatile(st.accesses ^ 0x5a5a) };
                 st.accesses += 1;
+                if st.accesses.is_multiple_of(PUBLISH_EVERY) {
+                    usemem_faults(&mut st, maj0, min0);
+                    live.publish(&st);
+                }
                 if let Some(l) = st.log.as_mut() {
                     let vpn = (p as usize - map.base as usize) / PAGE;
                     l.push(Access::Touch {
@@ -277,6 +387,14 @@ fn usemem_thread(map: &Mapping, seq: UsememSeq, stream: u64, record: bool) -> Th
             Access::Read { .. } => unreachable!("usemem reads no files"),
         }
     }
+    usemem_faults(&mut st, maj0, min0);
+    live.publish(&st);
+    st
+}
+
+/// A usemem thread's faults since it started: major faults are its misses, and an access
+/// that did not fault is a hit.
+fn usemem_faults(st: &mut ThreadStats, maj0: u64, min0: u64) {
     let (maj, min) = thread_faults();
     st.major_faults = maj - maj0;
     st.minor_faults = min - min0;
@@ -284,7 +402,6 @@ fn usemem_thread(map: &Mapping, seq: UsememSeq, stream: u64, record: bool) -> Th
     st.hits = st
         .accesses
         .saturating_sub(st.major_faults + st.minor_faults);
-    st
 }
 
 struct OpenFile {
@@ -298,6 +415,7 @@ fn run_file_read(
     f: &FileRead,
     dir: &Path,
     record: bool,
+    slots: &[Live],
 ) -> Result<Vec<ThreadStats>, String> {
     let mut files = Vec::new();
     for (j, sz) in f.files.iter().enumerate() {
@@ -321,7 +439,8 @@ fn run_file_read(
             .map(|t| {
                 let stream = reclaimsim_core::workload::access::task_stream(sc, wi, t);
                 let seq = FileReadSeq::new(f, task_rng(sc, wi, t));
-                scope.spawn(move || file_read_thread(files, seq, stream, record))
+                let live = slots[t as usize];
+                scope.spawn(move || file_read_thread(files, seq, stream, record, live))
             })
             .collect();
         handles
@@ -339,6 +458,7 @@ fn file_read_thread(
     seq: FileReadSeq,
     stream: u64,
     record: bool,
+    live: Live,
 ) -> Result<ThreadStats, String> {
     let (maj0, min0) = thread_faults();
     let mut st = ThreadStats {
@@ -391,6 +511,9 @@ fn file_read_thread(
         } else {
             st.misses += 1;
         }
+        if st.accesses.is_multiple_of(PUBLISH_EVERY) {
+            live.publish(&st);
+        }
         if let Some(l) = st.log.as_mut() {
             l.push(Access::Read {
                 file: files.iter().position(|x| std::ptr::eq(x, f)).unwrap_or(0) as u32,
@@ -401,6 +524,7 @@ fn file_read_thread(
     let (maj, min) = thread_faults();
     st.major_faults = maj - maj0;
     st.minor_faults = min - min0;
+    live.publish(&st);
     Ok(st)
 }
 
@@ -411,9 +535,10 @@ pub fn run_process_json(
     wi: usize,
     process: u32,
     dir: &str,
+    live: Option<&str>,
 ) -> Result<String, String> {
     let sc = Scenario::from_json(scenario_json).map_err(|e| e.to_string())?;
-    let st = run_process(&sc, wi, process, Path::new(dir), false)?;
+    let st = run_process(&sc, wi, process, Path::new(dir), false, live.map(Path::new))?;
     serde_json::to_string(&st).map_err(|e| e.to_string())
 }
 

@@ -69,7 +69,8 @@ fn native_runner_issues_the_simulated_sequences() {
     for wi in 0..sc.workloads.len() {
         reclaimsim_host::create_files(&sc, wi, &dir).expect("files");
         for p in 0..reclaimsim_host::processes(&sc, wi).expect("replayable") {
-            let st = reclaimsim_host::run_process(&sc, wi, p, &dir, true).expect("native run");
+            let st =
+                reclaimsim_host::run_process(&sc, wi, p, &dir, true, None).expect("native run");
             for t in st.threads {
                 assert_eq!(
                     t.accesses as usize,

@@ -62,6 +62,42 @@ fn cost_table_json() -> String {
     reclaimsim_core::cost_table_json()
 }
 
+/// Check that every workload of a scenario (JSON text) can be replayed on the host kernel;
+/// returns the number of processes of each workload.
+#[pyfunction]
+fn host_processes_json(scenario_json: &str) -> PyResult<Vec<u32>> {
+    let sc = reclaimsim_core::Scenario::from_json(scenario_json).map_err(to_py_err)?;
+    (0..sc.workloads.len())
+        .map(|wi| reclaimsim_host::processes(&sc, wi).map_err(ScenarioError::new_err))
+        .collect()
+}
+
+/// Create the files of the scenario's file_read workloads under `dir` (kernel-run).
+#[pyfunction]
+fn host_create_files_json(py: Python<'_>, scenario_json: &str, dir: &str) -> PyResult<()> {
+    py.allow_threads(|| reclaimsim_host::create_files_json(scenario_json, dir))
+        .map_err(pyo3::exceptions::PyOSError::new_err)
+}
+
+/// Replay process `process` of workload `workload` natively in this process (kernel-run's
+/// worker, already placed in its cgroup); returns its per-thread statistics as JSON text.
+/// `live`: a file of threads * 5 u64 where the threads publish their counters as they go.
+#[pyfunction]
+#[pyo3(signature = (scenario_json, workload, process, dir, live=None))]
+fn host_run_process_json(
+    py: Python<'_>,
+    scenario_json: &str,
+    workload: usize,
+    process: u32,
+    dir: &str,
+    live: Option<&str>,
+) -> PyResult<String> {
+    py.allow_threads(|| {
+        reclaimsim_host::run_process_json(scenario_json, workload, process, dir, live)
+    })
+    .map_err(pyo3::exceptions::PyOSError::new_err)
+}
+
 fn to_py_err(e: Error) -> PyErr {
     match e {
         Error::Scenario { .. } => ScenarioError::new_err(e.to_string()),
@@ -75,6 +111,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(validate_json, m)?)?;
     m.add_function(wrap_pyfunction!(cost_table_json, m)?)?;
+    m.add_function(wrap_pyfunction!(host_processes_json, m)?)?;
+    m.add_function(wrap_pyfunction!(host_create_files_json, m)?)?;
+    m.add_function(wrap_pyfunction!(host_run_process_json, m)?)?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

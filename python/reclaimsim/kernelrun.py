@@ -1,0 +1,534 @@
+"""`reclaimsim kernel-run`: run a scenario's workloads on the host kernel, in real memory
+cgroups, and set the kernel's counters beside the simulator's for the same scenario and seed.
+
+Each workload process is a fork of this process that joins its cgroup and then replays,
+natively (the Rust `reclaimsim-host` crate), exactly the access sequence the simulated
+task issues (same generator, same random stream). The kernel side of a rep:
+
+1. create the cgroup tree under ``reclaimsim-<pid>`` (v2 when its memory controller is
+   available, else v1) with the scenario's limits and swappiness;
+2. drop the page cache (the workloads' files were written and synced before);
+3. snapshot /proc/vmstat, run every workload process at once, wait for all;
+4. read /proc/vmstat and each cgroup's memory.stat, remove the cgroups.
+
+Swap: with a scenario swap device and no swap on the host, zram0 is set up (or a swap
+file with ``--swapfile``) and torn down afterwards. Everything created is removed on exit,
+also after an error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _core
+from ._core import ScenarioError
+
+# /proc/vmstat counters compared; allocstall is the sum of allocstall_*.
+VMSTAT_COUNTERS = [
+    "pgscan_anon", "pgscan_file", "pgsteal_anon", "pgsteal_file",
+    "pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct",
+    "pswpin", "pswpout",
+    "workingset_refault_anon", "workingset_refault_file",
+    "workingset_activate_anon", "workingset_activate_file",
+    "workingset_restore_anon", "workingset_restore_file",
+    "pgactivate", "pgdeactivate", "pgrefill", "pgrotated", "pgmajfault",
+    "allocstall", "oom_kill",
+]
+
+# Counters the model does not produce the kernel's way, with the reason (shown, not hidden).
+NOT_COMPARABLE = {
+    "pgmajfault": "system-wide: counts every process's major faults (the workloads' own are major_faults)",
+    "minor_faults": "the host counts faults of the runner itself (stacks, buffers) too",
+}
+# Prefix rules: counters named PREFIX@/cgroup.
+NOT_COMPARABLE_PREFIX = {
+    "kernel@": "the kernel's count includes the runner process's own objects (task, stacks, mm), "
+    "of which some outlive it",
+}
+
+
+def why_not_comparable(name: str) -> str | None:
+    if name in NOT_COMPARABLE:
+        return NOT_COMPARABLE[name]
+    for prefix, why in NOT_COMPARABLE_PREFIX.items():
+        if name.startswith(prefix):
+            return why
+    return None
+
+# Below this many events a difference is host noise (other processes, the runner itself).
+NOISE_FLOOR = 64
+
+# Counters the fidelity work holds to 5%.
+KEY_COUNTERS = {
+    "misses", "major_faults", "pgscan_anon", "pgscan_file", "pgsteal_anon", "pgsteal_file",
+    "pswpin", "pswpout", "workingset_refault_anon", "workingset_refault_file",
+}
+
+
+class KernelRunError(Exception):
+    """Bad input or a missing host facility: exit 2 with this message."""
+
+
+# ---------------------------------------------------------------------------------------
+# cgroups
+
+
+def _mounts() -> list[tuple[str, str, str]]:
+    out = []
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            dev, mnt, fstype, opts, *_ = line.split()
+            out.append((mnt, fstype, opts))
+    return out
+
+
+def _write(path: Path, value: str) -> None:
+    try:
+        path.write_text(value)
+    except OSError as e:
+        raise KernelRunError(f"cannot write {value.strip()!r} to {path}: {e.strerror}") from None
+
+
+@dataclass
+class Cgroups:
+    """A memory-cgroup tree owned by one kernel-run, v1 or v2."""
+
+    version: int
+    mount: Path
+    root: Path | None = None
+    notes: list = field(default_factory=list)
+
+    @staticmethod
+    def detect() -> "Cgroups":
+        for mnt, fstype, opts in _mounts():
+            if fstype == "cgroup2":
+                ctl = Path(mnt) / "cgroup.controllers"
+                if ctl.exists() and "memory" in ctl.read_text().split():
+                    return Cgroups(2, Path(mnt))
+        for mnt, fstype, opts in _mounts():
+            if fstype == "cgroup" and "memory" in opts.split(","):
+                return Cgroups(1, Path(mnt))
+        raise KernelRunError(
+            "no memory cgroup controller: neither a cgroup2 mount with the memory controller "
+            "nor a cgroup v1 memory hierarchy is mounted"
+        )
+
+    def path(self, cg: str) -> Path:
+        return self.root / cg.strip("/") if cg.strip("/") else self.root
+
+    def create(self, scenario: dict, tag: str) -> None:
+        self.root = self.mount / tag
+        self.remove()
+        self.root.mkdir()
+        if self.version == 2:
+            _write(self.mount / "cgroup.subtree_control", "+memory")
+        kernel = scenario.get("kernel", {})
+        for cg in sorted(scenario.get("cgroup", []), key=lambda c: c["path"].count("/")):
+            p = self.path(cg["path"])
+            p.mkdir(parents=True, exist_ok=True)
+            mem = cg.get("memory", {})
+            if self.version == 2:
+                _write(p.parent / "cgroup.subtree_control", "+memory")
+                for k in ("max", "high", "low", "min"):
+                    if mem.get(k) not in (None, "max"):
+                        _write(p / f"memory.{k}", str(mem[k]))
+                if mem.get("swappiness") is not None:
+                    self.notes.append(f"{cg['path']}: cgroup v2 has no per-cgroup swappiness; vm.swappiness applies")
+            else:
+                if mem.get("max") not in (None, "max"):
+                    _write(p / "memory.limit_in_bytes", str(mem["max"]))
+                for k in ("high", "low", "min"):
+                    if mem.get(k) not in (None, "max", 0):
+                        self.notes.append(f"{cg['path']}: memory.{k} has no cgroup v1 equivalent; not applied")
+                sw = mem.get("swappiness")
+                _write(p / "memory.swappiness", str(kernel.get("swappiness", 60) if sw is None else sw))
+
+    def procs_file(self, cg: str) -> Path:
+        return self.path(cg) / "cgroup.procs"
+
+    def stat(self, cg: str) -> dict[str, int]:
+        out = {}
+        for line in (self.path(cg) / "memory.stat").read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if v.strip().lstrip("-").isdigit():
+                out[k] = int(v)
+        return out
+
+    def file_anon(self, cg: str) -> tuple[int, int]:
+        """Bytes of page cache and anon charged to the cgroup (hierarchically)."""
+        s = self.stat(cg)
+        if self.version == 2:
+            return s.get("file", 0), s.get("anon", 0)
+        return (
+            s.get("total_inactive_file", 0) + s.get("total_active_file", 0),
+            s.get("total_inactive_anon", 0) + s.get("total_active_anon", 0),
+        )
+
+    def kernel_bytes(self, cg: str) -> int:
+        """Kernel memory (slab, page tables, stacks) charged to the cgroup."""
+        if self.version == 2:
+            return self.stat(cg).get("kernel", 0)
+        return int((self.path(cg) / "memory.kmem.usage_in_bytes").read_text())
+
+    def remove(self) -> None:
+        """Remove the tree bottom-up, killing anything left in it."""
+        if self.root is None or not self.root.exists():
+            return
+        dirs = sorted((p for p in self.root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+        for d in dirs + [self.root]:
+            procs = d / "cgroup.procs"
+            if procs.exists():
+                for pid in procs.read_text().split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            for _ in range(100):
+                try:
+                    d.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------------------
+# swap
+
+
+def _active_swaps() -> list[str]:
+    lines = Path("/proc/swaps").read_text().splitlines()[1:]
+    return [l.split()[0] for l in lines if l.strip()]
+
+
+def _run(cmd: list[str]) -> None:
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise KernelRunError(f"{' '.join(cmd)}: {p.stderr.strip() or p.returncode}")
+
+
+class Swap:
+    """The swap the scenario asks for: existing swap, zram0, or a swap file (--swapfile)."""
+
+    def __init__(self, size: int, swapfile: str | None, notes: list):
+        self.dev = None
+        self.kind = None
+        active = _active_swaps()
+        if active:
+            notes.append(f"using the host's active swap ({', '.join(active)})")
+            return
+        zram = Path("/sys/block/zram0")
+        if swapfile is None and not zram.exists():
+            subprocess.run(["modprobe", "zram"], capture_output=True)  # may be built in or absent
+        if swapfile is None and zram.exists():
+            if int((zram / "disksize").read_text()) != 0:
+                _write(zram / "reset", "1")
+            _write(zram / "disksize", str(size))
+            self.dev, self.kind = "/dev/zram0", "zram"
+        elif swapfile is not None:
+            with open(swapfile, "wb") as f:
+                f.truncate(0)
+                chunk = b"\0" * (1 << 20)
+                for _ in range(size >> 20):
+                    f.write(chunk)
+            os.chmod(swapfile, 0o600)
+            self.dev, self.kind = swapfile, "file"
+        else:
+            raise KernelRunError(
+                "the scenario has swap, the host has none and zram is not available; "
+                "pass --swapfile PATH to swap to a file"
+            )
+        _run(["mkswap", self.dev])
+        _run(["swapon", self.dev])
+        notes.append(f"swap on {self.kind} {self.dev}, {size >> 20} MiB")
+
+    def close(self) -> None:
+        if self.dev is None:
+            return
+        subprocess.run(["swapoff", self.dev], capture_output=True)
+        if self.kind == "zram":
+            try:
+                Path("/sys/block/zram0/reset").write_text("1")
+            except OSError:
+                pass
+        else:
+            try:
+                os.unlink(self.dev)
+            except OSError:
+                pass
+        self.dev = None
+
+
+# ---------------------------------------------------------------------------------------
+# one rep
+
+
+def _vmstat() -> dict[str, int]:
+    out = {}
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        k, v = line.split()
+        out[k] = int(v)
+    out["allocstall"] = sum(v for k, v in out.items() if k.startswith("allocstall_"))
+    return out
+
+
+def _drop_caches() -> None:
+    os.sync()
+    _write(Path("/proc/sys/vm/drop_caches"), "3")
+
+
+LIVE_FIELDS = ("accesses", "hits", "misses", "major_faults", "minor_faults")
+
+
+def _live_file(tag: str, wi: int, proc: int, threads: int) -> Path:
+    """A zeroed file the worker's threads publish their counters into (written here first,
+    so its pages are charged to this process, not to the workload's cgroup)."""
+    p = Path("/dev/shm") / f"{tag}-w{wi}-p{proc}"
+    p.write_bytes(b"\0" * max(threads * len(LIVE_FIELDS) * 8, 8))
+    return p
+
+
+def _read_live(p: Path) -> list[dict]:
+    data = p.read_bytes()
+    n = len(LIVE_FIELDS)
+    vals = [int.from_bytes(data[i : i + 8], "little") for i in range(0, len(data) - 7, 8)]
+    return [dict(zip(LIVE_FIELDS, vals[i : i + n])) for i in range(0, len(vals) - n + 1, n)]
+
+
+def _spawn(scenario_json: str, wi: int, proc: int, workdir: str, procs_file: Path, live: Path):
+    """Fork a worker: join the cgroup, replay, send the statistics back through a pipe."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            os.close(r)
+            procs_file.write_text(str(os.getpid()))
+            out = _core.host_run_process_json(scenario_json, wi, proc, workdir, str(live))
+        except BaseException as e:  # report anything to the parent, never unwind into it
+            out = json.dumps({"error": str(e)})
+            code = 1
+        try:
+            os.write(w, out.encode())
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def run_rep(scenario: dict, scenario_json: str, nprocs: list[int], cg: Cgroups, workdir: str, tag: str) -> dict:
+    cg.create(scenario, tag)
+    kids = []
+    try:
+        _drop_caches()
+        v0 = _vmstat()
+        t0 = time.monotonic()
+        kids = []
+        for wi, w in enumerate(scenario["workload"]):
+            threads = w.get("threads", 1)
+            for p in range(nprocs[wi]):
+                live = _live_file(tag, wi, p, threads)
+                pid, fd = _spawn(scenario_json, wi, p, workdir, cg.procs_file(w.get("cgroup", "/")), live)
+                kids.append((wi, pid, fd, live))
+        results = []
+        errors = []
+        for wi, pid, fd, live in kids:
+            data = _read_all(fd)
+            _, status = os.waitpid(pid, 0)
+            if os.WIFSIGNALED(status):
+                # Killed (the OOM killer sends SIGKILL): keep what its threads published.
+                results.append({"workload": wi, "killed": os.WTERMSIG(status), "threads": _read_live(live)})
+            else:
+                d = json.loads(data or b"{}")
+                if "error" in d:
+                    errors.append(f"workload {wi}: {d['error']}")
+                results.append(d)
+            live.unlink()
+        if errors:
+            raise KernelRunError("; ".join(errors))
+        wall = time.monotonic() - t0
+        v1 = _vmstat()
+        settled = {c["path"]: (*cg.file_anon(c["path"]), cg.kernel_bytes(c["path"])) for c in scenario.get("cgroup", [])}
+    finally:
+        cg.remove()
+        for *_, live in kids:
+            live.unlink(missing_ok=True)
+    counters = {}
+    for k in ("accesses", "hits", "misses", "major_faults", "minor_faults"):
+        counters[k] = sum(t[k] for r in results for t in r["threads"])
+    for k in VMSTAT_COUNTERS:
+        counters[k] = v1.get(k, 0) - v0.get(k, 0)
+    for path, (file_b, anon_b, kernel_b) in settled.items():
+        counters[f"file@{path}"] = file_b
+        counters[f"anon@{path}"] = anon_b
+        counters[f"kernel@{path}"] = kernel_b
+    counters["oom_killed_processes"] = sum(1 for r in results if r.get("killed") == signal.SIGKILL)
+    return {"wall_s": wall, "counters": counters}
+
+
+def sim_counters(result) -> dict[str, float]:
+    """The simulator's values of the counters kernel-run collects."""
+    out = {}
+    for k in ("accesses", "hits", "misses", "major_faults", "minor_faults"):
+        out[k] = sum(w[k] for w in result.workloads)
+    vm = result.vmstat
+    for k in VMSTAT_COUNTERS:
+        out[k] = vm.get(k, 0)
+    for c in result.cgroups:
+        st = c["memory.stat"]
+        out[f"file@{c['path']}"] = st.get("file", 0)
+        out[f"anon@{c['path']}"] = st.get("anon", 0)
+        out[f"kernel@{c['path']}"] = st.get("kernel", 0)
+    out["oom_killed_processes"] = len(result.oom_kills)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the command
+
+
+def check_host() -> Cgroups:
+    if os.geteuid() != 0:
+        raise KernelRunError(
+            "kernel-run needs root (it creates memory cgroups, drops caches and sets up swap); run it as root"
+        )
+    return Cgroups.detect()
+
+
+def _has_anon(scenario: dict) -> bool:
+    return any(w.get("type") == "usemem" for w in scenario.get("workload", []))
+
+
+def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = None, progress=None) -> dict:
+    """Run `scenario` (normalized dict) `reps` times on the host kernel and once in the
+    simulator; return the side-by-side report."""
+    scenario_json = json.dumps(scenario)
+    nprocs = _core.host_processes_json(scenario_json)
+    norm = json.loads(_core.validate_json(scenario_json))
+    cg = check_host()
+    notes = cg.notes
+    if any(w.get("start", 0) for w in norm["workload"]):
+        notes.append("workload start times are not replayed: every workload starts at once")
+    swap_spec = norm["machine"].get("swap")
+    swap = None
+    sysctl = Path("/proc/sys/vm/swappiness")
+    old_swappiness = sysctl.read_text().strip()
+    tag = f"reclaimsim-{os.getpid()}"
+    reps_out = []
+    try:
+        if swap_spec:
+            swap = Swap(swap_spec["size"], swapfile, notes)
+        elif _active_swaps() and _has_anon(norm):
+            notes.append("the scenario has no swap but the host does: the kernel may swap where the model cannot")
+        _write(sysctl, str(norm["kernel"]["swappiness"]))
+        os.makedirs(workdir, exist_ok=True)
+        _core.host_create_files_json(scenario_json, workdir)
+        for i in range(reps):
+            if progress:
+                progress(f"rep {i + 1}/{reps} on the kernel")
+            reps_out.append(run_rep(norm, scenario_json, nprocs, cg, workdir, tag))
+    finally:
+        cg.remove()
+        try:
+            sysctl.write_text(old_swappiness)
+        except OSError:
+            pass
+        if swap:
+            swap.close()
+        for f in Path(workdir).glob("w*-f*.dat"):
+            f.unlink()
+        try:
+            os.rmdir(workdir)
+        except OSError:
+            pass
+    if progress:
+        progress("simulating")
+    from .result import Result
+
+    sim = sim_counters(Result(_core.run_json(scenario_json, None)))
+    rows = []
+    names = list(reps_out[0]["counters"])
+    for name in names:
+        vals = [r["counters"][name] for r in reps_out]
+        mean = statistics.fmean(vals)
+        cv = statistics.pstdev(vals) / mean if mean else 0.0
+        s = sim.get(name, 0)
+        if mean:
+            diff = (s - mean) / mean * 100.0
+        else:
+            diff = 0.0 if s == 0 else None
+        why_not = why_not_comparable(name)
+        comparable = why_not is None
+        row = {
+            "name": name,
+            "kernel_mean": mean,
+            "kernel_cv": cv,
+            "kernel_values": vals,
+            "sim": s,
+            "diff_pct": diff,
+            "comparable": comparable,
+        }
+        if not comparable:
+            row["why_not"] = why_not
+        rows.append(row)
+    return {
+        "scenario": norm.get("name") or "scenario",
+        "seed": norm["seed"],
+        "reps": reps,
+        "cgroup_version": cg.version,
+        "kernel": os.uname().release,
+        "wall_s": [r["wall_s"] for r in reps_out],
+        "notes": notes,
+        "counters": rows,
+    }
+
+
+def off_by_more_than_5pct(row: dict) -> bool:
+    """A key counter that disagrees by more than 5% and more than the noise floor."""
+    d = row["diff_pct"]
+    if abs(row["sim"] - row["kernel_mean"]) < NOISE_FLOOR:
+        return False
+    return d is None or abs(d) > 5
+
+
+def format_report(rep: dict, show_all: bool = False) -> str:
+    lines = [
+        f"# kernel-run: {rep['scenario']}  seed={rep['seed']}  reps={rep['reps']}  "
+        f"kernel {rep['kernel']}  cgroup v{rep['cgroup_version']}  "
+        f"wall {', '.join(f'{w:.1f}' for w in rep['wall_s'])} s"
+    ]
+    for n in rep["notes"]:
+        lines.append(f"note: {n}")
+    lines.append(f"{'counter':<28} {'kernel mean':>14} {'cv':>7} {'sim':>14} {'diff':>9}")
+    for r in rep["counters"]:
+        if not show_all and r["kernel_mean"] == 0 and r["sim"] == 0:
+            continue
+        d = r["diff_pct"]
+        ds = "n/a" if d is None else f"{d:+.1f}%"
+        flag = ""
+        if not r["comparable"]:
+            flag = "  (not comparable: " + r["why_not"] + ")"
+        elif r["name"] in KEY_COUNTERS and off_by_more_than_5pct(r):
+            flag = "  !"
+        lines.append(
+            f"{r['name']:<28} {r['kernel_mean']:>14.0f} {r['kernel_cv']:>7.3f} {r['sim']:>14.0f} {ds:>9}{flag}"
+        )
+    return "\n".join(lines)

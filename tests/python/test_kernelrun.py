@@ -1,0 +1,135 @@
+"""`reclaimsim kernel-run`: refusals without root or a memory controller, and real small
+runs on the host kernel (when root and a memory cgroup controller are available)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reclaimsim import cli as cli_mod
+from reclaimsim import kernelrun
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "reclaimsim.cli", *args], capture_output=True, text=True)
+
+
+def _can_run_on_kernel() -> str | None:
+    """None when real kernel runs are possible here, else the reason they are not."""
+    if os.geteuid() != 0:
+        return "not root"
+    try:
+        kernelrun.Cgroups.detect()
+    except kernelrun.KernelRunError as e:
+        return str(e)
+    return None
+
+
+REASON = _can_run_on_kernel()
+needs_kernel = pytest.mark.skipif(REASON is not None, reason=f"kernel-run impossible here: {REASON}")
+
+
+def _leftovers():
+    """reclaimsim-owned cgroups, live files and swap left on the host."""
+    out = []
+    for mnt, fstype, opts in kernelrun._mounts():
+        if fstype in ("cgroup", "cgroup2"):
+            out += [str(p) for p in Path(mnt).glob("reclaimsim-*")]
+    out += [str(p) for p in Path("/dev/shm").glob("reclaimsim-*")]
+    zram = Path("/sys/block/zram0/disksize")
+    if zram.exists() and int(zram.read_text()) != 0:
+        out.append("zram0 still configured")
+    return out
+
+
+def test_without_root_exits_2_saying_so(monkeypatch):
+    monkeypatch.setattr(kernelrun.os, "geteuid", lambda: 1000)
+    r = CliRunner().invoke(cli_mod.main, ["kernel-run", "calib-uniform"])
+    assert r.exit_code == 2
+    assert "needs root" in r.output
+
+
+def test_without_memory_controller_exits_2_saying_so(monkeypatch):
+    monkeypatch.setattr(kernelrun.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(kernelrun, "_mounts", lambda: [("/sys/fs/cgroup", "cgroup2", "rw")])
+    monkeypatch.setattr(kernelrun.Path, "exists", lambda self: False)
+    r = CliRunner().invoke(cli_mod.main, ["kernel-run", "calib-uniform"])
+    assert r.exit_code == 2
+    assert "no memory cgroup controller" in r.output
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["kernel-run", "default"], "repeat"),
+        (["kernel-run", "file-zipf"], "scenario.workload[0]: file_read.accesses = 0"),
+        (["kernel-run", "seed-003"], "request_churn"),
+        (["kernel-run", "calib-uniform", "--reps", "0"], "--reps"),
+    ],
+)
+def test_unreplayable_scenarios_exit_2_naming_the_field(args, needle):
+    p = cli(*args)
+    assert p.returncode == 2, p.stderr
+    assert needle in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def _counters(rep):
+    return {c["name"]: c for c in rep["counters"]}
+
+
+@needs_kernel
+def test_uniform_file_reads_agree_with_the_kernel():
+    p = cli(
+        "kernel-run", "calib-uniform", "--reps", "1", "--json", "-",
+        "--set", 'workload[0].files=["64M"]', "--set", "cgroup[0].memory.max=32M",
+        "--set", "workload[0].accesses=30000",
+    )
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["reps"] == 1 and rep["scenario"] == "calib-uniform"
+    c = _counters(rep)
+    for row in rep["counters"]:
+        assert set(row) >= {"name", "kernel_mean", "kernel_cv", "sim", "diff_pct", "comparable"}
+    assert c["accesses"]["kernel_mean"] == c["accesses"]["sim"] == 30000
+    # The same sequence on both sides; the cgroup is half the file, so about half misses.
+    assert 0.3 * 30000 < c["misses"]["kernel_mean"] < 0.8 * 30000
+    assert abs(c["misses"]["diff_pct"]) < 10, c["misses"]
+    assert c["pgscan_file"]["kernel_mean"] > 0 and c["pgscan_file"]["sim"] > 0
+    assert c["pgscan_direct"]["kernel_mean"] == 0, "limit reclaim is not counted as direct reclaim"
+    assert not c["pgmajfault"]["comparable"] and c["pgmajfault"]["why_not"]
+    assert not _leftovers()
+
+
+@needs_kernel
+def test_anon_sequential_passes_with_swap_agree_with_the_kernel():
+    p = cli(
+        "kernel-run", "calib-anon-zram", "--reps", "1", "--json", "-",
+        "--set", "workload[0].size=24M", "--set", "cgroup[0].memory.max=16M",
+    )
+    assert p.returncode == 0, p.stderr
+    c = _counters(json.loads(p.stdout))
+    assert c["pswpout"]["kernel_mean"] > 0 and c["pswpout"]["sim"] > 0
+    assert abs(c["pswpin"]["diff_pct"]) < 10, c["pswpin"]
+    assert abs(c["major_faults"]["diff_pct"]) < 10, c["major_faults"]
+    assert not _leftovers()
+
+
+@needs_kernel
+def test_ctrl_c_removes_everything():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reclaimsim.cli", "kernel-run", "calib-seq-loop", "--reps", "5"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert not _leftovers()
