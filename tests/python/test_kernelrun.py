@@ -96,7 +96,7 @@ def test_uniform_file_reads_agree_with_the_kernel():
     assert rep["reps"] == 1 and rep["scenario"] == "calib-uniform"
     c = _counters(rep)
     for row in rep["counters"]:
-        assert set(row) >= {"name", "kernel_mean", "kernel_cv", "sim", "diff_pct", "comparable"}
+        assert set(row) >= {"name", "kernel_mean", "kernel_cv", "sim", "sim_cv", "diff_pct", "comparable"}
     assert c["accesses"]["kernel_mean"] == c["accesses"]["sim"] == 30000
     # The same sequence on both sides; the cgroup is half the file, so about half misses.
     assert 0.3 * 30000 < c["misses"]["kernel_mean"] < 0.8 * 30000
