@@ -54,8 +54,18 @@ impl Sim {
     pub async fn exit_mmap(&self, mmid: u32) {
         let n = self.mm.borrow().mms[mmid as usize].ptes.len() as u32;
         self.zap_pte_range(mmid, 0, n).await;
+        // free_pgtables(): the PTE pages go with the mm.
+        let mut mm = self.mm.borrow_mut();
+        let m = &mut mm.mms[mmid as usize];
+        let tables = m.pte_tables.iter().filter(|&&t| t).count() as u64;
+        m.pte_tables.fill(false);
+        let memcg = m.memcg;
+        mm.memcg_kmem_uncharge(memcg, tables * PAGE_SIZE, KmemKind::Pagetables);
     }
 }
+
+use super::memcontrol::KmemKind;
+use crate::scenario::PAGE_SIZE;
 
 impl super::Mm {
     /// delete_from_swap_cache() + swap_free() for a folio whose owner goes away.
