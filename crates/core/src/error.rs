@@ -1,5 +1,5 @@
-//! The one error enum of the core. Bad input is `Scenario` (the Python front maps it to
-//! `ScenarioError` and exit code 2); `Interrupted` is a progress callback asking to stop;
+//! The one error enum of the core. Bad input is `Scenario` or `Trace` (the Python front
+//! maps both to `ScenarioError` and exit code 2); `Interrupted` is a progress callback asking to stop;
 //! `Internal` is a bug in the simulator, reported instead of a panic.
 
 use std::fmt;
@@ -12,6 +12,13 @@ pub enum Error {
         path: String,
         msg: String,
         hint: Option<String>,
+    },
+    /// A trace file is unreadable or malformed: `record` is the 1-based record (line,
+    /// row or binary record) where reading stopped, 0 when the file could not be opened.
+    Trace {
+        file: String,
+        record: u64,
+        msg: String,
     },
     /// The progress callback asked the run to stop (Ctrl-C).
     Interrupted,
@@ -49,6 +56,14 @@ impl fmt::Display for Error {
                     write!(f, "\n\nhint: {h}")?;
                 }
                 Ok(())
+            }
+            Error::Trace {
+                file,
+                record: 0,
+                msg,
+            } => write!(f, "trace {file}: {msg}"),
+            Error::Trace { file, record, msg } => {
+                write!(f, "trace {file}: record {record}: {msg}")
             }
             Error::Interrupted => write!(f, "interrupted"),
             Error::Internal(m) => write!(f, "internal simulator error (a bug): {m}"),

@@ -20,6 +20,7 @@ pub mod mm;
 pub mod report;
 pub mod scenario;
 pub mod sim;
+pub mod trace;
 pub mod variant;
 pub mod workload;
 

@@ -361,6 +361,7 @@ pub enum WorkloadSpec {
     Usemem(Usemem),
     FileRead(FileRead),
     RequestChurn(RequestChurn),
+    Trace(Trace),
 }
 
 impl WorkloadSpec {
@@ -369,6 +370,7 @@ impl WorkloadSpec {
             WorkloadSpec::Usemem(u) => &u.placement,
             WorkloadSpec::FileRead(f) => &f.placement,
             WorkloadSpec::RequestChurn(r) => &r.placement,
+            WorkloadSpec::Trace(t) => &t.placement,
         }
     }
     pub fn type_name(&self) -> &'static str {
@@ -376,6 +378,7 @@ impl WorkloadSpec {
             WorkloadSpec::Usemem(_) => "usemem",
             WorkloadSpec::FileRead(_) => "file_read",
             WorkloadSpec::RequestChurn(_) => "request_churn",
+            WorkloadSpec::Trace(_) => "trace",
         }
     }
     pub fn nr_tasks(&self) -> u32 {
@@ -383,6 +386,7 @@ impl WorkloadSpec {
             WorkloadSpec::Usemem(u) => u.processes * u.threads,
             WorkloadSpec::FileRead(f) => f.threads,
             WorkloadSpec::RequestChurn(r) => r.threads,
+            WorkloadSpec::Trace(_) => 1,
         }
     }
 }
@@ -509,6 +513,106 @@ pub struct FileRead {
     /// Files are written before the run (dirty pages are simplified as clean).
     #[serde(default)]
     pub mapped: bool,
+}
+
+/// Trace file formats (`format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceFormat {
+    /// From the file name (.txt, .csv, .zst, .oracleGeneral/.bin, .json), else the content.
+    Auto,
+    /// One page or object id per line (decimal or 0x hex); `#` lines are comments.
+    Text,
+    /// CSV with the columns named in `csv`.
+    Csv,
+    /// libCacheSim oracleGeneral: 24-byte records (u32 time, u64 obj_id, u32 obj_size,
+    /// i64 next_access_vtime), little-endian.
+    OracleGeneral,
+    /// oracleGeneral compressed with zstd.
+    OracleGeneralZst,
+    /// DAMON records as `damo` writes them in JSON: per snapshot, regions with their
+    /// access counts, turned into page accesses at the recorded rates.
+    Damon,
+}
+
+/// What a trace's ids address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceTarget {
+    /// Pages of one page-cache file, read with readahead off.
+    File,
+    /// Pages of one anonymous area, written.
+    Anon,
+}
+
+/// Which CSV columns hold what: a header name, or a 1-based column number.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CsvColumns {
+    /// The object id column (required).
+    pub obj_id: CsvColumn,
+    /// Object size in bytes; absent = one page per object.
+    #[serde(default)]
+    pub obj_size: Option<CsvColumn>,
+    /// The operation; `write`, `set`, `put`, `update`, `w` (any case) are writes.
+    #[serde(default)]
+    pub op: Option<CsvColumn>,
+    /// The time column (read and checked, not replayed: requests run back to back).
+    #[serde(default)]
+    pub time: Option<CsvColumn>,
+    /// Whether the first row is a header (needed to name columns).
+    #[serde(default = "yes")]
+    pub header: bool,
+    /// Field delimiter, one ASCII character.
+    #[serde(default = "comma")]
+    pub delimiter: String,
+}
+
+fn yes() -> bool {
+    true
+}
+fn comma() -> String {
+    ",".into()
+}
+
+/// A CSV column: its header name or its 1-based number.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum CsvColumn {
+    Number(usize),
+    Name(String),
+}
+
+/// Replay of a page-access trace through the full model by one task: each request's
+/// object maps to consecutive pages (objects larger than a page span several), ids are
+/// given dense page indices in order of first appearance, requests run back to back.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trace {
+    #[serde(flatten)]
+    pub placement: Placement,
+    /// The trace file (relative paths are relative to the working directory).
+    pub path: String,
+    /// `auto`, `text`, `csv`, `oracle_general`, `oracle_general_zst` or `damon`.
+    #[serde(default = "default_trace_format")]
+    pub format: TraceFormat,
+    /// `file` (page cache) or `anon`.
+    #[serde(default = "default_trace_target")]
+    pub target: TraceTarget,
+    /// Requests to replay; 0 = the whole trace.
+    #[serde(default)]
+    pub requests: u64,
+    /// Column mapping for `csv` (default: a header with `obj_id`, optional `obj_size`,
+    /// `op`, `time`).
+    #[serde(default)]
+    pub csv: Option<CsvColumns>,
+}
+
+fn default_trace_format() -> TraceFormat {
+    TraceFormat::Auto
+}
+fn default_trace_target() -> TraceTarget {
+    TraceTarget::File
 }
 
 /// Short-lived requests served by a pipeline of worker threads of one process, as a busy
@@ -790,6 +894,41 @@ impl Scenario {
                             at("step"),
                             format!("{}: must be a positive multiple of 4096", u.step.0),
                         ));
+                    }
+                }
+                WorkloadSpec::Trace(t) => {
+                    if !std::path::Path::new(&t.path).is_file() {
+                        return Err(Error::scenario(
+                            at("path"),
+                            format!("{:?}: no such file", t.path),
+                        ));
+                    }
+                    if let Some(c) = &t.csv {
+                        if c.delimiter.len() != 1 {
+                            return Err(Error::scenario(
+                                at("csv.delimiter"),
+                                format!("{:?}: one ASCII character", c.delimiter),
+                            ));
+                        }
+                        for (name, col) in [
+                            ("obj_id", Some(&c.obj_id)),
+                            ("obj_size", c.obj_size.as_ref()),
+                            ("op", c.op.as_ref()),
+                            ("time", c.time.as_ref()),
+                        ] {
+                            match col {
+                                Some(CsvColumn::Number(0)) => {
+                                    return Err(Error::scenario(
+                                        at(&format!("csv.{name}")),
+                                        "column numbers start at 1",
+                                    ));
+                                }
+                                Some(CsvColumn::Name(_)) if !c.header => {
+                                    return Err(Error::scenario(at(&format!("csv.{name}")), "a column name needs header = true; give its 1-based number instead"));
+                                }
+                                _ => {}
+                            }
+                        }
                     }
                 }
                 WorkloadSpec::RequestChurn(r) => {

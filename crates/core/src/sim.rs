@@ -64,6 +64,8 @@ pub struct Sim {
     bio_tasks: RefCell<Vec<Option<(TaskId, bool)>>>,
     /// Check the model's invariants after every reclaim pass (tests).
     pub check: Cell<bool>,
+    /// The first input error met while running (a malformed trace record); it ends the run.
+    pub failure: RefCell<Option<Error>>,
     /// When set, every workload access in issue order, per task stream ([`record_accesses`]).
     pub access_log: RefCell<Option<BTreeMap<u64, Vec<Access>>>>,
     /// The first invariant violation seen, and the event counters at the last check.
@@ -248,6 +250,7 @@ impl Sim {
             workloads: RefCell::new(Vec::new()),
             live_tasks: Cell::new(0),
             access_log: RefCell::new(None),
+            failure: RefCell::new(None),
             sampler: RefCell::new(Sampler::new(sc.sample_interval.0)),
             bio_queues: RefCell::new(vec![VecDeque::new(); all_cpus]),
             bio_tasks: RefCell::new(vec![None; all_cpus]),
@@ -389,6 +392,9 @@ impl Sim {
                 WorkloadSpec::RequestChurn(r) => {
                     workload::spawn_request_churn(self, wi, r, memcg, &cpus, &mut stream)
                 }
+                WorkloadSpec::Trace(t) => {
+                    workload::spawn_trace(self, wi, t, memcg, &cpus, &mut stream)?
+                }
             }
         }
         Ok(())
@@ -526,6 +532,15 @@ impl Sim {
 }
 
 impl Sim {
+    /// Stop the run on an input error (the first one is reported).
+    pub fn fail(&self, e: Error) {
+        let mut f = self.failure.borrow_mut();
+        if f.is_none() {
+            *f = Some(e);
+            self.e.request_stop(self.e.now().min(self.end));
+        }
+    }
+
     /// Log an access a workload task issues (only while recording).
     #[inline]
     pub fn record_access(&self, stream: u64, a: Access) {
@@ -564,6 +579,9 @@ pub fn run_checked(
     let completed = sim.e.run_until(end, 1 << 14, &mut |now| progress(now, end));
     if !completed {
         return Err(Error::Interrupted);
+    }
+    if let Some(e) = sim.failure.borrow_mut().take() {
+        return Err(e);
     }
     let _ = progress(end, end);
     if let Some(v) = sim.violation.borrow().clone() {

@@ -128,6 +128,9 @@ pub fn processes(sc: &Scenario, wi: usize) -> Result<u32, String> {
         )),
         WorkloadSpec::Usemem(u) => Ok(u.processes),
         WorkloadSpec::FileRead(_) => Ok(1),
+        WorkloadSpec::Trace(_) => Err(format!(
+            "scenario.workload[{wi}]: kernel-run does not replay trace workloads yet; allowed: usemem, file_read"
+        )),
         WorkloadSpec::RequestChurn(_) => Err(format!(
             "scenario.workload[{wi}]: kernel-run does not replay request_churn (its accesses depend on simulated timing); allowed: usemem, file_read"
         )),
@@ -194,7 +197,9 @@ pub fn run_process(
     let threads = match &sc.workloads[wi] {
         WorkloadSpec::Usemem(u) => run_usemem(sc, wi, u, process, record, &slots)?,
         WorkloadSpec::FileRead(f) => run_file_read(sc, wi, f, dir, record, &slots)?,
-        WorkloadSpec::RequestChurn(_) => unreachable!("rejected by processes()"),
+        WorkloadSpec::RequestChurn(_) | WorkloadSpec::Trace(_) => {
+            unreachable!("rejected by processes()")
+        }
     };
     Ok(ProcessStats {
         workload: wi,
@@ -209,6 +214,7 @@ pub fn threads_per_process(w: &WorkloadSpec) -> u32 {
         WorkloadSpec::Usemem(u) => u.threads,
         WorkloadSpec::FileRead(f) => f.threads,
         WorkloadSpec::RequestChurn(r) => r.threads,
+        WorkloadSpec::Trace(_) => 1,
     }
 }
 

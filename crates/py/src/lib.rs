@@ -100,7 +100,7 @@ fn host_run_process_json(
 
 fn to_py_err(e: Error) -> PyErr {
     match e {
-        Error::Scenario { .. } => ScenarioError::new_err(e.to_string()),
+        Error::Scenario { .. } | Error::Trace { .. } => ScenarioError::new_err(e.to_string()),
         Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
         Error::Internal(_) => SimulationError::new_err(e.to_string()),
     }

@@ -102,6 +102,14 @@ impl MmStruct {
         }
     }
 
+    /// Extend the area to `pages` pages (a trace workload's area grows with its objects).
+    pub fn grow(&mut self, pages: usize) {
+        if pages > self.ptes.len() {
+            self.ptes.resize(pages, 0);
+            self.pte_tables.resize(pages.div_ceil(PTRS_PER_PTE), false);
+        }
+    }
+
     /// Whether a PTE page must be allocated for `vpn` (__pte_alloc); marks it present.
     pub fn pte_alloc(&mut self, vpn: u32) -> bool {
         let t = &mut self.pte_tables[vpn as usize / PTRS_PER_PTE];
@@ -133,6 +141,29 @@ impl File {
             memcg,
             nr_cached: 0,
             mapped_by,
+        }
+    }
+
+    /// Extend the file to `pages` pages (a trace workload's file grows with its objects):
+    /// more entries, more nodes per level, and new levels on top when the tree deepens.
+    pub fn grow(&mut self, pages: usize) {
+        if pages <= self.cache.len() {
+            return;
+        }
+        self.cache.resize(pages, 0);
+        let mut span = pages;
+        let mut level = 0;
+        loop {
+            span = span.div_ceil(1 << XA_CHUNK_SHIFT);
+            if level == self.xa_nodes.len() {
+                self.xa_nodes.push(vec![false; span]);
+            } else if self.xa_nodes[level].len() < span {
+                self.xa_nodes[level].resize(span, false);
+            }
+            level += 1;
+            if span == 1 {
+                break;
+            }
         }
     }
 

@@ -24,7 +24,7 @@ use crate::mm::filemap::Read;
 use crate::mm::memory::Fault;
 use crate::mm::mm_types::pte;
 use crate::mm::{File, MemcgId, MmStruct};
-use crate::scenario::{FileRead, MappingKind, RequestChurn, Usemem};
+use crate::scenario::{FileRead, MappingKind, RequestChurn, Trace, TraceTarget, Usemem};
 use crate::sim::Sim;
 use access::{Access, FileReadSeq, UsememSeq};
 use rand::Rng;
@@ -55,6 +55,10 @@ pub struct WorkloadStats {
     /// Accesses per virtual second.
     pub throughput: f64,
     pub oom_killed: bool,
+    /// Trace workloads: requests and their hits and misses (a request misses when any of
+    /// its pages missed), the libCacheSim view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceStats>,
     #[serde(skip)]
     pub start_ns: u64,
     #[serde(skip)]
@@ -78,11 +82,25 @@ impl WorkloadStats {
             runtime_ns: 0,
             throughput: 0.0,
             oom_killed: false,
+            trace: None,
             start_ns: u64::MAX,
             end_ns: 0,
             live: tasks,
         }
     }
+}
+
+/// A trace workload's request counts.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TraceStats {
+    pub requests: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// misses / requests (0 with no requests).
+    pub miss_ratio: f64,
+    /// Distinct objects seen, and the pages they span.
+    pub objects: u64,
+    pub pages: u64,
 }
 
 /// Per-task counters; the workload's report sums its tasks' tallies, live or finished.
@@ -443,4 +461,153 @@ pub fn spawn_request_churn(
             });
         s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
     }
+}
+
+/// Create a trace workload's task: it streams the trace and replays each request against a
+/// page-cache file or an anonymous area that grows as new objects appear (ids get dense
+/// page ranges in order of first appearance; an object keeps the size it first had).
+/// Requests run back to back; a malformed record stops the run with an error naming it.
+pub fn spawn_trace(
+    s: &Rc<Sim>,
+    wi: usize,
+    spec: &Trace,
+    memcg: MemcgId,
+    cpus: &[u32],
+    stream: &mut u64,
+) -> crate::error::Result<()> {
+    let mut src = crate::trace::open(&spec.path, spec.format, spec.csv.as_ref(), s.seed)?;
+    *stream += 1;
+    let cpu = cpus[0];
+    let node = s.cpu_node[cpu as usize];
+    let target = {
+        let mut mm = s.mm.borrow_mut();
+        match spec.target {
+            TraceTarget::File => {
+                mm.files.push(File::new(0, memcg, None));
+                (mm.files.len() - 1) as u32
+            }
+            TraceTarget::Anon => {
+                mm.mms.push(MmStruct::new(0, memcg, node, wi as u32));
+                (mm.mms.len() - 1) as u32
+            }
+        }
+    };
+    let limit = if spec.requests == 0 {
+        u64::MAX
+    } else {
+        spec.requests
+    };
+    let kind = spec.target;
+    s.workloads.borrow_mut()[wi].trace = Some(TraceStats::default());
+    s.live_tasks.set(s.live_tasks.get() + 1);
+    let sim = s.clone();
+    // Anon: the task belongs to the process (OOM kills reach it); file: no process.
+    let tag = if kind == TraceTarget::Anon {
+        target
+    } else {
+        u32::MAX
+    };
+    let id =
+        s.e.spawn_tagged(spec.placement.start.0, cpu, tag, async move {
+            let s = &*sim;
+            let start = s.e.now();
+            let mut r = Runner::new(wi, start);
+            let mut t = Tally::default();
+            // Object id -> (first page, pages).
+            let mut ids: rustc_hash::FxHashMap<u64, (u32, u32)> = Default::default();
+            let mut next_page: u64 = 0;
+            let mut ts = TraceStats::default();
+            let mut alive = true;
+            while alive && ts.requests < limit {
+                let req = match src.next_request() {
+                    Ok(Some(q)) => q,
+                    Ok(None) => break,
+                    Err(e) => {
+                        s.fail(e);
+                        break;
+                    }
+                };
+                let (base, pages) = match ids.get(&req.obj) {
+                    Some(&v) => v,
+                    None => {
+                        let pages = req.pages();
+                        if next_page + pages as u64 > u32::MAX as u64 {
+                            s.fail(crate::error::Error::Trace {
+                                file: "(trace)".into(),
+                                record: ts.requests + 1,
+                                msg: "more than 2^32 distinct pages".into(),
+                            });
+                            break;
+                        }
+                        let base = next_page as u32;
+                        next_page += pages as u64;
+                        let mut mm = s.mm.borrow_mut();
+                        match kind {
+                            TraceTarget::File => mm.files[target as usize].grow(next_page as usize),
+                            TraceTarget::Anon => mm.mms[target as usize].grow(next_page as usize),
+                        }
+                        ids.insert(req.obj, (base, pages));
+                        (base, pages)
+                    }
+                };
+                let mut all_hit = true;
+                for p in base..base + pages {
+                    match kind {
+                        TraceTarget::File => {
+                            t.accesses += 1;
+                            r.flush(s, &mut t);
+                            match s.filemap_read(target, p, memcg, node).await {
+                                Read::Hit => t.hits += 1,
+                                Read::Miss => {
+                                    t.misses += 1;
+                                    all_hit = false;
+                                }
+                                Read::Oom => {
+                                    alive = false;
+                                    break;
+                                }
+                            }
+                            r.tick(s, &mut t, 0).await;
+                        }
+                        TraceTarget::Anon => {
+                            let present =
+                                pte::present(s.mm.borrow().mms[target as usize].ptes[p as usize]);
+                            all_hit &= present;
+                            if !touch(s, &mut r, &mut t, target, p, s.c.access_random).await {
+                                alive = false;
+                                break;
+                            }
+                        }
+                    }
+                }
+                ts.requests += 1;
+                if all_hit {
+                    ts.hits += 1;
+                } else {
+                    ts.misses += 1;
+                }
+                if s.e.now() >= s.end {
+                    break;
+                }
+            }
+            ts.objects = ids.len() as u64;
+            ts.pages = next_page;
+            ts.miss_ratio = if ts.requests == 0 {
+                0.0
+            } else {
+                ts.misses as f64 / ts.requests as f64
+            };
+            s.workloads.borrow_mut()[wi].trace = Some(ts);
+            r.flush(s, &mut t);
+            if kind == TraceTarget::Anon {
+                let live = std::cell::Cell::new(1);
+                thread_exit(s, wi, t, start, target, &live).await;
+            } else {
+                finish(s, wi, t, start, false);
+            }
+        });
+    if kind == TraceTarget::Anon {
+        s.mm.borrow_mut().mms[target as usize].tasks.push(id);
+    }
+    Ok(())
 }
