@@ -97,6 +97,13 @@ def print_report(r, show_all: bool = False) -> None:
             f"{w['name']:<12} {w['type']:<10} {w['cgroup']:<16} {w['tasks']:>5} {w['accesses']:>12} "
             f"{w['hits']:>12} {w['misses']:>10} {w['throughput']:>14.0f}" + ("  OOM-killed" if w["oom_killed"] else "")
         )
+    for w in r.workloads:
+        t = w.get("trace")
+        if t:
+            out(
+                f"trace {w['name']}: {t['requests']} requests, {t['hits']} hits, {t['misses']} misses, "
+                f"miss ratio {t['miss_ratio']:.4f} ({t['objects']} objects, {t['pages']} pages)"
+            )
     rc = r.reclaim
     out(
         f"\nkswapd CPU {[_fmt_ns(x) for x in rc['kswapd_cpu_ns']]}, direct reclaim {rc['direct_reclaims']} calls "
@@ -210,6 +217,19 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, sho
     click.echo(format_report(rep, show_all))
 
 
+@main.command(name="trace-gen")
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--objects", type=click.IntRange(1, 2**32 - 1), default=1_000_000, show_default=True, help="Distinct 4 KiB objects.")
+@click.option("--requests", type=click.IntRange(1), default=20_000_000, show_default=True)
+@click.option("--zipf", "theta", type=click.FloatRange(0, min_open=True), default=0.9, show_default=True, help="Zipf exponent.")
+@click.option("--seed", type=int, default=1, show_default=True)
+def trace_gen(out, objects, requests, theta, seed):
+    """Write a zipf trace in libCacheSim's oracleGeneral format (zstd if OUT ends in .zst)."""
+    with _user_errors():
+        n = _core.trace_gen(out, objects, requests, theta, seed)
+    click.echo(f"{out}: {requests} requests over {objects} objects, zipf {theta} ({n} bytes before compression)")
+
+
 @main.command()
 def scenarios():
     """List the built-in scenarios."""
@@ -235,14 +255,42 @@ def validate(scenario, sets):
 
 
 @main.command()
+@click.argument("trace", required=False, type=click.Path(dir_okay=False))
 @click.option("--scenario", "names", multiple=True, help="Built-ins to measure (default: default and large).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the figures as JSON.")
-def bench(names, json_path):
+@click.option("--vs", "versus", type=click.Choice(["libcachesim"]), help="Replay TRACE here and in another simulator, side by side.")
+@click.option("--capacity-pages", type=click.IntRange(1), help="--vs: cache size in 4 KiB pages (default: --capacity-ratio of the objects).")
+@click.option("--capacity-ratio", type=click.FloatRange(0, 1, min_open=True), default=0.1, show_default=True, help="--vs: cache size as a fraction of the trace's distinct objects.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the figures as JSON.")
+def bench(trace, names, versus, capacity_pages, capacity_ratio, json_path):
     """Measure speed and memory: events per wall second, virtual/wall ratio, RSS per page.
 
     Each scenario runs in its own process so its peak RSS is its own; the first row is
     the bare interpreter with the package imported, as a baseline.
+
+    With --vs libcachesim TRACE: the same trace through reclaimsim's full kernel model (a
+    trace workload in a cgroup of the capacity) and libCacheSim's LRU, one core each:
+    requests per second of both, their ratio, and both miss ratios.
     """
+    if versus:
+        from .tracebench import BenchError, bench_vs_libcachesim, format_bench
+
+        if not trace:
+            _fail("--vs libcachesim needs a TRACE (e.g. made by `reclaimsim trace-gen`)")
+        with _user_errors():
+            try:
+                b = bench_vs_libcachesim(trace, capacity_pages, capacity_ratio)
+            except BenchError as e:
+                _fail(str(e))
+        if json_path == "-":
+            click.echo(json.dumps(b, indent=2))
+            return
+        if json_path:
+            with open(json_path, "w") as f:
+                json.dump(b, f, indent=2)
+        click.echo(format_bench(b))
+        return
+    if trace:
+        _fail("a TRACE argument goes with --vs libcachesim")
     names = names or ("default", "large")
     rows = []
     base = _measure(None)

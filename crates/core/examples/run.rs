@@ -1,5 +1,5 @@
 //! Run a scenario TOML from the command line without Python (development aid):
-//! `cargo run --release -p reclaimsim-core --example run -- scenario.toml [out.json]`.
+//! `cargo run --release -p reclaimsim-core --example run -- scenario.toml|scenario.json [out.json]`.
 use std::time::Instant;
 
 fn main() {
@@ -12,7 +12,12 @@ fn main() {
         eprintln!("error: {path}: {e}");
         std::process::exit(2)
     });
-    let sc = match reclaimsim_core::Scenario::from_toml(&text) {
+    let parsed = if path.ends_with(".json") {
+        reclaimsim_core::Scenario::from_json(&text)
+    } else {
+        reclaimsim_core::Scenario::from_toml(&text)
+    };
+    let sc = match parsed {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

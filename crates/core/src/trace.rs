@@ -328,29 +328,39 @@ struct OracleSource {
 
 impl Source for OracleSource {
     fn next_request(&mut self) -> Result<Option<Request>> {
-        let mut buf = [0u8; ORACLE_GENERAL_RECORD];
-        let mut got = 0;
-        while got < buf.len() {
-            match self.rd.read(&mut buf[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(err(&self.file, self.record + 1, e.to_string())),
+        let mut rec = [0u8; ORACLE_GENERAL_RECORD];
+        // Fast path: a whole record in the buffer.
+        let buf = self
+            .rd
+            .fill_buf()
+            .map_err(|e| err(&self.file, self.record + 1, e.to_string()))?;
+        self.record += 1;
+        if buf.len() >= ORACLE_GENERAL_RECORD {
+            rec.copy_from_slice(&buf[..ORACLE_GENERAL_RECORD]);
+            self.rd.consume(ORACLE_GENERAL_RECORD);
+        } else {
+            let mut got = 0;
+            while got < rec.len() {
+                match self.rd.read(&mut rec[got..]) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(err(&self.file, self.record, e.to_string())),
+                }
+            }
+            if got == 0 {
+                return Ok(None);
+            }
+            if got < rec.len() {
+                return Err(err(
+                    &self.file,
+                    self.record,
+                    format!("truncated: {got} of {ORACLE_GENERAL_RECORD} bytes"),
+                ));
             }
         }
-        self.record += 1;
-        if got == 0 {
-            return Ok(None);
-        }
-        if got < buf.len() {
-            return Err(err(
-                &self.file,
-                self.record,
-                format!("truncated: {got} of {ORACLE_GENERAL_RECORD} bytes"),
-            ));
-        }
-        let obj = u64::from_le_bytes(buf[4..12].try_into().expect("8 bytes"));
-        let size = u32::from_le_bytes(buf[12..16].try_into().expect("4 bytes")) as u64;
+        let obj = u64::from_le_bytes(rec[4..12].try_into().expect("8 bytes"));
+        let size = u32::from_le_bytes(rec[12..16].try_into().expect("4 bytes")) as u64;
         Ok(Some(Request {
             obj,
             size: if size == 0 { PAGE_SIZE } else { size },
@@ -549,4 +559,30 @@ pub fn write_zipf_oracle(
         .map_err(|e| err(path, requests, e.to_string()))?;
     drop(out);
     Ok(requests * ORACLE_GENERAL_RECORD as u64)
+}
+
+/// Requests and distinct objects of a trace (one streaming pass), and the pages those
+/// objects span (each object at the size it first had).
+pub fn count(path: &str, format: TraceFormat, csv: Option<&CsvColumns>) -> Result<(u64, u64, u64)> {
+    let mut src = open(path, format, csv, 0)?;
+    let mut seen_dense: Vec<bool> = Vec::new();
+    let mut seen: rustc_hash::FxHashSet<u64> = Default::default();
+    let (mut requests, mut objects, mut pages) = (0u64, 0u64, 0u64);
+    while let Some(r) = src.next_request()? {
+        requests += 1;
+        let new = if r.obj < 1 << 26 {
+            let i = r.obj as usize;
+            if i >= seen_dense.len() {
+                seen_dense.resize((i + 1).next_power_of_two(), false);
+            }
+            !std::mem::replace(&mut seen_dense[i], true)
+        } else {
+            seen.insert(r.obj)
+        };
+        if new {
+            objects += 1;
+            pages += r.pages() as u64;
+        }
+    }
+    Ok((requests, objects, pages))
 }

@@ -98,6 +98,33 @@ fn host_run_process_json(
     .map_err(pyo3::exceptions::PyOSError::new_err)
 }
 
+/// Write a zipf(`theta`) trace in libCacheSim's oracleGeneral format (zstd when the path
+/// ends in .zst): `requests` requests over `objects` 4 KiB objects. Returns bytes written.
+#[pyfunction]
+fn trace_gen(
+    py: Python<'_>,
+    path: &str,
+    objects: u64,
+    requests: u64,
+    theta: f64,
+    seed: u64,
+) -> PyResult<u64> {
+    py.allow_threads(|| {
+        reclaimsim_core::trace::write_zipf_oracle(path, objects, requests, theta, seed)
+    })
+    .map_err(to_py_err)
+}
+
+/// (requests, distinct objects, pages) of a trace, in one streaming pass.
+#[pyfunction]
+#[pyo3(signature = (path, format="auto"))]
+fn trace_count(py: Python<'_>, path: &str, format: &str) -> PyResult<(u64, u64, u64)> {
+    let f: reclaimsim_core::scenario::TraceFormat = serde_json::from_value(serde_json::Value::String(format.into()))
+        .map_err(|_| ScenarioError::new_err(format!("trace format {format:?}: allowed auto, text, csv, oracle_general, oracle_general_zst, damon")))?;
+    py.allow_threads(|| reclaimsim_core::trace::count(path, f, None))
+        .map_err(to_py_err)
+}
+
 fn to_py_err(e: Error) -> PyErr {
     match e {
         Error::Scenario { .. } | Error::Trace { .. } => ScenarioError::new_err(e.to_string()),
@@ -112,6 +139,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_json, m)?)?;
     m.add_function(wrap_pyfunction!(cost_table_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_processes_json, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_gen, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_count, m)?)?;
     m.add_function(wrap_pyfunction!(host_create_files_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_run_process_json, m)?)?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;

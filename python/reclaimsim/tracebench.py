@@ -1,0 +1,113 @@
+"""`reclaimsim bench --vs libcachesim TRACE`: the same trace through reclaimsim's full
+kernel model and through libCacheSim's LRU, at the same capacity, on one core.
+
+The reclaimsim side is an ordinary run: one `trace` workload in a cgroup whose
+memory.max is the capacity in pages (kernel memory such as the page cache's xarray nodes
+is charged there too, as on the kernel), on a machine large enough that only the cgroup
+limit reclaims. Requests per second are requests over the wall time of the run (or of
+libCacheSim's process_trace).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from . import _core
+
+LIBCACHESIM_FORMATS = {
+    "oracle_general": "ORACLE_GENERAL_TRACE",
+    "oracle_general_zst": "ORACLE_GENERAL_TRACE",
+    "text": "PLAIN_TXT_TRACE",
+}
+
+
+class BenchError(Exception):
+    """Bad input or a missing optional dependency: exit 2."""
+
+
+def trace_scenario(trace: str, capacity_pages: int, pages: int, fmt: str = "auto") -> dict:
+    """A scenario replaying `trace` in a cgroup limited to `capacity_pages`."""
+    node = max(4 << 30, (pages + capacity_pages) * 4096 * 2)
+    node = ((node + (1 << 20) - 1) >> 20) << 20
+    return {
+        "name": "trace-bench",
+        "duration": "100000s",
+        "sample_interval": "1000s",
+        "machine": {"cpus": 2, "memory_per_node": node},
+        "cgroup": [{"path": "/trace", "memory": {"max": capacity_pages * 4096}}],
+        "workload": [{"type": "trace", "name": "trace", "cgroup": "/trace", "path": trace, "format": fmt}],
+    }
+
+
+def _detect(trace: str) -> str:
+    name = trace.lower()
+    if name.endswith(".zst"):
+        return "oracle_general_zst"
+    if name.endswith(".txt"):
+        return "text"
+    if name.endswith(".csv"):
+        return "csv"
+    if name.endswith(".json"):
+        return "damon"
+    return "oracle_general"
+
+
+def bench_vs_libcachesim(trace: str, capacity_pages: int | None, capacity_ratio: float) -> dict:
+    try:
+        import libcachesim as lcs
+    except ImportError:
+        raise BenchError(
+            "--vs libcachesim needs the libcachesim package: pip install 'reclaimsim[libcachesim]'"
+        ) from None
+    fmt = _detect(trace)
+    if fmt not in LIBCACHESIM_FORMATS:
+        raise BenchError(
+            f"{trace}: libCacheSim reads oracleGeneral (.zst too) and plain text here; "
+            f"this looks like {fmt}"
+        )
+    requests, objects, pages = _core.trace_count(trace)
+    if requests == 0:
+        raise BenchError(f"{trace}: the trace has no requests")
+    if capacity_pages is None:
+        capacity_pages = max(1, int(objects * capacity_ratio))
+
+    sc = trace_scenario(trace, capacity_pages, pages)
+    t0 = time.perf_counter()
+    r = json.loads(_core.run_json(json.dumps(sc), None))
+    rs_wall = time.perf_counter() - t0
+    ts = r["workloads"][0]["trace"]
+
+    reader = lcs.TraceReader(trace, getattr(lcs.TraceType, LIBCACHESIM_FORMATS[fmt]))
+    cache = lcs.LRU(capacity_pages * 4096)
+    t0 = time.perf_counter()
+    obj_miss_ratio, _byte_miss_ratio = cache.process_trace(reader)
+    lcs_wall = time.perf_counter() - t0
+
+    rs_rps = ts["requests"] / rs_wall
+    lcs_rps = requests / lcs_wall
+    return {
+        "trace": trace,
+        "requests": requests,
+        "objects": objects,
+        "capacity_pages": capacity_pages,
+        "reclaimsim_rps": rs_rps,
+        "libcachesim_rps": lcs_rps,
+        "ratio": rs_rps / lcs_rps,
+        "reclaimsim_miss_ratio": ts["miss_ratio"],
+        "libcachesim_miss_ratio": obj_miss_ratio,
+        "reclaimsim_wall_s": rs_wall,
+        "libcachesim_wall_s": lcs_wall,
+    }
+
+
+def format_bench(b: dict) -> str:
+    return "\n".join(
+        [
+            f"# {b['trace']}: {b['requests']} requests, {b['objects']} objects, capacity {b['capacity_pages']} pages",
+            f"{'':<14} {'requests/s':>14} {'miss ratio':>11} {'wall s':>8}",
+            f"{'reclaimsim':<14} {b['reclaimsim_rps']:>14.0f} {b['reclaimsim_miss_ratio']:>11.4f} {b['reclaimsim_wall_s']:>8.2f}",
+            f"{'libCacheSim LRU':<14} {b['libcachesim_rps']:>14.0f} {b['libcachesim_miss_ratio']:>11.4f} {b['libcachesim_wall_s']:>8.2f}",
+            f"ratio (reclaimsim / libCacheSim): {b['ratio']:.2f}",
+        ]
+    )

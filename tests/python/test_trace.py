@@ -1,0 +1,89 @@
+"""Trace replay from the CLI: the trace workload, trace-gen, and bench --vs libcachesim."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reclaimsim import _core
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "reclaimsim.cli", *args], capture_output=True, text=True)
+
+
+def _scenario(tmp_path, trace, extra=""):
+    p = tmp_path / "t.toml"
+    p.write_text(
+        f"""
+name = "t"
+duration = "60s"
+[machine]
+cpus = 2
+memory_per_node = "1G"
+[[cgroup]]
+path = "/t"
+memory.max = "256K"
+[[workload]]
+type = "trace"
+name = "replay"
+cgroup = "/t"
+path = "{trace}"
+{extra}
+"""
+    )
+    return str(p)
+
+
+def test_run_replays_a_trace_and_reports_its_miss_ratio(tmp_path):
+    sc = _scenario(tmp_path, TRACES / "small.oracleGeneral.zst")
+    p = cli("run", sc, "--json", str(tmp_path / "out.json"))
+    assert p.returncode == 0, p.stderr
+    assert "trace replay: 2000 requests" in p.stdout
+    t = json.loads((tmp_path / "out.json").read_text())["workloads"][0]["trace"]
+    assert t["requests"] == 2000 and t["hits"] + t["misses"] == 2000
+    assert t["miss_ratio"] == pytest.approx(t["misses"] / 2000)
+
+
+@pytest.mark.parametrize(
+    "trace, extra, needle",
+    [
+        ("bad.txt", "", "bad.txt: record 3"),
+        ("truncated.oracleGeneral", "", "record 51: truncated"),
+        ("small.csv", 'csv = { obj_id = "key" }', 'no column "key"'),
+        ("small.csv", 'format = "parquet"', "unknown variant `parquet`, expected one of `auto`"),
+    ],
+)
+def test_bad_traces_exit_2_naming_the_record(tmp_path, trace, extra, needle):
+    p = cli("run", _scenario(tmp_path, TRACES / trace, extra))
+    assert p.returncode == 2, p.stderr
+    assert needle in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_trace_gen_writes_a_zipf_trace_both_sides_can_read(tmp_path):
+    out = tmp_path / "z.oracleGeneral.zst"
+    p = cli("trace-gen", str(out), "--objects", "2000", "--requests", "30000", "--zipf", "0.9")
+    assert p.returncode == 0, p.stderr
+    requests, objects, pages = _core.trace_count(str(out))
+    assert requests == 30000 and 1000 < objects <= 2000 and pages == objects
+
+    b = cli("bench", "--vs", "libcachesim", str(out), "--json", "-")
+    assert b.returncode == 0, b.stderr
+    r = json.loads(b.stdout)
+    for k in ["trace", "requests", "capacity_pages", "reclaimsim_rps", "libcachesim_rps", "ratio",
+              "reclaimsim_miss_ratio", "libcachesim_miss_ratio"]:
+        assert k in r
+    assert r["requests"] == 30000 and r["capacity_pages"] == objects // 10
+    assert r["ratio"] == pytest.approx(r["reclaimsim_rps"] / r["libcachesim_rps"])
+    # Both are caches of a tenth of the objects on a skewed trace: far from 0 and from 1.
+    assert 0.1 < r["reclaimsim_miss_ratio"] < 0.9 and 0.1 < r["libcachesim_miss_ratio"] < 0.9
+
+
+def test_bench_vs_needs_a_trace():
+    p = cli("bench", "--vs", "libcachesim")
+    assert p.returncode == 2 and "needs a TRACE" in p.stderr
