@@ -117,6 +117,21 @@ impl MmStruct {
     }
 }
 
+/// Hint the CPU to load the cache line at `p`; no effect on results.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults and has no architectural effect.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// How far ahead reclaim's per-folio loops prefetch the PTE the rmap walk will read.
+pub const RMAP_PREFETCH: usize = 4;
+
 /// PTEs per page-table page (x86-64).
 pub const PTRS_PER_PTE: usize = 512;
 

@@ -93,6 +93,14 @@ impl SwapInfo {
         Some(slot)
     }
 
+    /// Prefetch a slot's map entry (no effect on results).
+    #[inline]
+    pub fn prefetch(&self, slot: u32) {
+        if let Some(v) = self.map.get(slot as usize) {
+            super::prefetch(v);
+        }
+    }
+
     pub fn get(&self, slot: u32) -> SwapEnt {
         let v = self.map[slot as usize];
         match v & !VAL_MASK {

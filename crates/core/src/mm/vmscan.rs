@@ -268,6 +268,18 @@ impl Mm {
         }
     }
 
+    /// Prefetch the PTE folio_referenced / try_to_unmap will read for `pfn` (the reverse
+    /// map's one candidate), so loops over isolated folios overlap those cache misses.
+    #[inline]
+    pub fn prefetch_rmap(&self, pfn: Pfn) {
+        if let Some(mmid) = self.folio_mapper(pfn) {
+            let i = self.pages[pfn as usize].index as usize;
+            if let Some(v) = self.mms[mmid as usize].ptes.get(i) {
+                super::prefetch(v);
+            }
+        }
+    }
+
     /// folio_mapped(): is the anon folio mapped by its PTE?
     pub fn folio_mapped(&self, pfn: Pfn) -> bool {
         let Some(mmid) = self.folio_mapper(pfn) else {
@@ -427,7 +439,10 @@ impl Sim {
             // would stay active (and count as rotated); no mapping here is executable, so
             // every folio is deactivated.
             let mut mm = self.mm.borrow_mut();
-            for &pfn in &hold {
+            for (i, &pfn) in hold.iter().enumerate() {
+                if let Some(&next) = hold.get(i + super::RMAP_PREFETCH) {
+                    mm.prefetch_rmap(next);
+                }
                 mm.folio_referenced(pfn);
                 self.e.charge(self.c.pte_referenced);
                 let p = &mut mm.pages[pfn as usize];
@@ -586,7 +601,10 @@ impl Sim {
         let mut keep = Vec::with_capacity(list.len());
         let target = sc.target_memcg();
         let mut last_sync = 0;
-        for &pfn in list.iter() {
+        for (i, &pfn) in list.iter().enumerate() {
+            if let Some(&next) = list.get(i + super::RMAP_PREFETCH) {
+                self.mm.borrow().prefetch_rmap(next);
+            }
             // Other processes' PTEs are shared state: bound how far ahead we run.
             self.e
                 .sync_every(&mut last_sync, crate::workload::SKEW_QUANTUM)

@@ -23,7 +23,7 @@ use crate::engine::rng;
 use crate::mm::filemap::Read;
 use crate::mm::memory::Fault;
 use crate::mm::mm_types::pte;
-use crate::mm::{File, MemcgId, MmStruct};
+use crate::mm::{prefetch, File, MemcgId, MmStruct};
 use crate::scenario::{FileRead, MappingKind, RequestChurn, Trace, TraceTarget, Usemem};
 use crate::sim::Sim;
 use access::{Access, FileReadSeq, UsememSeq};
@@ -244,6 +244,30 @@ async fn touch(s: &Sim, r: &mut Runner, t: &mut Tally, mmid: u32, vpn: u32, cost
     true
 }
 
+/// Accesses a usemem thread draws ahead of the one it runs (for prefetching).
+const USEMEM_LOOKAHEAD: usize = 8;
+
+/// Prefetch the PTE of `vpn`.
+#[inline]
+fn prefetch_pte(s: &Sim, mmid: u32, vpn: u32) {
+    if let Some(v) = s.mm.borrow().mms[mmid as usize].ptes.get(vpn as usize) {
+        prefetch(v);
+    }
+}
+
+/// If `vpn`'s PTE (prefetched earlier) is a swap entry, prefetch its swap-map entry.
+#[inline]
+fn prefetch_swap_entry(s: &Sim, mmid: u32, vpn: u32) {
+    let mm = s.mm.borrow();
+    if let Some(&v) = mm.mms[mmid as usize].ptes.get(vpn as usize) {
+        if pte::is_swap(v) {
+            if let Some(sw) = mm.swap.as_ref() {
+                sw.prefetch(pte::slot(v));
+            }
+        }
+    }
+}
+
 /// Create usemem's processes and threads.
 pub fn spawn_usemem(
     s: &Rc<Sim>,
@@ -288,7 +312,23 @@ pub fn spawn_usemem(
                     let mut r = Runner::new(wi, start);
                     let mut t = Tally::default();
                     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
-                    for a in seq {
+                    // Accesses drawn ahead so their PTEs (and swap-map entries) are
+                    // prefetched while earlier ones run; results do not change.
+                    let mut seq = seq;
+                    let mut ahead: std::collections::VecDeque<Access> =
+                        std::collections::VecDeque::with_capacity(USEMEM_LOOKAHEAD);
+                    loop {
+                        while ahead.len() < USEMEM_LOOKAHEAD {
+                            let Some(a) = seq.next() else { break };
+                            if let Access::Touch { vpn, .. } = a {
+                                prefetch_pte(s, mmid, vpn);
+                            }
+                            ahead.push_back(a);
+                        }
+                        if let Some(Access::Touch { vpn, .. }) = ahead.get(USEMEM_LOOKAHEAD / 2) {
+                            prefetch_swap_entry(s, mmid, *vpn);
+                        }
+                        let Some(a) = ahead.pop_front() else { break };
                         s.record_access(stream_id, a);
                         let alive = match a {
                             Access::Touch { vpn, random } => {
@@ -351,7 +391,23 @@ pub fn spawn_file_read(
             let node = s.cpu_node[cpu as usize];
             let mut r = Runner::new(wi, start);
             let mut t = Tally::default();
-            for a in seq {
+            // Reads drawn ahead so their page-cache entries and folios are prefetched
+            // while earlier ones run; results do not change.
+            let mut seq = seq;
+            let mut ahead: std::collections::VecDeque<Access> =
+                std::collections::VecDeque::with_capacity(USEMEM_LOOKAHEAD);
+            loop {
+                while ahead.len() < USEMEM_LOOKAHEAD {
+                    let Some(a) = seq.next() else { break };
+                    if let Access::Read { file, page } = a {
+                        prefetch_entry(s, TraceTarget::File, files[file as usize], page);
+                    }
+                    ahead.push_back(a);
+                }
+                if let Some(Access::Read { file, page }) = ahead.get(USEMEM_LOOKAHEAD / 2) {
+                    prefetch_folio(s, TraceTarget::File, files[*file as usize], *page);
+                }
+                let Some(a) = ahead.pop_front() else { break };
                 s.record_access(stream_id, a);
                 let Access::Read { file, page } = a else {
                     unreachable!("file_read only reads")
@@ -474,18 +530,6 @@ struct ObjectMap {
 
 /// Requests a trace task reads ahead of the one it runs (for prefetching).
 const LOOKAHEAD: usize = 16;
-
-/// Hint the CPU to load the cache line at `p` (no effect on results).
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch never faults and has no architectural effect.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// Prefetch the page-cache entry or PTE of page `page` of a trace target.
 fn prefetch_entry(s: &Sim, kind: TraceTarget, target: u32, page: u32) {
