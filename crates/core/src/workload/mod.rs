@@ -314,21 +314,28 @@ pub fn spawn_usemem(
                     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
                     // Accesses drawn ahead so their PTEs (and swap-map entries) are
                     // prefetched while earlier ones run; results do not change.
+                    // (Sequential passes need none: the hardware prefetcher sees them.)
                     let mut seq = seq;
+                    let depth = if spec.random { USEMEM_LOOKAHEAD } else { 1 };
                     let mut ahead: std::collections::VecDeque<Access> =
-                        std::collections::VecDeque::with_capacity(USEMEM_LOOKAHEAD);
+                        std::collections::VecDeque::with_capacity(depth);
                     loop {
-                        while ahead.len() < USEMEM_LOOKAHEAD {
-                            let Some(a) = seq.next() else { break };
-                            if let Access::Touch { vpn, .. } = a {
-                                prefetch_pte(s, mmid, vpn);
+                        let next = if depth == 1 {
+                            seq.next()
+                        } else {
+                            while ahead.len() < depth {
+                                let Some(a) = seq.next() else { break };
+                                if let Access::Touch { vpn, .. } = a {
+                                    prefetch_pte(s, mmid, vpn);
+                                }
+                                ahead.push_back(a);
                             }
-                            ahead.push_back(a);
-                        }
-                        if let Some(Access::Touch { vpn, .. }) = ahead.get(USEMEM_LOOKAHEAD / 2) {
-                            prefetch_swap_entry(s, mmid, *vpn);
-                        }
-                        let Some(a) = ahead.pop_front() else { break };
+                            if let Some(Access::Touch { vpn, .. }) = ahead.get(depth / 2) {
+                                prefetch_swap_entry(s, mmid, *vpn);
+                            }
+                            ahead.pop_front()
+                        };
+                        let Some(a) = next else { break };
                         s.record_access(stream_id, a);
                         let alive = match a {
                             Access::Touch { vpn, random } => {
@@ -394,20 +401,30 @@ pub fn spawn_file_read(
             // Reads drawn ahead so their page-cache entries and folios are prefetched
             // while earlier ones run; results do not change.
             let mut seq = seq;
+            let depth = if spec.pattern == crate::scenario::FilePattern::Seq {
+                1
+            } else {
+                USEMEM_LOOKAHEAD
+            };
             let mut ahead: std::collections::VecDeque<Access> =
-                std::collections::VecDeque::with_capacity(USEMEM_LOOKAHEAD);
+                std::collections::VecDeque::with_capacity(depth);
             loop {
-                while ahead.len() < USEMEM_LOOKAHEAD {
-                    let Some(a) = seq.next() else { break };
-                    if let Access::Read { file, page } = a {
-                        prefetch_entry(s, TraceTarget::File, files[file as usize], page);
+                let next = if depth == 1 {
+                    seq.next()
+                } else {
+                    while ahead.len() < depth {
+                        let Some(a) = seq.next() else { break };
+                        if let Access::Read { file, page } = a {
+                            prefetch_entry(s, TraceTarget::File, files[file as usize], page);
+                        }
+                        ahead.push_back(a);
                     }
-                    ahead.push_back(a);
-                }
-                if let Some(Access::Read { file, page }) = ahead.get(USEMEM_LOOKAHEAD / 2) {
-                    prefetch_folio(s, TraceTarget::File, files[*file as usize], *page);
-                }
-                let Some(a) = ahead.pop_front() else { break };
+                    if let Some(Access::Read { file, page }) = ahead.get(depth / 2) {
+                        prefetch_folio(s, TraceTarget::File, files[*file as usize], *page);
+                    }
+                    ahead.pop_front()
+                };
+                let Some(a) = next else { break };
                 s.record_access(stream_id, a);
                 let Access::Read { file, page } = a else {
                     unreachable!("file_read only reads")
