@@ -54,7 +54,8 @@ def parse_switches(text: str | None) -> dict:
 def metric(r: dict, name: str) -> float:
     """The value of a metric in a result (JSON dict). Names:
     a /proc/vmstat counter (`pgscan_anon`); `KEY@/cgroup/path` (memory.stat);
-    `FIELD@workload` (workload field, e.g. `throughput@web`, or `per_process_ops@NAME`,
+    `FIELD@workload` (workload field, e.g. `throughput@web`, a trace workload's
+    `miss_ratio@NAME`, or `per_process_ops@NAME`,
     throughput per task as will-it-scale reports it); `kswapd_cpu_ns`,
     `direct_reclaim_ns`; `lock_wait_total_ns` (all locks), `lru_lock_wait_total_ns`,
     `lock_acquisitions`, `lock_wait_ns@CALLER`,
@@ -81,7 +82,14 @@ def metric(r: dict, name: str) -> float:
                 if key == "per_process_ops":
                     # will-it-scale's figure: operations per second per task.
                     return float(w["throughput"]) / max(w["tasks"], 1)
-                return float(w[key])
+                if key in w:
+                    return float(w[key])
+                if key in (w.get("trace") or {}):
+                    # Trace workloads: request-level figures (miss_ratio, requests, ...).
+                    return float(w["trace"][key])
+                fields = sorted(k for k, v in w.items() if isinstance(v, (int, float)))
+                fields += sorted((w.get("trace") or {}).keys())
+                raise ScenarioError(f"metric {name!r}: workload {where!r} has no {key!r}; fields: {', '.join(fields)}")
         raise ScenarioError(f"metric {name!r}: no workload {where!r}")
     if name == "kswapd_cpu_ns":
         return float(sum(r["reclaim"]["kswapd_cpu_ns"]))

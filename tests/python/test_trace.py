@@ -87,3 +87,14 @@ def test_trace_gen_writes_a_zipf_trace_both_sides_can_read(tmp_path):
 def test_bench_vs_needs_a_trace():
     p = cli("bench", "--vs", "libcachesim")
     assert p.returncode == 2 and "needs a TRACE" in p.stderr
+
+
+def test_compare_reads_a_trace_workloads_miss_ratio(tmp_path):
+    import reclaimsim
+    from reclaimsim.compare import metric
+
+    sc = _scenario(tmp_path, TRACES / "small.oracleGeneral")
+    r = json.loads(reclaimsim.run(sc).to_json())
+    assert metric(r, "miss_ratio@replay") == r["workloads"][0]["trace"]["miss_ratio"]
+    with pytest.raises(reclaimsim.ScenarioError, match="fields: .*miss_ratio"):
+        metric(r, "nonsense@replay")

@@ -158,3 +158,40 @@ fn malformed_traces_name_the_file_record_and_problem() {
     let e = run(&scenario("no-such.txt", "", "max")).unwrap_err();
     assert!(e.to_string().contains("scenario.workload[0].path"), "{e}");
 }
+
+#[test]
+fn several_trace_workloads_run_at_once_in_their_own_cgroups() {
+    let t = format!(
+        r#"
+name = "two"
+duration = "60s"
+[machine]
+cpus = 2
+memory_per_node = "1G"
+[[cgroup]]
+path = "/a"
+memory.max = "256K"
+[[cgroup]]
+path = "/b"
+[[workload]]
+type = "trace"
+cgroup = "/a"
+path = "{t}/small.oracleGeneral"
+[[workload]]
+type = "trace"
+cgroup = "/b"
+path = "{t}/small.txt"
+target = "anon"
+"#,
+        t = traces()
+    );
+    let r = run(&t).unwrap();
+    assert_eq!(r["workloads"][0]["trace"]["requests"], 2000);
+    assert_eq!(r["workloads"][1]["trace"]["requests"], 7);
+    // Only the limited cgroup reclaimed.
+    let pgscan = |i: usize| r["cgroups"][i]["memory.stat"]["pgscan"].as_u64().unwrap();
+    let path = |i: usize| r["cgroups"][i]["path"].as_str().unwrap().to_string();
+    let a = (0..3).find(|&i| path(i) == "/a").unwrap();
+    let b = (0..3).find(|&i| path(i) == "/b").unwrap();
+    assert!(pgscan(a) > 0 && pgscan(b) == 0);
+}
