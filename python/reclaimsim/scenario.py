@@ -50,6 +50,7 @@ def load_scenario(
         p = Path(s)
         if p.is_file():
             data = _parse_toml(p.read_text(), s)
+            _resolve_trace_paths(data, p.parent)
         else:
             f = _builtin_dir() / f"{s}.toml"
             if not f.is_file():
@@ -67,6 +68,14 @@ def load_scenario(
     for o in overrides:
         apply_override(data, o)
     return data
+
+
+def _resolve_trace_paths(data: dict, base: Path) -> None:
+    """Trace workloads' relative paths are relative to the scenario file's directory."""
+    for w in data.get("workload", []) if isinstance(data.get("workload"), list) else []:
+        if isinstance(w, dict) and w.get("type") == "trace" and isinstance(w.get("path"), str):
+            if not Path(w["path"]).is_absolute():
+                w["path"] = str(base / w["path"])
 
 
 def _parse_value(v: str) -> Any:

@@ -98,3 +98,13 @@ def test_compare_reads_a_trace_workloads_miss_ratio(tmp_path):
     assert metric(r, "miss_ratio@replay") == r["workloads"][0]["trace"]["miss_ratio"]
     with pytest.raises(reclaimsim.ScenarioError, match="fields: .*miss_ratio"):
         metric(r, "nonsense@replay")
+
+
+def test_relative_trace_paths_are_relative_to_the_scenario_file(tmp_path):
+    d = tmp_path / "exp"
+    d.mkdir()
+    (d / "t.txt").write_text((TRACES / "small.txt").read_text())
+    sc = Path(_scenario(d, "t.txt"))
+    p = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "run", str(sc)], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "trace replay: 7 requests" in p.stdout

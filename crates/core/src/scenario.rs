@@ -554,7 +554,8 @@ pub struct CsvColumns {
     /// Object size in bytes; absent = one page per object.
     #[serde(default)]
     pub obj_size: Option<CsvColumn>,
-    /// The operation; `write`, `set`, `put`, `update`, `w` (any case) are writes.
+    /// The operation; `write`, `set`, `put`, `update`, `add`, `replace`, `w` (any case)
+    /// are writes.
     #[serde(default)]
     pub op: Option<CsvColumn>,
     /// The time column (read and checked, not replayed: requests run back to back).
@@ -591,7 +592,8 @@ pub enum CsvColumn {
 pub struct Trace {
     #[serde(flatten)]
     pub placement: Placement,
-    /// The trace file (relative paths are relative to the working directory).
+    /// The trace file. The Python front resolves a relative path against the scenario
+    /// file's directory; the core takes it as given (relative to the working directory).
     pub path: String,
     /// `auto`, `text`, `csv`, `oracle_general`, `oracle_general_zst` or `damon`.
     #[serde(default = "default_trace_format")]
