@@ -681,42 +681,43 @@ pub fn spawn_trace(
             // Requests read ahead, so the memory a request will touch (its id's slot, its
             // page-cache entry, its folio) is prefetched while earlier ones run: replay is
             // bound by memory latency. This changes no behavior, only when lines arrive.
-            let mut ahead: std::collections::VecDeque<crate::error::Result<crate::trace::Request>> =
+            let mut ahead: std::collections::VecDeque<crate::trace::Request> =
                 std::collections::VecDeque::with_capacity(LOOKAHEAD);
+            // A read error comes after every request read before it: it is reported when
+            // the replay reaches it.
+            let mut pending_err: Option<crate::error::Error> = None;
             let mut eof = false;
             while alive && ts.requests < limit {
                 while !eof && ahead.len() < LOOKAHEAD {
                     match src.next_request() {
                         Ok(Some(q)) => {
                             ids.prefetch(q.obj);
-                            ahead.push_back(Ok(q));
+                            ahead.push_back(q);
                         }
                         Ok(None) => eof = true,
                         Err(e) => {
-                            ahead.push_back(Err(e));
+                            pending_err = Some(e);
                             eof = true;
                         }
                     }
                 }
                 // Three stages: the id's slot (on read), the entry (10 ahead), the folio
                 // (5 ahead), each once the previous line has had time to arrive.
-                if let Some(Ok(q)) = ahead.get(10) {
+                if let Some(q) = ahead.get(10) {
                     if let Some((b, _)) = ids.get(q.obj) {
                         prefetch_entry(s, kind, target, b);
                     }
                 }
-                if let Some(Ok(q)) = ahead.get(5) {
+                if let Some(q) = ahead.get(5) {
                     if let Some((b, _)) = ids.get(q.obj) {
                         prefetch_folio(s, kind, target, b);
                     }
                 }
-                let req = match ahead.pop_front() {
-                    Some(Ok(q)) => q,
-                    None => break,
-                    Some(Err(e)) => {
+                let Some(req) = ahead.pop_front() else {
+                    if let Some(e) = pending_err.take() {
                         s.fail(e);
-                        break;
                     }
+                    break;
                 };
                 let (base, pages) = match ids.get(req.obj) {
                     Some(v) => v,
