@@ -438,6 +438,20 @@ def check_host() -> Cgroups:
     return Cgroups.detect()
 
 
+def _fstype(path: str) -> str:
+    """The filesystem type under `path` (longest mount-point prefix)."""
+    real = os.path.realpath(path)
+    best, fstype = "", ""
+    for mnt, ft, _opts in _mounts():
+        if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+            best, fstype = mnt, ft
+    return fstype
+
+
+def _has_file_reads(scenario: dict) -> bool:
+    return any(w.get("type") == "file_read" for w in scenario.get("workload", []))
+
+
 def _has_anon(scenario: dict) -> bool:
     return any(w.get("type") == "usemem" for w in scenario.get("workload", []))
 
@@ -465,6 +479,11 @@ def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = N
             notes.append("the scenario has no swap but the host does: the kernel may swap where the model cannot")
         _write(sysctl, str(norm["kernel"]["swappiness"]))
         os.makedirs(workdir, exist_ok=True)
+        if _has_file_reads(norm) and _fstype(workdir) in ("tmpfs", "ramfs"):
+            raise KernelRunError(
+                f"--workdir {workdir} is on {_fstype(workdir)}: its pages are shmem (anon LRU), "
+                "not page cache; choose a directory on a disk filesystem"
+            )
         _core.host_create_files_json(scenario_json, workdir)
         for i in range(reps):
             if progress:

@@ -135,3 +135,13 @@ def test_ctrl_c_removes_everything():
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert not _leftovers()
+
+
+@needs_kernel
+def test_file_reads_refuse_a_tmpfs_workdir():
+    if kernelrun._fstype("/dev/shm") != "tmpfs":
+        pytest.skip("/dev/shm is not tmpfs here")
+    p = cli("kernel-run", "calib-uniform", "--reps", "1", "--workdir", "/dev/shm/reclaimsim-test")
+    assert p.returncode == 2, p.stderr
+    assert "shmem" in p.stderr and "Traceback" not in p.stderr
+    assert not _leftovers() and not Path("/dev/shm/reclaimsim-test").exists()
