@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from reclaimsim import cli as cli_mod
-from reclaimsim import kernelrun
+from reclaimsim import _core, kernelrun
 
 
 def cli(*args):
@@ -145,3 +145,33 @@ def test_file_reads_refuse_a_tmpfs_workdir():
     assert p.returncode == 2, p.stderr
     assert "shmem" in p.stderr and "Traceback" not in p.stderr
     assert not _leftovers() and not Path("/dev/shm/reclaimsim-test").exists()
+
+
+@needs_kernel
+def test_trace_replay_agrees_with_the_kernel(tmp_path):
+    trace = tmp_path / "z.oracleGeneral"
+    _core.trace_gen(str(trace), 20000, 60000, 0.9, 3)
+    sc = tmp_path / "t.toml"
+    sc.write_text(
+        f"""
+name = "trace-kernel"
+duration = "600s"
+[machine]
+cpus = 2
+memory_per_node = "4G"
+[[cgroup]]
+path = "/t"
+memory.max = "32M"
+[[workload]]
+type = "trace"
+cgroup = "/t"
+path = "{trace}"
+"""
+    )
+    p = cli("kernel-run", str(sc), "--reps", "1", "--json", "-", "--workdir", str(tmp_path / "work"))
+    assert p.returncode == 0, p.stderr
+    c = _counters(json.loads(p.stdout))
+    assert c["accesses"]["kernel_mean"] == c["accesses"]["sim"] == 60000
+    assert c["misses"]["kernel_mean"] > 20000 * 0.5  # at least most objects' cold misses
+    assert abs(c["misses"]["diff_pct"]) < 10, c["misses"]
+    assert not _leftovers()

@@ -31,6 +31,85 @@ pub trait Source {
     fn next_request(&mut self) -> Result<Option<Request>>;
 }
 
+/// Object ids of a trace -> their pages: each new object gets the next `pages` page
+/// indices (dense, in order of first appearance) and keeps them. The simulator and the
+/// native runner map ids with this one type, so both touch the same pages. Ids below
+/// DENSE_IDS are looked up by index (traces usually number objects densely), the rest in
+/// a hash map.
+#[derive(Default)]
+pub struct PageMap {
+    dense: Vec<(u32, u32)>,
+    sparse: rustc_hash::FxHashMap<u64, (u32, u32)>,
+    next_page: u64,
+    objects: u64,
+}
+
+/// Ids below this are looked up by index (8 bytes per id up to the largest seen).
+const DENSE_IDS: u64 = 1 << 26;
+
+/// An empty dense slot (no object has zero pages).
+const NO_OBJECT: (u32, u32) = (0, 0);
+
+impl PageMap {
+    /// The (first page, pages) of a known object.
+    #[inline]
+    pub fn get(&self, id: u64) -> Option<(u32, u32)> {
+        if id < DENSE_IDS {
+            self.dense.get(id as usize).copied().filter(|v| v.1 != 0)
+        } else {
+            self.sparse.get(&id).copied()
+        }
+    }
+
+    /// Start loading an id's slot (no effect on results).
+    #[inline]
+    pub fn prefetch(&self, id: u64) {
+        if let Some(slot) = self.dense.get(id as usize) {
+            crate::mm::prefetch(slot);
+        }
+    }
+
+    /// The pages of a request's object, assigning them if the object is new (then `true`).
+    pub fn map(&mut self, req: &Request) -> std::result::Result<(u32, u32, bool), String> {
+        if let Some((b, p)) = self.get(req.obj) {
+            return Ok((b, p, false));
+        }
+        let pages = req.pages();
+        if self.next_page + pages as u64 > u32::MAX as u64 {
+            return Err("more than 2^32 distinct pages".into());
+        }
+        let base = self.next_page as u32;
+        self.next_page += pages as u64;
+        self.objects += 1;
+        let v = (base, pages);
+        if req.obj < DENSE_IDS {
+            let i = req.obj as usize;
+            if i >= self.dense.len() {
+                let n = (i + 1).next_power_of_two().min(DENSE_IDS as usize);
+                self.dense.resize(n, NO_OBJECT);
+            }
+            self.dense[i] = v;
+        } else {
+            self.sparse.insert(req.obj, v);
+        }
+        Ok((base, pages, true))
+    }
+
+    /// Distinct objects seen.
+    pub fn len(&self) -> u64 {
+        self.objects
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects == 0
+    }
+
+    /// Pages assigned so far.
+    pub fn pages(&self) -> u64 {
+        self.next_page
+    }
+}
+
 /// Bytes of one oracleGeneral record.
 pub const ORACLE_GENERAL_RECORD: usize = 24;
 
@@ -563,26 +642,19 @@ pub fn write_zipf_oracle(
 
 /// Requests and distinct objects of a trace (one streaming pass), and the pages those
 /// objects span (each object at the size it first had).
-pub fn count(path: &str, format: TraceFormat, csv: Option<&CsvColumns>) -> Result<(u64, u64, u64)> {
-    let mut src = open(path, format, csv, 0)?;
-    let mut seen_dense: Vec<bool> = Vec::new();
-    let mut seen: rustc_hash::FxHashSet<u64> = Default::default();
-    let (mut requests, mut objects, mut pages) = (0u64, 0u64, 0u64);
+/// `seed` is the scenario's (DAMON's expansion draws from it).
+pub fn count(
+    path: &str,
+    format: TraceFormat,
+    csv: Option<&CsvColumns>,
+    seed: u64,
+) -> Result<(u64, u64, u64)> {
+    let mut src = open(path, format, csv, seed)?;
+    let mut map = PageMap::default();
+    let mut requests = 0u64;
     while let Some(r) = src.next_request()? {
         requests += 1;
-        let new = if r.obj < 1 << 26 {
-            let i = r.obj as usize;
-            if i >= seen_dense.len() {
-                seen_dense.resize((i + 1).next_power_of_two(), false);
-            }
-            !std::mem::replace(&mut seen_dense[i], true)
-        } else {
-            seen.insert(r.obj)
-        };
-        if new {
-            objects += 1;
-            pages += r.pages() as u64;
-        }
+        map.map(&r).map_err(|m| err(path, requests, m))?;
     }
-    Ok((requests, objects, pages))
+    Ok((requests, map.len(), map.pages()))
 }

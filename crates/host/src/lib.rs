@@ -17,7 +17,10 @@
 //! The caller (the Python front) places the process in the cgroup before calling
 //! [`run_process`]; this crate does no cgroup or swap setup.
 
-use reclaimsim_core::scenario::{FileRead, MappingKind, Scenario, Usemem, WorkloadSpec, PAGE_SIZE};
+use reclaimsim_core::scenario::{
+    FileRead, MappingKind, Scenario, Trace, TraceTarget, Usemem, WorkloadSpec, PAGE_SIZE,
+};
+use reclaimsim_core::trace;
 use reclaimsim_core::workload::access::{bounded, task_rng, Access, FileReadSeq, UsememSeq};
 use serde::Serialize;
 use std::fs::File;
@@ -128,9 +131,7 @@ pub fn processes(sc: &Scenario, wi: usize) -> Result<u32, String> {
         )),
         WorkloadSpec::Usemem(u) => Ok(u.processes),
         WorkloadSpec::FileRead(_) => Ok(1),
-        WorkloadSpec::Trace(_) => Err(format!(
-            "scenario.workload[{wi}]: kernel-run does not replay trace workloads yet; allowed: usemem, file_read"
-        )),
+        WorkloadSpec::Trace(_) => Ok(1),
         WorkloadSpec::RequestChurn(_) => Err(format!(
             "scenario.workload[{wi}]: kernel-run does not replay request_churn (its accesses depend on simulated timing); allowed: usemem, file_read"
         )),
@@ -145,15 +146,21 @@ pub fn file_path(dir: &Path, wi: usize, j: usize) -> PathBuf {
 /// Create workload `wi`'s files under `dir` (kept when they already have the right size),
 /// written and fsynced so that dropping caches leaves none of them cached.
 pub fn create_files(sc: &Scenario, wi: usize, dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let WorkloadSpec::FileRead(f) = &sc.workloads[wi] else {
-        return Ok(Vec::new());
+    let sizes: Vec<u64> = match &sc.workloads[wi] {
+        WorkloadSpec::FileRead(f) => f.files.iter().map(|s| s.pages() * PAGE_SIZE).collect(),
+        WorkloadSpec::Trace(t) if t.target == TraceTarget::File => {
+            // A file as long as the pages the trace's objects map to.
+            let (_, _, pages) = trace::count(&t.path, t.format, t.csv.as_ref(), sc.seed)
+                .map_err(|e| e.to_string())?;
+            vec![pages.max(1) * PAGE_SIZE]
+        }
+        _ => return Ok(Vec::new()),
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let chunk = vec![0x5au8; 1 << 20];
     let mut out = Vec::new();
-    for (j, sz) in f.files.iter().enumerate() {
+    for (j, &want) in sizes.iter().enumerate() {
         let p = file_path(dir, wi, j);
-        let want = sz.pages() * PAGE_SIZE;
         let ok = std::fs::metadata(&p)
             .map(|m| m.len() == want)
             .unwrap_or(false);
@@ -186,6 +193,53 @@ pub fn run_process(
     record: bool,
     live: Option<&Path>,
 ) -> Result<ProcessStats, String> {
+    run_process_prepared(sc, wi, process, dir, record, live, None)
+}
+
+/// The id-to-page maps of a scenario's trace workloads, built ahead (see [`prepare`]).
+#[derive(Default)]
+pub struct Prepared {
+    maps: Vec<Option<trace::PageMap>>,
+}
+
+/// Build, in the calling process, the id-to-page map of every trace workload (one pass
+/// over each trace). A worker forked afterwards reads the map instead of building its own,
+/// so the map's memory is not charged to the workload's cgroup (the model has no such
+/// table in the simulated machine).
+pub fn prepare(sc: &Scenario) -> Result<Prepared, String> {
+    let mut maps = Vec::new();
+    for w in &sc.workloads {
+        maps.push(match w {
+            WorkloadSpec::Trace(t) => {
+                let mut src = trace::open(&t.path, t.format, t.csv.as_ref(), sc.seed)
+                    .map_err(|e| e.to_string())?;
+                let mut map = trace::PageMap::default();
+                let mut n = 0u64;
+                while let Some(r) = src.next_request().map_err(|e| e.to_string())? {
+                    n += 1;
+                    if t.requests != 0 && n > t.requests {
+                        break;
+                    }
+                    map.map(&r)?;
+                }
+                Some(map)
+            }
+            _ => None,
+        });
+    }
+    Ok(Prepared { maps })
+}
+
+/// [`run_process`] with trace maps built ahead by [`prepare`].
+pub fn run_process_prepared(
+    sc: &Scenario,
+    wi: usize,
+    process: u32,
+    dir: &Path,
+    record: bool,
+    live: Option<&Path>,
+    prepared: Option<&Prepared>,
+) -> Result<ProcessStats, String> {
     let n = processes(sc, wi)?;
     if process >= n {
         return Err(format!(
@@ -197,9 +251,13 @@ pub fn run_process(
     let threads = match &sc.workloads[wi] {
         WorkloadSpec::Usemem(u) => run_usemem(sc, wi, u, process, record, &slots)?,
         WorkloadSpec::FileRead(f) => run_file_read(sc, wi, f, dir, record, &slots)?,
-        WorkloadSpec::RequestChurn(_) | WorkloadSpec::Trace(_) => {
-            unreachable!("rejected by processes()")
+        WorkloadSpec::Trace(t) => {
+            let map = prepared
+                .and_then(|p| p.maps.get(wi))
+                .and_then(|m| m.as_ref());
+            vec![run_trace(sc, wi, t, dir, record, slots[0], map)?]
         }
+        WorkloadSpec::RequestChurn(_) => unreachable!("rejected by processes()"),
     };
     Ok(ProcessStats {
         workload: wi,
@@ -534,6 +592,164 @@ fn file_read_thread(
     Ok(st)
 }
 
+/// Replay a trace workload in this process (one thread): each request's object maps to
+/// pages exactly as in the simulator (`trace::PageMap`); a file target reads those pages
+/// of a file made long enough beforehand, an anon target writes them in one mapping.
+fn run_trace(
+    sc: &Scenario,
+    wi: usize,
+    t: &Trace,
+    dir: &Path,
+    record: bool,
+    live: Live,
+    prebuilt: Option<&trace::PageMap>,
+) -> Result<ThreadStats, String> {
+    let stream = reclaimsim_core::workload::access::task_stream(sc, wi, 0);
+    let mut src =
+        trace::open(&t.path, t.format, t.csv.as_ref(), sc.seed).map_err(|e| e.to_string())?;
+    let (maj0, min0) = thread_faults();
+    let mut st = ThreadStats {
+        stream,
+        log: record.then(Vec::new),
+        ..Default::default()
+    };
+    let mut own = trace::PageMap::default();
+    // Objects map to the same pages whichever map is used: both assign them in order of
+    // first appearance over the same stream.
+    let mut map_req = |req: &trace::Request| -> Result<(u32, u32), String> {
+        match prebuilt {
+            Some(m) => m
+                .get(req.obj)
+                .ok_or_else(|| "trace changed since it was prepared".to_string()),
+            None => own.map(req).map(|(b, p, _)| (b, p)),
+        }
+    };
+    let limit = if t.requests == 0 {
+        u64::MAX
+    } else {
+        t.requests
+    };
+    let mut requests = 0u64;
+    match t.target {
+        TraceTarget::File => {
+            let p = file_path(dir, wi, 0);
+            let file = File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let len = file.metadata().map_err(|e| e.to_string())?.len() as usize;
+            // SAFETY: advice on an open descriptor.
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+            let files = [OpenFile {
+                map: Mapping::file(&file, len)?,
+                file,
+            }];
+            let mut buf = vec![0u8; PAGE];
+            while requests < limit {
+                let Some(req) = src.next_request().map_err(|e| e.to_string())? else {
+                    break;
+                };
+                requests += 1;
+                let (base, pages) = map_req(&req)?;
+                for page in base..base + pages {
+                    read_page(&files, 0, page, &mut buf, &mut st)?;
+                    if st.accesses.is_multiple_of(PUBLISH_EVERY) {
+                        live.publish(&st);
+                    }
+                }
+            }
+            let (maj, min) = thread_faults();
+            st.major_faults = maj - maj0;
+            st.minor_faults = min - min0;
+        }
+        TraceTarget::Anon => {
+            // Pages are assigned as objects appear: size the mapping from a first pass.
+            let (_, _, total) = trace::count(&t.path, t.format, t.csv.as_ref(), sc.seed)
+                .map_err(|e| e.to_string())?;
+            let area = Mapping::anon(total.max(1) as usize * PAGE)?;
+            while requests < limit {
+                let Some(req) = src.next_request().map_err(|e| e.to_string())? else {
+                    break;
+                };
+                requests += 1;
+                let (base, pages) = map_req(&req)?;
+                for vpn in base..base + pages {
+                    // SAFETY: vpn < total pages of the mapping.
+                    let p = unsafe { area.base.add(vpn as usize * PAGE) } as *mut u64;
+                    unsafe { p.write_volatile(st.accesses ^ 0x5a5a) };
+                    st.accesses += 1;
+                    if let Some(l) = st.log.as_mut() {
+                        l.push(Access::Touch {
+                            vpn: ((p as usize - area.base as usize) / PAGE) as u32,
+                            random: true,
+                        });
+                    }
+                    if st.accesses.is_multiple_of(PUBLISH_EVERY) {
+                        usemem_faults(&mut st, maj0, min0);
+                        live.publish(&st);
+                    }
+                }
+            }
+            usemem_faults(&mut st, maj0, min0);
+        }
+    }
+    live.publish(&st);
+    Ok(st)
+}
+
+/// Read page `page` of file `file` after classifying it with mincore (see the module doc).
+fn read_page(
+    files: &[OpenFile],
+    file: u32,
+    page: u32,
+    buf: &mut [u8],
+    st: &mut ThreadStats,
+) -> Result<(), String> {
+    let f = &files[file as usize];
+    let off = page as usize * PAGE;
+    let mut vec = [0u8; 1];
+    // SAFETY: a page-aligned address inside our mapping; mincore fills one byte.
+    let rc = unsafe {
+        libc::mincore(
+            f.map.base.add(off) as *mut libc::c_void,
+            PAGE,
+            vec.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(os_err("mincore"));
+    }
+    // SAFETY: reading one page into our buffer.
+    let n = unsafe {
+        libc::pread(
+            f.file.as_raw_fd(),
+            buf.as_mut_ptr() as *mut libc::c_void,
+            PAGE,
+            off as libc::off_t,
+        )
+    };
+    if n != PAGE as isize {
+        return Err(format!(
+            "pread of page {page} of file {file}: {}",
+            if n < 0 {
+                std::io::Error::last_os_error().to_string()
+            } else {
+                format!("short read ({n} bytes)")
+            }
+        ));
+    }
+    st.accesses += 1;
+    if vec[0] & 1 != 0 {
+        st.hits += 1;
+    } else {
+        st.misses += 1;
+    }
+    if let Some(l) = st.log.as_mut() {
+        l.push(Access::Read {
+            file,
+            page: (off / PAGE) as u32,
+        });
+    }
+    Ok(())
+}
+
 /// Run process `process` of workload `wi` of a scenario given as JSON, returning its
 /// statistics as JSON (for the Python front).
 pub fn run_process_json(
@@ -542,9 +758,18 @@ pub fn run_process_json(
     process: u32,
     dir: &str,
     live: Option<&str>,
+    prepared: Option<&Prepared>,
 ) -> Result<String, String> {
     let sc = Scenario::from_json(scenario_json).map_err(|e| e.to_string())?;
-    let st = run_process(&sc, wi, process, Path::new(dir), false, live.map(Path::new))?;
+    let st = run_process_prepared(
+        &sc,
+        wi,
+        process,
+        Path::new(dir),
+        false,
+        live.map(Path::new),
+        prepared,
+    )?;
     serde_json::to_string(&st).map_err(|e| e.to_string())
 }
 

@@ -1,5 +1,6 @@
 //! The native runner issues exactly the simulator's page-access sequences: both are dumped,
-//! thread by thread (keyed by the task's random stream), and compared.
+//! thread by thread (keyed by the task's random stream), and compared; trace workloads
+//! (CSV with multi-page objects, zstd oracleGeneral on anon, DAMON) included.
 
 use reclaimsim_core::workload::access::Access;
 use reclaimsim_core::{sim, Scenario};
@@ -54,11 +55,30 @@ files = ["64K", "256K"]
 pattern = "hotscan"
 hot_per_stream = 3
 accesses = 100
+[[workload]]
+type = "trace"
+cgroup = "/a"
+path = "TRACES/small.csv"
+[[workload]]
+type = "trace"
+path = "TRACES/small.oracleGeneral.zst"
+target = "anon"
+requests = 500
+[[workload]]
+type = "trace"
+path = "TRACES/small-damon.json"
 "#;
+
+fn scenario_text() -> String {
+    SCENARIO.replace(
+        "TRACES",
+        &format!("{}/../../tests/traces", env!("CARGO_MANIFEST_DIR")),
+    )
+}
 
 #[test]
 fn native_runner_issues_the_simulated_sequences() {
-    let sc = Scenario::from_toml(SCENARIO).expect("valid scenario");
+    let sc = Scenario::from_toml(&scenario_text()).expect("valid scenario");
     let simulated: BTreeMap<u64, Vec<Access>> = sim::record_accesses(&sc)
         .expect("simulation")
         .into_iter()
@@ -110,11 +130,11 @@ fn native_runner_issues_the_simulated_sequences() {
 
 #[test]
 fn unbounded_and_timed_workloads_are_refused() {
-    let t = SCENARIO.replacen("repeat = 2", "repeat = 0", 1);
+    let t = scenario_text().replacen("repeat = 2", "repeat = 0", 1);
     let sc = Scenario::from_toml(&t).unwrap();
     let e = reclaimsim_host::processes(&sc, 0).unwrap_err();
     assert!(e.contains("repeat"), "{e}");
-    let t = SCENARIO.replacen("accesses = 500", "accesses = 0", 1);
+    let t = scenario_text().replacen("accesses = 500", "accesses = 0", 1);
     let sc = Scenario::from_toml(&t).unwrap();
     let e = reclaimsim_host::processes(&sc, 3).unwrap_err();
     assert!(

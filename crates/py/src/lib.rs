@@ -79,11 +79,25 @@ fn host_create_files_json(py: Python<'_>, scenario_json: &str, dir: &str) -> PyR
         .map_err(pyo3::exceptions::PyOSError::new_err)
 }
 
+/// Trace workloads' id-to-page maps, built in the parent before the workers fork
+/// (`host_prepare_json`), so that their memory is not charged to the workload's cgroup.
+#[pyclass(frozen)]
+struct HostPrepared(reclaimsim_host::Prepared);
+
+/// Build the trace maps of a scenario (JSON text) for kernel-run's workers.
+#[pyfunction]
+fn host_prepare_json(py: Python<'_>, scenario_json: &str) -> PyResult<HostPrepared> {
+    let sc = reclaimsim_core::Scenario::from_json(scenario_json).map_err(to_py_err)?;
+    py.allow_threads(|| reclaimsim_host::prepare(&sc))
+        .map(HostPrepared)
+        .map_err(pyo3::exceptions::PyOSError::new_err)
+}
+
 /// Replay process `process` of workload `workload` natively in this process (kernel-run's
 /// worker, already placed in its cgroup); returns its per-thread statistics as JSON text.
 /// `live`: a file of threads * 5 u64 where the threads publish their counters as they go.
 #[pyfunction]
-#[pyo3(signature = (scenario_json, workload, process, dir, live=None))]
+#[pyo3(signature = (scenario_json, workload, process, dir, live=None, prepared=None))]
 fn host_run_process_json(
     py: Python<'_>,
     scenario_json: &str,
@@ -91,9 +105,11 @@ fn host_run_process_json(
     process: u32,
     dir: &str,
     live: Option<&str>,
+    prepared: Option<&HostPrepared>,
 ) -> PyResult<String> {
+    let prepared = prepared.map(|p| &p.0);
     py.allow_threads(|| {
-        reclaimsim_host::run_process_json(scenario_json, workload, process, dir, live)
+        reclaimsim_host::run_process_json(scenario_json, workload, process, dir, live, prepared)
     })
     .map_err(pyo3::exceptions::PyOSError::new_err)
 }
@@ -121,7 +137,7 @@ fn trace_gen(
 fn trace_count(py: Python<'_>, path: &str, format: &str) -> PyResult<(u64, u64, u64)> {
     let f: reclaimsim_core::scenario::TraceFormat = serde_json::from_value(serde_json::Value::String(format.into()))
         .map_err(|_| ScenarioError::new_err(format!("trace format {format:?}: allowed auto, text, csv, oracle_general, oracle_general_zst, damon")))?;
-    py.allow_threads(|| reclaimsim_core::trace::count(path, f, None))
+    py.allow_threads(|| reclaimsim_core::trace::count(path, f, None, 0))
         .map_err(to_py_err)
 }
 
@@ -139,6 +155,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_json, m)?)?;
     m.add_function(wrap_pyfunction!(cost_table_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_processes_json, m)?)?;
+    m.add_function(wrap_pyfunction!(host_prepare_json, m)?)?;
+    m.add_class::<HostPrepared>()?;
     m.add_function(wrap_pyfunction!(trace_gen, m)?)?;
     m.add_function(wrap_pyfunction!(trace_count, m)?)?;
     m.add_function(wrap_pyfunction!(host_create_files_json, m)?)?;

@@ -536,15 +536,6 @@ pub fn spawn_request_churn(
     }
 }
 
-/// Object ids of a trace -> their (first page, pages): a dense table indexed by id while
-/// ids stay below DENSE_IDS (traces usually number their objects densely), a hash map
-/// for the rest.
-#[derive(Default)]
-struct ObjectMap {
-    dense: Vec<(u32, u32)>,
-    sparse: rustc_hash::FxHashMap<u64, (u32, u32)>,
-}
-
 /// Requests a trace task reads ahead of the one it runs (for prefetching).
 const LOOKAHEAD: usize = 16;
 
@@ -581,48 +572,6 @@ fn prefetch_folio(s: &Sim, kind: TraceTarget, target: u32, page: u32) {
     }
 }
 
-/// Ids below this are looked up by index (8 bytes per id up to the largest seen).
-const DENSE_IDS: u64 = 1 << 26;
-
-/// An empty dense slot (no object has zero pages).
-const NO_OBJECT: (u32, u32) = (0, 0);
-
-impl ObjectMap {
-    #[inline]
-    fn get(&self, id: u64) -> Option<(u32, u32)> {
-        if id < DENSE_IDS {
-            self.dense.get(id as usize).copied().filter(|v| v.1 != 0)
-        } else {
-            self.sparse.get(&id).copied()
-        }
-    }
-
-    #[inline]
-    fn prefetch(&self, id: u64) {
-        if let Some(slot) = self.dense.get(id as usize) {
-            prefetch(slot);
-        }
-    }
-
-    fn insert(&mut self, id: u64, v: (u32, u32)) {
-        if id < DENSE_IDS {
-            if id as usize >= self.dense.len() {
-                let n = (id as usize + 1)
-                    .next_power_of_two()
-                    .min(DENSE_IDS as usize);
-                self.dense.resize(n, NO_OBJECT);
-            }
-            self.dense[id as usize] = v;
-        } else {
-            self.sparse.insert(id, v);
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.dense.iter().filter(|v| v.1 != 0).count() + self.sparse.len()
-    }
-}
-
 /// Create a trace workload's task: it streams the trace and replays each request against a
 /// page-cache file or an anonymous area that grows as new objects appear (ids get dense
 /// page ranges in order of first appearance; an object keeps the size it first had).
@@ -636,6 +585,8 @@ pub fn spawn_trace(
     stream: &mut u64,
 ) -> crate::error::Result<()> {
     let mut src = crate::trace::open(&spec.path, spec.format, spec.csv.as_ref(), s.seed)?;
+    let spec_path = spec.path.clone();
+    let stream_id = *stream;
     *stream += 1;
     let cpu = cpus[0];
     let node = s.cpu_node[cpu as usize];
@@ -674,8 +625,7 @@ pub fn spawn_trace(
             let mut r = Runner::new(wi, start);
             let mut t = Tally::default();
             // Object id -> (first page, pages).
-            let mut ids = ObjectMap::default();
-            let mut next_page: u64 = 0;
+            let mut ids = crate::trace::PageMap::default();
             let mut ts = TraceStats::default();
             let mut alive = true;
             // Requests read ahead, so the memory a request will touch (its id's slot, its
@@ -719,31 +669,37 @@ pub fn spawn_trace(
                     }
                     break;
                 };
-                let (base, pages) = match ids.get(req.obj) {
-                    Some(v) => v,
-                    None => {
-                        let pages = req.pages();
-                        if next_page + pages as u64 > u32::MAX as u64 {
-                            s.fail(crate::error::Error::Trace {
-                                file: "(trace)".into(),
-                                record: ts.requests + 1,
-                                msg: "more than 2^32 distinct pages".into(),
-                            });
-                            break;
-                        }
-                        let base = next_page as u32;
-                        next_page += pages as u64;
-                        let mut mm = s.mm.borrow_mut();
-                        match kind {
-                            TraceTarget::File => mm.files[target as usize].grow(next_page as usize),
-                            TraceTarget::Anon => mm.mms[target as usize].grow(next_page as usize),
-                        }
-                        ids.insert(req.obj, (base, pages));
-                        (base, pages)
+                let (base, pages, new) = match ids.map(&req) {
+                    Ok(m) => m,
+                    Err(msg) => {
+                        s.fail(crate::error::Error::Trace {
+                            file: spec_path.clone(),
+                            record: ts.requests + 1,
+                            msg,
+                        });
+                        break;
                     }
                 };
+                if new {
+                    let mut mm = s.mm.borrow_mut();
+                    let end = ids.pages() as usize;
+                    match kind {
+                        TraceTarget::File => mm.files[target as usize].grow(end),
+                        TraceTarget::Anon => mm.mms[target as usize].grow(end),
+                    }
+                }
                 let mut all_hit = true;
                 for p in base..base + pages {
+                    s.record_access(
+                        stream_id,
+                        match kind {
+                            TraceTarget::File => Access::Read { file: 0, page: p },
+                            TraceTarget::Anon => Access::Touch {
+                                vpn: p,
+                                random: true,
+                            },
+                        },
+                    );
                     match kind {
                         TraceTarget::File => {
                             t.accesses += 1;
@@ -782,8 +738,8 @@ pub fn spawn_trace(
                     break;
                 }
             }
-            ts.objects = ids.len() as u64;
-            ts.pages = next_page;
+            ts.objects = ids.len();
+            ts.pages = ids.pages();
             ts.miss_ratio = if ts.requests == 0 {
                 0.0
             } else {
