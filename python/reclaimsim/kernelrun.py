@@ -7,9 +7,13 @@ task issues (same generator, same random stream). The kernel side of a rep:
 
 1. create the cgroup tree under ``reclaimsim-<pid>`` (v2 when its memory controller is
    available, else v1) with the scenario's limits and swappiness;
-2. drop the page cache (the workloads' files were written and synced before);
+2. drop the page cache (the workloads' files were written and synced before), then read
+   any trace files once here, so their cache is not the workloads';
 3. snapshot /proc/vmstat, run every workload process at once, wait for all;
 4. read /proc/vmstat and each cgroup's memory.stat, remove the cgroups.
+
+The simulator runs the same scenario once per rep, with the memcg flush phase spread over
+its period (see `simulate`).
 
 Swap: with a scenario swap device and no swap on the host, zram0 is set up (or a swap
 file with ``--swapfile``) and torn down afterwards. Everything created is removed on exit,
@@ -23,13 +27,11 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _core
-from ._core import ScenarioError
 
 # /proc/vmstat counters compared; allocstall is the sum of allocstall_*.
 VMSTAT_COUNTERS = [
@@ -474,8 +476,8 @@ def _has_anon(scenario: dict) -> bool:
 
 
 def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = None, progress=None) -> dict:
-    """Run `scenario` (normalized dict) `reps` times on the host kernel and once in the
-    simulator; return the side-by-side report."""
+    """Run `scenario` `reps` times on the host kernel and `reps` times in the simulator
+    (flush phases spread, unless pinned); return the side-by-side report."""
     scenario_json = json.dumps(scenario)
     nprocs = _core.host_processes_json(scenario_json)
     norm = json.loads(_core.validate_json(scenario_json))
