@@ -260,8 +260,9 @@ def validate(scenario, sets):
 @click.option("--vs", "versus", type=click.Choice(["libcachesim"]), help="Replay TRACE here and in another simulator, side by side.")
 @click.option("--capacity-pages", type=click.IntRange(1), help="--vs: cache size in 4 KiB pages (default: --capacity-ratio of the objects).")
 @click.option("--capacity-ratio", type=click.FloatRange(0, 1, min_open=True), default=0.1, show_default=True, help="--vs: cache size as a fraction of the trace's distinct objects.")
+@click.option("--policies", is_flag=True, help="--vs: also show the miss ratios of libCacheSim's Clock, SLRU, 2Q, ARC and S3-FIFO (not timed).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the figures as JSON.")
-def bench(trace, names, versus, capacity_pages, capacity_ratio, json_path):
+def bench(trace, names, versus, capacity_pages, capacity_ratio, policies, json_path):
     """Measure speed and memory: events per wall second, virtual/wall ratio, RSS per page.
 
     Each scenario runs in its own process so its peak RSS is its own; the first row is
@@ -278,7 +279,7 @@ def bench(trace, names, versus, capacity_pages, capacity_ratio, json_path):
             _fail("--vs libcachesim needs a TRACE (e.g. made by `reclaimsim trace-gen`)")
         with _user_errors():
             try:
-                b = bench_vs_libcachesim(trace, capacity_pages, capacity_ratio)
+                b = bench_vs_libcachesim(trace, capacity_pages, capacity_ratio, policies)
             except BenchError as e:
                 _fail(str(e))
         if json_path == "-":

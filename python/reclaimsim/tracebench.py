@@ -53,7 +53,13 @@ def _detect(trace: str) -> str:
     return "oracle_general"
 
 
-def bench_vs_libcachesim(trace: str, capacity_pages: int | None, capacity_ratio: float) -> dict:
+# Policies whose miss ratios are shown beside LRU's for context (not timed).
+OTHER_POLICIES = ("Clock", "SLRU", "TwoQ", "ARC", "S3FIFO")
+
+
+def bench_vs_libcachesim(
+    trace: str, capacity_pages: int | None, capacity_ratio: float, others: bool = False
+) -> dict:
     try:
         import libcachesim as lcs
     except ImportError:
@@ -86,6 +92,11 @@ def bench_vs_libcachesim(trace: str, capacity_pages: int | None, capacity_ratio:
 
     rs_rps = ts["requests"] / rs_wall
     lcs_rps = requests / lcs_wall
+    other = {}
+    if others:
+        for name in OTHER_POLICIES:
+            rd = lcs.TraceReader(trace, getattr(lcs.TraceType, LIBCACHESIM_FORMATS[fmt]))
+            other[name] = getattr(lcs, name)(capacity_pages * 4096).process_trace(rd)[0]
     return {
         "trace": trace,
         "requests": requests,
@@ -98,6 +109,7 @@ def bench_vs_libcachesim(trace: str, capacity_pages: int | None, capacity_ratio:
         "libcachesim_miss_ratio": obj_miss_ratio,
         "reclaimsim_wall_s": rs_wall,
         "libcachesim_wall_s": lcs_wall,
+        "libcachesim_other_miss_ratios": other,
     }
 
 
@@ -109,5 +121,9 @@ def format_bench(b: dict) -> str:
             f"{'reclaimsim':<14} {b['reclaimsim_rps']:>14.0f} {b['reclaimsim_miss_ratio']:>11.4f} {b['reclaimsim_wall_s']:>8.2f}",
             f"{'libCacheSim LRU':<14} {b['libcachesim_rps']:>14.0f} {b['libcachesim_miss_ratio']:>11.4f} {b['libcachesim_wall_s']:>8.2f}",
             f"ratio (reclaimsim / libCacheSim): {b['ratio']:.2f}",
+        ]
+        + [
+            f"libCacheSim {name:<8} miss ratio {mr:.4f} (context, not timed)"
+            for name, mr in b.get("libcachesim_other_miss_ratios", {}).items()
         ]
     )

@@ -72,7 +72,7 @@ def test_trace_gen_writes_a_zipf_trace_both_sides_can_read(tmp_path):
     requests, objects, pages = _core.trace_count(str(out))
     assert requests == 30000 and 1000 < objects <= 2000 and pages == objects
 
-    b = cli("bench", "--vs", "libcachesim", str(out), "--json", "-")
+    b = cli("bench", "--vs", "libcachesim", str(out), "--json", "-", "--policies")
     assert b.returncode == 0, b.stderr
     r = json.loads(b.stdout)
     for k in ["trace", "requests", "capacity_pages", "reclaimsim_rps", "libcachesim_rps", "ratio",
@@ -82,6 +82,8 @@ def test_trace_gen_writes_a_zipf_trace_both_sides_can_read(tmp_path):
     assert r["ratio"] == pytest.approx(r["reclaimsim_rps"] / r["libcachesim_rps"])
     # Both are caches of a tenth of the objects on a skewed trace: far from 0 and from 1.
     assert 0.1 < r["reclaimsim_miss_ratio"] < 0.9 and 0.1 < r["libcachesim_miss_ratio"] < 0.9
+    assert set(r["libcachesim_other_miss_ratios"]) == {"Clock", "SLRU", "TwoQ", "ARC", "S3FIFO"}
+    assert all(0 < v < 1 for v in r["libcachesim_other_miss_ratios"].values())
 
 
 def test_bench_vs_needs_a_trace():
