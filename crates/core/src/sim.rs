@@ -228,6 +228,8 @@ impl Sim {
             stats_updates: 0,
             last_flush: 0,
             draining: Vec::new(),
+            track_draining: false,
+            pfn_vecs: Vec::new(),
             trace: Default::default(),
             stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len),
             file_dev: costs.ssd(),
@@ -575,6 +577,7 @@ pub fn run_checked(
 ) -> Result<Report> {
     let sim = Sim::build(sc)?;
     sim.check.set(check);
+    sim.mm.borrow_mut().track_draining = check;
     let end = sim.end;
     let completed = sim.e.run_until(end, 1 << 14, &mut |now| progress(now, end));
     if !completed {

@@ -270,15 +270,43 @@ pub struct Mm {
     pub trace: TraceCounters,
     /// The device holding the files (page-cache misses read from it).
     pub file_dev: crate::engine::blkdev::BlockDevice,
-    /// Folios of batches taken out for draining and not yet released (still PG_INBATCH).
+    /// Folios of batches taken out for draining and not yet released (still PG_INBATCH);
+    /// kept only while invariants are checked (`track_draining`), the check's sole reader.
     pub draining: Vec<Pfn>,
+    pub track_draining: bool,
+    /// Spare folio lists (isolation lists, batches, folios to free), reused so the
+    /// reclaim and batch paths do not allocate.
+    pub pfn_vecs: Vec<Vec<Pfn>>,
 }
+
+/// Capacity of a fresh spare folio list: a reclaim chunk or a per-CPU batch fits.
+const PFN_VEC_CAPACITY: usize = 64;
 
 impl Mm {
     /// The node a frame belongs to.
     #[inline]
     pub fn pfn_node(&self, pfn: Pfn) -> u32 {
+        if self.nodes.len() == 1 {
+            return 0;
+        }
         (pfn as u64 / self.node_pages) as u32
+    }
+
+    /// An empty folio list from the spare ones (give it back with `put_pfn_vec`).
+    #[inline]
+    pub fn pfn_vec(&mut self) -> Vec<Pfn> {
+        self.pfn_vecs
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(PFN_VEC_CAPACITY))
+    }
+
+    /// Return a folio list to the spares.
+    #[inline]
+    pub fn put_pfn_vec(&mut self, mut v: Vec<Pfn>) {
+        v.clear();
+        if self.pfn_vecs.len() < 64 {
+            self.pfn_vecs.push(v);
+        }
     }
 
     /// The lruvec of (memcg, node): mem_cgroup_lruvec().

@@ -17,11 +17,37 @@ use super::vmstat::{NodeStat, VmEvent};
 use super::{Mm, Pfn, MAX_RECLAIM_RETRIES};
 use crate::sim::Sim;
 
+/// Most nodes a scenario may have (the validation's limit).
+pub const MAX_NUMNODES: usize = 8;
+
+/// struct zonelist: the nodes an allocation may use, preferred first (one zone each).
+/// A value, so the allocation fast path builds it without touching the heap.
+#[derive(Clone, Copy)]
+pub struct Zonelist {
+    nodes: [u32; MAX_NUMNODES],
+    len: u8,
+}
+
+impl std::ops::Deref for Zonelist {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        &self.nodes[..self.len as usize]
+    }
+}
+
 impl Mm {
     /// The zonelist of `node`: itself first, then the other nodes in id order.
-    pub fn zonelist(&self, node: u32) -> Vec<u32> {
+    pub fn zonelist(&self, node: u32) -> Zonelist {
         let n = self.nodes.len() as u32;
-        (0..n).map(|i| (node + i) % n).collect()
+        debug_assert!(n as usize <= MAX_NUMNODES);
+        let mut zl = Zonelist {
+            nodes: [0; MAX_NUMNODES],
+            len: n as u8,
+        };
+        for i in 0..n {
+            zl.nodes[i as usize] = (node + i) % n;
+        }
+        zl
     }
 
     /// rmqueue(): take a free frame from `node`.
@@ -56,7 +82,7 @@ impl Mm {
 
     /// get_page_from_freelist(): the first node of the zonelist above `mark`.
     pub fn get_page_from_freelist(&mut self, node: u32, mark: usize) -> Option<Pfn> {
-        for n in self.zonelist(node) {
+        for &n in self.zonelist(node).iter() {
             if self.nodes[n as usize].watermark_ok(mark) {
                 return self.rmqueue(n);
             }
@@ -124,8 +150,8 @@ impl Sim {
         loop {
             // wake_all_kswapds(): each node of the zonelist.
             let zl = self.mm.borrow().zonelist(node);
-            for n in &zl {
-                self.wakeup_kswapd(*n);
+            for &n in zl.iter() {
+                self.wakeup_kswapd(n);
             }
             if let Some(p) = self.mm.borrow_mut().get_page_from_freelist(node, WMARK_MIN) {
                 return Some(p);

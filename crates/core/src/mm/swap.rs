@@ -81,18 +81,24 @@ impl Mm {
     /// Take a batch out of a CPU's batches for draining; its folios stay held (PG_INBATCH)
     /// and are listed in `draining` until folios_put releases them.
     fn take_batch(&mut self, cpu: u32, op: BatchOp) -> Vec<Pfn> {
+        let fresh = self.pfn_vec();
         let b = &mut self.batches[cpu as usize];
         let v = match op {
-            BatchOp::Add => std::mem::take(&mut b.lru_add),
-            BatchOp::Activate => std::mem::take(&mut b.lru_activate),
-            BatchOp::MoveTail => std::mem::take(&mut b.lru_move_tail),
+            BatchOp::Add => std::mem::replace(&mut b.lru_add, fresh),
+            BatchOp::Activate => std::mem::replace(&mut b.lru_activate, fresh),
+            BatchOp::MoveTail => std::mem::replace(&mut b.lru_move_tail, fresh),
         };
-        self.draining.extend_from_slice(&v);
+        if self.track_draining {
+            self.draining.extend_from_slice(&v);
+        }
         v
     }
 
     /// Release drained folios from `draining`.
     fn release_drained(&mut self, batch: &[Pfn]) {
+        if !self.track_draining {
+            return;
+        }
         for &p in batch {
             if let Some(i) = self.draining.iter().rposition(|&x| x == p) {
                 self.draining.swap_remove(i);
@@ -123,7 +129,7 @@ impl Sim {
         // Seed 003 (lru_add_dead_filter): folio_ref_freeze(folio, 1) picks out folios whose
         // only reference is the batch's; they are freed after the lock loop instead.
         let filter = op == BatchOp::Add && self.v.lru_add_dead_filter;
-        let mut filtered = Vec::new();
+        let mut filtered = self.mm.borrow_mut().pfn_vec();
         let mut locked: Option<LruvecId> = None;
         for &pfn in &batch {
             let lv = {
@@ -160,7 +166,7 @@ impl Sim {
         }
         // folios_put(): drop the batch references; the filtered folios are freed (and
         // uncharged) without touching an LRU.
-        let mut dead = Vec::new();
+        let mut dead = self.mm.borrow_mut().pfn_vec();
         {
             let mut mm = self.mm.borrow_mut();
             mm.release_drained(&batch);
@@ -177,6 +183,10 @@ impl Sim {
         }
         self.e.charge(filtered.len() as u64 * self.c.page_free);
         self.folios_put_refs(&dead).await;
+        let mut mm = self.mm.borrow_mut();
+        mm.put_pfn_vec(batch);
+        mm.put_pfn_vec(filtered);
+        mm.put_pfn_vec(dead);
     }
 
     /// folios_put_refs(): drop the last reference of each folio; folios on an LRU are

@@ -342,10 +342,9 @@ impl Mm {
 
     /// move_folios_to_lru(): put isolated folios back at the head of the list matching
     /// their flags; active ones age the workingset clock. Folios whose last reference went
-    /// while isolated are returned for freeing. Caller holds lru_lock.
-    pub fn move_folios_to_lru(&mut self, lv: LruvecId, list: &[Pfn]) -> (u64, Vec<Pfn>) {
+    /// while isolated are appended to `dead` for freeing. Caller holds lru_lock.
+    pub fn move_folios_to_lru(&mut self, lv: LruvecId, list: &[Pfn], dead: &mut Vec<Pfn>) -> u64 {
         let mut moved = 0;
-        let mut dead = Vec::new();
         for &pfn in list {
             // Drop the isolation reference; a folio nobody else holds is freed.
             self.pages[pfn as usize].clear(PG_ISOLATED);
@@ -360,7 +359,7 @@ impl Mm {
                 self.workingset_age_nonresident(lv, 1);
             }
         }
-        (moved, dead)
+        moved
     }
 
     /// snapshot_refaults(): remember WORKINGSET_ACTIVATE at the end of reclaim so the next
@@ -420,7 +419,7 @@ impl Sim {
         let file = is_file_lru(lru);
         self.lru_add_drain().await;
         self.lock_lruvec(lv, Site::ShrinkActiveList).await;
-        let mut hold = Vec::new();
+        let mut hold = self.mm.borrow_mut().pfn_vec();
         let (taken, scanned) = {
             let mut mm = self.mm.borrow_mut();
             let r = mm.isolate_lru_folios(nr_to_scan, lv, &mut hold, lru);
@@ -432,6 +431,7 @@ impl Sim {
         self.e.charge(scanned * self.c.isolate_folio);
         self.unlock_lruvec(lv);
         if taken == 0 {
+            self.mm.borrow_mut().put_pfn_vec(hold);
             return;
         }
         {
@@ -453,7 +453,8 @@ impl Sim {
         self.lock_lruvec(lv, Site::ShrinkActiveList).await;
         let dead = {
             let mut mm = self.mm.borrow_mut();
-            let (moved, dead) = mm.move_folios_to_lru(lv, &hold);
+            let mut dead = mm.pfn_vec();
+            let moved = mm.move_folios_to_lru(lv, &hold, &mut dead);
             mm.count_isolated(lv, file, -(taken as i64));
             let memcg = mm.lruvecs[lv as usize].memcg;
             mm.count_event(VmEvent::Pgdeactivate, moved);
@@ -462,9 +463,13 @@ impl Sim {
         };
         self.e.charge(taken * self.c.list_op);
         self.unlock_lruvec(lv);
-        for pfn in dead {
-            self.mm.borrow_mut().free_folio(pfn);
+        let mut mm = self.mm.borrow_mut();
+        for &pfn in &dead {
+            mm.free_folio(pfn);
         }
+        mm.put_pfn_vec(dead);
+        mm.put_pfn_vec(hold);
+        drop(mm);
         // lru_note_cost(lruvec, file, 0, nr_rotated) records nothing: nr_rotated is 0.
     }
 
@@ -514,7 +519,7 @@ impl Sim {
         }
         self.lru_add_drain().await;
         self.lock_lruvec(lv, Site::ShrinkInactiveList).await;
-        let mut list = Vec::new();
+        let mut list = self.mm.borrow_mut().pfn_vec();
         let (taken, scanned) = {
             let mut mm = self.mm.borrow_mut();
             let r = mm.isolate_lru_folios(nr_to_scan, lv, &mut list, lru);
@@ -540,13 +545,15 @@ impl Sim {
         self.unlock_lruvec(lv);
         sc.nr_taken += taken;
         if taken == 0 {
+            self.mm.borrow_mut().put_pfn_vec(list);
             return 0;
         }
         let stat = self.shrink_folio_list(&mut list, lv, sc).await;
         self.lock_lruvec(lv, Site::MoveFoliosToLru).await;
         let dead = {
             let mut mm = self.mm.borrow_mut();
-            let (_, dead) = mm.move_folios_to_lru(lv, &list);
+            let mut dead = mm.pfn_vec();
+            mm.move_folios_to_lru(lv, &list, &mut dead);
             mm.count_isolated(lv, file, -(taken as i64));
             let memcg = mm.lruvecs[lv as usize].memcg;
             let item = if sc.kswapd {
@@ -567,8 +574,13 @@ impl Sim {
         };
         self.e.charge(list.len() as u64 * self.c.list_op);
         self.unlock_lruvec(lv);
-        for pfn in dead {
-            self.mm.borrow_mut().free_folio(pfn);
+        {
+            let mut mm = self.mm.borrow_mut();
+            for &pfn in &dead {
+                mm.free_folio(pfn);
+            }
+            mm.put_pfn_vec(dead);
+            mm.put_pfn_vec(list);
         }
         self.lru_note_cost(
             lv,
@@ -598,7 +610,7 @@ impl Sim {
         sc: &mut ScanControl,
     ) -> ReclaimStat {
         let mut stat = ReclaimStat::default();
-        let mut keep = Vec::with_capacity(list.len());
+        let mut keep = self.mm.borrow_mut().pfn_vec();
         let target = sc.target_memcg();
         let mut last_sync = 0;
         for (i, &pfn) in list.iter().enumerate() {
@@ -623,7 +635,7 @@ impl Sim {
         mm.count_event(VmEvent::Pgactivate, act);
         let memcg = mm.lruvecs[lv as usize].memcg;
         mm.count_memcg_event(memcg, VmEvent::Pgactivate, act);
-        *list = keep;
+        mm.put_pfn_vec(std::mem::replace(list, keep));
         stat
     }
 
@@ -955,9 +967,8 @@ impl Sim {
                 let mut cost = [0u64; 2];
                 for (t, it) in items.iter().enumerate() {
                     let now = it.map(|i| l.page_state(i));
-                    let d: Vec<u64> = (0..3)
-                        .map(|k| now[k].saturating_sub(l.cost_seen[t][k]))
-                        .collect();
+                    let d: [u64; 3] =
+                        std::array::from_fn(|k| now[k].saturating_sub(l.cost_seen[t][k]));
                     l.cost_seen[t] = now;
                     cost[t] = self.reclaim_cost(d[0] + d[1], d[2]);
                 }
