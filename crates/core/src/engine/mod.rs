@@ -175,6 +175,10 @@ pub struct Engine {
     free_ids: RefCell<Vec<TaskId>>,
     ready: RefCell<BinaryHeap<Reverse<ReadyKey>>>,
     cur: Cell<TaskId>,
+    /// The current task's clock and CPU while it is polled: the hot path charges time
+    /// without borrowing the task table (written back after each poll).
+    cur_clock: Cell<Time>,
+    cur_cpu: Cell<u32>,
     seq: Cell<u64>,
     /// The key of the current task when it yields (consumed by `run_until`).
     requeue: Cell<Option<ReadyKey>>,
@@ -210,6 +214,8 @@ impl Engine {
             free_ids: RefCell::new(Vec::new()),
             ready: RefCell::new(BinaryHeap::new()),
             cur: Cell::new(0),
+            cur_clock: Cell::new(0),
+            cur_cpu: Cell::new(0),
             seq: Cell::new(0),
             requeue: Cell::new(None),
             locks: RefCell::new(Vec::new()),
@@ -269,16 +275,19 @@ impl Engine {
                 (t.len() - 1) as TaskId
             }
         };
+        if id == self.cur.get() {
+            // Outside a poll `cur` names the last polled task (or 0 before the first):
+            // a new task under that id must not read its predecessor's cached clock.
+            self.cur_clock.set(at);
+            self.cur_cpu.set(cpu);
+        }
         self.spawned.set(self.spawned.get() + 1);
         self.enqueue(id);
         id
     }
 
     fn key_of(&self, id: TaskId) -> ReadyKey {
-        let (clock, cpu) = {
-            let t = &self.tasks.borrow()[id as usize];
-            (t.clock, t.cpu)
-        };
+        let (clock, cpu) = (self.clock_of(id), self.tasks.borrow()[id as usize].cpu);
         let seq = self.seq.get();
         self.seq.set(seq + 1);
         ReadyKey {
@@ -340,10 +349,16 @@ impl Engine {
                 continue;
             }
             self.cur.set(id);
+            {
+                let t = &self.tasks.borrow()[id as usize];
+                self.cur_clock.set(t.clock);
+                self.cur_cpu.set(t.cpu);
+            }
             let mut fut = self.futures.borrow_mut()[id as usize]
                 .take()
                 .expect("ready task has a future");
             let done = fut.as_mut().poll(&mut cx).is_ready();
+            self.tasks.borrow_mut()[id as usize].clock = self.cur_clock.get();
             if done {
                 self.tasks.borrow_mut()[id as usize].alive = false;
                 self.free_ids.borrow_mut().push(id);
@@ -397,36 +412,41 @@ impl Engine {
     /// The current task's clock.
     #[inline]
     pub fn now(&self) -> Time {
-        self.tasks.borrow()[self.cur.get() as usize].clock
+        self.cur_clock.get()
     }
 
     /// The current task's CPU.
     #[inline]
     pub fn cpu(&self) -> u32 {
-        self.tasks.borrow()[self.cur.get() as usize].cpu
+        self.cur_cpu.get()
     }
 
     /// Charge `ns` of work to the current task's clock (no yield).
     #[inline]
     pub fn charge(&self, ns: u64) {
-        self.tasks.borrow_mut()[self.cur.get() as usize].clock += ns;
+        self.cur_clock.set(self.cur_clock.get() + ns);
     }
 
     fn set_clock(&self, id: TaskId, t: Time) {
-        self.tasks.borrow_mut()[id as usize].clock = t;
+        if id == self.cur.get() {
+            self.cur_clock.set(t);
+        } else {
+            self.tasks.borrow_mut()[id as usize].clock = t;
+        }
     }
 
     pub fn clock_of(&self, id: TaskId) -> Time {
-        self.tasks.borrow()[id as usize].clock
+        if id == self.cur.get() {
+            self.cur_clock.get()
+        } else {
+            self.tasks.borrow()[id as usize].clock
+        }
     }
 
     /// True when another ready task is behind the current one in (clock, cpu) order.
     #[inline]
     fn behind_exists(&self) -> bool {
-        let (clock, cpu) = {
-            let t = &self.tasks.borrow()[self.cur.get() as usize];
-            (t.clock, t.cpu)
-        };
+        let (clock, cpu) = (self.cur_clock.get(), self.cur_cpu.get());
         match self.ready.borrow().peek() {
             Some(Reverse(k)) => (k.clock, k.cpu) < (clock, cpu),
             None => false,
@@ -479,9 +499,9 @@ impl Engine {
             if !ts.alive {
                 return;
             }
-            ts.clock = ts.clock.max(at);
             ts.granted = true;
         }
+        self.set_clock(id, self.clock_of(id).max(at));
         self.enqueue(id);
     }
 
