@@ -10,7 +10,6 @@ use crate::engine::TaskId;
 use crate::engine::{Engine, EngineCosts, Time};
 use crate::error::{Error, Result};
 use crate::mm::memcontrol::{Memcg, FLUSH_TIME};
-use crate::mm::mm_types::Page;
 use crate::mm::mmzone::{default_min_free_kbytes, setup_zone_wmarks, Lruvec, PgData};
 use crate::mm::swap::CpuBatches;
 use crate::mm::swapfile::SwapInfo;
@@ -72,23 +71,6 @@ pub struct Sim {
     pub violation: RefCell<Option<String>>,
     last_events: RefCell<Vec<u64>>,
     me: RefCell<Weak<Sim>>,
-}
-
-/// Zero-filled frame table: untouched frames cost no resident memory.
-fn zeroed_pages(n: usize) -> Vec<Page> {
-    if n == 0 {
-        return Vec::new();
-    }
-    let layout = std::alloc::Layout::array::<Page>(n).expect("frame table size");
-    // SAFETY: Page is plain old data for which all-zero bytes are a valid value; the
-    // allocation has exactly n elements of Page's layout and is owned by the Vec.
-    unsafe {
-        let p = std::alloc::alloc_zeroed(layout) as *mut Page;
-        if p.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Vec::from_raw_parts(p, n, n)
-    }
 }
 
 impl Sim {
@@ -207,7 +189,7 @@ impl Sim {
         let all_cpus = cpu_node.len();
         let memcgs_len = memcgs.len();
         let mm = Mm {
-            pages: zeroed_pages((node_pages * nodes as u64) as usize),
+            pages: crate::mm::mm_types::Frames::zeroed((node_pages * nodes as u64) as usize),
             node_pages,
             nodes: pgdats,
             lruvecs,

@@ -108,12 +108,17 @@ impl Sim {
 
     /// Allocate and charge a page for `memcg` (alloc_pages + mem_cgroup_charge).
     pub async fn alloc_charged_page(&self, node: u32, memcg: super::MemcgId) -> Option<Pfn> {
+        let lv = self.mm.borrow().lruvec_of(memcg, node);
+        self.mm.borrow_mut().lru_prefetch_step(lv);
         let pfn = self.alloc_page(node).await?;
+        self.mm.borrow_mut().lru_prefetch_step(lv);
         if !self.try_charge_memcg(memcg, 1).await {
             self.mm.borrow_mut().free_uncharged(pfn);
             return None;
         }
-        self.mm.borrow_mut().pages[pfn as usize].memcg = memcg;
+        let mut mm = self.mm.borrow_mut();
+        mm.pages[pfn as usize].memcg = memcg;
+        mm.lru_prefetch_step(lv);
         Some(pfn)
     }
 

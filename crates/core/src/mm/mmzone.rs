@@ -5,7 +5,7 @@
 //! lowmem_reserve is 0. LRU lists are intrusive doubly linked lists threaded through the
 //! frame table (`Page::prev/next`); the head is the young end and reclaim takes from the tail.
 
-use super::mm_types::{Page, PG_LRU};
+use super::mm_types::{Frames, LruLink, PG_LRU};
 use super::vmstat::{NodeStat, LRU_STAT, NR_NODE_STAT};
 use super::{MemcgId, Pfn, NIL};
 use crate::engine::{LockId, TaskId};
@@ -75,7 +75,14 @@ pub struct Lruvec {
     /// Hierarchical counters (this memcg and its descendants on this node) as of the last
     /// rstat flush: what lruvec_page_state() returns.
     pub stat_flushed: [i64; NR_NODE_STAT],
+    /// Reclaim's read-ahead along the inactive lists (see `Mm::lru_prefetch_step`): the
+    /// folio last prefetched, and how many folios it is ahead of the tail. No behavior.
+    pub prefetch_cursor: [Pfn; 2],
+    pub prefetch_ahead: [u32; 2],
 }
+
+/// How far ahead of the tail the inactive lists are prefetched: three reclaim chunks.
+pub const LRU_PREFETCH_AHEAD: u32 = 96;
 
 impl Lruvec {
     pub fn new(memcg: MemcgId, node: u32, lock: LockId, cost_lock: LockId) -> Self {
@@ -93,6 +100,8 @@ impl Lruvec {
             cost_seen: [[0; 3]; 2],
             stat: [0; NR_NODE_STAT],
             stat_flushed: [0; NR_NODE_STAT],
+            prefetch_cursor: [NIL; 2],
+            prefetch_ahead: [0; 2],
         }
     }
 
@@ -115,17 +124,19 @@ impl Lruvec {
 }
 
 /// lruvec_add_folio(): link at the head (young end) of the folio's list.
-pub fn lruvec_add_folio(pages: &mut [Page], lv: &mut Lruvec, pfn: Pfn) {
-    let lru = pages[pfn as usize].lru_list();
-    let old = lv.lists[lru].head;
-    {
+pub fn lruvec_add_folio(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn) {
+    let lru = {
         let p = &mut pages[pfn as usize];
-        p.prev = NIL;
-        p.next = old;
         p.set(PG_LRU);
-    }
+        p.lru_list()
+    };
+    let old = lv.lists[lru].head;
+    pages.links[pfn as usize] = LruLink {
+        prev: NIL,
+        next: old,
+    };
     if old != NIL {
-        pages[old as usize].prev = pfn;
+        pages.links[old as usize].prev = pfn;
     } else {
         lv.lists[lru].tail = pfn;
     }
@@ -135,17 +146,19 @@ pub fn lruvec_add_folio(pages: &mut [Page], lv: &mut Lruvec, pfn: Pfn) {
 }
 
 /// lruvec_add_folio_tail(): link at the tail (the next to be reclaimed).
-pub fn lruvec_add_folio_tail(pages: &mut [Page], lv: &mut Lruvec, pfn: Pfn) {
-    let lru = pages[pfn as usize].lru_list();
-    let old = lv.lists[lru].tail;
-    {
+pub fn lruvec_add_folio_tail(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn) {
+    let lru = {
         let p = &mut pages[pfn as usize];
-        p.next = NIL;
-        p.prev = old;
         p.set(PG_LRU);
-    }
+        p.lru_list()
+    };
+    let old = lv.lists[lru].tail;
+    pages.links[pfn as usize] = LruLink {
+        prev: old,
+        next: NIL,
+    };
     if old != NIL {
-        pages[old as usize].next = pfn;
+        pages.links[old as usize].next = pfn;
     } else {
         lv.lists[lru].head = pfn;
     }
@@ -155,24 +168,23 @@ pub fn lruvec_add_folio_tail(pages: &mut [Page], lv: &mut Lruvec, pfn: Pfn) {
 }
 
 /// lruvec_del_folio(): unlink from its list (the caller clears PG_lru when isolating).
-pub fn lruvec_del_folio(pages: &mut [Page], lv: &mut Lruvec, pfn: Pfn) {
-    let (lru, prev, next) = {
-        let p = &pages[pfn as usize];
-        (p.lru_list(), p.prev, p.next)
-    };
+pub fn lruvec_del_folio(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn) {
+    let lru = pages[pfn as usize].lru_list();
+    let LruLink { prev, next } = pages.links[pfn as usize];
     if prev != NIL {
-        pages[prev as usize].next = next;
+        pages.links[prev as usize].next = next;
     } else {
         lv.lists[lru].head = next;
     }
     if next != NIL {
-        pages[next as usize].prev = prev;
+        pages.links[next as usize].prev = prev;
     } else {
         lv.lists[lru].tail = prev;
     }
-    let p = &mut pages[pfn as usize];
-    p.prev = NIL;
-    p.next = NIL;
+    pages.links[pfn as usize] = LruLink {
+        prev: NIL,
+        next: NIL,
+    };
     lv.nr[lru] -= 1;
     lv.stat[LRU_STAT[lru] as usize] -= 1;
 }
@@ -284,7 +296,7 @@ mod tests {
 
     #[test]
     fn list_ops_keep_order_and_counts() {
-        let mut pages = vec![Page::default(); 8];
+        let mut pages = Frames::zeroed(8);
         let mut lv = Lruvec::new(0, 0, 0, 0);
         for pfn in 0..4 {
             lruvec_add_folio(&mut pages, &mut lv, pfn);
@@ -300,7 +312,7 @@ mod tests {
         let mut p = lv.lists[LRU_INACTIVE_FILE].head;
         while p != NIL {
             walk.push(p);
-            p = pages[p as usize].next;
+            p = pages.links[p as usize].next;
         }
         assert_eq!(walk, vec![3, 1, 0]);
         assert_eq!(lv.stat[NodeStat::NrInactiveFile as usize], 3);

@@ -35,7 +35,6 @@ pub mod workingset;
 
 use crate::engine::TaskId;
 use memcontrol::Memcg;
-use mm_types::Page;
 use mmzone::{Lruvec, PgData};
 use swap::CpuBatches;
 use swapfile::SwapInfo;
@@ -236,7 +235,7 @@ pub struct TraceCounters {
 /// All mm state of the simulated machine.
 pub struct Mm {
     /// The frame table, indexed by pfn. Node n owns [n * node_pages, (n + 1) * node_pages).
-    pub pages: Vec<Page>,
+    pub pages: mm_types::Frames,
     pub node_pages: u64,
     pub nodes: Vec<PgData>,
     pub lruvecs: Vec<Lruvec>,
@@ -359,7 +358,8 @@ impl Mm {
                             pg.flags
                         ));
                     }
-                    if pg.prev != prev {
+                    let link = self.pages.links[p as usize];
+                    if link.prev != prev {
                         return Err(format!("pfn {p}: broken prev link"));
                     }
                     if seen_on_list[p as usize] {
@@ -368,7 +368,7 @@ impl Mm {
                     seen_on_list[p as usize] = true;
                     n += 1;
                     prev = p;
-                    p = pg.next;
+                    p = link.next;
                 }
                 if lv.lists[lru].tail != prev {
                     return Err(format!("lruvec {i} list {lru}: tail mismatch"));

@@ -72,8 +72,6 @@ impl Mm {
         *p = Page {
             // The allocating task holds the new folio (and has it locked) until it is set up.
             flags: PG_ALLOCATED | PG_LOCKED,
-            prev: super::NIL,
-            next: super::NIL,
             ..Page::default()
         };
         self.count_event(VmEvent::Pgalloc, 1);

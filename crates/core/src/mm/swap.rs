@@ -408,8 +408,9 @@ impl Mm {
     /// Is the frame on a list and linked consistently? (For invariants.)
     pub fn lru_linked(&self, pfn: Pfn) -> bool {
         let p = &self.pages[pfn as usize];
+        let link = self.pages.links[pfn as usize];
         p.test(PG_LRU)
-            && (p.prev != NIL || p.next != NIL || {
+            && (link.prev != NIL || link.next != NIL || {
                 let lv = &self.lruvecs[self.folio_lruvec(pfn) as usize];
                 lv.lists[p.lru_list()].head == pfn
             })

@@ -337,7 +337,46 @@ impl Mm {
             dst.push(pfn);
             taken += 1;
         }
+        if lru == LRU_INACTIVE_ANON || lru == LRU_INACTIVE_FILE {
+            let l = &mut self.lruvecs[lv as usize];
+            let k = lru / 2;
+            l.prefetch_ahead[k] = l.prefetch_ahead[k].saturating_sub(scan as u32);
+        }
         (taken, scan)
+    }
+
+    /// Advance the read-ahead of reclaim along the inactive lists of `lv` by one folio
+    /// each, prefetching that folio and its list links. A performance hint, no behavior:
+    /// isolate_lru_folios walks a list from its tail one dependent load at a time, and
+    /// the folios there were last touched long ago; stepping ahead of it a little at each
+    /// allocation, between which there is other work, brings them in before reclaim asks.
+    pub fn lru_prefetch_step(&mut self, lv: LruvecId) {
+        for (k, lru) in [LRU_INACTIVE_ANON, LRU_INACTIVE_FILE].into_iter().enumerate() {
+            let l = &self.lruvecs[lv as usize];
+            let ahead = l.prefetch_ahead[k];
+            if ahead >= super::mmzone::LRU_PREFETCH_AHEAD || l.nr[lru] == 0 {
+                continue;
+            }
+            let c = l.prefetch_cursor[k];
+            // Restart from the tail when the cursor was overtaken or its folio moved.
+            let valid = ahead > 0 && c != NIL && {
+                let p = &self.pages[c as usize];
+                p.test(PG_LRU) && p.lru_list() == lru && self.folio_lruvec(c) == lv
+            };
+            let next = if valid {
+                self.pages.links[c as usize].prev
+            } else {
+                l.lists[lru].tail
+            };
+            if next == NIL {
+                continue;
+            }
+            super::prefetch(&self.pages[next as usize]);
+            super::prefetch(&self.pages.links[next as usize]);
+            let l = &mut self.lruvecs[lv as usize];
+            l.prefetch_cursor[k] = next;
+            l.prefetch_ahead[k] = if valid { ahead + 1 } else { 1 };
+        }
     }
 
     /// move_folios_to_lru(): put isolated folios back at the head of the list matching
