@@ -179,6 +179,9 @@ pub struct Engine {
     /// without borrowing the task table (written back after each poll).
     cur_clock: Cell<Time>,
     cur_cpu: Cell<u32>,
+    /// The `end` of the running `run_until` (0 outside it: every sleep yields).
+    run_end: Cell<Time>,
+    sleep_skips: Cell<u32>,
     seq: Cell<u64>,
     /// The key of the current task when it yields (consumed by `run_until`).
     requeue: Cell<Option<ReadyKey>>,
@@ -216,6 +219,8 @@ impl Engine {
             cur: Cell::new(0),
             cur_clock: Cell::new(0),
             cur_cpu: Cell::new(0),
+            run_end: Cell::new(0),
+            sleep_skips: Cell::new(0),
             seq: Cell::new(0),
             requeue: Cell::new(None),
             locks: RefCell::new(Vec::new()),
@@ -321,6 +326,13 @@ impl Engine {
         tick_every: u64,
         tick: &mut dyn FnMut(Time) -> bool,
     ) -> bool {
+        self.run_end.set(end);
+        let r = self.run_loop(end, tick_every, tick);
+        self.run_end.set(0);
+        r
+    }
+
+    fn run_loop(&self, end: Time, tick_every: u64, tick: &mut dyn FnMut(Time) -> bool) -> bool {
         let waker = noop_waker();
         let mut cx = Context::from_waker(&waker);
         let mut n = 0u64;
@@ -478,9 +490,28 @@ impl Engine {
     }
 
     /// Sleep (blocking IO, throttling): advance the clock and yield.
+    ///
+    /// The yield is skipped when the executor would resume this task at once anyway: no
+    /// ready task is at or before its new (clock, CPU), the run's end is not reached and
+    /// no stop is pending. The order of execution is the same either way.
     pub fn sleep(&self, ns: u64) -> Yield<'_> {
         self.charge(ns);
-        self.yield_now()
+        let (clock, cpu) = (self.cur_clock.get(), self.cur_cpu.get());
+        // Yield now and then regardless, so the executor's tick (progress, interrupts)
+        // still runs when one task sleeps alone.
+        let skips = self.sleep_skips.get().wrapping_add(1);
+        self.sleep_skips.set(skips);
+        let must_yield = self.stop.get()
+            || skips.is_multiple_of(1024)
+            || clock >= self.run_end.get()
+            || match self.ready.borrow().peek() {
+                Some(Reverse(k)) => (k.clock, k.cpu) <= (clock, cpu),
+                None => false,
+            };
+        Yield {
+            e: self,
+            state: if must_yield { 0 } else { 2 },
+        }
     }
 
     /// Park the current task until [`Engine::wake`]. Used by kswapd's sleep.
