@@ -317,6 +317,12 @@ impl Mm {
     ) -> (u64, u64) {
         let mut scan = 0;
         let mut taken = 0;
+        // The read-ahead cursor of this list, if it has one (inactive lists).
+        let k = match lru {
+            LRU_INACTIVE_ANON => 0,
+            LRU_INACTIVE_FILE => 1,
+            _ => usize::MAX,
+        };
         while scan < nr_to_scan {
             let pfn = self.lruvecs[lv as usize].lists[lru].tail;
             if pfn == NIL {
@@ -325,6 +331,10 @@ impl Mm {
             scan += 1;
             let Mm { pages, lruvecs, .. } = self;
             let l = &mut lruvecs[lv as usize];
+            if k != usize::MAX && l.prefetch_cursor[k] == pfn {
+                // Reclaim caught up with the read-ahead: it restarts from the new tail.
+                l.prefetch_cursor[k] = NIL;
+            }
             lruvec_del_folio(pages, l, pfn);
             if pages[pfn as usize].test(PG_INBATCH | PG_DYING) {
                 // test_clear_lru failed (a batch holds it) or folio_try_get failed (its
@@ -337,9 +347,8 @@ impl Mm {
             dst.push(pfn);
             taken += 1;
         }
-        if lru == LRU_INACTIVE_ANON || lru == LRU_INACTIVE_FILE {
+        if k != usize::MAX {
             let l = &mut self.lruvecs[lv as usize];
-            let k = lru / 2;
             l.prefetch_ahead[k] = l.prefetch_ahead[k].saturating_sub(scan as u32);
         }
         (taken, scan)
@@ -358,18 +367,19 @@ impl Mm {
                 continue;
             }
             let c = l.prefetch_cursor[k];
-            // Restart from the tail when the cursor was overtaken or its folio moved.
-            let valid = ahead > 0 && c != NIL && {
+            // Restart from the tail when reclaim took the cursor's folio or it moved.
+            let valid = c != NIL && {
                 let p = &self.pages[c as usize];
                 p.test(PG_LRU) && p.lru_list() == lru && self.folio_lruvec(c) == lv
             };
-            let next = if valid {
+            let mut next = if valid {
                 self.pages.links[c as usize].prev
             } else {
                 l.lists[lru].tail
             };
             if next == NIL {
-                continue;
+                // Walked to the head: start over from the tail.
+                next = l.lists[lru].tail;
             }
             super::prefetch(&self.pages[next as usize]);
             super::prefetch(&self.pages.links[next as usize]);
