@@ -758,6 +758,37 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_sleeper_runs_on_and_still_lets_the_executor_tick() {
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let log = Rc::new(RefCell::new(Vec::new()));
+        {
+            let (e2, l2) = (e.clone(), log.clone());
+            e.spawn(0, 0, async move {
+                for _ in 0..10_000 {
+                    e2.sleep(10).await;
+                }
+                l2.borrow_mut().push(e2.now());
+            });
+        }
+        // A task far in the future: the sleeper is always first, so it need not yield.
+        {
+            let (e2, l2) = (e.clone(), log.clone());
+            e.spawn(1_000_000, 1, async move {
+                l2.borrow_mut().push(e2.now());
+            });
+        }
+        let mut ticks = 0;
+        e.run_until(10_000_000, 1, &mut |_| {
+            ticks += 1;
+            true
+        });
+        assert_eq!(*log.borrow(), vec![100_000, 1_000_000]);
+        // One sleep in 1024 yields anyway, so the tick (progress, interrupts) still runs.
+        assert!((9..=20).contains(&ticks), "{ticks} ticks");
+        assert!(e.polls.get() < 100, "{} polls", e.polls.get());
+    }
+
+    #[test]
     fn smallest_clock_runs_first_ties_by_cpu() {
         let e = Rc::new(Engine::new(costs(), vec![0; 64]));
         let log = Rc::new(RefCell::new(Vec::new()));
