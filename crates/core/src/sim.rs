@@ -67,6 +67,8 @@ pub struct Sim {
     pub failure: RefCell<Option<Error>>,
     /// When set, every workload access in issue order, per task stream ([`record_accesses`]).
     pub access_log: RefCell<Option<BTreeMap<u64, Vec<Access>>>>,
+    /// `access_log` is Some: the hot path tests this flag only.
+    recording: Cell<bool>,
     /// The first invariant violation seen, and the event counters at the last check.
     pub violation: RefCell<Option<String>>,
     last_events: RefCell<Vec<u64>>,
@@ -234,6 +236,7 @@ impl Sim {
             workloads: RefCell::new(Vec::new()),
             live_tasks: Cell::new(0),
             access_log: RefCell::new(None),
+            recording: Cell::new(false),
             failure: RefCell::new(None),
             sampler: RefCell::new(Sampler::new(sc.sample_interval.0)),
             bio_queues: RefCell::new(vec![VecDeque::new(); all_cpus]),
@@ -526,8 +529,16 @@ impl Sim {
     }
 
     /// Log an access a workload task issues (only while recording).
-    #[inline]
+    #[inline(always)]
     pub fn record_access(&self, stream: u64, a: Access) {
+        if self.recording.get() {
+            self.log_access(stream, a);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn log_access(&self, stream: u64, a: Access) {
         if let Some(log) = self.access_log.borrow_mut().as_mut() {
             log.entry(stream).or_default().push(a);
         }
@@ -539,6 +550,7 @@ impl Sim {
 pub fn record_accesses(sc: &Scenario) -> Result<Vec<(u64, Vec<Access>)>> {
     let sim = Sim::build(sc)?;
     *sim.access_log.borrow_mut() = Some(BTreeMap::new());
+    sim.recording.set(true);
     let end = sim.end;
     sim.e.run_until(end, 1 << 14, &mut |_| true);
     let log = sim.access_log.borrow_mut().take().unwrap_or_default();

@@ -29,6 +29,18 @@ impl Request {
 pub trait Source {
     /// The next request, None at the end of the trace.
     fn next_request(&mut self) -> Result<Option<Request>>;
+
+    /// Append up to `max` requests to `out`; false once the trace has ended. On an error,
+    /// the requests read before it are already in `out`.
+    fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<bool> {
+        for _ in 0..max {
+            match self.next_request()? {
+                Some(r) => out.push(r),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// Object ids of a trace -> their pages: each new object gets the next `pages` page
@@ -438,13 +450,51 @@ impl Source for OracleSource {
                 ));
             }
         }
-        let obj = u64::from_le_bytes(rec[4..12].try_into().expect("8 bytes"));
-        let size = u32::from_le_bytes(rec[12..16].try_into().expect("4 bytes")) as u64;
-        Ok(Some(Request {
-            obj,
-            size: if size == 0 { PAGE_SIZE } else { size },
-            write: false,
-        }))
+        Ok(Some(oracle_request(&rec)))
+    }
+
+    /// Decode whole records straight from the read buffer; a record that straddles the
+    /// buffer's end (or a truncated tail) goes through `next_request`.
+    fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<bool> {
+        let mut n = 0;
+        while n < max {
+            let buf = self
+                .rd
+                .fill_buf()
+                .map_err(|e| err(&self.file, self.record + 1, e.to_string()))?;
+            let whole = (buf.len() / ORACLE_GENERAL_RECORD).min(max - n);
+            if whole == 0 {
+                match self.next_request()? {
+                    Some(r) => out.push(r),
+                    None => return Ok(false),
+                }
+                n += 1;
+                continue;
+            }
+            let bytes = whole * ORACLE_GENERAL_RECORD;
+            out.extend(
+                buf[..bytes]
+                    .chunks_exact(ORACLE_GENERAL_RECORD)
+                    .map(oracle_request),
+            );
+            self.rd.consume(bytes);
+            self.record += whole as u64;
+            n += whole;
+        }
+        Ok(true)
+    }
+}
+
+/// One oracleGeneral record (u32 time, u64 obj_id, u32 obj_size, i64 next access) as a
+/// request; size 0 means one page.
+#[inline]
+fn oracle_request(rec: &[u8]) -> Request {
+    let obj = u64::from_le_bytes(rec[4..12].try_into().expect("8 bytes"));
+    let size = u32::from_le_bytes(rec[12..16].try_into().expect("4 bytes")) as u64;
+    Request {
+        obj,
+        size: if size == 0 { PAGE_SIZE } else { size },
+        write: false,
     }
 }
 

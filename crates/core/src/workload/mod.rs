@@ -147,17 +147,20 @@ impl Runner {
         s.e.charge(self.pending);
         self.pending = 0;
         self.since_sync = 0;
-        fold(s, self.wi, t);
         let mut ws = s.workloads.borrow_mut();
         let w = &mut ws[self.wi];
+        fold_into(w, t);
         w.start_ns = w.start_ns.min(self.start);
     }
 }
 
 /// Fold a task's tally into its workload's stats.
 fn fold(s: &Sim, wi: usize, t: &mut Tally) {
-    let mut ws = s.workloads.borrow_mut();
-    let w = &mut ws[wi];
+    fold_into(&mut s.workloads.borrow_mut()[wi], t);
+}
+
+#[inline]
+fn fold_into(w: &mut WorkloadStats, t: &mut Tally) {
     w.accesses += t.accesses;
     w.hits += t.hits;
     w.misses += t.misses;
@@ -539,6 +542,9 @@ pub fn spawn_request_churn(
 /// Requests a trace task reads ahead of the one it runs (for prefetching).
 const LOOKAHEAD: usize = 16;
 
+/// Requests a trace task decodes at a time.
+const TRACE_READ_BATCH: usize = 256;
+
 /// Prefetch the page-cache entry or PTE of page `page` of a trace target.
 fn prefetch_entry(s: &Sim, kind: TraceTarget, target: u32, page: u32) {
     let mm = s.mm.borrow();
@@ -631,44 +637,49 @@ pub fn spawn_trace(
             // Requests read ahead, so the memory a request will touch (its id's slot, its
             // page-cache entry, its folio) is prefetched while earlier ones run: replay is
             // bound by memory latency. This changes no behavior, only when lines arrive.
-            let mut ahead: std::collections::VecDeque<crate::trace::Request> =
-                std::collections::VecDeque::with_capacity(LOOKAHEAD);
+            // `window[pos..]` are the requests read and not yet replayed, refilled a batch at
+            // a time when fewer than LOOKAHEAD are left.
+            let mut window: Vec<crate::trace::Request> =
+                Vec::with_capacity(TRACE_READ_BATCH + LOOKAHEAD);
+            let mut pos = 0;
             // A read error comes after every request read before it: it is reported when
             // the replay reaches it.
             let mut pending_err: Option<crate::error::Error> = None;
             let mut eof = false;
             while alive && ts.requests < limit {
-                while !eof && ahead.len() < LOOKAHEAD {
-                    match src.next_request() {
-                        Ok(Some(q)) => {
-                            ids.prefetch(q.obj);
-                            ahead.push_back(q);
-                        }
-                        Ok(None) => eof = true,
+                if !eof && window.len() - pos < LOOKAHEAD {
+                    window.drain(..pos);
+                    pos = 0;
+                    match src.next_batch(&mut window, TRACE_READ_BATCH) {
+                        Ok(more) => eof = !more,
                         Err(e) => {
                             pending_err = Some(e);
                             eof = true;
                         }
                     }
                 }
-                // Three stages: the id's slot (on read), the entry (10 ahead), the folio
-                // (5 ahead), each once the previous line has had time to arrive.
-                if let Some(q) = ahead.get(10) {
+                // Three stages: the id's slot (LOOKAHEAD ahead), the entry (10 ahead), the
+                // folio (5 ahead), each once the previous line has had time to arrive.
+                if let Some(q) = window.get(pos + LOOKAHEAD - 1) {
+                    ids.prefetch(q.obj);
+                }
+                if let Some(q) = window.get(pos + 10) {
                     if let Some((b, _)) = ids.get(q.obj) {
                         prefetch_entry(s, kind, target, b);
                     }
                 }
-                if let Some(q) = ahead.get(5) {
+                if let Some(q) = window.get(pos + 5) {
                     if let Some((b, _)) = ids.get(q.obj) {
                         prefetch_folio(s, kind, target, b);
                     }
                 }
-                let Some(req) = ahead.pop_front() else {
+                let Some(&req) = window.get(pos) else {
                     if let Some(e) = pending_err.take() {
                         s.fail(e);
                     }
                     break;
                 };
+                pos += 1;
                 let (base, pages, new) = match ids.map(&req) {
                     Ok(m) => m,
                     Err(msg) => {
@@ -715,7 +726,8 @@ pub fn spawn_trace(
                                     break;
                                 }
                             }
-                            r.tick(s, &mut t, 0).await;
+                            // No user time is charged between reads (filemap_read charges
+                            // the read), so there is no tick to take here.
                         }
                         TraceTarget::Anon => {
                             let present =
