@@ -540,7 +540,7 @@ pub fn spawn_request_churn(
 }
 
 /// Requests a trace task reads ahead of the one it runs (for prefetching).
-const LOOKAHEAD: usize = 16;
+const LOOKAHEAD: usize = 32;
 
 /// Requests a trace task decodes at a time.
 const TRACE_READ_BATCH: usize = 256;
@@ -658,17 +658,17 @@ pub fn spawn_trace(
                         }
                     }
                 }
-                // Three stages: the id's slot (LOOKAHEAD ahead), the entry (10 ahead), the
-                // folio (5 ahead), each once the previous line has had time to arrive.
+                // Three stages: the id's slot (LOOKAHEAD ahead), the entry (20 ahead), the
+                // folio (10 ahead), each once the previous line has had time to arrive.
                 if let Some(q) = window.get(pos + LOOKAHEAD - 1) {
                     ids.prefetch(q.obj);
                 }
-                if let Some(q) = window.get(pos + 10) {
+                if let Some(q) = window.get(pos + 20) {
                     if let Some((b, _)) = ids.get(q.obj) {
                         prefetch_entry(s, kind, target, b);
                     }
                 }
-                if let Some(q) = window.get(pos + 5) {
+                if let Some(q) = window.get(pos + 10) {
                     if let Some((b, _)) = ids.get(q.obj) {
                         prefetch_folio(s, kind, target, b);
                     }
