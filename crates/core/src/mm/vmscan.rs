@@ -269,9 +269,16 @@ impl Mm {
     }
 
     /// Prefetch the PTE folio_referenced / try_to_unmap will read for `pfn` (the reverse
-    /// map's one candidate), so loops over isolated folios overlap those cache misses.
+    /// map's one candidate) and, for a page-cache folio, the mapping slot __remove_mapping
+    /// will write its shadow to, so loops over isolated folios overlap those cache misses.
     #[inline]
     pub fn prefetch_rmap(&self, pfn: Pfn) {
+        let p = &self.pages[pfn as usize];
+        if p.test(PG_OWNED) && p.is_file_lru() {
+            if let Some(slot) = self.files[p.owner as usize].cache.get(p.index as usize) {
+                super::prefetch(slot);
+            }
+        }
         if let Some(mmid) = self.folio_mapper(pfn) {
             let i = self.pages[pfn as usize].index as usize;
             if let Some(v) = self.mms[mmid as usize].ptes.get(i) {
