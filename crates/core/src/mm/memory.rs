@@ -108,17 +108,16 @@ impl Sim {
 
     /// Allocate and charge a page for `memcg` (alloc_pages + mem_cgroup_charge).
     pub async fn alloc_charged_page(&self, node: u32, memcg: super::MemcgId) -> Option<Pfn> {
+        // Reclaim's read-ahead: one step per allocation (more, in a row, only stall on
+        // the step before; see Mm::lru_prefetch_step).
         let lv = self.mm.borrow().lruvec_of(memcg, node);
         self.mm.borrow_mut().lru_prefetch_step(lv);
         let pfn = self.alloc_page(node).await?;
-        self.mm.borrow_mut().lru_prefetch_step(lv);
         if !self.try_charge_memcg(memcg, 1).await {
             self.mm.borrow_mut().free_uncharged(pfn);
             return None;
         }
-        let mut mm = self.mm.borrow_mut();
-        mm.pages[pfn as usize].memcg = memcg;
-        mm.lru_prefetch_step(lv);
+        self.mm.borrow_mut().pages[pfn as usize].memcg = memcg;
         Some(pfn)
     }
 
