@@ -106,7 +106,7 @@ fn damon_records_become_page_accesses_at_their_rates() {
     // Region 1 (64 pages) is accessed in every sample: all its pages, both snapshots.
     // Region 2 (256 pages) at 2/20 then 10/20 of the samples.
     let n = t["requests"].as_u64().unwrap();
-    assert!(n >= 128 + 10 && n <= 128 + 256, "{n}");
+    assert!((128 + 10..=128 + 256).contains(&n), "{n}");
     assert!(t["objects"].as_u64().unwrap() <= 64 + 256);
     let again = run(&scenario("small-damon.json", "target = \"anon\"", "max")).unwrap();
     assert_eq!(

@@ -369,7 +369,10 @@ impl Mm {
     /// asks. One step per allocation measured best: steps in a row stall on the load the
     /// step before prefetched.
     pub fn lru_prefetch_step(&mut self, lv: LruvecId) {
-        for (k, lru) in [LRU_INACTIVE_ANON, LRU_INACTIVE_FILE].into_iter().enumerate() {
+        for (k, lru) in [LRU_INACTIVE_ANON, LRU_INACTIVE_FILE]
+            .into_iter()
+            .enumerate()
+        {
             let l = &self.lruvecs[lv as usize];
             let ahead = l.prefetch_ahead[k];
             if ahead >= super::mmzone::LRU_PREFETCH_AHEAD || l.nr[lru] == 0 {
