@@ -724,10 +724,11 @@ impl Scenario {
     /// Semantic checks that the types cannot express.
     pub fn validate(&self) -> Result<()> {
         let m = &self.machine;
-        if !(1..=8).contains(&m.nodes) {
+        let max_nodes = crate::mm::page_alloc::MAX_NUMNODES as u32;
+        if !(1..=max_nodes).contains(&m.nodes) {
             return Err(Error::scenario(
                 "scenario.machine.nodes",
-                format!("{} nodes: allowed 1..=8", m.nodes),
+                format!("{} nodes: allowed 1..={max_nodes}", m.nodes),
             ));
         }
         if m.cpus < m.nodes || m.cpus > 4096 {

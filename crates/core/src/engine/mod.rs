@@ -458,9 +458,17 @@ impl Engine {
     /// True when another ready task is behind the current one in (clock, cpu) order.
     #[inline]
     fn behind_exists(&self) -> bool {
-        let (clock, cpu) = (self.cur_clock.get(), self.cur_cpu.get());
+        self.ready_before_current(false)
+    }
+
+    /// Is a ready task before the current one in (clock, cpu) order (or level with it,
+    /// when `or_level`: it would then run first, having queued earlier)?
+    #[inline]
+    fn ready_before_current(&self, or_level: bool) -> bool {
+        let cur = (self.cur_clock.get(), self.cur_cpu.get());
         match self.ready.borrow().peek() {
-            Some(Reverse(k)) => (k.clock, k.cpu) < (clock, cpu),
+            Some(Reverse(k)) if or_level => (k.clock, k.cpu) <= cur,
+            Some(Reverse(k)) => (k.clock, k.cpu) < cur,
             None => false,
         }
     }
@@ -496,18 +504,14 @@ impl Engine {
     /// no stop is pending. The order of execution is the same either way.
     pub fn sleep(&self, ns: u64) -> Yield<'_> {
         self.charge(ns);
-        let (clock, cpu) = (self.cur_clock.get(), self.cur_cpu.get());
         // Yield now and then regardless, so the executor's tick (progress, interrupts)
         // still runs when one task sleeps alone.
         let skips = self.sleep_skips.get().wrapping_add(1);
         self.sleep_skips.set(skips);
         let must_yield = self.stop.get()
             || skips.is_multiple_of(1024)
-            || clock >= self.run_end.get()
-            || match self.ready.borrow().peek() {
-                Some(Reverse(k)) => (k.clock, k.cpu) <= (clock, cpu),
-                None => false,
-            };
+            || self.cur_clock.get() >= self.run_end.get()
+            || self.ready_before_current(true);
         Yield {
             e: self,
             state: if must_yield { 0 } else { 2 },

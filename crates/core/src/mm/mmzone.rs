@@ -3,7 +3,8 @@
 //! Models include/linux/mmzone.h. Simplified: each node has exactly one zone (ZONE_NORMAL),
 //! so zone and node free counts coincide, `reclaim_idx` is always that zone and
 //! lowmem_reserve is 0. LRU lists are intrusive doubly linked lists threaded through the
-//! frame table (`Page::prev/next`); the head is the young end and reclaim takes from the tail.
+//! frame table's link array (`Frames::links`); the head is the young end and reclaim takes
+//! from the tail.
 
 use super::mm_types::{Frames, LruLink, PG_LRU};
 use super::vmstat::{NodeStat, LRU_STAT, NR_NODE_STAT};

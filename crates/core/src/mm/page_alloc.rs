@@ -17,7 +17,7 @@ use super::vmstat::{NodeStat, VmEvent};
 use super::{Mm, Pfn, MAX_RECLAIM_RETRIES};
 use crate::sim::Sim;
 
-/// Most nodes a scenario may have (the validation's limit).
+/// Most nodes a scenario may have (Scenario::validate enforces it).
 pub const MAX_NUMNODES: usize = 8;
 
 /// struct zonelist: the nodes an allocation may use, preferred first (one zone each).

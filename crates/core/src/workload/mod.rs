@@ -539,8 +539,11 @@ pub fn spawn_request_churn(
     }
 }
 
-/// Requests a trace task reads ahead of the one it runs (for prefetching).
+/// Requests a trace task reads ahead of the one it runs (for prefetching); its id's slot
+/// is prefetched this far ahead, its page-cache entry ENTRY_AHEAD, its folio FOLIO_AHEAD.
 const LOOKAHEAD: usize = 32;
+const ENTRY_AHEAD: usize = 20;
+const FOLIO_AHEAD: usize = 10;
 
 /// Requests a trace task decodes at a time.
 const TRACE_READ_BATCH: usize = 256;
@@ -658,17 +661,16 @@ pub fn spawn_trace(
                         }
                     }
                 }
-                // Three stages: the id's slot (LOOKAHEAD ahead), the entry (20 ahead), the
-                // folio (10 ahead), each once the previous line has had time to arrive.
+                // Three stages, each once the previous line has had time to arrive.
                 if let Some(q) = window.get(pos + LOOKAHEAD - 1) {
                     ids.prefetch(q.obj);
                 }
-                if let Some(q) = window.get(pos + 20) {
+                if let Some(q) = window.get(pos + ENTRY_AHEAD) {
                     if let Some((b, _)) = ids.get(q.obj) {
                         prefetch_entry(s, kind, target, b);
                     }
                 }
-                if let Some(q) = window.get(pos + 10) {
+                if let Some(q) = window.get(pos + FOLIO_AHEAD) {
                     if let Some((b, _)) = ids.get(q.obj) {
                         prefetch_folio(s, kind, target, b);
                     }
