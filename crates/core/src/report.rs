@@ -292,7 +292,8 @@ impl Report {
         locks.sort_by_key(|l| std::cmp::Reverse(l.0));
         let locks = locks.into_iter().map(|x| x.1).collect();
         let mut workloads = sim.workloads.borrow().clone();
-        for w in workloads.iter_mut() {
+        for (w, t) in workloads.iter_mut().zip(sim.tallies.borrow().iter()) {
+            t.report_into(w);
             let end = if w.live > 0 { end_ns } else { w.end_ns };
             let start = if w.start_ns == u64::MAX {
                 end

@@ -54,6 +54,8 @@ pub struct Sim {
     pub over_high: RefCell<Vec<u64>>,
     pub stats: RefCell<SimStats>,
     pub workloads: RefCell<Vec<WorkloadStats>>,
+    /// Each workload's live counters (its tasks count into them; the report reads them).
+    pub tallies: RefCell<Vec<Rc<workload::Tally>>>,
     pub live_tasks: Cell<u64>,
     pub sampler: RefCell<Sampler>,
     /// Per CPU: IOs whose completion runs on that CPU, in completion order (a FIFO device
@@ -234,6 +236,7 @@ impl Sim {
                 ..Default::default()
             }),
             workloads: RefCell::new(Vec::new()),
+            tallies: RefCell::new(Vec::new()),
             live_tasks: Cell::new(0),
             access_log: RefCell::new(None),
             recording: Cell::new(false),
@@ -369,6 +372,7 @@ impl Sim {
                 &pl.cgroup,
                 n as u32,
             ));
+            self.tallies.borrow_mut().push(Rc::default());
             match w {
                 WorkloadSpec::Usemem(u) => {
                     workload::spawn_usemem(self, wi, u, memcg, &cpus, &mut stream)

@@ -195,3 +195,25 @@ target = "anon"
     let b = (0..3).find(|&i| path(i) == "/b").unwrap();
     assert!(pgscan(a) > 0 && pgscan(b) == 0);
 }
+
+#[test]
+fn a_replay_cut_short_by_the_run_reports_the_requests_it_made() {
+    let full = run(&scenario("small.oracleGeneral", "", "256K")).unwrap();
+    let cut =
+        run(&scenario("small.oracleGeneral", "", "256K").replace("\"60s\"", "\"20ms\"")).unwrap();
+    let (f, t) = (trace_stats(&full), trace_stats(&cut));
+    let n = t["requests"].as_u64().unwrap();
+    assert!(n > 0 && n < 2000, "cut after {n} of 2000 requests");
+    assert_eq!(
+        t["hits"].as_u64().unwrap() + t["misses"].as_u64().unwrap(),
+        n
+    );
+    assert!(t["objects"].as_u64().unwrap() > 0);
+    assert!(t["objects"].as_u64() <= f["objects"].as_u64());
+    // Every request replayed read its page; at most one more read was in flight.
+    let accesses = cut["workloads"][0]["accesses"].as_u64().unwrap();
+    assert!(
+        (n..=n + 1).contains(&accesses),
+        "{accesses} accesses, {n} requests"
+    );
+}

@@ -29,6 +29,7 @@ use crate::sim::Sim;
 use access::{Access, FileReadSeq, UsememSeq};
 use rand::Rng;
 use serde::Serialize;
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// Longest a task runs ahead between synchronization points [ns].
@@ -103,74 +104,96 @@ pub struct TraceStats {
     pub pages: u64,
 }
 
-/// Per-task counters; the workload's report sums its tasks' tallies, live or finished.
+/// A workload's live counters, shared by its tasks. They are cells, so counting an access
+/// takes no borrow, and the report reads them when it is built: a run that ends while a
+/// task is in the middle of an access reports everything counted up to that point.
 #[derive(Default, Debug)]
 pub struct Tally {
-    pub accesses: u64,
-    pub hits: u64,
-    pub misses: u64,
-    pub major: u64,
-    pub minor: u64,
+    pub accesses: Cell<u64>,
+    pub hits: Cell<u64>,
+    pub misses: Cell<u64>,
+    pub major: Cell<u64>,
+    pub minor: Cell<u64>,
+    /// Trace workloads: requests replayed, and of those, requests that hit and missed.
+    pub requests: Cell<u64>,
+    pub request_hits: Cell<u64>,
+    pub request_misses: Cell<u64>,
+    /// Trace workloads: distinct objects seen, and the pages they span.
+    pub objects: Cell<u64>,
+    pub pages: Cell<u64>,
+}
+
+/// Add one to a counter.
+#[inline]
+fn bump(c: &Cell<u64>) {
+    c.set(c.get() + 1);
+}
+
+impl Tally {
+    /// Copy the counts into a workload's report.
+    pub fn report_into(&self, w: &mut WorkloadStats) {
+        w.accesses = self.accesses.get();
+        w.hits = self.hits.get();
+        w.misses = self.misses.get();
+        w.major_faults = self.major.get();
+        w.minor_faults = self.minor.get();
+        if let Some(ts) = w.trace.as_mut() {
+            ts.requests = self.requests.get();
+            ts.hits = self.request_hits.get();
+            ts.misses = self.request_misses.get();
+            ts.miss_ratio = if ts.requests == 0 {
+                0.0
+            } else {
+                ts.misses as f64 / ts.requests as f64
+            };
+            ts.objects = self.objects.get();
+            ts.pages = self.pages.get();
+        }
+    }
 }
 
 /// The CPU-local part of a task: pending cost not yet charged, and when it last synced.
 struct Runner {
     pending: u64,
     since_sync: u64,
-    wi: usize,
-    start: u64,
 }
 
 impl Runner {
-    fn new(wi: usize, start: u64) -> Self {
+    /// A task of workload `wi` starts at `start`: the workload runs from its first task's
+    /// start.
+    fn new(s: &Sim, wi: usize, start: u64) -> Self {
+        let mut ws = s.workloads.borrow_mut();
+        ws[wi].start_ns = ws[wi].start_ns.min(start);
         Runner {
             pending: 0,
             since_sync: 0,
-            wi,
-            start,
         }
     }
 
-    /// Charge the accumulated user-space time and sync if the quantum is used up; the
-    /// tally is folded into the workload's stats at each sync so reports see live tasks.
-    async fn tick(&mut self, s: &Sim, t: &mut Tally, cost: u64) {
+    /// Charge the accumulated user-space time and sync if the quantum is used up.
+    async fn tick(&mut self, s: &Sim, cost: u64) {
         self.pending += cost;
         self.since_sync += cost;
         if self.since_sync >= SKEW_QUANTUM {
-            self.flush(s, t);
+            self.flush(s);
             s.e.sync().await;
         }
     }
 
-    /// Charge pending user time and publish the tally (before entering the kernel).
-    fn flush(&mut self, s: &Sim, t: &mut Tally) {
+    /// Charge pending user time (before entering the kernel).
+    fn flush(&mut self, s: &Sim) {
         s.e.charge(self.pending);
         self.pending = 0;
         self.since_sync = 0;
-        let mut ws = s.workloads.borrow_mut();
-        let w = &mut ws[self.wi];
-        fold_into(w, t);
-        w.start_ns = w.start_ns.min(self.start);
     }
 }
 
-/// Fold a task's tally into its workload's stats.
-fn fold(s: &Sim, wi: usize, t: &mut Tally) {
-    fold_into(&mut s.workloads.borrow_mut()[wi], t);
+/// Workload `wi`'s live counters.
+fn tally(s: &Sim, wi: usize) -> Rc<Tally> {
+    s.tallies.borrow()[wi].clone()
 }
 
-#[inline]
-fn fold_into(w: &mut WorkloadStats, t: &mut Tally) {
-    w.accesses += t.accesses;
-    w.hits += t.hits;
-    w.misses += t.misses;
-    w.major_faults += t.major;
-    w.minor_faults += t.minor;
-    *t = Tally::default();
-}
-
-fn finish(s: &Sim, wi: usize, mut t: Tally, start: u64, killed: bool) {
-    fold(s, wi, &mut t);
+fn finish(s: &Sim, wi: usize, start: u64, killed: bool) {
     {
         let mut ws = s.workloads.borrow_mut();
         let w = &mut ws[wi];
@@ -184,26 +207,19 @@ fn finish(s: &Sim, wi: usize, mut t: Tally, start: u64, killed: bool) {
 
 /// A thread of process `mmid` ends: the last live thread of a process that was not
 /// OOM-killed exits it (exit_mmap frees its memory).
-async fn thread_exit(
-    s: &Sim,
-    wi: usize,
-    t: Tally,
-    start: u64,
-    mmid: u32,
-    live: &std::cell::Cell<u32>,
-) {
+async fn thread_exit(s: &Sim, wi: usize, start: u64, mmid: u32, live: &std::cell::Cell<u32>) {
     let killed = !s.mm.borrow().mms[mmid as usize].alive;
     live.set(live.get() - 1);
     if live.get() == 0 && !killed {
         s.mm.borrow_mut().mms[mmid as usize].alive = false;
         s.exit_mmap(mmid).await;
     }
-    finish(s, wi, t, start, killed);
+    finish(s, wi, start, killed);
 }
 
 /// One anonymous access of a usemem task; false when the process was killed.
-async fn touch(s: &Sim, r: &mut Runner, t: &mut Tally, mmid: u32, vpn: u32, cost: u64) -> bool {
-    t.accesses += 1;
+async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u64) -> bool {
+    bump(&t.accesses);
     let hit = {
         let mut mm = s.mm.borrow_mut();
         let m = &mut mm.mms[mmid as usize];
@@ -219,17 +235,17 @@ async fn touch(s: &Sim, r: &mut Runner, t: &mut Tally, mmid: u32, vpn: u32, cost
         }
     };
     if hit {
-        t.hits += 1;
-        r.tick(s, t, cost).await;
+        bump(&t.hits);
+        r.tick(s, cost).await;
         return true;
     }
-    r.flush(s, t);
+    r.flush(s);
     s.e.sync().await;
     match s.handle_mm_fault(mmid, vpn, true).await {
-        Fault::Minor => t.minor += 1,
+        Fault::Minor => bump(&t.minor),
         Fault::Major => {
-            t.major += 1;
-            t.misses += 1;
+            bump(&t.major);
+            bump(&t.misses);
         }
         Fault::Oom => {
             // Nothing could be killed for us: the fault kills the task itself.
@@ -243,7 +259,7 @@ async fn touch(s: &Sim, r: &mut Runner, t: &mut Tally, mmid: u32, vpn: u32, cost
             return false;
         }
     }
-    r.tick(s, t, cost).await;
+    r.tick(s, cost).await;
     true
 }
 
@@ -312,8 +328,8 @@ pub fn spawn_usemem(
                 s.e.spawn_tagged(spec.placement.start.0, cpu, mmid, async move {
                     let s = &*sim;
                     let start = s.e.now();
-                    let mut r = Runner::new(wi, start);
-                    let mut t = Tally::default();
+                    let mut r = Runner::new(s, wi, start);
+                    let t = tally(s, wi);
                     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
                     // Accesses drawn ahead so their PTEs (and swap-map entries) are
                     // prefetched while earlier ones run; results do not change.
@@ -347,11 +363,11 @@ pub fn spawn_usemem(
                                 } else {
                                     s.c.access_seq
                                 };
-                                touch(s, &mut r, &mut t, mmid, vpn, cost).await
+                                touch(s, &mut r, &t, mmid, vpn, cost).await
                             }
                             Access::Unmap { lo, hi } => {
                                 // munmap; the next pass faults a fresh mapping in.
-                                r.flush(s, &mut t);
+                                r.flush(s);
                                 s.zap_pte_range(mmid, lo, hi).await;
                                 s.mm.borrow().mms[mmid as usize].alive
                             }
@@ -361,8 +377,8 @@ pub fn spawn_usemem(
                             break;
                         }
                     }
-                    r.flush(s, &mut t);
-                    thread_exit(s, wi, t, start, mmid, &live).await;
+                    r.flush(s);
+                    thread_exit(s, wi, start, mmid, &live).await;
                 });
             s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
         }
@@ -399,8 +415,8 @@ pub fn spawn_file_read(
             let s = &*sim;
             let start = s.e.now();
             let node = s.cpu_node[cpu as usize];
-            let mut r = Runner::new(wi, start);
-            let mut t = Tally::default();
+            let mut r = Runner::new(s, wi, start);
+            let t = tally(s, wi);
             // Reads drawn ahead so their page-cache entries and folios are prefetched
             // while earlier ones run; results do not change.
             let mut seq = seq;
@@ -432,23 +448,23 @@ pub fn spawn_file_read(
                 let Access::Read { file, page } = a else {
                     unreachable!("file_read only reads")
                 };
-                t.accesses += 1;
-                r.flush(s, &mut t);
+                bump(&t.accesses);
+                r.flush(s);
                 match s
                     .filemap_read(files[file as usize], page, memcg, node)
                     .await
                 {
-                    Read::Hit => t.hits += 1,
-                    Read::Miss => t.misses += 1,
+                    Read::Hit => bump(&t.hits),
+                    Read::Miss => bump(&t.misses),
                     Read::Oom => break,
                 }
-                r.tick(s, &mut t, 0).await;
+                r.tick(s, 0).await;
                 if s.e.now() >= s.end {
                     break;
                 }
             }
-            r.flush(s, &mut t);
-            finish(s, wi, t, start, false);
+            r.flush(s);
+            finish(s, wi, start, false);
         });
     }
 }
@@ -495,8 +511,8 @@ pub fn spawn_request_churn(
             s.e.spawn_tagged(spec.placement.start.0, cpu, mmid, async move {
                 let s = &*sim;
                 let start = s.e.now();
-                let mut r = Runner::new(wi, start);
-                let mut t = Tally::default();
+                let mut r = Runner::new(s, wi, start);
+                let t = tally(s, wi);
                 let base = i as u32 * ring;
                 let mut k = 0u64;
                 let mut alive = true;
@@ -511,14 +527,14 @@ pub fn spawn_request_churn(
                     // mmap + write the request's buffer.
                     let lo = base + (k % REQUEST_RING) as u32 * req_pages;
                     for v in lo..lo + req_pages {
-                        alive = touch(s, &mut r, &mut t, mmid, v, s.c.access_seq).await;
+                        alive = touch(s, &mut r, &t, mmid, v, s.c.access_seq).await;
                         if !alive {
                             break;
                         }
                     }
                     k += 1;
-                    r.tick(s, &mut t, spec.service.0).await;
-                    r.flush(s, &mut t);
+                    r.tick(s, spec.service.0).await;
+                    r.flush(s);
                     // Hand the buffer to the next worker, which frees it.
                     inbox.borrow_mut()[(i + 1) % n].push_back((lo, lo + req_pages));
                     // Idle until the next request arrives: requests come as a Poisson process,
@@ -532,8 +548,8 @@ pub fn spawn_request_churn(
                     }
                     alive &= s.mm.borrow().mms[mmid as usize].alive;
                 }
-                r.flush(s, &mut t);
-                thread_exit(s, wi, t, start, mmid, &live).await;
+                r.flush(s);
+                thread_exit(s, wi, start, mmid, &live).await;
             });
         s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
     }
@@ -631,11 +647,12 @@ pub fn spawn_trace(
         s.e.spawn_tagged(spec.placement.start.0, cpu, tag, async move {
             let s = &*sim;
             let start = s.e.now();
-            let mut r = Runner::new(wi, start);
-            let mut t = Tally::default();
+            let mut r = Runner::new(s, wi, start);
+            let t = tally(s, wi);
             // Object id -> (first page, pages).
             let mut ids = crate::trace::PageMap::default();
-            let mut ts = TraceStats::default();
+            // Requests replayed (also counted live in the tally, for the report).
+            let mut requests = 0u64;
             let mut alive = true;
             // Requests read ahead, so the memory a request will touch (its id's slot, its
             // page-cache entry, its folio) is prefetched while earlier ones run: replay is
@@ -649,7 +666,7 @@ pub fn spawn_trace(
             // the replay reaches it.
             let mut pending_err: Option<crate::error::Error> = None;
             let mut eof = false;
-            while alive && ts.requests < limit {
+            while alive && requests < limit {
                 if !eof && window.len() - pos < LOOKAHEAD {
                     window.drain(..pos);
                     pos = 0;
@@ -687,13 +704,15 @@ pub fn spawn_trace(
                     Err(msg) => {
                         s.fail(crate::error::Error::Trace {
                             file: spec_path.clone(),
-                            record: ts.requests + 1,
+                            record: requests + 1,
                             msg,
                         });
                         break;
                     }
                 };
                 if new {
+                    t.objects.set(ids.len());
+                    t.pages.set(ids.pages());
                     let mut mm = s.mm.borrow_mut();
                     let end = ids.pages() as usize;
                     match kind {
@@ -715,12 +734,12 @@ pub fn spawn_trace(
                     );
                     match kind {
                         TraceTarget::File => {
-                            t.accesses += 1;
-                            r.flush(s, &mut t);
+                            bump(&t.accesses);
+                            r.flush(s);
                             match s.filemap_read(target, p, memcg, node).await {
-                                Read::Hit => t.hits += 1,
+                                Read::Hit => bump(&t.hits),
                                 Read::Miss => {
-                                    t.misses += 1;
+                                    bump(&t.misses);
                                     all_hit = false;
                                 }
                                 Read::Oom => {
@@ -735,37 +754,30 @@ pub fn spawn_trace(
                             let present =
                                 pte::present(s.mm.borrow().mms[target as usize].ptes[p as usize]);
                             all_hit &= present;
-                            if !touch(s, &mut r, &mut t, target, p, s.c.access_random).await {
+                            if !touch(s, &mut r, &t, target, p, s.c.access_random).await {
                                 alive = false;
                                 break;
                             }
                         }
                     }
                 }
-                ts.requests += 1;
-                if all_hit {
-                    ts.hits += 1;
+                requests += 1;
+                bump(&t.requests);
+                bump(if all_hit {
+                    &t.request_hits
                 } else {
-                    ts.misses += 1;
-                }
+                    &t.request_misses
+                });
                 if s.e.now() >= s.end {
                     break;
                 }
             }
-            ts.objects = ids.len();
-            ts.pages = ids.pages();
-            ts.miss_ratio = if ts.requests == 0 {
-                0.0
-            } else {
-                ts.misses as f64 / ts.requests as f64
-            };
-            s.workloads.borrow_mut()[wi].trace = Some(ts);
-            r.flush(s, &mut t);
+            r.flush(s);
             if kind == TraceTarget::Anon {
                 let live = std::cell::Cell::new(1);
-                thread_exit(s, wi, t, start, target, &live).await;
+                thread_exit(s, wi, start, target, &live).await;
             } else {
-                finish(s, wi, t, start, false);
+                finish(s, wi, start, false);
             }
         });
     if kind == TraceTarget::Anon {
