@@ -173,19 +173,22 @@ impl Mm {
     /// usage would exceed its max, undo and return that level (mem_over_limit). The root
     /// memcg's counter has no limit.
     pub fn page_counter_try_charge(&mut self, m: MemcgId, nr: u64) -> Result<(), MemcgId> {
-        let depth = self.memcgs[m as usize].ancestors.len();
-        for i in 0..depth {
-            let c = self.memcgs[m as usize].ancestors[i];
-            let mc = &mut self.memcgs[c as usize];
+        let mut c = Some(m);
+        while let Some(id) = c {
+            let mc = &mut self.memcgs[id as usize];
             if mc.usage + nr > mc.max {
-                for j in 0..i {
-                    let u = self.memcgs[m as usize].ancestors[j];
-                    self.memcgs[u as usize].usage -= nr;
+                // Undo the levels below the one that refused.
+                let mut u = m;
+                while u != id {
+                    let mu = &mut self.memcgs[u as usize];
+                    mu.usage -= nr;
+                    u = mu.parent.expect("the refusing level is an ancestor");
                 }
-                return Err(c);
+                return Err(id);
             }
             mc.usage += nr;
             mc.peak = mc.peak.max(mc.usage);
+            c = mc.parent;
         }
         Ok(())
     }
@@ -593,9 +596,6 @@ impl crate::sim::Sim {
     /// OOM killer, whose progress resets the retries. Returns false when the charge fails.
     pub async fn try_charge_memcg(&self, memcg: MemcgId, nr: u64) -> bool {
         let cpu = self.e.cpu();
-        if self.mm.borrow_mut().consume_stock(cpu, memcg, nr) {
-            return true;
-        }
         let mut batch = nr.max(MEMCG_CHARGE_BATCH);
         let mut retries = super::MAX_RECLAIM_RETRIES;
         let mut drained = false;
@@ -608,11 +608,13 @@ impl crate::sim::Sim {
             let res = {
                 let mut mm = self.mm.borrow_mut();
                 let r = mm.page_counter_try_charge(memcg, batch);
-                let depth = mm.memcg_ancestors(memcg).len();
-                for i in 0..depth {
-                    let m = mm.memcgs[memcg as usize].ancestors[i];
-                    let d = self.e.rmw_line(&mut mm.memcgs[m as usize].counter_line);
+                // Each level's counter line is written (and put back on failure).
+                let mut c = Some(memcg);
+                while let Some(id) = c {
+                    let m = &mut mm.memcgs[id as usize];
+                    let d = self.e.rmw_line(&mut m.counter_line);
                     self.e.charge(d);
+                    c = m.parent;
                 }
                 r
             };
@@ -660,10 +662,13 @@ impl crate::sim::Sim {
             mm.refill_stock(cpu, memcg, batch - nr);
         }
         // Charges above memory.high are paid back on return to user space.
-        let over_high = mm.memcg_ancestors(memcg).iter().any(|&m| {
-            let c = &mm.memcgs[m as usize];
-            c.usage > c.high
-        });
+        let mut over_high = false;
+        let mut c = Some(memcg);
+        while let Some(id) = c {
+            let m = &mm.memcgs[id as usize];
+            over_high |= m.usage > m.high;
+            c = m.parent;
+        }
         drop(mm);
         if over_high {
             self.add_over_high(batch);
