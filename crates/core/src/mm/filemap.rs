@@ -80,7 +80,9 @@ impl Sim {
         let entry = self.mm.borrow().files[file as usize].cache[index as usize];
         if let Some(pfn) = entry_page(entry) {
             self.e.charge(self.c.file_read_hit);
-            self.folio_mark_accessed(pfn).await;
+            if self.mm.borrow_mut().folio_mark_accessed(pfn) {
+                self.folio_activate(pfn).await;
+            }
             return Read::Hit;
         }
         let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
@@ -91,7 +93,9 @@ impl Sim {
         if let Some(other) = entry_page(entry) {
             self.mm.borrow_mut().free_folio(pfn);
             self.e.charge(self.c.file_read_hit);
-            self.folio_mark_accessed(other).await;
+            if self.mm.borrow_mut().folio_mark_accessed(other) {
+                self.folio_activate(other).await;
+            }
             return Read::Hit;
         }
         // __filemap_add_folio(): the xarray store allocates any missing nodes, charged to
@@ -126,7 +130,9 @@ impl Sim {
         // The read completed: unlock the folio (it was safe from reclaim while locked).
         self.mm.borrow_mut().pages[pfn as usize].clear(PG_LOCKED);
         self.e.charge(self.c.file_read_hit);
-        self.folio_mark_accessed(pfn).await;
+        if self.mm.borrow_mut().folio_mark_accessed(pfn) {
+            self.folio_activate(pfn).await;
+        }
         Read::Miss
     }
 }

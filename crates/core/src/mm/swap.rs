@@ -116,6 +116,34 @@ impl Mm {
     }
 }
 
+impl Mm {
+    /// folio_mark_accessed(): the classic LRU's second-chance promotion of buffered
+    /// accesses. First access sets PG_referenced; a second one activates an inactive folio
+    /// and ages the workingset clock (workingset_activation). Returns true when the folio
+    /// is on an LRU list: the caller then queues it with [`Sim::folio_activate`]. A folio
+    /// not on a list yet (in the lru_add batch) or isolated is only marked
+    /// (__lru_cache_activate_folio): the list it goes to follows the flag.
+    pub fn folio_mark_accessed(&mut self, pfn: Pfn) -> bool {
+        let p = &mut self.pages[pfn as usize];
+        if !p.test(PG_REFERENCED) {
+            p.set(PG_REFERENCED);
+            return false;
+        }
+        if p.test(PG_UNEVICTABLE) || p.test(PG_ACTIVE) {
+            return false;
+        }
+        let via_batch = p.test(PG_LRU) && !p.test(PG_INBATCH);
+        if !p.test(PG_LRU) {
+            p.set(PG_ACTIVE);
+        }
+        // On a list but queued in another batch: folio_activate's test_clear_lru fails
+        // and the activation is dropped, as in the kernel.
+        p.clear(PG_REFERENCED);
+        self.workingset_activation(pfn);
+        via_batch
+    }
+}
+
 impl Sim {
     /// folio_batch_move_lru(): apply `op` to every folio of this CPU's batch, taking each
     /// lruvec's lru_lock once per run of consecutive folios of that lruvec, then drop the
@@ -273,36 +301,10 @@ impl Sim {
         }
     }
 
-    /// folio_mark_accessed(): the classic LRU's second-chance promotion of buffered
-    /// accesses. First access sets PG_referenced; a second one activates an inactive folio
-    /// (through the lru_activate batch if it is on the LRU, directly if it is still in the
-    /// lru_add batch) and ages the workingset clock (workingset_activation).
-    pub async fn folio_mark_accessed(&self, pfn: Pfn) {
-        let activate_via_batch = {
-            let mut mm = self.mm.borrow_mut();
-            let p = mm.pages[pfn as usize];
-            if !p.test(PG_REFERENCED) {
-                mm.pages[pfn as usize].set(PG_REFERENCED);
-                return;
-            }
-            if p.test(PG_UNEVICTABLE) || p.test(PG_ACTIVE) {
-                return;
-            }
-            let via_batch = p.test(PG_LRU) && !p.test(PG_INBATCH);
-            if !p.test(PG_LRU) {
-                // __lru_cache_activate_folio: not on a list yet (lru_add batch) or
-                // isolated: mark it, the list it goes to follows the flag.
-                mm.pages[pfn as usize].set(PG_ACTIVE);
-            }
-            // On a list but queued in another batch: folio_activate's test_clear_lru
-            // fails and the activation is dropped, as in the kernel.
-            mm.pages[pfn as usize].clear(PG_REFERENCED);
-            mm.workingset_activation(pfn);
-            via_batch
-        };
-        if activate_via_batch {
-            self.batch_add(pfn, BatchOp::Activate).await;
-        }
+    /// folio_activate(): queue a folio on this CPU's lru_activate batch (moved to the
+    /// active list when the batch drains).
+    pub async fn folio_activate(&self, pfn: Pfn) {
+        self.batch_add(pfn, BatchOp::Activate).await;
     }
 
     /// folio_rotate_reclaimable(): writeback ended on a PG_reclaim folio; move it to the
