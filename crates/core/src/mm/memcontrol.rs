@@ -818,12 +818,16 @@ impl crate::sim::Sim {
     /// Simplified: one lruvec per memcg (node 0's lines), one counter per kind, and the walk
     /// up the tree always reaches the root.
     pub fn memcg_stat_update(&self, memcg: MemcgId, kind: StatKind, delta: i64) {
+        self.memcg_stat_update_mm(&mut self.mm.borrow_mut(), memcg, kind, delta);
+    }
+
+    /// [`Sim::memcg_stat_update`] for a caller that already holds the mm.
+    pub fn memcg_stat_update_mm(&self, mm: &mut Mm, memcg: MemcgId, kind: StatKind, delta: i64) {
         use crate::variant::MemcgStats;
         let cpu = self.e.cpu() as usize;
-        let mut mm = self.mm.borrow_mut();
         let Mm {
             memcgs, stat_pcpu, ..
-        } = &mut *mm;
+        } = mm;
         let nm = stat_pcpu.nr_memcgs;
         self.e.charge(self.c.stat_update);
         match self.v.memcg_stats {

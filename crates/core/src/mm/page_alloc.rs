@@ -45,7 +45,9 @@ impl Mm {
             len: n as u8,
         };
         for i in 0..n {
-            zl.nodes[i as usize] = (node + i) % n;
+            // (node + i) mod n, without a division on the allocation fast path.
+            let x = node + i;
+            zl.nodes[i as usize] = if x >= n { x - n } else { x };
         }
         zl
     }

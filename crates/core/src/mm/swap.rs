@@ -182,11 +182,12 @@ impl Sim {
                 self.lock_lruvec(lv, site).await;
                 locked = Some(lv);
             }
-            self.mm.borrow_mut().batch_apply(op, lv, pfn);
+            let mut mm = self.mm.borrow_mut();
+            mm.batch_apply(op, lv, pfn);
             self.e.charge(self.c.list_op);
             if op == BatchOp::Add {
-                let memcg = self.mm.borrow().pages[pfn as usize].memcg;
-                self.memcg_stat_update(memcg, super::memcontrol::StatKind::LruPages, 1);
+                let memcg = mm.pages[pfn as usize].memcg;
+                self.memcg_stat_update_mm(&mut mm, memcg, super::memcontrol::StatKind::LruPages, 1);
             }
         }
         if let Some(old) = locked {

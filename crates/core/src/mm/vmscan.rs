@@ -764,10 +764,12 @@ impl Sim {
                 pg.set(PG_SWAPCACHE | PG_DIRTY);
                 pg.private = slot;
             }
-            if !sc.may_unmap && mm.folio_mapped(pfn) {
+            // Nothing below changes whether the folio is mapped until it is unmapped.
+            let mapped = mm.folio_mapped(pfn);
+            if !sc.may_unmap && mapped {
                 break 'f Fate::Keep;
             }
-            if file && mm.folio_mapped(pfn) {
+            if file && mapped {
                 // try_to_unmap() of a shared file folio: the PTE goes; the next access
                 // faults it back in from the page cache.
                 let pg = mm.pages[pfn as usize];
@@ -779,7 +781,7 @@ impl Sim {
                 let lvf = mm.folio_lruvec(pfn) as usize;
                 mm.lruvecs[lvf].mod_state(NodeStat::NrFileMapped, -1);
                 self.e.charge(self.c.pte_unmap);
-            } else if mm.folio_mapped(pfn) {
+            } else if mapped {
                 // try_to_unmap(): the PTE becomes the swap entry; its dirty bit moves to the folio.
                 let pg = mm.pages[pfn as usize];
                 let slot = pg.private;

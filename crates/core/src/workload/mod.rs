@@ -678,17 +678,14 @@ pub fn spawn_trace(
                         }
                     }
                 }
-                // Three stages, each once the previous line has had time to arrive.
-                if let Some(q) = window.get(pos + LOOKAHEAD - 1) {
-                    ids.prefetch(q.obj);
-                }
-                if let Some(q) = window.get(pos + ENTRY_AHEAD) {
-                    if let Some((b, _)) = ids.get(q.obj) {
+                // Three stages, each once the previous line has had time to arrive (none in
+                // the trace's last LOOKAHEAD requests).
+                if let Some(w) = window.get(pos..pos + LOOKAHEAD) {
+                    ids.prefetch(w[LOOKAHEAD - 1].obj);
+                    if let Some((b, _)) = ids.get(w[ENTRY_AHEAD].obj) {
                         prefetch_entry(s, kind, target, b);
                     }
-                }
-                if let Some(q) = window.get(pos + FOLIO_AHEAD) {
-                    if let Some((b, _)) = ids.get(q.obj) {
+                    if let Some((b, _)) = ids.get(w[FOLIO_AHEAD].obj) {
                         prefetch_folio(s, kind, target, b);
                     }
                 }
