@@ -42,6 +42,17 @@ pub fn entry_shadow(e: u64) -> Option<u64> {
     (e & !VAL == SHADOW).then_some(e & VAL)
 }
 
+/// A page-cache lookup of [`Sim::filemap_read_hit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cached {
+    /// Not cached: the read goes on with [`Sim::filemap_read_miss`].
+    Miss,
+    /// Cached and marked accessed.
+    Hit,
+    /// Cached; the folio must go through folio_activate.
+    HitActivate(Pfn),
+}
+
 /// What a read did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Read {
@@ -77,14 +88,40 @@ impl Sim {
 
     /// filemap_read() of page `index` of file `file` by a task charged to `memcg`.
     pub async fn filemap_read(&self, file: u32, index: u32, memcg: u16, node: u32) -> Read {
-        let entry = self.mm.borrow().files[file as usize].cache[index as usize];
-        if let Some(pfn) = entry_page(entry) {
-            self.e.charge(self.c.file_read_hit);
-            if self.mm.borrow_mut().folio_mark_accessed(pfn) {
+        match self.filemap_read_hit(file, index) {
+            Cached::Hit => Read::Hit,
+            Cached::HitActivate(pfn) => {
                 self.folio_activate(pfn).await;
+                Read::Hit
             }
-            return Read::Hit;
+            Cached::Miss => self.filemap_read_miss(file, index, memcg, node).await,
         }
+    }
+
+    /// The part of filemap_read() that runs when the page is cached
+    /// (filemap_get_read_batch finds it): the copy is charged and the folio marked
+    /// accessed. Synchronous: a caller replaying many reads runs hits without an await,
+    /// and queues the folio with folio_activate when told to.
+    #[inline]
+    pub fn filemap_read_hit(&self, file: u32, index: u32) -> Cached {
+        let mut mm = self.mm.borrow_mut();
+        let Some(pfn) = entry_page(mm.files[file as usize].cache[index as usize]) else {
+            return Cached::Miss;
+        };
+        self.e.charge(self.c.file_read_hit);
+        if mm.folio_mark_accessed(pfn) {
+            Cached::HitActivate(pfn)
+        } else {
+            Cached::Hit
+        }
+    }
+
+    /// filemap_read() of a page [`Sim::filemap_read_hit`] has just found not cached (no
+    /// await in between).
+    pub async fn filemap_read_miss(&self, file: u32, index: u32, memcg: u16, node: u32) -> Read {
+        debug_assert!(
+            entry_page(self.mm.borrow().files[file as usize].cache[index as usize]).is_none()
+        );
         let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
             return Read::Oom;
         };

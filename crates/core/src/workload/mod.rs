@@ -20,7 +20,7 @@
 pub mod access;
 
 use crate::engine::rng;
-use crate::mm::filemap::Read;
+use crate::mm::filemap::{Cached, Read};
 use crate::mm::memory::Fault;
 use crate::mm::mm_types::pte;
 use crate::mm::{prefetch, File, MemcgId, MmStruct};
@@ -733,7 +733,17 @@ pub fn spawn_trace(
                         TraceTarget::File => {
                             bump(&t.accesses);
                             r.flush(s);
-                            match s.filemap_read(target, p, memcg, node).await {
+                            // The hit path runs without an await (the same code as in
+                            // filemap_read), unless the folio is to be activated.
+                            let read = match s.filemap_read_hit(target, p) {
+                                Cached::Hit => Read::Hit,
+                                Cached::HitActivate(pfn) => {
+                                    s.folio_activate(pfn).await;
+                                    Read::Hit
+                                }
+                                Cached::Miss => s.filemap_read_miss(target, p, memcg, node).await,
+                            };
+                            match read {
                                 Read::Hit => bump(&t.hits),
                                 Read::Miss => {
                                     bump(&t.misses);
