@@ -597,6 +597,156 @@ fn prefetch_folio(s: &Sim, kind: TraceTarget, target: u32, page: u32) {
     }
 }
 
+/// A trace task's place in its trace: the requests read ahead, the object -> pages map,
+/// and the request being replayed. [`Replay::next_page`] hands out pages one at a time and
+/// does the work between requests synchronously: counting the finished request, reading
+/// more of the trace, prefetching, mapping the next object.
+struct Replay {
+    src: Box<dyn crate::trace::Source>,
+    path: String,
+    kind: TraceTarget,
+    target: u32,
+    /// Object id -> (first page, pages).
+    ids: crate::trace::PageMap,
+    /// Requests read ahead, so the memory a request will touch (its id's slot, its
+    /// page-cache entry, its folio) is prefetched while earlier ones run: replay is bound
+    /// by memory latency. This changes no behavior, only when lines arrive.
+    /// `window[pos..]` are the requests read and not yet replayed, refilled a batch at a
+    /// time when fewer than LOOKAHEAD are left.
+    window: Vec<crate::trace::Request>,
+    pos: usize,
+    eof: bool,
+    /// A read error comes after every request read before it: it is reported when the
+    /// replay reaches it.
+    pending_err: Option<crate::error::Error>,
+    /// Requests started, and the most to replay.
+    requests: u64,
+    limit: u64,
+    /// The request being replayed: its next page and its end (next == end: none), and
+    /// whether every page of it hit so far (set by the caller on a miss).
+    next: u32,
+    end: u32,
+    in_request: bool,
+    all_hit: bool,
+}
+
+impl Replay {
+    fn new(
+        src: Box<dyn crate::trace::Source>,
+        path: String,
+        limit: u64,
+        kind: TraceTarget,
+        target: u32,
+    ) -> Self {
+        Replay {
+            src,
+            path,
+            kind,
+            target,
+            ids: crate::trace::PageMap::default(),
+            window: Vec::with_capacity(TRACE_READ_BATCH + LOOKAHEAD),
+            pos: 0,
+            eof: false,
+            pending_err: None,
+            requests: 0,
+            limit,
+            next: 0,
+            end: 0,
+            in_request: false,
+            all_hit: true,
+        }
+    }
+
+    /// The next page to access, None when the replay ends: the trace is done, the request
+    /// limit or the run's end is reached, or the trace is malformed (then the run fails
+    /// with an error naming the record).
+    #[inline]
+    fn next_page(&mut self, s: &Sim, t: &Tally) -> Option<u32> {
+        if self.next < self.end {
+            self.next += 1;
+            return Some(self.next - 1);
+        }
+        if self.in_request {
+            // Every page of the request was accessed: count it.
+            self.in_request = false;
+            bump(&t.requests);
+            bump(if self.all_hit {
+                &t.request_hits
+            } else {
+                &t.request_misses
+            });
+            if s.e.now() >= s.end {
+                return None;
+            }
+        }
+        if self.requests >= self.limit {
+            return None;
+        }
+        self.start_request(s, t)
+    }
+
+    /// Read the next request and map its object; the first page to access.
+    fn start_request(&mut self, s: &Sim, t: &Tally) -> Option<u32> {
+        if !self.eof && self.window.len() - self.pos < LOOKAHEAD {
+            self.window.drain(..self.pos);
+            self.pos = 0;
+            match self.src.next_batch(&mut self.window, TRACE_READ_BATCH) {
+                Ok(more) => self.eof = !more,
+                Err(e) => {
+                    self.pending_err = Some(e);
+                    self.eof = true;
+                }
+            }
+        }
+        // Three stages, each once the previous line has had time to arrive (none in the
+        // trace's last LOOKAHEAD requests).
+        let (kind, target) = (self.kind, self.target);
+        if let Some(w) = self.window.get(self.pos..self.pos + LOOKAHEAD) {
+            self.ids.prefetch(w[LOOKAHEAD - 1].obj);
+            if let Some((b, _)) = self.ids.get(w[ENTRY_AHEAD].obj) {
+                prefetch_entry(s, kind, target, b);
+            }
+            if let Some((b, _)) = self.ids.get(w[FOLIO_AHEAD].obj) {
+                prefetch_folio(s, kind, target, b);
+            }
+        }
+        let Some(&req) = self.window.get(self.pos) else {
+            if let Some(e) = self.pending_err.take() {
+                s.fail(e);
+            }
+            return None;
+        };
+        self.pos += 1;
+        let (base, pages, new) = match self.ids.map(&req) {
+            Ok(m) => m,
+            Err(msg) => {
+                s.fail(crate::error::Error::Trace {
+                    file: self.path.clone(),
+                    record: self.requests + 1,
+                    msg,
+                });
+                return None;
+            }
+        };
+        if new {
+            t.objects.set(self.ids.len());
+            t.pages.set(self.ids.pages());
+            let mut mm = s.mm.borrow_mut();
+            let end = self.ids.pages() as usize;
+            match kind {
+                TraceTarget::File => mm.files[target as usize].grow(end),
+                TraceTarget::Anon => mm.mms[target as usize].grow(end),
+            }
+        }
+        self.requests += 1;
+        self.in_request = true;
+        self.all_hit = true;
+        self.next = base + 1;
+        self.end = base + pages;
+        Some(base)
+    }
+}
+
 /// Create a trace workload's task: it streams the trace and replays each request against a
 /// page-cache file or an anonymous area that grows as new objects appear (ids get dense
 /// page ranges in order of first appearance; an object keeps the size it first had).
@@ -609,7 +759,7 @@ pub fn spawn_trace(
     cpus: &[u32],
     stream: &mut u64,
 ) -> crate::error::Result<()> {
-    let mut src = crate::trace::open(&spec.path, spec.format, spec.csv.as_ref(), s.seed)?;
+    let src = crate::trace::open(&spec.path, spec.format, spec.csv.as_ref(), s.seed)?;
     let spec_path = spec.path.clone();
     let stream_id = *stream;
     *stream += 1;
@@ -649,134 +799,64 @@ pub fn spawn_trace(
             let start = s.e.now();
             let mut r = Runner::new(s, wi, start);
             let t = tally(s, wi);
-            // Object id -> (first page, pages).
-            let mut ids = crate::trace::PageMap::default();
-            // Requests replayed (also counted live in the tally, for the report).
-            let mut requests = 0u64;
-            let mut alive = true;
-            // Requests read ahead, so the memory a request will touch (its id's slot, its
-            // page-cache entry, its folio) is prefetched while earlier ones run: replay is
-            // bound by memory latency. This changes no behavior, only when lines arrive.
-            // `window[pos..]` are the requests read and not yet replayed, refilled a batch at
-            // a time when fewer than LOOKAHEAD are left.
-            let mut window: Vec<crate::trace::Request> =
-                Vec::with_capacity(TRACE_READ_BATCH + LOOKAHEAD);
-            let mut pos = 0;
-            // A read error comes after every request read before it: it is reported when
-            // the replay reaches it.
-            let mut pending_err: Option<crate::error::Error> = None;
-            let mut eof = false;
-            while alive && requests < limit {
-                if !eof && window.len() - pos < LOOKAHEAD {
-                    window.drain(..pos);
-                    pos = 0;
-                    match src.next_batch(&mut window, TRACE_READ_BATCH) {
-                        Ok(more) => eof = !more,
-                        Err(e) => {
-                            pending_err = Some(e);
-                            eof = true;
-                        }
-                    }
-                }
-                // Three stages, each once the previous line has had time to arrive (none in
-                // the trace's last LOOKAHEAD requests).
-                if let Some(w) = window.get(pos..pos + LOOKAHEAD) {
-                    ids.prefetch(w[LOOKAHEAD - 1].obj);
-                    if let Some((b, _)) = ids.get(w[ENTRY_AHEAD].obj) {
-                        prefetch_entry(s, kind, target, b);
-                    }
-                    if let Some((b, _)) = ids.get(w[FOLIO_AHEAD].obj) {
-                        prefetch_folio(s, kind, target, b);
-                    }
-                }
-                let Some(&req) = window.get(pos) else {
-                    if let Some(e) = pending_err.take() {
-                        s.fail(e);
-                    }
-                    break;
-                };
-                pos += 1;
-                let (base, pages, new) = match ids.map(&req) {
-                    Ok(m) => m,
-                    Err(msg) => {
-                        s.fail(crate::error::Error::Trace {
-                            file: spec_path.clone(),
-                            record: requests + 1,
-                            msg,
-                        });
-                        break;
-                    }
-                };
-                if new {
-                    t.objects.set(ids.len());
-                    t.pages.set(ids.pages());
-                    let mut mm = s.mm.borrow_mut();
-                    let end = ids.pages() as usize;
-                    match kind {
-                        TraceTarget::File => mm.files[target as usize].grow(end),
-                        TraceTarget::Anon => mm.mms[target as usize].grow(end),
-                    }
-                }
-                let mut all_hit = true;
-                for p in base..base + pages {
-                    s.record_access(
-                        stream_id,
-                        match kind {
-                            TraceTarget::File => Access::Read { file: 0, page: p },
-                            TraceTarget::Anon => Access::Touch {
-                                vpn: p,
-                                random: true,
-                            },
-                        },
-                    );
+            let mut rp = Replay::new(src, spec_path, limit, kind, target);
+            'replay: loop {
+                // Page-cache hits run in this inner loop, which has no await (the hit path
+                // of filemap_read is synchronous); it stops at the first access that needs
+                // one.
+                let (p, cached) = loop {
+                    let Some(p) = rp.next_page(s, &t) else {
+                        break 'replay;
+                    };
                     match kind {
                         TraceTarget::File => {
+                            s.record_access(stream_id, Access::Read { file: 0, page: p });
                             bump(&t.accesses);
                             r.flush(s);
-                            // The hit path runs without an await (the same code as in
-                            // filemap_read), unless the folio is to be activated.
-                            let read = match s.filemap_read_hit(target, p) {
-                                Cached::Hit => Read::Hit,
-                                Cached::HitActivate(pfn) => {
-                                    s.folio_activate(pfn).await;
-                                    Read::Hit
-                                }
-                                Cached::Miss => s.filemap_read_miss(target, p, memcg, node).await,
-                            };
-                            match read {
-                                Read::Hit => bump(&t.hits),
-                                Read::Miss => {
-                                    bump(&t.misses);
-                                    all_hit = false;
-                                }
-                                Read::Oom => {
-                                    alive = false;
-                                    break;
-                                }
+                            match s.filemap_read_hit(target, p) {
+                                Cached::Hit => bump(&t.hits),
+                                c => break (p, c),
                             }
-                            // No user time is charged between reads (filemap_read charges
-                            // the read), so there is no tick to take here.
                         }
                         TraceTarget::Anon => {
-                            let present =
-                                pte::present(s.mm.borrow().mms[target as usize].ptes[p as usize]);
-                            all_hit &= present;
-                            if !touch(s, &mut r, &t, target, p, s.c.access_random).await {
-                                alive = false;
-                                break;
-                            }
+                            s.record_access(
+                                stream_id,
+                                Access::Touch {
+                                    vpn: p,
+                                    random: true,
+                                },
+                            );
+                            break (p, Cached::Miss);
                         }
                     }
-                }
-                requests += 1;
-                bump(&t.requests);
-                bump(if all_hit {
-                    &t.request_hits
-                } else {
-                    &t.request_misses
-                });
-                if s.e.now() >= s.end {
-                    break;
+                };
+                match kind {
+                    TraceTarget::File => {
+                        let read = match cached {
+                            Cached::HitActivate(pfn) => {
+                                s.folio_activate(pfn).await;
+                                Read::Hit
+                            }
+                            _ => s.filemap_read_miss(target, p, memcg, node).await,
+                        };
+                        match read {
+                            Read::Hit => bump(&t.hits),
+                            Read::Miss => {
+                                bump(&t.misses);
+                                rp.all_hit = false;
+                            }
+                            // The task dies; its unfinished request is not counted.
+                            Read::Oom => break,
+                        }
+                    }
+                    TraceTarget::Anon => {
+                        let present =
+                            pte::present(s.mm.borrow().mms[target as usize].ptes[p as usize]);
+                        rp.all_hit &= present;
+                        if !touch(s, &mut r, &t, target, p, s.c.access_random).await {
+                            break;
+                        }
+                    }
                 }
             }
             r.flush(s);
