@@ -136,8 +136,10 @@ impl Sim {
             return Read::Hit;
         }
         // __filemap_add_folio(): the xarray store allocates any missing nodes, charged to
-        // the reader's memcg (radix_tree_node slab objects are __GFP_ACCOUNT).
-        if !self.xa_alloc_nodes(file, index, memcg).await {
+        // the reader's memcg (radix_tree_node slab objects are __GFP_ACCOUNT). Most stores
+        // find their nodes in place: only a store that needs some awaits the charge.
+        let need_nodes = self.mm.borrow().files[file as usize].xa_missing(index) > 0;
+        if need_nodes && !self.xa_alloc_nodes(file, index, memcg).await {
             self.mm.borrow_mut().free_folio(pfn);
             return Read::Oom;
         }
