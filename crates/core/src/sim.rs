@@ -173,6 +173,14 @@ impl Sim {
                 mc.lruvecs.push((lruvecs.len() - 1) as u32);
             }
         }
+        for mc in memcgs.iter() {
+            if let Some(p) = mc.parent {
+                for n in 0..nodes {
+                    lruvecs[mc.lruvecs[n] as usize].parent =
+                        Some(memcgs[p as usize].lruvecs[n]);
+                }
+            }
+        }
         let swap = m.swap.as_ref().map(|s| {
             let zram = s.device == SwapDevice::Zram;
             let mut dev = costs.ssd();

@@ -8,7 +8,7 @@
 
 use super::mm_types::{Frames, LruLink, PG_LRU};
 use super::vmstat::{NodeStat, LRU_STAT, NR_NODE_STAT};
-use super::{MemcgId, Pfn, NIL};
+use super::{LruvecId, MemcgId, Pfn, NIL};
 use crate::engine::{LockId, TaskId};
 
 pub const LRU_INACTIVE_ANON: usize = 0;
@@ -65,6 +65,8 @@ pub struct Lruvec {
     pub file_cost: u64,
     /// The eviction/activation clock of workingset detection (atomic in the kernel).
     pub nonresident_age: u64,
+    /// The parent memcg's lruvec on the same node (parent_lruvec), None for the root's.
+    pub parent: Option<LruvecId>,
     /// WORKINGSET_ACTIVATE_{ANON,FILE} snapshot taken at the end of reclaim (snapshot_refaults).
     pub refaults: [u64; 2],
     /// Seed 000 (vmstat_scan_cost): the per-lruvec cost_lock, and the flushed
@@ -76,13 +78,14 @@ pub struct Lruvec {
     /// Hierarchical counters (this memcg and its descendants on this node) as of the last
     /// rstat flush: what lruvec_page_state() returns.
     pub stat_flushed: [i64; NR_NODE_STAT],
-    /// Reclaim's read-ahead along the inactive lists (see `Mm::lru_prefetch_step`): the
-    /// folio last prefetched, and how many folios it is ahead of the tail. No behavior.
-    pub prefetch_cursor: [Pfn; 2],
-    pub prefetch_ahead: [u32; 2],
+    /// Reclaim's read-ahead along the evictable lists (see `Mm::lru_prefetch_step`), by
+    /// list: the folio last prefetched, and how many folios it is ahead of the tail. No
+    /// behavior.
+    pub prefetch_cursor: [Pfn; 4],
+    pub prefetch_ahead: [u32; 4],
 }
 
-/// How far ahead of the tail the inactive lists are prefetched: three reclaim chunks.
+/// How far ahead of the tail the lists are prefetched: three reclaim chunks.
 pub const LRU_PREFETCH_AHEAD: u32 = 96;
 
 impl Lruvec {
@@ -96,13 +99,14 @@ impl Lruvec {
             anon_cost: 0,
             file_cost: 0,
             nonresident_age: 0,
+            parent: None,
             refaults: [0; 2],
             cost_lock,
             cost_seen: [[0; 3]; 2],
             stat: [0; NR_NODE_STAT],
             stat_flushed: [0; NR_NODE_STAT],
-            prefetch_cursor: [NIL; 2],
-            prefetch_ahead: [0; 2],
+            prefetch_cursor: [NIL; 4],
+            prefetch_ahead: [0; 4],
         }
     }
 

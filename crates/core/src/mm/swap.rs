@@ -402,10 +402,7 @@ impl Sim {
 impl Mm {
     /// parent_lruvec(): the lruvec of the parent memcg on the same node.
     pub fn parent_lruvec(&self, lv: LruvecId) -> Option<LruvecId> {
-        let l = &self.lruvecs[lv as usize];
-        self.memcgs[l.memcg as usize]
-            .parent
-            .map(|p| self.lruvec_of(p, l.node))
+        self.lruvecs[lv as usize].parent
     }
 
     /// Is the frame on a list and linked consistently? (For invariants.)

@@ -324,12 +324,8 @@ impl Mm {
     ) -> (u64, u64) {
         let mut scan = 0;
         let mut taken = 0;
-        // The read-ahead cursor of this list, if it has one (inactive lists).
-        let k = match lru {
-            LRU_INACTIVE_ANON => 0,
-            LRU_INACTIVE_FILE => 1,
-            _ => usize::MAX,
-        };
+        // The read-ahead cursor of this list, if it has one (the evictable lists).
+        let k = if lru < LRU_UNEVICTABLE { lru } else { usize::MAX };
         while scan < nr_to_scan {
             let pfn = self.lruvecs[lv as usize].lists[lru].tail;
             if pfn == NIL {
@@ -361,18 +357,17 @@ impl Mm {
         (taken, scan)
     }
 
-    /// Advance the read-ahead of reclaim along the inactive lists of `lv` by one folio
+    /// Advance the read-ahead of reclaim along the evictable lists of `lv` by one folio
     /// each, prefetching that folio and its list links. A performance hint, no behavior:
-    /// isolate_lru_folios walks a list from its tail one dependent load at a time, and
-    /// the folios there were last touched long ago; stepping ahead of it by one folio at
-    /// each allocation, between which there is other work, brings them in before reclaim
-    /// asks. One step per allocation measured best: steps in a row stall on the load the
-    /// step before prefetched.
+    /// isolate_lru_folios walks a list from its tail one dependent load at a time (the
+    /// inactive lists for shrink_inactive_list, the active ones for shrink_active_list),
+    /// and the folios there were last touched long ago; stepping ahead of it by one folio
+    /// at each allocation, between which there is other work, brings them in before
+    /// reclaim asks. One step per allocation measured best: steps in a row stall on the
+    /// load the step before prefetched.
     pub fn lru_prefetch_step(&mut self, lv: LruvecId) {
-        for (k, lru) in [LRU_INACTIVE_ANON, LRU_INACTIVE_FILE]
-            .into_iter()
-            .enumerate()
-        {
+        for lru in EVICTABLE_LRUS {
+            let k = lru;
             let l = &self.lruvecs[lv as usize];
             let ahead = l.prefetch_ahead[k];
             if ahead >= super::mmzone::LRU_PREFETCH_AHEAD || l.nr[lru] == 0 {

@@ -47,15 +47,11 @@ impl Mm {
     /// workingset_age_nonresident(): advance the clock of `lv` and every ancestor's lruvec on
     /// the same node.
     pub fn workingset_age_nonresident(&mut self, lv: LruvecId, nr: u64) {
-        let (memcg, node) = (
-            self.lruvecs[lv as usize].memcg,
-            self.lruvecs[lv as usize].node,
-        );
-        let mut m = Some(memcg);
-        while let Some(id) = m {
-            let l = self.lruvec_of(id, node);
-            self.lruvecs[l as usize].nonresident_age += nr;
-            m = self.memcgs[id as usize].parent;
+        let mut l = Some(lv);
+        while let Some(id) = l {
+            let v = &mut self.lruvecs[id as usize];
+            v.nonresident_age += nr;
+            l = v.parent;
         }
     }
 
