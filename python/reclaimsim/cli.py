@@ -261,8 +261,9 @@ def validate(scenario, sets):
 @click.option("--capacity-pages", type=click.IntRange(1), help="--vs: cache size in 4 KiB pages (default: --capacity-ratio of the objects).")
 @click.option("--capacity-ratio", type=click.FloatRange(0, 1, min_open=True), default=0.1, show_default=True, help="--vs: cache size as a fraction of the trace's distinct objects.")
 @click.option("--policies", is_flag=True, help="--vs: also show the miss ratios of libCacheSim's Clock, SLRU, 2Q, ARC and S3-FIFO (not timed).")
+@click.option("--repeat", type=click.IntRange(1), default=1, show_default=True, help="--vs: run both sides this many times, alternated, and keep each side's fastest run.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the figures as JSON.")
-def bench(trace, names, versus, capacity_pages, capacity_ratio, policies, json_path):
+def bench(trace, names, versus, capacity_pages, capacity_ratio, policies, repeat, json_path):
     """Measure speed and memory: events per wall second, virtual/wall ratio, RSS per page.
 
     Each scenario runs in its own process so its peak RSS is its own; the first row is
@@ -279,7 +280,7 @@ def bench(trace, names, versus, capacity_pages, capacity_ratio, policies, json_p
             _fail("--vs libcachesim needs a TRACE (e.g. made by `reclaimsim trace-gen`)")
         with _user_errors():
             try:
-                b = bench_vs_libcachesim(trace, capacity_pages, capacity_ratio, policies)
+                b = bench_vs_libcachesim(trace, capacity_pages, capacity_ratio, policies, repeat)
             except BenchError as e:
                 _fail(str(e))
         if json_path == "-":

@@ -85,6 +85,19 @@ def test_trace_gen_writes_a_zipf_trace_both_sides_can_read(tmp_path):
     assert set(r["libcachesim_other_miss_ratios"]) == {"Clock", "SLRU", "TwoQ", "ARC", "S3FIFO"}
     assert all(0 < v < 1 for v in r["libcachesim_other_miss_ratios"].values())
 
+    # --repeat alternates the sides and keeps each one's fastest run; the replay is the same.
+    b = cli("bench", "--vs", "libcachesim", str(out), "--json", "-", "--repeat", "3")
+    assert b.returncode == 0, b.stderr
+    r3 = json.loads(b.stdout)
+    assert r3["repeat"] == 3
+    assert len(r3["reclaimsim_walls_s"]) == 3 and len(r3["libcachesim_walls_s"]) == 3
+    assert r3["reclaimsim_wall_s"] == min(r3["reclaimsim_walls_s"])
+    assert r3["libcachesim_wall_s"] == min(r3["libcachesim_walls_s"])
+    assert r3["reclaimsim_rps"] == pytest.approx(30000 / r3["reclaimsim_wall_s"])
+    assert r3["reclaimsim_miss_ratio"] == r["reclaimsim_miss_ratio"]
+    bad = cli("bench", "--vs", "libcachesim", str(out), "--repeat", "0")
+    assert bad.returncode == 2 and "--repeat" in bad.stderr and "Traceback" not in bad.stderr
+
 
 def test_bench_vs_needs_a_trace():
     p = cli("bench", "--vs", "libcachesim")
