@@ -176,8 +176,7 @@ impl Sim {
         for mc in memcgs.iter() {
             if let Some(p) = mc.parent {
                 for n in 0..nodes {
-                    lruvecs[mc.lruvecs[n] as usize].parent =
-                        Some(memcgs[p as usize].lruvecs[n]);
+                    lruvecs[mc.lruvecs[n] as usize].parent = Some(memcgs[p as usize].lruvecs[n]);
                 }
             }
         }

@@ -325,7 +325,11 @@ impl Mm {
         let mut scan = 0;
         let mut taken = 0;
         // The read-ahead cursor of this list, if it has one (the evictable lists).
-        let k = if lru < LRU_UNEVICTABLE { lru } else { usize::MAX };
+        let k = if lru < LRU_UNEVICTABLE {
+            lru
+        } else {
+            usize::MAX
+        };
         while scan < nr_to_scan {
             let pfn = self.lruvecs[lv as usize].lists[lru].tail;
             if pfn == NIL {
