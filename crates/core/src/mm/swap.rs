@@ -114,15 +114,14 @@ impl Mm {
             BatchOp::MoveTail => &mut b.lru_move_tail,
         }
     }
-}
 
-impl Mm {
     /// folio_mark_accessed(): the classic LRU's second-chance promotion of buffered
     /// accesses. First access sets PG_referenced; a second one activates an inactive folio
     /// and ages the workingset clock (workingset_activation). Returns true when the folio
-    /// is on an LRU list: the caller then queues it with [`Sim::folio_activate`]. A folio
-    /// not on a list yet (in the lru_add batch) or isolated is only marked
-    /// (__lru_cache_activate_folio): the list it goes to follows the flag.
+    /// is on an LRU list and in no batch: the caller then queues it with
+    /// [`Sim::folio_activate`]. A folio not on a list yet (in the lru_add batch) or
+    /// isolated is only marked (__lru_cache_activate_folio): the list it goes to follows
+    /// the flag.
     pub fn folio_mark_accessed(&mut self, pfn: Pfn) -> bool {
         let p = &mut self.pages[pfn as usize];
         if !p.test(PG_REFERENCED) {
