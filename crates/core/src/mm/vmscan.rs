@@ -371,7 +371,7 @@ impl Mm {
     /// load the step before prefetched.
     pub fn lru_prefetch_step(&mut self, lv: LruvecId) {
         for lru in EVICTABLE_LRUS {
-            let k = lru;
+            let k = lru; // the cursors are indexed by list
             let l = &self.lruvecs[lv as usize];
             let ahead = l.prefetch_ahead[k];
             if ahead >= super::mmzone::LRU_PREFETCH_AHEAD || l.nr[lru] == 0 {
