@@ -58,7 +58,7 @@ pub const PG_HELD: u16 = PG_INBATCH | PG_OWNED | PG_WRITEBACK | PG_LOCKED | PG_I
 
 /// One frame of the frame table. All-zero is a never-used free frame, so the table can be
 /// allocated zeroed and costs no RSS until a frame is first used.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct Page {
     pub flags: u16,
@@ -71,7 +71,7 @@ pub struct Page {
 const _: () = assert!(std::mem::size_of::<Page>() == 16);
 
 /// A frame's LRU list links (folio->lru), meaningful while PG_lru is set; NIL ends a list.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct LruLink {
     pub prev: u32,
@@ -86,11 +86,12 @@ pub struct Frames {
 }
 
 impl Frames {
-    /// `n` never-used frames, allocated zeroed: untouched frames cost no resident memory.
+    /// `n` never-used frames, allocated zeroed (calloc: frames the process never writes
+    /// are never made resident).
     pub fn zeroed(n: usize) -> Self {
         Frames {
-            pages: zeroed_vec(n),
-            links: zeroed_vec(n),
+            pages: bytemuck::allocation::zeroed_vec(n),
+            links: bytemuck::allocation::zeroed_vec(n),
         }
     }
 }
@@ -107,33 +108,6 @@ impl std::ops::DerefMut for Frames {
     #[inline]
     fn deref_mut(&mut self) -> &mut [Page] {
         &mut self.pages
-    }
-}
-
-/// Plain-old-data types for which all-zero bytes are a valid value.
-///
-/// # Safety
-/// Implementors must accept the all-zero bit pattern as a valid value.
-unsafe trait Zeroable {}
-// SAFETY: both are structs of integers only.
-unsafe impl Zeroable for Page {}
-unsafe impl Zeroable for LruLink {}
-
-/// A Vec of `n` zeroed elements from the allocator's zeroed memory (calloc: pages the
-/// process never writes are never made resident).
-fn zeroed_vec<T: Zeroable>(n: usize) -> Vec<T> {
-    if n == 0 {
-        return Vec::new();
-    }
-    let layout = std::alloc::Layout::array::<T>(n).expect("frame table size");
-    // SAFETY: T is Zeroable, so all-zero bytes are a valid T; the allocation has exactly
-    // n elements of T's layout and is owned by the Vec.
-    unsafe {
-        let p = std::alloc::alloc_zeroed(layout) as *mut T;
-        if p.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Vec::from_raw_parts(p, n, n)
     }
 }
 

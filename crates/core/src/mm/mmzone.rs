@@ -81,8 +81,8 @@ pub struct Lruvec {
     /// Reclaim's read-ahead along the evictable lists (see `Mm::lru_prefetch_step`), by
     /// list: the folio last prefetched, and how many folios it is ahead of the tail. No
     /// behavior.
-    pub prefetch_cursor: [Pfn; 4],
-    pub prefetch_ahead: [u32; 4],
+    pub prefetch_cursor: [Pfn; EVICTABLE_LRUS.len()],
+    pub prefetch_ahead: [u32; EVICTABLE_LRUS.len()],
 }
 
 /// How far ahead of the tail the lists are prefetched: three reclaim chunks.
@@ -105,8 +105,8 @@ impl Lruvec {
             cost_seen: [[0; 3]; 2],
             stat: [0; NR_NODE_STAT],
             stat_flushed: [0; NR_NODE_STAT],
-            prefetch_cursor: [NIL; 4],
-            prefetch_ahead: [0; 4],
+            prefetch_cursor: [NIL; EVICTABLE_LRUS.len()],
+            prefetch_ahead: [0; EVICTABLE_LRUS.len()],
         }
     }
 

@@ -324,12 +324,7 @@ impl Mm {
     ) -> (u64, u64) {
         let mut scan = 0;
         let mut taken = 0;
-        // The read-ahead cursor of this list, if it has one (the evictable lists).
-        let k = if lru < LRU_UNEVICTABLE {
-            lru
-        } else {
-            usize::MAX
-        };
+        debug_assert!(lru < LRU_UNEVICTABLE, "only evictable lists are scanned");
         while scan < nr_to_scan {
             let pfn = self.lruvecs[lv as usize].lists[lru].tail;
             if pfn == NIL {
@@ -338,9 +333,9 @@ impl Mm {
             scan += 1;
             let Mm { pages, lruvecs, .. } = self;
             let l = &mut lruvecs[lv as usize];
-            if k != usize::MAX && l.prefetch_cursor[k] == pfn {
+            if l.prefetch_cursor[lru] == pfn {
                 // Reclaim caught up with the read-ahead: it restarts from the new tail.
-                l.prefetch_cursor[k] = NIL;
+                l.prefetch_cursor[lru] = NIL;
             }
             lruvec_del_folio(pages, l, pfn);
             if pages[pfn as usize].test(PG_INBATCH | PG_DYING) {
@@ -354,10 +349,8 @@ impl Mm {
             dst.push(pfn);
             taken += 1;
         }
-        if k != usize::MAX {
-            let l = &mut self.lruvecs[lv as usize];
-            l.prefetch_ahead[k] = l.prefetch_ahead[k].saturating_sub(scan as u32);
-        }
+        let l = &mut self.lruvecs[lv as usize];
+        l.prefetch_ahead[lru] = l.prefetch_ahead[lru].saturating_sub(scan as u32);
         (taken, scan)
     }
 
@@ -371,13 +364,12 @@ impl Mm {
     /// load the step before prefetched.
     pub fn lru_prefetch_step(&mut self, lv: LruvecId) {
         for lru in EVICTABLE_LRUS {
-            let k = lru; // the cursors are indexed by list
             let l = &self.lruvecs[lv as usize];
-            let ahead = l.prefetch_ahead[k];
+            let ahead = l.prefetch_ahead[lru];
             if ahead >= super::mmzone::LRU_PREFETCH_AHEAD || l.nr[lru] == 0 {
                 continue;
             }
-            let c = l.prefetch_cursor[k];
+            let c = l.prefetch_cursor[lru];
             // Restart from the tail when reclaim took the cursor's folio or it moved.
             let valid = c != NIL && {
                 let p = &self.pages[c as usize];
@@ -395,8 +387,8 @@ impl Mm {
             super::prefetch(&self.pages[next as usize]);
             super::prefetch(&self.pages.links[next as usize]);
             let l = &mut self.lruvecs[lv as usize];
-            l.prefetch_cursor[k] = next;
-            l.prefetch_ahead[k] = if valid { ahead + 1 } else { 1 };
+            l.prefetch_cursor[lru] = next;
+            l.prefetch_ahead[lru] = if valid { ahead + 1 } else { 1 };
         }
     }
 
