@@ -16,6 +16,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod fixture;
 pub mod mm;
 pub mod report;
 pub mod scenario;

@@ -321,6 +321,14 @@ impl Mm {
         self.lruvec_of(p.memcg, self.pfn_node(pfn))
     }
 
+    /// lruvec_add_folio() on the folio's own lruvec: link it at the head of the list its
+    /// flags select.
+    pub fn lruvec_add_folio(&mut self, pfn: Pfn) {
+        let lv = self.folio_lruvec(pfn);
+        let Mm { pages, lruvecs, .. } = self;
+        mmzone::lruvec_add_folio(pages, &mut lruvecs[lv as usize], pfn);
+    }
+
     #[inline]
     pub fn count_event(&mut self, ev: vmstat::VmEvent, n: u64) {
         self.events[ev as usize] += n;

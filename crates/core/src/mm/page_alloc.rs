@@ -53,7 +53,7 @@ impl Mm {
     }
 
     /// rmqueue(): take a free frame from `node`.
-    fn rmqueue(&mut self, node: u32) -> Option<Pfn> {
+    pub(crate) fn rmqueue(&mut self, node: u32) -> Option<Pfn> {
         let nd = &mut self.nodes[node as usize];
         if nd.free == 0 {
             return None;

@@ -147,6 +147,13 @@ impl Mm {
         self.mem_cgroup_get_nr_swap_pages(memcg) > 0
     }
 
+    /// can_age_anon_pages(): is aging the anon lists worth it? Whenever swap exists
+    /// (total_swap_pages, not free slots: a full swap device still gets its anon aged, so
+    /// that slots freed later find cold folios at the tail). No demotion is modeled.
+    pub fn can_age_anon_pages(&self) -> bool {
+        self.swap.as_ref().is_some_and(|s| s.nr_slots() > 0)
+    }
+
     /// mem_cgroup_swappiness(): the memcg's (v1 knob, inherited) or vm.swappiness.
     pub fn mem_cgroup_swappiness(&self, memcg: MemcgId) -> u32 {
         self.memcgs[memcg as usize].swappiness
@@ -674,6 +681,12 @@ impl Sim {
                 .sync_every(&mut last_sync, crate::workload::SKEW_QUANTUM)
                 .await;
             self.e.charge(self.c.shrink_folio);
+            if self.mm.borrow().pages[pfn as usize].test(PG_LOCKED) {
+                // folio_trylock() fails (its read is in flight): kept, and not counted in
+                // nr_scanned, which the kernel counts after the trylock.
+                keep.push(pfn);
+                continue;
+            }
             sc.nr_scanned += 1;
             let outcome = self.shrink_one_folio(pfn, sc, target, &mut stat).await;
             if outcome {
@@ -712,10 +725,6 @@ impl Sim {
             let file = p.is_file_lru();
             if !p.test(PG_OWNED) {
                 // Freed by its owner while isolated: move_folios_to_lru frees it.
-                break 'f Fate::Keep;
-            }
-            if p.test(PG_LOCKED) {
-                // folio_trylock() fails: its read is in flight.
                 break 'f Fate::Keep;
             }
             if p.test(PG_WRITEBACK) {
@@ -931,14 +940,16 @@ impl Sim {
 
     /// shrink_lruvec(): scan the lists in SWAP_CLUSTER_MAX chunks toward get_scan_count's
     /// targets. Once nr_to_reclaim is met, kswapd and memcg reclaim stop the type with less
-    /// work left and scale the other to the same proportion of its target; global direct
-    /// reclaim at DEF_PRIORITY scans its full targets. Finally rebalance anon if its
-    /// inactive list is low.
+    /// work left and scale the other to the same proportion of its target, then stop at
+    /// the next check (one nudge toward proportionality, as since v6.0's f53af4285d77:
+    /// the smaller type's targets are zero by then); global direct reclaim at DEF_PRIORITY
+    /// scans its full targets. Finally rebalance anon if its inactive list is low and
+    /// anon can be aged.
     pub async fn shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
         self.e.charge(self.c.shrink_lruvec_setup);
         let (mut nr, _) = self.mm.borrow().get_scan_count(lv, sc);
         let targets = nr;
-        let mut proportional_reclaim =
+        let proportional_reclaim =
             !sc.cgroup_reclaim() && !sc.kswapd && sc.priority == DEF_PRIORITY;
         let nr_to_reclaim = sc.nr_to_reclaim;
         let mut nr_reclaimed = 0u64;
@@ -975,14 +986,12 @@ impl Sim {
                 nr[l] = targets[l] * (100 - percentage) / 100;
                 nr[l] -= nr[l].min(scanned);
             }
-            proportional_reclaim = true;
         }
         sc.nr_reclaimed += nr_reclaimed;
         // Even if the target was met, keep the anon inactive list balanced.
         let age = {
             let mm = self.mm.borrow();
-            let memcg = mm.lruvecs[lv as usize].memcg;
-            mm.can_reclaim_anon_pages(memcg) && mm.inactive_is_low(lv, LRU_INACTIVE_ANON)
+            mm.can_age_anon_pages() && mm.inactive_is_low(lv, LRU_INACTIVE_ANON)
         };
         if age {
             self.shrink_active_list(SWAP_CLUSTER_MAX, lv, sc, LRU_ACTIVE_ANON)
@@ -1267,21 +1276,49 @@ impl Sim {
     }
 
     /// balance_pgdat(): reclaim until the node is above its HIGH watermark, raising the
-    /// priority when a pass scanned too little or reclaimed nothing.
-    async fn balance_pgdat(&self, node: u32) {
+    /// priority when a pass scanned too little or reclaimed nothing. A run that went
+    /// through every priority without reclaiming anything while cache_trim_mode failed
+    /// starts over once without it (no_cache_trim_mode). A run that reclaimed nothing
+    /// counts a kswapd failure, unless the node was balanced when it looked (the kernel's
+    /// `goto out` skips the count). Simplified: no watermark boost, order 0 only.
+    pub async fn balance_pgdat(&self, node: u32) {
         self.mm.borrow_mut().count_event(VmEvent::Pageoutrun, 1);
         let mut sc = ScanControl::new(0, None, true);
+        'restart: loop {
+            sc.priority = DEF_PRIORITY;
+            if self.balance_pgdat_pass(node, &mut sc).await {
+                break 'restart;
+            }
+            if sc.nr_reclaimed == 0
+                && sc.priority < 1
+                && !sc.no_cache_trim_mode
+                && sc.cache_trim_mode_failed
+            {
+                sc.no_cache_trim_mode = true;
+                continue 'restart;
+            }
+            if sc.nr_reclaimed == 0 {
+                self.mm.borrow_mut().nodes[node as usize].kswapd_failures += 1;
+            }
+            break 'restart;
+        }
+        self.mm.borrow_mut().snapshot_refaults(0, node);
+    }
+
+    /// The priority loop of balance_pgdat(), from DEF_PRIORITY down to 1; true when it
+    /// found the node balanced (the kernel's `goto out`).
+    async fn balance_pgdat_pass(&self, node: u32, sc: &mut ScanControl) -> bool {
         loop {
             sc.nr_scanned = 0;
             let before = sc.nr_reclaimed;
             if self.mm.borrow().pgdat_balanced(node) {
-                break;
+                return true;
             }
             // kswapd_age_node(): keep the anon inactive list balanced across all memcgs.
             let age: Vec<LruvecId> = {
                 let mm = self.mm.borrow();
                 let root = mm.lruvec_of(0, node);
-                if mm.can_reclaim_anon_pages(0) && mm.inactive_is_low(root, LRU_INACTIVE_ANON) {
+                if mm.can_age_anon_pages() && mm.inactive_is_low(root, LRU_INACTIVE_ANON) {
                     mm.memcg_preorder
                         .iter()
                         .map(|&m| mm.lruvec_of(m, node))
@@ -1291,7 +1328,7 @@ impl Sim {
                 }
             };
             for lv in age {
-                self.shrink_active_list(SWAP_CLUSTER_MAX, lv, &mut sc, LRU_ACTIVE_ANON)
+                self.shrink_active_list(SWAP_CLUSTER_MAX, lv, sc, LRU_ACTIVE_ANON)
                     .await;
             }
             if sc.priority < DEF_PRIORITY - 2 {
@@ -1302,21 +1339,16 @@ impl Sim {
                 let mm = self.mm.borrow();
                 mm.nodes[node as usize].wmark[WMARK_HIGH].max(SWAP_CLUSTER_MAX)
             };
-            self.shrink_node(node, &mut sc).await;
+            self.shrink_node(node, sc).await;
             let reclaimed = sc.nr_reclaimed - before;
             let enough = sc.nr_scanned.max(reclaimed) >= sc.nr_to_reclaim;
             if !enough || reclaimed == 0 {
                 sc.priority -= 1;
             }
             if sc.priority < 1 {
-                break;
+                return false;
             }
         }
-        let mut mm = self.mm.borrow_mut();
-        if sc.nr_reclaimed == 0 {
-            mm.nodes[node as usize].kswapd_failures += 1;
-        }
-        mm.snapshot_refaults(0, node);
     }
 }
 

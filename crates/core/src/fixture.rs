@@ -1,0 +1,138 @@
+//! Machine states built by hand, for tests of one kernel path at a time.
+//!
+//! An end-to-end run shows what a whole workload does; it cannot show, say, that
+//! shrink_lruvec stops after one proportional nudge, because which folios sit where when
+//! that decision is taken depends on everything before it. A test of one path instead
+//! builds a machine from a scenario whose workloads have not started yet, places folios
+//! straight on an lruvec's lists in the state the fault and read paths leave them in
+//! (allocated, charged, owned, counted, linked at the list head), runs one kernel function
+//! in a probe task, and compares the counters with what the kernel's arithmetic gives.
+//!
+//! Simplified on purpose: fixture folios skip the per-CPU batches, the page-table and
+//! xarray-node charges, and the memcg statistics cost model; the hierarchical statistics
+//! reclaim reads are flushed once at the end of each placement.
+
+use crate::engine::Time;
+use crate::mm::mm_types::*;
+use crate::mm::vmstat::NodeStat;
+use crate::mm::{File, MemcgId, MmStruct, Pfn};
+use crate::sim::Sim;
+use std::future::Future;
+use std::rc::Rc;
+
+impl Sim {
+    /// Allocate and charge one frame on `node` for `memcg`, ignoring watermarks.
+    fn fixture_frame(&self, memcg: MemcgId, node: u32) -> Pfn {
+        let mut mm = self.mm.borrow_mut();
+        let pfn = mm
+            .rmqueue(node)
+            .expect("fixture: the node has a free frame");
+        mm.page_counter_try_charge(memcg, 1)
+            .expect("fixture: the memcg has room");
+        let p = &mut mm.pages[pfn as usize];
+        p.memcg = memcg;
+        p.clear(PG_LOCKED);
+        pfn
+    }
+
+    /// Link a set-up folio at the head of its lruvec's list and flush the statistics.
+    fn fixture_link(&self, pfns: &[Pfn]) {
+        let now = self.e.now();
+        let mut mm = self.mm.borrow_mut();
+        for &pfn in pfns {
+            mm.lruvec_add_folio(pfn);
+        }
+        mm.flush_stats(now);
+    }
+
+    /// `n` clean page-cache folios of a new file charged to `memcg`, on its inactive file
+    /// list on `node` (page 0 at the tail, oldest), each with the extra page flags
+    /// `flags` (e.g. PG_REFERENCED after one read). Returns the file and its folios.
+    pub fn fixture_file_folios(
+        &self,
+        memcg: MemcgId,
+        node: u32,
+        n: u32,
+        flags: u16,
+    ) -> (u32, Vec<Pfn>) {
+        let file = {
+            let mut mm = self.mm.borrow_mut();
+            mm.files.push(File::new(n as usize, memcg, None));
+            (mm.files.len() - 1) as u32
+        };
+        let mut pfns = Vec::with_capacity(n as usize);
+        for index in 0..n {
+            let pfn = self.fixture_frame(memcg, node);
+            let mut mm = self.mm.borrow_mut();
+            let p = &mut mm.pages[pfn as usize];
+            p.set(PG_OWNED | flags);
+            p.owner = file;
+            p.index = index;
+            let f = &mut mm.files[file as usize];
+            f.xa_create(index);
+            f.cache[index as usize] = crate::mm::filemap::page_entry(pfn);
+            f.nr_cached += 1;
+            let lv = mm.folio_lruvec(pfn) as usize;
+            mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
+            pfns.push(pfn);
+        }
+        self.fixture_link(&pfns);
+        (file, pfns)
+    }
+
+    /// `n` anonymous folios of a new process charged to `memcg`, each mapped by a dirty
+    /// PTE (young when `young`, as right after the fault), on the anon list of `node` its
+    /// flags select (inactive unless `flags` has PG_ACTIVE; page 0 at the tail). Returns
+    /// the process and its folios.
+    pub fn fixture_anon_folios(
+        &self,
+        memcg: MemcgId,
+        node: u32,
+        n: u32,
+        young: bool,
+        flags: u16,
+    ) -> (u32, Vec<Pfn>) {
+        let mmid = {
+            let mut mm = self.mm.borrow_mut();
+            mm.mms.push(MmStruct::new(n as usize, memcg, node, 0));
+            (mm.mms.len() - 1) as u32
+        };
+        let mut pfns = Vec::with_capacity(n as usize);
+        for vpn in 0..n {
+            let pfn = self.fixture_frame(memcg, node);
+            let mut mm = self.mm.borrow_mut();
+            let p = &mut mm.pages[pfn as usize];
+            p.set(PG_SWAPBACKED | PG_OWNED | flags);
+            p.owner = mmid;
+            p.index = vpn;
+            let m = &mut mm.mms[mmid as usize];
+            m.ptes[vpn as usize] = pte::mk_present(pfn, young, true);
+            m.rss += 1;
+            let lv = mm.folio_lruvec(pfn) as usize;
+            mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, 1);
+            pfns.push(pfn);
+        }
+        self.fixture_link(&pfns);
+        (mmid, pfns)
+    }
+}
+
+/// Run `f` as a task on `cpu` from virtual time `at` until it returns (other tasks of the
+/// machine run meanwhile, in virtual-time order); returns the virtual time it ended at.
+pub fn run_probe<F, Fut>(s: &Rc<Sim>, cpu: u32, at: Time, f: F) -> Time
+where
+    F: FnOnce(Rc<Sim>) -> Fut + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    let done = Rc::new(std::cell::Cell::new(None));
+    let (s2, d2) = (s.clone(), done.clone());
+    s.e.spawn(at, cpu, async move {
+        f(s2.clone()).await;
+        let now = s2.e.now();
+        d2.set(Some(now));
+        s2.e.request_stop(now);
+    });
+    s.e.stop.set(false);
+    s.e.run_until(Time::MAX, 1 << 20, &mut |_| true);
+    done.get().expect("fixture: the probe task ran to its end")
+}
