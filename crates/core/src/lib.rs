@@ -20,6 +20,7 @@ pub mod fixture;
 pub mod mm;
 pub mod report;
 pub mod scenario;
+pub mod sched;
 pub mod sim;
 pub mod trace;
 pub mod variant;

@@ -303,6 +303,11 @@ pub struct Kernel {
     /// boot, so its phase relative to a workload is arbitrary).
     #[serde(default)]
     pub memcg_flush_phase: Option<Dur>,
+    /// The memory controller's cgroup version: 2 (the unified hierarchy) or 1. Version 1
+    /// has memory.swappiness but no memory.high/low/min, and its limit reclaim skips the
+    /// isolation throttle (writeback_throttling_sane).
+    #[serde(default = "default_cgroup_version")]
+    pub cgroup_version: u32,
 }
 
 impl Default for Kernel {
@@ -313,8 +318,13 @@ impl Default for Kernel {
             watermark_scale_factor: default_wsf(),
             memory_recursiveprot: false,
             memcg_flush_phase: None,
+            cgroup_version: default_cgroup_version(),
         }
     }
+}
+
+fn default_cgroup_version() -> u32 {
+    2
 }
 
 fn default_swappiness() -> u32 {
@@ -722,6 +732,31 @@ impl Scenario {
     }
 
     /// Semantic checks that the types cannot express.
+    /// Knobs that exist in only one cgroup version.
+    fn check_cgroup_version(&self, i: usize, m: &CgroupMemory) -> Result<()> {
+        let v1 = self.kernel.cgroup_version == 1;
+        let only_v2 = [
+            ("high", m.high.is_some()),
+            ("low", m.low.is_some()),
+            ("min", m.min.is_some()),
+        ];
+        for (knob, set) in only_v2 {
+            if v1 && set {
+                return Err(Error::scenario(
+                    format!("scenario.cgroup[{i}].memory.{knob}"),
+                    "cgroup v1 has no such knob (kernel.cgroup_version = 1); allowed: memory.max, memory.swappiness",
+                ));
+            }
+        }
+        if !v1 && m.swappiness.is_some() {
+            return Err(Error::scenario(
+                format!("scenario.cgroup[{i}].memory.swappiness"),
+                "a cgroup v1 knob: cgroup v2 has no per-cgroup swappiness (set kernel.cgroup_version = 1, or use kernel.swappiness)",
+            ));
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<()> {
         let m = &self.machine;
         let max_nodes = crate::mm::page_alloc::MAX_NUMNODES as u32;
@@ -784,6 +819,12 @@ impl Scenario {
                 ));
             }
         }
+        if !(1..=2).contains(&self.kernel.cgroup_version) {
+            return Err(Error::scenario(
+                "scenario.kernel.cgroup_version",
+                format!("{}: allowed 1 or 2", self.kernel.cgroup_version),
+            ));
+        }
         if !(1..=3000).contains(&self.kernel.watermark_scale_factor) {
             return Err(Error::scenario(
                 "scenario.kernel.watermark_scale_factor",
@@ -828,6 +869,7 @@ impl Scenario {
                 ));
             }
             paths.push(p);
+            self.check_cgroup_version(i, &c.memory)?;
             if let Some(s) = c.memory.swappiness {
                 if s > 200 {
                     return Err(Error::scenario(

@@ -125,7 +125,9 @@ impl Sim {
                 free_list: Vec::new(),
                 next_unused: base,
                 kswapd: 0,
-                kswapd_sleeping: false,
+                kswapd_wait: Default::default(),
+                pfmemalloc_wait: Default::default(),
+                reclaim_wait_isolated: Default::default(),
                 kswapd_failures: 0,
             });
         }
@@ -214,6 +216,7 @@ impl Sim {
             events: [0; NR_VM_EVENTS],
             vm_swappiness: sc.kernel.swappiness,
             memory_recursiveprot: sc.kernel.memory_recursiveprot,
+            memory_cgrp_on_dfl: sc.kernel.cgroup_version == 2,
             nr_cpus: ncpu,
             peak_used_frames: 0,
             used_frames: 0,

@@ -164,3 +164,83 @@ fn kswapd_retries_once_without_cache_trim_mode_after_a_fruitless_run() {
     assert_eq!(event(&s, VmEvent::PgscanKswapd), 2 * once);
     assert_eq!(s.mm.borrow().nodes[0].kswapd_failures, 17);
 }
+
+#[test]
+fn isolation_throttle_ends_when_isolation_drops_and_v1_limit_reclaim_skips_it() {
+    use reclaimsim_core::mm::vmstat::NodeStat;
+    const MS: u64 = 1_000_000;
+    for version in [2, 1] {
+        let s = machine("1G", None, &format!("cgroup_version = {version}"));
+        s.fixture_file_folios(A, 0, 64, 0);
+        let lv = s.mm.borrow().lruvec_of(A, 0);
+        // 9 file folios isolated by others on a node with 64 inactive: 9 > 64 >> 3.
+        s.mm.borrow_mut().lruvecs[lv as usize].mod_state(NodeStat::NrIsolatedFile, 9);
+        // At 5 ms those are back, and a second reclaimer finds isolation under the limit.
+        let s2 = s.clone();
+        s.e.spawn(5 * MS, 1, async move {
+            s2.mm.borrow_mut().lruvecs[lv as usize].mod_state(NodeStat::NrIsolatedFile, -9);
+            let mut sc = ScanControl::new(32, Some(A), false);
+            sc.priority = 0;
+            s2.shrink_lruvec(lv, &mut sc).await;
+        });
+        let end = run_probe(&s, 0, 0, move |s| async move {
+            let mut sc = ScanControl::new(32, Some(A), false);
+            sc.priority = 0;
+            s.shrink_lruvec(lv, &mut sc).await;
+        });
+        if version == 2 {
+            // reclaim_throttle(ISOLATED) until wake_throttle_isolated at 5 ms, not HZ/50.
+            assert!((5 * MS..6 * MS).contains(&end), "v2: ended at {end} ns");
+        } else {
+            // cgroup v1 limit reclaim: writeback_throttling_sane() is false, no throttle.
+            assert!(end < MS, "v1: ended at {end} ns");
+        }
+    }
+}
+
+#[test]
+fn kswapd_naps_and_counts_wmark_hits() {
+    const MS: u64 = 1_000_000;
+    // 64 MiB node: min 256, low 320, high 384 pages (see the cache_trim test).
+    let s = machine("64M", None, "");
+    run_probe(&s, 0, 10 * MS, move |s| async move {
+        // kswapd started napping at 0 on a balanced node. Fill the node with folios it
+        // cannot reclaim (locked) and wake it 10 ms into its 100 ms nap.
+        let (_, pfns) = s.fixture_file_folios(A, 0, 16100, 0);
+        for &p in &pfns {
+            s.mm.borrow_mut().pages[p as usize].set(PG_LOCKED);
+        }
+        s.wakeup_kswapd(0);
+        s.e.sleep(10_000 * MS).await;
+    });
+    // Woken early: one low-watermark hit. Each balance_pgdat fails (failures 1..16);
+    // after runs 1..15 the node is unbalanced with failures < 16, so kswapd does not
+    // nap: 15 high-watermark hits. After run 16 it naps, then sleeps for good.
+    assert_eq!(event(&s, VmEvent::KswapdLowWmarkHitQuickly), 1);
+    assert_eq!(event(&s, VmEvent::KswapdHighWmarkHitQuickly), 15);
+    assert_eq!(event(&s, VmEvent::Pageoutrun), 16);
+    assert_eq!(s.mm.borrow().nodes[0].kswapd_failures, 16);
+}
+
+#[test]
+fn direct_reclaim_below_half_the_min_watermark_waits_for_kswapd() {
+    // 64 MiB node: min 256 pages. Fill it to 100 free (<= 128), then a direct
+    // reclaimer throttles (PGSCAN_DIRECT_THROTTLE) until kswapd, woken by it, brings
+    // free pages back above 128; above that nobody is throttled.
+    for (fill, throttled) in [(16384 - 100, 1), (16384 - 200, 0)] {
+        let s = machine("64M", None, "");
+        let steal_before = Rc::new(std::cell::Cell::new(u64::MAX));
+        let sb = steal_before.clone();
+        run_probe(&s, 0, 1_000_000, move |s| async move {
+            s.fixture_file_folios(A, 0, fill, 0);
+            s.try_to_free_pages(0).await;
+            sb.set(s.mm.borrow().events[VmEvent::PgstealDirect as usize]);
+        });
+        assert_eq!(event(&s, VmEvent::PgscanDirectThrottle), throttled);
+        if throttled == 1 {
+            // It was let go once kswapd had brought free pages above min / 2 = 128.
+            assert!(steal_before.get() < u64::MAX);
+            assert!(event(&s, VmEvent::PgstealKswapd) >= 129 - 100);
+        }
+    }
+}

@@ -214,9 +214,14 @@ pub struct PgData {
     pub free_list: Vec<Pfn>,
     /// Frames never used yet start here (the zeroed tail of the node's range).
     pub next_unused: Pfn,
-    /// kswapd's task and its sleep state.
+    /// kswapd's task, and the queue it sleeps on (kswapd_wait).
     pub kswapd: TaskId,
-    pub kswapd_sleeping: bool,
+    pub kswapd_wait: std::rc::Rc<crate::sched::WaitQueue>,
+    /// Direct reclaimers throttled until kswapd restores the pfmemalloc reserve
+    /// (pfmemalloc_wait).
+    pub pfmemalloc_wait: std::rc::Rc<crate::sched::WaitQueue>,
+    /// Reclaimers throttled by too_many_isolated (reclaim_wait[VMSCAN_THROTTLE_ISOLATED]).
+    pub reclaim_wait_isolated: std::rc::Rc<crate::sched::WaitQueue>,
     /// kswapd_failures: balance_pgdat runs that reclaimed nothing (atomic in the kernel).
     pub kswapd_failures: u32,
 }

@@ -253,6 +253,9 @@ pub struct Mm {
     pub events: [u64; NR_VM_EVENTS],
     pub vm_swappiness: u32,
     pub memory_recursiveprot: bool,
+    /// The memory controller is on the unified hierarchy (cgroup v2;
+    /// cgroup_subsys_on_dfl(memory_cgrp_subsys)); false = cgroup v1.
+    pub memory_cgrp_on_dfl: bool,
     pub nr_cpus: u32,
     /// Highest number of frames in use at once (for the bytes-per-page benchmark).
     pub peak_used_frames: u64,

@@ -132,6 +132,11 @@ impl ScanControl {
     }
 }
 
+/// reclaim_throttle()'s timeouts [ns]: HZ/50 for VMSCAN_THROTTLE_ISOLATED, and kswapd's
+/// short nap of HZ/10 (kswapd_try_to_sleep).
+const THROTTLE_ISOLATED_TIMEOUT: u64 = 20 * super::memcontrol::JIFFY_NS;
+const KSWAPD_NAP: u64 = 100 * super::memcontrol::JIFFY_NS;
+
 /// get_scan_count()'s choice of balance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScanBalance {
@@ -145,6 +150,35 @@ impl Mm {
     /// can_reclaim_anon_pages(): is there swap space the memcg may use?
     pub fn can_reclaim_anon_pages(&self, memcg: MemcgId) -> bool {
         self.mem_cgroup_get_nr_swap_pages(memcg) > 0
+    }
+
+    /// writeback_throttling_sane(): can reclaim rely on the dirty throttling of the
+    /// writers? Always for global reclaim and on cgroup v2; not for cgroup v1 limit
+    /// reclaim, which therefore skips reclaim_throttle(VMSCAN_THROTTLE_ISOLATED).
+    pub fn writeback_throttling_sane(&self, sc: &ScanControl) -> bool {
+        !sc.cgroup_reclaim() || self.memory_cgrp_on_dfl
+    }
+
+    /// too_many_isolated(): more folios of this type isolated on the node than an eighth
+    /// of its inactive list (callers with __GFP_IO|__GFP_FS, as every caller here).
+    /// kswapd and cgroup v1 limit reclaim are never throttled. Finding the count below
+    /// the limit wakes the reclaimers throttled on it (wake_throttle_isolated).
+    pub fn too_many_isolated(&self, node: u32, file: bool, sc: &ScanControl) -> bool {
+        if sc.kswapd || !self.writeback_throttling_sane(sc) {
+            return false;
+        }
+        let (inactive, isolated) = if file {
+            (
+                self.node_page_state(node, NodeStat::NrInactiveFile),
+                self.node_page_state(node, NodeStat::NrIsolatedFile),
+            )
+        } else {
+            (
+                self.node_page_state(node, NodeStat::NrInactiveAnon),
+                self.node_page_state(node, NodeStat::NrIsolatedAnon),
+            )
+        };
+        isolated > inactive >> 3
     }
 
     /// can_age_anon_pages(): is aging the anon lists worth it? Whenever swap exists
@@ -453,6 +487,26 @@ pub fn inactive_is_low_ratio(inactive: u64, active: u64) -> bool {
 }
 
 impl Sim {
+    /// reclaim_throttle(pgdat, VMSCAN_THROTTLE_ISOLATED): sleep until a reclaimer finds
+    /// isolation back under the limit, at most HZ/50.
+    async fn reclaim_throttle_isolated(&self, node: u32) {
+        let wq = self.mm.borrow().nodes[node as usize]
+            .reclaim_wait_isolated
+            .clone();
+        self.wait_event_timeout(&wq, Some(THROTTLE_ISOLATED_TIMEOUT))
+            .await;
+    }
+
+    /// wake_throttle_isolated(): wake the reclaimers throttled on isolation.
+    fn wake_throttle_isolated(&self, node: u32) {
+        let wq = self.mm.borrow().nodes[node as usize]
+            .reclaim_wait_isolated
+            .clone();
+        if wq.active() {
+            self.wake_up_all(&wq);
+        }
+    }
+
     pub(crate) async fn lock_lruvec(&self, lv: LruvecId, site: Site) {
         let lock = self.mm.borrow().lruvecs[lv as usize].lock;
         self.e.lock(lock, site).await;
@@ -542,38 +596,29 @@ impl Sim {
         lru: usize,
     ) -> u64 {
         let file = is_file_lru(lru);
-        // too_many_isolated(): direct reclaimers back off when isolation outruns the list.
-        if !sc.kswapd {
-            let mut stalled = false;
-            loop {
-                let node = self.mm.borrow().lruvecs[lv as usize].node;
-                let too_many = {
-                    let mm = self.mm.borrow();
-                    let (inactive, isolated) = if file {
-                        (
-                            mm.node_page_state(node, NodeStat::NrInactiveFile),
-                            mm.node_page_state(node, NodeStat::NrIsolatedFile),
-                        )
-                    } else {
-                        (
-                            mm.node_page_state(node, NodeStat::NrInactiveAnon),
-                            mm.node_page_state(node, NodeStat::NrIsolatedAnon),
-                        )
-                    };
-                    isolated > inactive >> 3
-                };
-                if !too_many {
-                    break;
+        // Direct reclaimers back off once when isolation outruns the inactive list.
+        let node = self.mm.borrow().lruvecs[lv as usize].node;
+        let mut stalled = false;
+        loop {
+            let (too_many, sane) = {
+                let mm = self.mm.borrow();
+                let sane = !sc.kswapd && mm.writeback_throttling_sane(sc);
+                (mm.too_many_isolated(node, file, sc), sane)
+            };
+            if !too_many {
+                if sane {
+                    self.wake_throttle_isolated(node);
                 }
-                if stalled {
-                    return 0;
-                }
-                stalled = true;
-                // reclaim_throttle(pgdat, VMSCAN_THROTTLE_ISOLATED): up to HZ/50.
-                self.e.sleep(20_000_000).await;
-                if self.current_killed() {
-                    return 0;
-                }
+                break;
+            }
+            if stalled {
+                return 0;
+            }
+            stalled = true;
+            self.reclaim_throttle_isolated(node).await;
+            if self.current_killed() {
+                // About to die and free its memory: report progress so the caller stops.
+                return SWAP_CLUSTER_MAX;
             }
         }
         self.lru_add_drain().await;
@@ -1208,9 +1253,13 @@ impl Sim {
         }
     }
 
-    /// try_to_free_pages(): global direct reclaim from the allocator, SWAP_CLUSTER_MAX pages.
-    /// Simplified: no throttle_direct_reclaim (pfmemalloc) wait.
+    /// try_to_free_pages(): global direct reclaim from the allocator, SWAP_CLUSTER_MAX
+    /// pages, after throttle_direct_reclaim (a task killed while throttled returns 1 so
+    /// that the allocator does not OOM-kill on its behalf).
     pub async fn try_to_free_pages(&self, node: u32) -> u64 {
+        if self.throttle_direct_reclaim(node).await {
+            return 1;
+        }
         let mut sc = ScanControl::new(SWAP_CLUSTER_MAX, None, false);
         let zl = self.mm.borrow().zonelist(node);
         let t0 = self.e.now();
@@ -1237,37 +1286,112 @@ impl Sim {
         r
     }
 
-    /// wakeup_kswapd(): wake the node's kswapd unless it has given up or the node is
-    /// already balanced.
+    /// wakeup_kswapd(): wake the node's kswapd if it sleeps (or naps), unless it has given
+    /// up on the node or the node is already balanced.
     pub fn wakeup_kswapd(&self, node: u32) {
-        let (task, wake) = {
+        let wq = {
             let mm = self.mm.borrow();
             let nd = &mm.nodes[node as usize];
-            let wake = nd.kswapd_sleeping
-                && nd.kswapd_failures < super::MAX_RECLAIM_RETRIES
-                && !mm.pgdat_balanced(node);
-            (nd.kswapd, wake)
+            if !nd.kswapd_wait.active()
+                || nd.kswapd_failures >= super::MAX_RECLAIM_RETRIES
+                || mm.pgdat_balanced(node)
+            {
+                return;
+            }
+            nd.kswapd_wait.clone()
         };
-        if wake {
-            self.mm.borrow_mut().nodes[node as usize].kswapd_sleeping = false;
-            self.e.wake(task, self.e.now());
+        self.wake_up_all(&wq);
+    }
+
+    /// allow_direct_reclaim(): is the node's free memory above half its pfmemalloc
+    /// reserve (the MIN watermark)? A node kswapd gave up on always allows it. When not,
+    /// kswapd is woken if it sleeps.
+    fn allow_direct_reclaim(&self, node: u32) -> bool {
+        let (ok, wq) = {
+            let mm = self.mm.borrow();
+            let nd = &mm.nodes[node as usize];
+            if nd.kswapd_failures >= super::MAX_RECLAIM_RETRIES
+                || mm.zone_reclaimable_pages(node) == 0
+            {
+                return true;
+            }
+            let reserve = nd.wmark[WMARK_MIN];
+            if reserve == 0 {
+                return true;
+            }
+            (nd.free > reserve / 2, nd.kswapd_wait.clone())
+        };
+        if !ok && wq.active() {
+            self.wake_up_all(&wq);
+        }
+        ok
+    }
+
+    /// throttle_direct_reclaim(): a direct reclaimer whose first node is below half its
+    /// pfmemalloc reserve counts PGSCAN_DIRECT_THROTTLE and waits (killable) until kswapd
+    /// restores it. True when the task was killed while waiting.
+    async fn throttle_direct_reclaim(&self, node: u32) -> bool {
+        if self.current_killed() || self.allow_direct_reclaim(node) {
+            return false;
+        }
+        self.mm
+            .borrow_mut()
+            .count_event(VmEvent::PgscanDirectThrottle, 1);
+        let wq = self.mm.borrow().nodes[node as usize]
+            .pfmemalloc_wait
+            .clone();
+        loop {
+            self.wait_event_timeout(&wq, None).await;
+            if self.current_killed() {
+                return true;
+            }
+            if self.allow_direct_reclaim(node) {
+                return false;
+            }
         }
     }
 
-    /// kswapd(): the per-node reclaim thread. Sleeps while the node is balanced (or after
-    /// MAX_RECLAIM_RETRIES failed runs), otherwise runs balance_pgdat.
-    /// Simplified: no HZ/10 short nap before the full sleep (kswapd_try_to_sleep).
+    /// prepare_kswapd_sleep(): wake the throttled direct reclaimers; kswapd may sleep when
+    /// it has given up on the node or the node is balanced.
+    fn prepare_kswapd_sleep(&self, node: u32) -> bool {
+        let wq = self.mm.borrow().nodes[node as usize]
+            .pfmemalloc_wait
+            .clone();
+        if wq.active() {
+            self.wake_up_all(&wq);
+        }
+        let mm = self.mm.borrow();
+        mm.nodes[node as usize].kswapd_failures >= super::MAX_RECLAIM_RETRIES
+            || mm.pgdat_balanced(node)
+    }
+
+    /// kswapd_try_to_sleep(): a short nap of HZ/10 when the node looks balanced; woken
+    /// early (wakeup_kswapd) counts KSWAPD_LOW_WMARK_HIT_QUICKLY. After a full nap on a
+    /// still balanced node, sleep until woken; a node unbalanced again right after the
+    /// nap counts KSWAPD_HIGH_WMARK_HIT_QUICKLY, and so does one never balanced.
+    async fn kswapd_try_to_sleep(&self, node: u32) {
+        let wq = self.mm.borrow().nodes[node as usize].kswapd_wait.clone();
+        let mut remaining = false;
+        if self.prepare_kswapd_sleep(node) {
+            remaining = self.wait_event_timeout(&wq, Some(KSWAPD_NAP)).await;
+        }
+        if !remaining && self.prepare_kswapd_sleep(node) {
+            self.wait_event_timeout(&wq, None).await;
+        } else {
+            let ev = if remaining {
+                VmEvent::KswapdLowWmarkHitQuickly
+            } else {
+                VmEvent::KswapdHighWmarkHitQuickly
+            };
+            self.mm.borrow_mut().count_event(ev, 1);
+        }
+    }
+
+    /// kswapd(): the per-node reclaim thread: try to sleep, then balance the node.
+    /// Simplified: kswapd runs on a CPU of its own (it never waits for one).
     pub async fn kswapd(&self, node: u32) {
         loop {
-            let sleep = {
-                let mm = self.mm.borrow();
-                mm.pgdat_balanced(node)
-                    || mm.nodes[node as usize].kswapd_failures >= super::MAX_RECLAIM_RETRIES
-            };
-            if sleep {
-                self.mm.borrow_mut().nodes[node as usize].kswapd_sleeping = true;
-                self.e.park().await;
-            }
+            self.kswapd_try_to_sleep(node).await;
             let t0 = self.e.now();
             self.balance_pgdat(node).await;
             self.note_kswapd_run(node, self.e.now() - t0);
@@ -1340,6 +1464,13 @@ impl Sim {
                 mm.nodes[node as usize].wmark[WMARK_HIGH].max(SWAP_CLUSTER_MAX)
             };
             self.shrink_node(node, sc).await;
+            // Throttled direct reclaimers may go on once the reserve is back.
+            let wq = self.mm.borrow().nodes[node as usize]
+                .pfmemalloc_wait
+                .clone();
+            if wq.active() && self.allow_direct_reclaim(node) {
+                self.wake_up_all(&wq);
+            }
             let reclaimed = sc.nr_reclaimed - before;
             let enough = sc.nr_scanned.max(reclaimed) >= sc.nr_to_reclaim;
             if !enough || reclaimed == 0 {
