@@ -50,8 +50,9 @@ pub struct Sim {
     /// Node of every CPU id (workload CPUs, then one kthread CPU per node).
     pub cpu_node: Vec<u32>,
     pub nr_cpus: u32,
-    /// Pages charged over memory.high per process, paid back on return to user.
-    pub over_high: RefCell<Vec<u64>>,
+    /// Per task: pages charged while a memcg was over memory.high
+    /// (current->memcg_nr_pages_over_high) and the memcg to pay them back to.
+    pub over_high: RefCell<Vec<(u64, MemcgId)>>,
     pub stats: RefCell<SimStats>,
     pub workloads: RefCell<Vec<WorkloadStats>>,
     /// Each workload's live counters (its tasks count into them; the report reads them).
@@ -459,34 +460,45 @@ impl Sim {
         self.cpu_node[self.e.cpu() as usize]
     }
 
-    /// Record pages charged above memory.high for the current process.
-    pub fn add_over_high(&self, nr: u64) {
-        let tag = self.e.current_tag();
-        if tag == u32::MAX {
-            return;
-        }
+    /// Add `nr` pages charged to `memcg` over memory.high to the current task's debt
+    /// (current->memcg_nr_pages_over_high += batch; set_notify_resume). Any charging task
+    /// owes it: a file reader as much as a faulting one. Returns the debt.
+    pub fn add_over_high(&self, nr: u64, memcg: MemcgId) -> u64 {
+        let id = self.e.current() as usize;
         let mut v = self.over_high.borrow_mut();
-        if v.len() <= tag as usize {
-            v.resize(tag as usize + 1, 0);
+        if v.len() <= id {
+            v.resize(id + 1, (0, 0));
         }
-        v[tag as usize] += nr;
+        let d = &mut v[id];
+        if d.0 == 0 {
+            d.1 = memcg;
+        }
+        d.0 += nr;
+        d.0
     }
 
-    /// resume_user_mode_work -> mem_cgroup_handle_over_high, if a debt is pending.
-    pub async fn handle_over_high_on_return(&self) {
-        let tag = self.e.current_tag();
-        if tag == u32::MAX {
-            return;
+    /// The current task's over-high debt and its memcg, taken (zeroed).
+    fn take_over_high(&self) -> Option<(u64, MemcgId)> {
+        let id = self.e.current() as usize;
+        let mut v = self.over_high.borrow_mut();
+        match v.get_mut(id) {
+            Some(d) if d.0 > 0 => Some(std::mem::take(d)),
+            _ => None,
         }
-        let debt = {
-            let mut v = self.over_high.borrow_mut();
-            match v.get_mut(tag as usize) {
-                Some(d) if *d > 0 => std::mem::take(d),
-                _ => return,
-            }
-        };
-        let memcg = self.mm.borrow().mms[tag as usize].memcg;
-        self.mem_cgroup_handle_over_high(memcg, debt).await;
+    }
+
+    /// __mem_cgroup_handle_over_high() for the current task's debt, if any: on return to
+    /// user mode (resume_user_mode_work, after a fault or a read), or synchronously from
+    /// try_charge_memcg once the debt exceeds MEMCG_CHARGE_BATCH.
+    pub async fn handle_over_high_on_return(&self) {
+        if let Some((debt, memcg)) = self.take_over_high() {
+            self.mem_cgroup_handle_over_high(memcg, debt).await;
+        }
+    }
+
+    /// A task is gone: a debt it left is not paid by whoever reuses its id.
+    pub fn forget_over_high(&self) {
+        let _ = self.take_over_high();
     }
 
     /// After a reclaim pass: check invariants when enabled (and that no event counter
@@ -524,6 +536,7 @@ impl Sim {
 
     /// A workload task finished: the run ends when the last one does.
     pub fn task_exited(&self) {
+        self.forget_over_high();
         let n = self.live_tasks.get() - 1;
         self.live_tasks.set(n);
         if n == 0 {

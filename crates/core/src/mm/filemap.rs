@@ -117,8 +117,16 @@ impl Sim {
     }
 
     /// filemap_read() of a page [`Sim::filemap_read_hit`] has just found not cached (no
-    /// await in between).
+    /// await in between), up to the return to user space, where a memory.high debt the
+    /// read's charges ran up is paid (mem_cgroup_handle_over_high).
     pub async fn filemap_read_miss(&self, file: u32, index: u32, memcg: u16, node: u32) -> Read {
+        let r = self.filemap_read_new_folio(file, index, memcg, node).await;
+        self.handle_over_high_on_return().await;
+        r
+    }
+
+    /// The miss path of filemap_read(): allocate, charge, insert and read a new folio.
+    async fn filemap_read_new_folio(&self, file: u32, index: u32, memcg: u16, node: u32) -> Read {
         debug_assert!(
             entry_page(self.mm.borrow().files[file as usize].cache[index as usize]).is_none()
         );

@@ -661,7 +661,8 @@ impl crate::sim::Sim {
         if batch > nr {
             mm.refill_stock(cpu, memcg, batch - nr);
         }
-        // Charges above memory.high are paid back on return to user space.
+        // Charges above memory.high are paid back on return to user space, or at once
+        // when the debt grows past a batch (the task may stay in the kernel for long).
         let mut over_high = false;
         let mut c = Some(memcg);
         while let Some(id) = c {
@@ -670,8 +671,9 @@ impl crate::sim::Sim {
             c = m.parent;
         }
         drop(mm);
-        if over_high {
-            self.add_over_high(batch);
+        // (The kernel also skips PF_MEMALLOC callers; nothing charges from reclaim here.)
+        if over_high && self.add_over_high(batch, memcg) > MEMCG_CHARGE_BATCH {
+            self.handle_over_high_on_return().await;
         }
         true
     }
