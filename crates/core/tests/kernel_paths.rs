@@ -301,3 +301,55 @@ fn a_memory_high_debt_past_one_batch_is_paid_before_returning_to_user() {
     assert_eq!(ev[63], 0);
     assert!(ev[64] >= 1);
 }
+
+#[test]
+fn folio_mark_accessed_activates_off_lru_folios_only_in_the_local_lru_add_batch() {
+    let s = machine("1G", None, "");
+    let (_, pfns) = s.fixture_file_folios(A, 0, 3, 0);
+    let mut mm = s.mm.borrow_mut();
+    // Take the three off their list: one into CPU 0's lru_add batch, one into CPU 1's,
+    // one isolated by a reclaimer.
+    for &p in &pfns {
+        let lv = mm.folio_lruvec(p);
+        let reclaimsim_core::mm::Mm { pages, lruvecs, .. } = &mut *mm;
+        lruvec_del_folio(pages, &mut lruvecs[lv as usize], p);
+        pages[p as usize].clear(PG_LRU);
+    }
+    let (local, remote, isolated) = (pfns[0], pfns[1], pfns[2]);
+    mm.pages[local as usize].set(PG_INBATCH);
+    mm.batches[0].lru_add.push(local);
+    mm.pages[remote as usize].set(PG_INBATCH);
+    mm.batches[1].lru_add.push(remote);
+    mm.pages[isolated as usize].set(PG_ISOLATED);
+    for &p in &pfns {
+        // Two accesses from CPU 0: referenced, then "activate".
+        assert!(!mm.folio_mark_accessed(p, 0));
+        assert!(!mm.folio_mark_accessed(p, 0));
+        // Either way PG_referenced is consumed by the second access.
+        assert!(!mm.pages[p as usize].test(PG_REFERENCED));
+    }
+    assert!(mm.pages[local as usize].test(PG_ACTIVE));
+    assert!(!mm.pages[remote as usize].test(PG_ACTIVE));
+    assert!(!mm.pages[isolated as usize].test(PG_ACTIVE));
+}
+
+#[test]
+fn rereading_the_folio_just_read_is_not_a_new_access() {
+    let s = machine("1G", None, "");
+    let (file, pfns) = s.fixture_file_folios(A, 0, 8, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        // pos_same_folio: the second read of page 5 starts in the folio the first one
+        // ended in, so only the first marks it accessed (PG_referenced). Reading page 6
+        // and then page 5 again is a second access: activation.
+        for page in [5, 5] {
+            s.filemap_read(file, page, A, 0).await;
+        }
+        let p5 = s.mm.borrow().pages[pfns[5] as usize];
+        assert!(p5.test(PG_REFERENCED) && !p5.test(PG_INBATCH));
+        for page in [6, 5] {
+            s.filemap_read(file, page, A, 0).await;
+        }
+        let p5 = s.mm.borrow().pages[pfns[5] as usize];
+        assert!(!p5.test(PG_REFERENCED) && p5.test(PG_INBATCH));
+    });
+}

@@ -100,16 +100,23 @@ impl Sim {
 
     /// The part of filemap_read() that runs when the page is cached
     /// (filemap_get_read_batch finds it): the copy is charged and the folio marked
-    /// accessed. Synchronous: a caller replaying many reads runs hits without an await,
-    /// and queues the folio with folio_activate when told to.
+    /// accessed, unless the previous read of this open file ended in the same folio
+    /// (pos_same_folio: a re-read is not a new access). Synchronous: a caller replaying
+    /// many reads runs hits without an await, and queues the folio with folio_activate
+    /// when told to.
     #[inline]
     pub fn filemap_read_hit(&self, file: u32, index: u32) -> Cached {
         let mut mm = self.mm.borrow_mut();
-        let Some(pfn) = entry_page(mm.files[file as usize].cache[index as usize]) else {
+        let f = &mut mm.files[file as usize];
+        let Some(pfn) = entry_page(f.cache[index as usize]) else {
             return Cached::Miss;
         };
+        let same_folio = std::mem::replace(&mut f.ra_prev_index, index) == index;
         self.e.charge(self.c.file_read_hit);
-        if mm.folio_mark_accessed(pfn) {
+        if same_folio {
+            return Cached::Hit;
+        }
+        if mm.folio_mark_accessed(pfn, self.e.cpu()) {
             Cached::HitActivate(pfn)
         } else {
             Cached::Hit
@@ -127,6 +134,10 @@ impl Sim {
 
     /// The miss path of filemap_read(): allocate, charge, insert and read a new folio.
     async fn filemap_read_new_folio(&self, file: u32, index: u32, memcg: u16, node: u32) -> Read {
+        let same_folio = {
+            let mut mm = self.mm.borrow_mut();
+            std::mem::replace(&mut mm.files[file as usize].ra_prev_index, index) == index
+        };
         debug_assert!(
             entry_page(self.mm.borrow().files[file as usize].cache[index as usize]).is_none()
         );
@@ -138,7 +149,12 @@ impl Sim {
         if let Some(other) = entry_page(entry) {
             self.mm.borrow_mut().free_folio(pfn);
             self.e.charge(self.c.file_read_hit);
-            if self.mm.borrow_mut().folio_mark_accessed(other) {
+            if !same_folio
+                && self
+                    .mm
+                    .borrow_mut()
+                    .folio_mark_accessed(other, self.e.cpu())
+            {
                 self.folio_activate(other).await;
             }
             return Read::Hit;
@@ -177,7 +193,7 @@ impl Sim {
         // The read completed: unlock the folio (it was safe from reclaim while locked).
         self.mm.borrow_mut().pages[pfn as usize].clear(PG_LOCKED);
         self.e.charge(self.c.file_read_hit);
-        if self.mm.borrow_mut().folio_mark_accessed(pfn) {
+        if !same_folio && self.mm.borrow_mut().folio_mark_accessed(pfn, self.e.cpu()) {
             self.folio_activate(pfn).await;
         }
         Read::Miss

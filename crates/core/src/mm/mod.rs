@@ -154,6 +154,7 @@ impl File {
             xa_nodes,
             memcg,
             nr_cached: 0,
+            ra_prev_index: u32::MAX,
             mapped_by,
         }
     }
@@ -216,6 +217,10 @@ pub struct File {
     pub xa_nodes: Vec<Vec<bool>>,
     pub memcg: MemcgId,
     pub nr_cached: u64,
+    /// file_ra_state.prev_pos of the open file reading it, in pages: the page the last
+    /// read() ended in (u32::MAX before the first). Each file is opened once, by its
+    /// workload, and its threads share the open file, as kernel-run's runner does.
+    pub ra_prev_index: u32,
     /// The process that maps the file MAP_SHARED at offset 0, if any: the reverse map of
     /// its pages (a mapped file folio's `private` counts its PTEs).
     pub mapped_by: Option<u32>,

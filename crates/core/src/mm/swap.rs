@@ -115,29 +115,29 @@ impl Mm {
         }
     }
 
-    /// folio_mark_accessed(): the classic LRU's second-chance promotion of buffered
-    /// accesses. First access sets PG_referenced; a second one activates an inactive folio
-    /// and ages the workingset clock (workingset_activation). Returns true when the folio
-    /// is on an LRU list and in no batch: the caller then queues it with
-    /// [`Sim::folio_activate`]. A folio not on a list yet (in the lru_add batch) or
-    /// isolated is only marked (__lru_cache_activate_folio): the list it goes to follows
-    /// the flag.
-    pub fn folio_mark_accessed(&mut self, pfn: Pfn) -> bool {
-        let p = &mut self.pages[pfn as usize];
+    /// folio_mark_accessed() by a task on `cpu`: the classic LRU's second-chance
+    /// promotion of buffered accesses. First access sets PG_referenced; a second one
+    /// activates an inactive folio, clears PG_referenced and ages the workingset clock
+    /// (workingset_activation). Returns true when the folio is on an LRU list and in no
+    /// batch: the caller then queues it with [`Sim::folio_activate`]. A folio off the
+    /// LRU is marked active only when it sits in this CPU's lru_add batch
+    /// (__lru_cache_activate_folio looks at the local batch alone): one isolated by
+    /// reclaim or waiting in another CPU's batch keeps its list. One on a list but queued
+    /// in another batch is not activated either (folio_activate's test_clear_lru fails).
+    pub fn folio_mark_accessed(&mut self, pfn: Pfn, cpu: u32) -> bool {
+        let p = self.pages[pfn as usize];
         if !p.test(PG_REFERENCED) {
-            p.set(PG_REFERENCED);
+            self.pages[pfn as usize].set(PG_REFERENCED);
             return false;
         }
         if p.test(PG_UNEVICTABLE) || p.test(PG_ACTIVE) {
             return false;
         }
         let via_batch = p.test(PG_LRU) && !p.test(PG_INBATCH);
-        if !p.test(PG_LRU) {
-            p.set(PG_ACTIVE);
+        if !p.test(PG_LRU) && self.batches[cpu as usize].lru_add.contains(&pfn) {
+            self.pages[pfn as usize].set(PG_ACTIVE);
         }
-        // On a list but queued in another batch: folio_activate's test_clear_lru fails
-        // and the activation is dropped, as in the kernel.
-        p.clear(PG_REFERENCED);
+        self.pages[pfn as usize].clear(PG_REFERENCED);
         self.workingset_activation(pfn);
         via_batch
     }
