@@ -50,6 +50,9 @@ pub struct Sim {
     /// Node of every CPU id (workload CPUs, then one kthread CPU per node).
     pub cpu_node: Vec<u32>,
     pub nr_cpus: u32,
+    /// oom_lock (a mutex serializing OOM kills) and the tasks waiting for it.
+    pub oom_lock: Cell<bool>,
+    pub oom_wait: Rc<crate::sched::WaitQueue>,
     /// Per task: pages charged while a memcg was over memory.high
     /// (current->memcg_nr_pages_over_high) and the memcg to pay them back to.
     pub over_high: RefCell<Vec<(u64, MemcgId)>>,
@@ -242,6 +245,8 @@ impl Sim {
             cpu_node,
             nr_cpus: ncpu,
             over_high: RefCell::new(Vec::new()),
+            oom_lock: Cell::new(false),
+            oom_wait: Default::default(),
             stats: RefCell::new(SimStats {
                 kswapd_ns: vec![0; nodes],
                 ..Default::default()

@@ -353,3 +353,79 @@ fn rereading_the_folio_just_read_is_not_a_new_access() {
         assert!(!p5.test(PG_REFERENCED) && p5.test(PG_INBATCH));
     });
 }
+
+#[test]
+fn oom_badness_counts_page_tables() {
+    let s = machine("1G", None, "");
+    let (p1, _) = s.fixture_anon_folios(A, 0, 100, true, 0);
+    let (p2, _) = s.fixture_anon_folios(A, 0, 99, true, 0);
+    {
+        // Two PTE pages, charged as the fault path charges them.
+        let mut mm = s.mm.borrow_mut();
+        mm.mms[p2 as usize].pte_tables = vec![true; 2];
+        mm.page_counter_try_charge(A, 2).unwrap();
+        let m = &mut mm.memcgs[A as usize];
+        m.kmem_pages += 2;
+        m.pagetables_bytes += 2 * 4096;
+    }
+    run_probe(&s, 0, 0, move |s| async move {
+        assert!(s.mutex_trylock_oom());
+        assert!(s.out_of_memory(None).await);
+    });
+    // oom_badness: 100 + 0 + 0 against 99 + 0 + 2 page-table pages.
+    let mm = s.mm.borrow();
+    assert!(mm.mms[p1 as usize].alive);
+    assert!(!mm.mms[p2 as usize].alive);
+}
+
+#[test]
+fn a_memcg_oom_kills_once_for_two_tasks_that_hit_the_limit_together() {
+    let s = machine("1G", None, "");
+    let (p1, _) = s.fixture_anon_folios(A, 0, 100, true, 0);
+    let (p2, _) = s.fixture_anon_folios(A, 0, 0, true, 0);
+    s.mm.borrow_mut().memcgs[A as usize].max = 100;
+    let ok = Rc::new(std::cell::Cell::new(0));
+    let ok2 = ok.clone();
+    let s2 = s.clone();
+    // Two charges at once in a full memcg whose memory cannot be reclaimed (no swap).
+    s.e.spawn(0, 1, async move {
+        if s2.try_charge_memcg(A, 1).await {
+            ok2.set(ok2.get() + 1);
+        }
+    });
+    let ok3 = ok.clone();
+    run_probe(&s, 0, 0, move |s| async move {
+        if s.try_charge_memcg(A, 1).await {
+            ok3.set(ok3.get() + 1);
+        }
+        s.e.sleep(1_000_000_000).await;
+    });
+    // The first OOM kills p1 (100 pages); the second waits on oom_lock, then finds
+    // room (mem_cgroup_margin) or p1 still exiting, and retries its charge instead.
+    let mm = s.mm.borrow();
+    assert_eq!(mm.events[VmEvent::OomKill as usize], 1);
+    assert!(!mm.mms[p1 as usize].alive && mm.mms[p2 as usize].alive);
+    assert_eq!(ok.get(), 2);
+}
+
+#[test]
+fn the_allocator_keeps_invoking_the_oom_killer_while_it_makes_progress() {
+    // 64 MiB node, min 256 pages. 16000 locked file folios and five processes of 50
+    // unreclaimable anon pages (no swap) leave 134 free. Each kill frees 50: 184, 234,
+    // 284 > 256, so the allocation succeeds after the third kill.
+    let s = machine("64M", None, "");
+    let (_, pfns) = s.fixture_file_folios(A, 0, 16000, 0);
+    for &p in &pfns {
+        s.mm.borrow_mut().pages[p as usize].set(PG_LOCKED);
+    }
+    for _ in 0..5 {
+        s.fixture_anon_folios(A, 0, 50, true, 0);
+    }
+    let got = Rc::new(std::cell::Cell::new(false));
+    let g = got.clone();
+    run_probe(&s, 0, 0, move |s| async move {
+        g.set(s.alloc_page(0).await.is_some());
+    });
+    assert!(got.get());
+    assert_eq!(event(&s, VmEvent::OomKill), 3);
+}

@@ -651,7 +651,7 @@ impl crate::sim::Sim {
             self.mm
                 .borrow_mut()
                 .memcg_memory_event(over, MemcgEvent::Oom);
-            if self.out_of_memory(Some(over)).await && !self.current_killed() {
+            if self.mem_cgroup_out_of_memory(over).await && !self.current_killed() {
                 retries = super::MAX_RECLAIM_RETRIES;
                 continue;
             }

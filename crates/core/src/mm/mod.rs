@@ -75,6 +75,10 @@ pub struct MmStruct {
     pub workload: u32,
     /// False once exited or OOM-killed.
     pub alive: bool,
+    /// Killed by the OOM killer (tsk_is_oom_victim), and its memory gone since
+    /// (MMF_OOM_SKIP): an OOM finding a victim without the latter waits for it.
+    pub oom_victim: bool,
+    pub oom_skip: bool,
     /// Tasks (threads) of this process.
     pub tasks: Vec<TaskId>,
     /// A file mapped MAP_SHARED over the whole area (page i of the area = page i of the
@@ -95,6 +99,8 @@ impl MmStruct {
             swapents: 0,
             workload,
             alive: true,
+            oom_victim: false,
+            oom_skip: false,
             tasks: Vec::new(),
             file: None,
             pte_tables: vec![false; pages.div_ceil(PTRS_PER_PTE)],

@@ -146,7 +146,6 @@ impl Sim {
     /// __alloc_pages_slowpath().
     async fn alloc_pages_slowpath(&self, node: u32) -> Option<Pfn> {
         let mut no_progress_loops = 0u32;
-        let mut oom_tries = 0u32;
         loop {
             // wake_all_kswapds(): each node of the zonelist.
             let zl = self.mm.borrow().zonelist(node);
@@ -181,12 +180,31 @@ impl Sim {
             if retry {
                 continue;
             }
-            // __alloc_pages_may_oom()
-            oom_tries += 1;
-            if oom_tries > 2 || !self.out_of_memory(None).await {
-                return None;
+            match self.alloc_pages_may_oom(node).await {
+                (Some(p), _) => return Some(p),
+                // Retry as long as the OOM killer makes progress.
+                (None, true) => no_progress_loops = 0,
+                (None, false) => return None,
             }
-            no_progress_loops = 0;
         }
+    }
+
+    /// __alloc_pages_may_oom(): (page, did_some_progress). Another task holding oom_lock
+    /// counts as progress (after a one-jiffy sleep); with the lock, one more try at the
+    /// HIGH watermark catches a parallel kill before the OOM killer runs.
+    async fn alloc_pages_may_oom(&self, node: u32) -> (Option<Pfn>, bool) {
+        if !self.mutex_trylock_oom() {
+            self.e.sleep(super::memcontrol::JIFFY_NS).await;
+            return (None, true);
+        }
+        if let Some(p) = self
+            .mm
+            .borrow_mut()
+            .get_page_from_freelist(node, super::mmzone::WMARK_HIGH)
+        {
+            self.mutex_unlock_oom();
+            return (Some(p), true);
+        }
+        (None, self.out_of_memory(None).await)
     }
 }
