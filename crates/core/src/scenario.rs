@@ -362,6 +362,18 @@ pub struct CgroupMemory {
     /// memory.swappiness (cgroup v1 knob); absent = inherit vm.swappiness.
     #[serde(default)]
     pub swappiness: Option<u32>,
+    /// memory.swap.* (cgroup v2): `memory.swap.max = "256M"` in TOML.
+    #[serde(default)]
+    pub swap: CgroupSwap,
+}
+
+/// A cgroup's swap knobs (cgroup v2).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupSwap {
+    /// memory.swap.max: the most swap the cgroup's subtree may use (bytes or "max").
+    #[serde(default)]
+    pub max: Option<Limit>,
 }
 
 /// A workload: a set of tasks placed in one cgroup, on CPUs.
@@ -739,6 +751,7 @@ impl Scenario {
             ("high", m.high.is_some()),
             ("low", m.low.is_some()),
             ("min", m.min.is_some()),
+            ("swap.max", m.swap.max.is_some()),
         ];
         for (knob, set) in only_v2 {
             if v1 && set {

@@ -150,6 +150,7 @@ impl Sim {
             mc.high = c.memory.high.map_or(u64::MAX, |l| l.pages());
             mc.low = c.memory.low.map_or(0, |s| s.pages());
             mc.min = c.memory.min.map_or(0, |s| s.pages());
+            mc.swap_max = c.memory.swap.max.map_or(u64::MAX, |l| l.pages());
             mc.swappiness = c
                 .memory
                 .swappiness

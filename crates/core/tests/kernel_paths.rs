@@ -429,3 +429,37 @@ fn the_allocator_keeps_invoking_the_oom_killer_while_it_makes_progress() {
     assert!(got.get());
     assert_eq!(event(&s, VmEvent::OomKill), 3);
 }
+
+#[test]
+fn memory_swap_max_limits_swap_out_and_anon_scanning() {
+    let s = machine("1G", Some("1G"), "");
+    s.fixture_anon_folios(A, 0, 32, false, 0);
+    s.mm.borrow_mut().memcgs[A as usize].swap_max = 10;
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(32, Some(A), false);
+        sc.priority = 0;
+        sc.swappiness = Some(201); // SWAPPINESS_ANON_ONLY: scan anon alone
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    // 32 unreferenced anon folios: the first 10 get a slot charged under swap.max and go
+    // out (zram: freed at once); the other 22 find no room under the limit
+    // (mem_cgroup_try_charge_swap fails) and are activated.
+    {
+        let mm = s.mm.borrow();
+        assert_eq!(mm.events[VmEvent::Pswpout as usize], 10);
+        assert_eq!(mm.memcgs[A as usize].swap_hier, 10);
+        assert_eq!(
+            mm.memcgs[A as usize].vm_events[VmEvent::Pgactivate as usize],
+            22
+        );
+        // Now full: no swap space for /a, and its swap counts as full (10 * 2 >= 10).
+        assert_eq!(mm.mem_cgroup_get_nr_swap_pages(A), 0);
+        assert!(mm.mem_cgroup_swap_full(A));
+        assert!(!mm.mem_cgroup_swap_full(0));
+    }
+    // get_scan_count then scans file only for /a: can_reclaim_anon_pages is false.
+    let mut sc = ScanControl::new(32, Some(A), false);
+    let (_, balance) = s.mm.borrow().get_scan_count(lv, &mut sc);
+    assert_eq!(balance, reclaimsim_core::mm::vmscan::ScanBalance::File);
+}

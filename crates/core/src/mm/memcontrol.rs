@@ -64,6 +64,10 @@ pub struct Memcg {
     pub emin: u64,
     /// Swap slots charged (memory.swap.current) [pages], local.
     pub swap_usage: u64,
+    /// The swap page counter: slots charged to this memcg's subtree [pages], and its
+    /// limit (memory.swap.max; u64::MAX = "max").
+    pub swap_hier: u64,
+    pub swap_max: u64,
     /// Pages charged for kernel memory (slab objects and page tables), local; part of
     /// `usage` but on no LRU.
     pub kmem_pages: u64,
@@ -114,6 +118,8 @@ impl Memcg {
             elow: 0,
             emin: 0,
             swap_usage: 0,
+            swap_hier: 0,
+            swap_max: u64::MAX,
             kmem_pages: 0,
             obj_stock_bytes: 0,
             slab_reclaimable_bytes: 0,
@@ -439,16 +445,61 @@ impl Mm {
         }
     }
 
-    /// mem_cgroup_get_nr_swap_pages(): swap space this memcg may still use (no swap.max).
-    pub fn mem_cgroup_get_nr_swap_pages(&self, _m: MemcgId) -> u64 {
-        self.swap.as_ref().map_or(0, |s| s.nr_free())
+    /// mem_cgroup_get_nr_swap_pages(): swap slots this memcg may still use: the free
+    /// slots, capped by the room under memory.swap.max of it and every ancestor below the
+    /// root.
+    pub fn mem_cgroup_get_nr_swap_pages(&self, m: MemcgId) -> u64 {
+        let mut nr = self.swap.as_ref().map_or(0, |s| s.nr_free());
+        for &a in self.memcg_ancestors(m) {
+            if !self.memcg_is_root(a) {
+                let mc = &self.memcgs[a as usize];
+                nr = nr.min(mc.swap_max.saturating_sub(mc.swap_hier));
+            }
+        }
+        nr
     }
 
-    /// mem_cgroup_swap_full(): is swap at least half used? (vm_swap_full)
-    pub fn mem_cgroup_swap_full(&self) -> bool {
-        self.swap
+    /// mem_cgroup_swap_full() for a folio of `m`: swap is at least half used
+    /// (vm_swap_full), or `m` or an ancestor below the root uses half its memory.swap.max.
+    pub fn mem_cgroup_swap_full(&self, m: MemcgId) -> bool {
+        let vm_swap_full = self
+            .swap
             .as_ref()
-            .is_some_and(|s| s.nr_free() * 2 < s.nr_slots())
+            .is_some_and(|s| s.nr_free() * 2 < s.nr_slots());
+        vm_swap_full
+            || self.memcg_ancestors(m).iter().any(|&a| {
+                let mc = &self.memcgs[a as usize];
+                !self.memcg_is_root(a) && mc.swap_hier.saturating_mul(2) >= mc.swap_max
+            })
+    }
+
+    /// mem_cgroup_try_charge_swap(): charge one swap slot to `m`'s swap counter and its
+    /// ancestors'; false (and nothing charged) when a level below the root would exceed
+    /// its memory.swap.max.
+    pub fn mem_cgroup_try_charge_swap(&mut self, m: MemcgId) -> bool {
+        let fits = self.memcg_ancestors(m).iter().all(|&a| {
+            let mc = &self.memcgs[a as usize];
+            self.memcg_is_root(a) || mc.swap_hier < mc.swap_max
+        });
+        if !fits {
+            return false;
+        }
+        for i in 0..self.memcgs[m as usize].ancestors.len() {
+            let a = self.memcgs[m as usize].ancestors[i] as usize;
+            self.memcgs[a].swap_hier += 1;
+        }
+        self.memcgs[m as usize].swap_usage += 1;
+        true
+    }
+
+    /// mem_cgroup_uncharge_swap(): a slot charged to `m` was freed.
+    pub fn mem_cgroup_uncharge_swap(&mut self, m: MemcgId) {
+        for i in 0..self.memcgs[m as usize].ancestors.len() {
+            let a = self.memcgs[m as usize].ancestors[i] as usize;
+            self.memcgs[a].swap_hier = self.memcgs[a].swap_hier.saturating_sub(1);
+        }
+        let mc = &mut self.memcgs[m as usize];
+        mc.swap_usage = mc.swap_usage.saturating_sub(1);
     }
 
     /// memcg_memory_event(): count an event in `m`'s memory.events.

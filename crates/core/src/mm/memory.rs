@@ -38,8 +38,7 @@ impl Mm {
         if let Some(s) = self.swap.as_mut() {
             s.free_slot(p.private);
         }
-        let m = p.memcg as usize;
-        self.memcgs[m].swap_usage = self.memcgs[m].swap_usage.saturating_sub(1);
+        self.mem_cgroup_uncharge_swap(p.memcg);
         let lv = self.folio_lruvec(pfn) as usize;
         self.lruvecs[lv].mod_state(NodeStat::NrSwapcache, -1);
         self.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);
@@ -243,7 +242,7 @@ impl Sim {
             mm.map_anon(mmid, vpn, pfn, write);
             mm.mms[mmid as usize].swapents -= 1;
             self.e.charge(self.c.pte_map);
-            if write || mm.mem_cgroup_swap_full() {
+            if write || mm.mem_cgroup_swap_full(mm.pages[pfn as usize].memcg) {
                 mm.folio_free_swap(pfn);
             }
             return Fault::Minor;
@@ -299,7 +298,7 @@ impl Sim {
         mm.map_anon(mmid, vpn, pfn, write);
         mm.mms[mmid as usize].swapents -= 1;
         self.e.charge(self.c.pte_map);
-        if write || mm.mem_cgroup_swap_full() {
+        if write || mm.mem_cgroup_swap_full(mm.pages[pfn as usize].memcg) {
             mm.folio_free_swap(pfn);
         }
         Fault::Major
@@ -359,8 +358,7 @@ impl Sim {
                         }
                         SwapEnt::Shadow(_) => {
                             mm.swap.as_mut().unwrap().free_slot(slot);
-                            mm.memcgs[memcg].swap_usage =
-                                mm.memcgs[memcg].swap_usage.saturating_sub(1);
+                            mm.mem_cgroup_uncharge_swap(memcg as super::MemcgId);
                         }
                         SwapEnt::Free => {}
                     }

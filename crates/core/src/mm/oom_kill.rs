@@ -165,8 +165,7 @@ impl super::Mm {
         if let Some(s) = self.swap.as_mut() {
             s.free_slot(p.private);
         }
-        let m = p.memcg as usize;
-        self.memcgs[m].swap_usage = self.memcgs[m].swap_usage.saturating_sub(1);
+        self.mem_cgroup_uncharge_swap(p.memcg);
         let lv = self.folio_lruvec(pfn) as usize;
         self.lruvecs[lv].mod_state(NodeStat::NrSwapcache, -1);
         self.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);

@@ -794,17 +794,23 @@ impl Sim {
             }
             let reclaim_clean = referenced_folio && file;
             if !file && !p.test(PG_SWAPCACHE) {
-                // add_to_swap(): no slot left -> activate.
+                // add_to_swap() -> folio_alloc_swap(): a slot, charged to the memcg's
+                // swap counter (memory.swap.max); no slot or no room -> activate.
+                let memcg = mm.pages[pfn as usize].memcg;
+                if !mm.mem_cgroup_try_charge_swap(memcg) {
+                    break 'f Fate::Activate;
+                }
                 let slot = match mm.swap.as_mut().and_then(|s| s.alloc_slot(pfn)) {
                     Some(s) => s,
-                    None => break 'f Fate::Activate,
+                    None => {
+                        mm.mem_cgroup_uncharge_swap(memcg);
+                        break 'f Fate::Activate;
+                    }
                 };
                 self.e.charge(self.c.swap_cache_op);
                 let lvf = mm.folio_lruvec(pfn) as usize;
                 mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, 1);
                 mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, 1);
-                let memcg = mm.pages[pfn as usize].memcg;
-                mm.memcgs[memcg as usize].swap_usage += 1;
                 let pg = &mut mm.pages[pfn as usize];
                 pg.set(PG_SWAPCACHE | PG_DIRTY);
                 pg.private = slot;
@@ -920,7 +926,7 @@ impl Sim {
                 // Free the swap slot of an activated folio when swap is getting full.
                 if p.test(PG_SWAPCACHE)
                     && !p.test(PG_WRITEBACK)
-                    && mm.mem_cgroup_swap_full()
+                    && mm.mem_cgroup_swap_full(p.memcg)
                     && mm.folio_mapped(pfn)
                 {
                     mm.folio_free_swap(pfn);
