@@ -68,10 +68,10 @@ impl Sim {
             p.set(PG_OWNED | flags);
             p.owner = file;
             p.index = index;
-            let f = &mut mm.files[file as usize];
-            f.xa_create(index);
-            f.cache[index as usize] = crate::mm::filemap::page_entry(pfn);
-            f.nr_cached += 1;
+            let nodes = mm.files[file as usize].xa_create(index);
+            fixture_kmem_charge(&mut mm, memcg, nodes * crate::mm::memcontrol::XA_NODE_SIZE);
+            mm.page_cache_store(file, index, crate::mm::filemap::page_entry(pfn));
+            mm.files[file as usize].nr_cached += 1;
             let lv = mm.folio_lruvec(pfn) as usize;
             mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
             pfns.push(pfn);
@@ -115,6 +115,22 @@ impl Sim {
         self.fixture_link(&pfns);
         (mmid, pfns)
     }
+}
+
+/// Charge `bytes` of page-cache xarray nodes to `memcg` as obj_cgroup does (whole pages
+/// from the page counter into the byte stock), without reclaim.
+fn fixture_kmem_charge(mm: &mut crate::mm::Mm, memcg: MemcgId, bytes: u64) {
+    let page = crate::scenario::PAGE_SIZE;
+    while mm.memcgs[memcg as usize].obj_stock_bytes < bytes {
+        mm.page_counter_try_charge(memcg, 1)
+            .expect("fixture: the memcg has room");
+        let m = &mut mm.memcgs[memcg as usize];
+        m.kmem_pages += 1;
+        m.obj_stock_bytes += page;
+    }
+    let m = &mut mm.memcgs[memcg as usize];
+    m.obj_stock_bytes -= bytes;
+    m.slab_reclaimable_bytes += bytes;
 }
 
 /// Run `f` as a task on `cpu` from virtual time `at` until it returns (other tasks of the

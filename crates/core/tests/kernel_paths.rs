@@ -463,3 +463,88 @@ fn memory_swap_max_limits_swap_out_and_anon_scanning() {
     let (_, balance) = s.mm.borrow().get_scan_count(lv, &mut sc);
     assert_eq!(balance, reclaimsim_core::mm::vmscan::ScanBalance::File);
 }
+
+#[test]
+fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
+    use reclaimsim_core::mm::vmstat::NodeStat;
+    let s = machine("1G", None, "");
+    // 100 full leaf nodes (6400 pages) of one file, all reclaimed: 100 nodes holding
+    // shadow entries only. /a then has no LRU pages and 103 xarray nodes of slab (100
+    // leaves, 2 above them, 1 root: 59,328 bytes = 14 pages), so count_shadow_nodes
+    // allows 14 >> 3 = 1 node and 99 are freeable.
+    let (file, _) = s.fixture_file_folios(A, 0, 6400, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(6400, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 100);
+    assert_eq!(s.mm.borrow().count_shadow_nodes(A), 99);
+    let nodereclaim =
+        |s: &Sim| s.mm.borrow().lruvecs[lv as usize].stat[NodeStat::WorkingsetNodereclaim as usize];
+    // do_shrink_slab with seeks = 0 at priority 0: delta = 99 / 2 = 49 per call, plus
+    // what was deferred. Call 1 and 2: 49, then 98 to scan, below both a batch (128) and
+    // the freeable count: nothing scanned, all deferred. Call 3: 98 + 49 = 147: one
+    // batch of 128 walks the list and frees all 100 nodes.
+    for (call, freed) in [(1, 0), (2, 0), (3, 100)] {
+        run_probe(&s, 0, 0, move |s| async move { s.shrink_slab(A, 0) });
+        assert_eq!(nodereclaim(&s), freed, "after call {call}");
+    }
+    assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 0);
+    // The refault of a page whose shadow went with its node is not detected.
+    run_probe(&s, 0, 0, move |s| async move {
+        s.filemap_read(file, 7, A, 0).await;
+    });
+    let mm = s.mm.borrow();
+    assert_eq!(
+        mm.lruvecs[lv as usize].stat[NodeStat::WorkingsetRefaultFile as usize],
+        0
+    );
+}
+
+#[test]
+fn a_ratelimited_flush_flushes_the_target_subtree_only() {
+    use reclaimsim_core::mm::vmstat::NodeStat;
+    let t = r#"
+duration = "10s"
+[machine]
+cpus = 4
+memory_per_node = "1G"
+[[cgroup]]
+path = "/a"
+[[cgroup]]
+path = "/b"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "4K"
+start = "9s"
+"#;
+    let s = Sim::build(&Scenario::from_toml(t).unwrap()).unwrap();
+    let (a, b) = (1u16, 2u16);
+    let mut mm = s.mm.borrow_mut();
+    let (la, lb) = (mm.lruvec_of(a, 0) as usize, mm.lruvec_of(b, 0) as usize);
+    mm.lruvecs[la].mod_state(NodeStat::NrInactiveFile, 10);
+    mm.lruvecs[lb].mod_state(NodeStat::NrInactiveFile, 20);
+    // 300 updates in /a: above MEMCG_CHARGE_BATCH * 4 CPUs = 256; none in /b.
+    mm.count_memcg_event(a, VmEvent::Pgfault, 300);
+    let now = 5_000_000_000; // the periodic flush is more than 2 * FLUSH_TIME late
+    mm.flush_stats_ratelimited(b, now);
+    assert_eq!(
+        mm.lruvecs[lb].page_state(NodeStat::NrInactiveFile),
+        0,
+        "/b: nothing to flush"
+    );
+    mm.flush_stats_ratelimited(a, now);
+    assert_eq!(mm.lruvecs[la].page_state(NodeStat::NrInactiveFile), 10);
+    // Outside /a's subtree nothing changed, and the root was not flushed.
+    assert_eq!(mm.lruvecs[lb].page_state(NodeStat::NrInactiveFile), 0);
+    let root = mm.lruvec_of(0, 0) as usize;
+    assert_eq!(mm.lruvecs[root].page_state(NodeStat::NrInactiveFile), 0);
+    assert_eq!(mm.last_flush, 0);
+    // A flush of the root (the target of global reclaim) takes everything.
+    mm.flush_stats_ratelimited(0, now);
+    assert_eq!(mm.lruvecs[root].page_state(NodeStat::NrInactiveFile), 30);
+    assert_eq!(mm.last_flush, now);
+}

@@ -173,9 +173,8 @@ impl Sim {
             p.set(PG_OWNED | PG_LOCKED);
             p.owner = file;
             p.index = index;
-            let f = &mut mm.files[file as usize];
-            f.cache[index as usize] = page_entry(pfn);
-            f.nr_cached += 1;
+            mm.page_cache_store(file, index, page_entry(pfn));
+            mm.files[file as usize].nr_cached += 1;
             let lv = mm.folio_lruvec(pfn) as usize;
             mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
         }

@@ -68,6 +68,9 @@ pub struct Memcg {
     /// limit (memory.swap.max; u64::MAX = "max").
     pub swap_hier: u64,
     pub swap_max: u64,
+    /// Statistics updates of this memcg not yet flushed (its share of rstat's
+    /// stats_updates; the machine-wide count is Mm::stats_updates).
+    pub stats_updates: u64,
     /// Pages charged for kernel memory (slab objects and page tables), local; part of
     /// `usage` but on no LRU.
     pub kmem_pages: u64,
@@ -78,6 +81,12 @@ pub struct Memcg {
     pub slab_reclaimable_bytes: u64,
     /// Bytes of PTE page tables, local (memory.stat pagetables).
     pub pagetables_bytes: u64,
+    /// The memcg's part of the shadow-node list_lru: leaf xarray nodes of its files that
+    /// hold shadow entries only, oldest first, as (file, leaf, stamp) (entries whose stamp
+    /// is stale are skipped); how many are current; the shrinker's deferred work.
+    pub shadow_nodes: std::collections::VecDeque<(u32, u32, u32)>,
+    pub nr_shadow_nodes: u64,
+    pub shadow_deferred: u64,
     /// Resolved swappiness (v1 memory.swappiness, inherited; else vm.swappiness).
     pub swappiness: u32,
     /// memory.events, local.
@@ -121,9 +130,13 @@ impl Memcg {
             swap_hier: 0,
             swap_max: u64::MAX,
             kmem_pages: 0,
+            stats_updates: 0,
             obj_stock_bytes: 0,
             slab_reclaimable_bytes: 0,
             pagetables_bytes: 0,
+            shadow_nodes: Default::default(),
+            nr_shadow_nodes: 0,
+            shadow_deferred: 0,
             swappiness: 60,
             events: [0; 5],
             vm_events: [0; NR_VM_EVENTS],
@@ -410,12 +423,28 @@ impl Mm {
         }
     }
 
-    /// mem_cgroup_flush_stats(): recompute every lruvec's hierarchical counters (rstat flush).
+    /// mem_cgroup_flush_stats(root): recompute every lruvec's hierarchical counters (a
+    /// full rstat flush, as the periodic flush_memcg_stats_dwork does).
     pub fn flush_stats(&mut self, now: Time) {
+        self.flush_stats_subtree(0, now);
+    }
+
+    /// css_rstat_flush() of `m`'s subtree: its memcgs' lruvecs get fresh hierarchical
+    /// counters and their pending updates are cleared. Ancestors of `m` keep what they
+    /// had (the flushed deltas wait in their pending state); flushing the root records
+    /// the time of the last flush (flush_last_time).
+    pub fn flush_stats_subtree(&mut self, root: MemcgId, now: Time) {
         let nodes = self.nodes.len();
         // Post-order: children before parents (reverse pre-order works for a tree).
-        let order: Vec<MemcgId> = self.memcg_preorder.iter().rev().copied().collect();
+        let order: Vec<MemcgId> = self
+            .memcg_preorder
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&m| root == 0 || self.memcg_in_subtree(root, m))
+            .collect();
         for m in order {
+            self.memcgs[m as usize].stats_updates = 0;
             for n in 0..nodes {
                 let lv = self.memcgs[m as usize].lruvecs[n] as usize;
                 let mut acc = self.lruvecs[lv].stat;
@@ -428,20 +457,32 @@ impl Mm {
                 self.lruvecs[lv].stat_flushed = acc;
             }
         }
-        self.stats_updates = 0;
-        self.last_flush = now;
+        if root == 0 {
+            self.stats_updates = 0;
+            self.last_flush = now;
+        }
     }
 
-    /// memcg_vmstats_needs_flush(): pending updates above MEMCG_CHARGE_BATCH * nr_cpus.
-    pub fn memcg_stats_need_flush(&self) -> bool {
-        self.stats_updates > MEMCG_CHARGE_BATCH * self.nr_cpus as u64
+    /// memcg_vmstats_needs_flush() of `m`: its subtree's updates since they were last
+    /// flushed above MEMCG_CHARGE_BATCH * nr_cpus (the root's count is kept machine-wide).
+    pub fn memcg_stats_need_flush(&self, m: MemcgId) -> bool {
+        let updates = if m == 0 {
+            self.stats_updates
+        } else {
+            self.memcg_preorder
+                .iter()
+                .filter(|&&c| self.memcg_in_subtree(m, c))
+                .map(|&c| self.memcgs[c as usize].stats_updates)
+                .sum()
+        };
+        updates > MEMCG_CHARGE_BATCH * self.nr_cpus as u64
     }
 
-    /// mem_cgroup_flush_stats_ratelimited(): flush only if the periodic flush has not run for
-    /// 2 * FLUSH_TIME and an update threshold was crossed.
-    pub fn flush_stats_ratelimited(&mut self, now: Time) {
-        if now > self.last_flush + 2 * FLUSH_TIME && self.memcg_stats_need_flush() {
-            self.flush_stats(now);
+    /// mem_cgroup_flush_stats_ratelimited(m): flush `m`'s subtree, only if the periodic
+    /// flush has not run for 2 * FLUSH_TIME and the subtree's update threshold was crossed.
+    pub fn flush_stats_ratelimited(&mut self, m: MemcgId, now: Time) {
+        if now > self.last_flush + 2 * FLUSH_TIME && self.memcg_stats_need_flush(m) {
+            self.flush_stats_subtree(m, now);
         }
     }
 

@@ -153,9 +153,8 @@ impl Sim {
                     p.set(PG_OWNED);
                     p.owner = file;
                     p.index = vpn;
-                    let f = &mut mm.files[file as usize];
-                    f.cache[vpn as usize] = super::filemap::page_entry(pfn);
-                    f.nr_cached += 1;
+                    mm.page_cache_store(file, vpn, super::filemap::page_entry(pfn));
+                    mm.files[file as usize].nr_cached += 1;
                     let lv = mm.folio_lruvec(pfn) as usize;
                     mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
                 }

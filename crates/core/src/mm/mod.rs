@@ -157,6 +157,9 @@ impl File {
         }
         File {
             cache: vec![0; pages],
+            leaf_count: vec![0; pages.div_ceil(1 << XA_CHUNK_SHIFT)],
+            leaf_values: vec![0; pages.div_ceil(1 << XA_CHUNK_SHIFT)],
+            leaf_gen: vec![0; pages.div_ceil(1 << XA_CHUNK_SHIFT)],
             xa_nodes,
             memcg,
             nr_cached: 0,
@@ -172,6 +175,10 @@ impl File {
             return;
         }
         self.cache.resize(pages, 0);
+        let leaves = pages.div_ceil(1 << XA_CHUNK_SHIFT);
+        self.leaf_count.resize(leaves, 0);
+        self.leaf_values.resize(leaves, 0);
+        self.leaf_gen.resize(leaves, 0);
         let mut span = pages;
         let mut level = 0;
         loop {
@@ -186,6 +193,36 @@ impl File {
                 break;
             }
         }
+    }
+
+    /// Store `entry` at `index` (0 = empty, a page or a shadow entry), keeping the leaf
+    /// node's counts (workingset_update_node). Returns how the leaf's membership of the
+    /// shadow-node list changed.
+    pub fn set_entry(&mut self, index: u32, entry: u64) -> ShadowNode {
+        let old = std::mem::replace(&mut self.cache[index as usize], entry);
+        let leaf = (index >> XA_CHUNK_SHIFT) as usize;
+        let is_shadow = |e: u64| filemap::entry_shadow(e).is_some();
+        let (c, v) = (&mut self.leaf_count[leaf], &mut self.leaf_values[leaf]);
+        let before = *c > 0 && *c == *v;
+        *c = *c + (entry != 0) as u8 - (old != 0) as u8;
+        *v = *v + is_shadow(entry) as u8 - is_shadow(old) as u8;
+        let after = *c > 0 && *c == *v;
+        match (before, after) {
+            (false, true) => {
+                self.leaf_gen[leaf] = self.leaf_gen[leaf].wrapping_add(1);
+                ShadowNode::Joined(leaf as u32, self.leaf_gen[leaf])
+            }
+            (true, false) => ShadowNode::Left,
+            _ => ShadowNode::Unchanged,
+        }
+    }
+
+    /// Is the leaf node a node of shadow entries only, with this stamp?
+    pub fn leaf_shadow_only(&self, leaf: u32, gen: u32) -> bool {
+        let l = leaf as usize;
+        self.leaf_gen[l] == gen
+            && self.leaf_count[l] > 0
+            && self.leaf_count[l] == self.leaf_values[l]
     }
 
     /// How many xarray nodes a store at `index` would allocate.
@@ -215,9 +252,25 @@ impl File {
     }
 }
 
+/// How a page-cache store changed its leaf node's place on the shadow-node list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShadowNode {
+    Unchanged,
+    /// The leaf now holds shadow entries only: (leaf, stamp) joins the list.
+    Joined(u32, u32),
+    /// The leaf holds a page again (or nothing): it leaves the list.
+    Left,
+}
+
 /// A file: its page cache (one slot per page index; see `filemap`).
 pub struct File {
     pub cache: Vec<u64>,
+    /// Per leaf xarray node (64 slots): its entries, how many of them are shadows
+    /// (xa_node count and nr_values), and how often it joined the shadow-node list
+    /// (a stamp telling current list entries from stale ones).
+    pub leaf_count: Vec<u8>,
+    pub leaf_values: Vec<u8>,
+    pub leaf_gen: Vec<u32>,
     /// The page-cache xarray's nodes that exist, per level (0 = the nodes holding the
     /// entries, each covering 64 indices); a node lives while any entry below it does.
     pub xa_nodes: Vec<Vec<bool>>,
@@ -351,7 +404,9 @@ impl Mm {
     /// count_memcg_events(): a memcg's local event counter.
     #[inline]
     pub fn count_memcg_event(&mut self, memcg: MemcgId, ev: vmstat::VmEvent, n: u64) {
-        self.memcgs[memcg as usize].vm_events[ev as usize] += n;
+        let mc = &mut self.memcgs[memcg as usize];
+        mc.vm_events[ev as usize] += n;
+        mc.stats_updates += n;
         self.stats_updates += n;
     }
 }

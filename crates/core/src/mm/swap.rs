@@ -351,6 +351,8 @@ impl Sim {
                 l.mod_state(po, nr_io as i64);
                 l.mod_state(rot, nr_rotated as i64);
                 mm.stats_updates += nr_io + nr_rotated;
+                let m = mm.lruvecs[lv as usize].memcg;
+                mm.memcgs[m as usize].stats_updates += nr_io + nr_rotated;
             }
             return;
         }

@@ -898,8 +898,7 @@ impl Sim {
                 mm.swap.as_mut().unwrap().set_shadow(pg.private, shadow);
                 mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, -1);
             } else {
-                mm.files[pg.owner as usize].cache[pg.index as usize] =
-                    super::filemap::shadow_entry(shadow);
+                mm.page_cache_store(pg.owner, pg.index, super::filemap::shadow_entry(shadow));
                 mm.files[pg.owner as usize].nr_cached -= 1;
             }
             mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, -1);
@@ -1059,7 +1058,7 @@ impl Sim {
         let lv = {
             let mut mm = self.mm.borrow_mut();
             let now = self.e.now();
-            mm.flush_stats_ratelimited(now);
+            mm.flush_stats_ratelimited(target, now);
             mm.lruvec_of(target, node)
         };
         if self.v.vmstat_scan_cost {
@@ -1177,6 +1176,7 @@ impl Sim {
                 mm.lruvec_of(memcg, node)
             };
             self.shrink_lruvec(lv, sc).await;
+            self.shrink_slab(memcg, sc.priority);
             if self.current_killed() {
                 break;
             }

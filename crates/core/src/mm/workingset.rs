@@ -14,8 +14,16 @@
 //! eviction it is a *restore*, and its IO is charged to the LRU cost (lru_note_cost_refault).
 //!
 //! Shadow layout (u62): `eviction (42 bits) | memcg id (16) | node (3) | workingset (1)`.
-//! Simplified: bucket_order is 0 (the eviction counter is wide enough), and shadow nodes are
-//! never reclaimed (no shadow shrinker), so every shadow survives until its slot is reused.
+//! Simplified: bucket_order is 0 (the eviction counter is wide enough).
+//!
+//! Shadow entries cost memory: a page-cache xarray node whose 64 slots hold only shadows
+//! stays allocated for them. Such nodes sit on a list (shadow_nodes, per memcg), and a
+//! shrinker run from reclaim (shrink_slab) frees the oldest once there are more than one
+//! node per 8 pages of the memcg's LRU and slab (count_shadow_nodes: 1/8 is the density
+//! below which the kernel gives up detecting every refault), counting
+//! WORKINGSET_NODERECLAIM; the refaults of their pages then go undetected.
+//! Simplified: one list per memcg (not per memcg and node); swap-cache shadows are not
+//! reclaimed (in 6.18 they live in the swap table, not in xarray nodes).
 
 use super::mm_types::{PG_ACTIVE, PG_WORKINGSET};
 use super::vmstat::NodeStat;
@@ -43,7 +51,76 @@ pub fn unpack_shadow(s: u64) -> (MemcgId, u32, u64, bool) {
     )
 }
 
+/// Objects a shrinker scans per call of its scan function (SHRINK_BATCH).
+const SHRINK_BATCH: u64 = 128;
+
 impl Mm {
+    /// Store a page-cache entry and keep the shadow-node list of the file's memcg
+    /// (workingset_update_node: a leaf holding shadows only joins it, one holding a page
+    /// again leaves it).
+    pub fn page_cache_store(&mut self, file: u32, index: u32, entry: u64) {
+        let f = &mut self.files[file as usize];
+        let m = f.memcg as usize;
+        match f.set_entry(index, entry) {
+            super::ShadowNode::Joined(leaf, gen) => {
+                let mc = &mut self.memcgs[m];
+                mc.shadow_nodes.push_back((file, leaf, gen));
+                mc.nr_shadow_nodes += 1;
+            }
+            super::ShadowNode::Left => self.memcgs[m].nr_shadow_nodes -= 1,
+            super::ShadowNode::Unchanged => {}
+        }
+    }
+
+    /// count_shadow_nodes(): how many shadow nodes of `m` exceed the limit of one per
+    /// 8 pages of its local LRU and slab (pages >> (XA_CHUNK_SHIFT - 3)).
+    pub fn count_shadow_nodes(&self, m: MemcgId) -> u64 {
+        let mc = &self.memcgs[m as usize];
+        let mut pages = (mc.slab_reclaimable_bytes / crate::scenario::PAGE_SIZE) as i64;
+        for &lv in &mc.lruvecs {
+            pages += self.lruvecs[lv as usize].stat[..super::mmzone::NR_LRU_LISTS]
+                .iter()
+                .sum::<i64>();
+        }
+        let max_nodes = pages.max(0) as u64 >> (super::XA_CHUNK_SHIFT - 3);
+        mc.nr_shadow_nodes.saturating_sub(max_nodes)
+    }
+
+    /// shadow_lru_isolate() for up to `nr` of `m`'s oldest shadow nodes: their shadow
+    /// entries are dropped, the node is freed (its slab uncharged) and counted in
+    /// WORKINGSET_NODERECLAIM. Returns how many nodes were freed.
+    pub fn scan_shadow_nodes(&mut self, m: MemcgId, nr: u64) -> u64 {
+        let mut freed = 0;
+        let mut scanned = 0;
+        while scanned < nr {
+            let Some((file, leaf, gen)) = self.memcgs[m as usize].shadow_nodes.pop_front() else {
+                break;
+            };
+            if !self.files[file as usize].leaf_shadow_only(leaf, gen) {
+                continue; // stale: the leaf holds a page again, or left and rejoined
+            }
+            scanned += 1;
+            let first = leaf << super::XA_CHUNK_SHIFT;
+            let end = (first + (1 << super::XA_CHUNK_SHIFT))
+                .min(self.files[file as usize].cache.len() as u32);
+            for i in first..end {
+                if self.files[file as usize].cache[i as usize] != 0 {
+                    self.page_cache_store(file, i, 0);
+                }
+            }
+            self.files[file as usize].xa_nodes[0][leaf as usize] = false;
+            self.memcg_kmem_uncharge(
+                m,
+                super::memcontrol::XA_NODE_SIZE,
+                super::memcontrol::KmemKind::SlabReclaimable,
+            );
+            let lv = self.lruvec_of(m, 0) as usize;
+            self.lruvecs[lv].mod_state(NodeStat::WorkingsetNodereclaim, 1);
+            freed += 1;
+        }
+        freed
+    }
+
     /// workingset_age_nonresident(): advance the clock of `lv` and every ancestor's lruvec on
     /// the same node.
     pub fn workingset_age_nonresident(&mut self, lv: LruvecId, nr: u64) {
@@ -77,7 +154,7 @@ impl Mm {
         if memcg as usize >= self.memcgs.len() {
             return false;
         }
-        self.flush_stats_ratelimited(now);
+        self.flush_stats_ratelimited(memcg, now);
         let lv = &self.lruvecs[self.lruvec_of(memcg, node) as usize];
         let distance = lv.nonresident_age.wrapping_sub(eviction) & EVICTION_MASK;
         let mut size = lv.page_state(NodeStat::NrActiveFile);
@@ -101,6 +178,31 @@ impl Mm {
 }
 
 impl Sim {
+    /// shrink_slab() for `m` at `priority`, which here runs the one shrinker modeled, the
+    /// shadow nodes' (do_shrink_slab with seeks = 0: half the excess per call, plus
+    /// deferred work scaled down by the priority, capped at twice the excess, scanned in
+    /// batches of SHRINK_BATCH; what is left is deferred to the next call).
+    pub fn shrink_slab(&self, m: MemcgId, priority: i32) {
+        let mut mm = self.mm.borrow_mut();
+        let freeable = mm.count_shadow_nodes(m);
+        if freeable == 0 {
+            return;
+        }
+        let nr = std::mem::take(&mut mm.memcgs[m as usize].shadow_deferred);
+        let delta = freeable / 2;
+        let mut total_scan = ((nr >> priority.clamp(0, 63)) + delta).min(2 * freeable);
+        let mut scanned = 0;
+        while total_scan >= SHRINK_BATCH || total_scan >= freeable {
+            let n = total_scan.min(SHRINK_BATCH);
+            let freed = mm.scan_shadow_nodes(m, n);
+            self.e.charge(freed * self.c.list_op);
+            total_scan -= n;
+            scanned += n;
+        }
+        mm.memcgs[m as usize].shadow_deferred =
+            (nr + delta).saturating_sub(scanned).min(2 * freeable);
+    }
+
     /// workingset_refault(): a folio is being faulted or read back in; `shadow` is what its
     /// slot held. Counts the refault on the folio's lruvec; if the distance says the folio
     /// would have been resident with a smaller active list, activates it, and if it was
@@ -127,6 +229,8 @@ impl Sim {
             };
             mm.lruvecs[lv as usize].mod_state(rf, 1);
             mm.stats_updates += 1;
+            let m = mm.lruvecs[lv as usize].memcg;
+            mm.memcgs[m as usize].stats_updates += 1;
             let now = self.e.now();
             if !mm.workingset_test_recent(shadow, file, now) {
                 return;
