@@ -97,7 +97,7 @@ use super::mm_types::*;
 use super::mmzone::{ListHead, Lruvec, LRU_INACTIVE_FILE};
 use super::vmstat::{NodeStat, LRU_STAT};
 use super::workingset::{pack_shadow, unpack_shadow, EVICTION_MASK};
-use super::{Pfn, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX};
+use super::{LruvecId, Pfn, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX};
 
 // ---------------------------------------------------------------------------------------
 // Constants
@@ -1367,6 +1367,652 @@ pub fn lru_gen_refault_apply(
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// The memcg LRU (struct lru_gen_memcg, one per node)
+// ---------------------------------------------------------------------------------------
+
+/// lru_gen_rotate_memcg() operations; HEAD and TAIL are also the values of
+/// `LruGenFolio::seg`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MemcgLruOp {
+    /// MEMCG_LRU_NOP: shrink_one's "leave it where it is".
+    Nop = 0,
+    /// MEMCG_LRU_HEAD: head of a random bin of its generation, segment head (soft limit).
+    Head = 1,
+    /// MEMCG_LRU_TAIL: tail of a random bin of its generation, segment tail (one more
+    /// chance: below memory.low, offline or too small).
+    Tail = 2,
+    /// MEMCG_LRU_OLD: head of a random bin of the old generation (offlining).
+    Old = 3,
+    /// MEMCG_LRU_YOUNG: tail of a random bin of the young generation (aged, below min,
+    /// second attempt).
+    Young = 4,
+}
+
+/// `LruGenFolio::seg` of a memcg moved to a bin's head by MEMCG_LRU_HEAD.
+pub const MEMCG_LRU_HEAD: u8 = MemcgLruOp::Head as u8;
+/// `LruGenFolio::seg` of a memcg moved to a bin's tail by MEMCG_LRU_TAIL.
+pub const MEMCG_LRU_TAIL: u8 = MemcgLruOp::Tail as u8;
+
+/// get_memcg_gen(): the memcg LRU generation of a sequence number; the old generation is
+/// get_memcg_gen(seq), the young one get_memcg_gen(seq + 1).
+#[inline]
+pub fn get_memcg_gen(seq: u64) -> usize {
+    (seq % MEMCG_NR_GENS as u64) as usize
+}
+
+/// get_memcg_bin(): a bin index modulo MEMCG_NR_BINS.
+#[inline]
+pub fn get_memcg_bin(bin: usize) -> usize {
+    bin % MEMCG_NR_BINS
+}
+
+/// get_random_u32_below(MEMCG_NR_BINS), drawn from the caller's stream.
+pub fn random_bin(rng: &mut impl rand::Rng) -> usize {
+    rng.random_range(0..MEMCG_NR_BINS)
+}
+
+/// struct lru_gen_memcg: a node's LRU of memcg lruvecs for global reclaim. Each list is an
+/// hlist_nulls in the kernel, whose end marker carries its generation; guarded by the
+/// memcg_lru.lock spinlock.
+#[derive(Debug, Clone)]
+pub struct LruGenMemcg {
+    /// The old generation is get_memcg_gen(seq); it advances when that generation empties.
+    pub seq: u64,
+    /// Lruvecs in each generation.
+    pub nr_memcgs: [u64; MEMCG_NR_GENS],
+    /// The lists, by generation and bin, front = head.
+    pub fifo: [[std::collections::VecDeque<LruvecId>; MEMCG_NR_BINS]; MEMCG_NR_GENS],
+}
+
+impl Default for LruGenMemcg {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a walk of a memcg LRU list stands: on an entry, or at a list's end marker, which
+/// carries the generation of the list it ends (get_nulls_value()).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemcgLruPos {
+    Entry(LruvecId),
+    Nulls(usize),
+}
+
+impl LruGenMemcg {
+    /// lru_gen_init_pgdat(): empty lists, seq 0.
+    pub fn new() -> Self {
+        LruGenMemcg {
+            seq: 0,
+            nr_memcgs: [0; MEMCG_NR_GENS],
+            fifo: std::array::from_fn(|_| std::array::from_fn(|_| Default::default())),
+        }
+    }
+
+    /// hlist_nulls_del of `lv` from the list its lrugen says holds it.
+    fn unlink(&mut self, lv: LruvecId, gen: usize, bin: usize) {
+        let list = &mut self.fifo[gen][bin];
+        let i = list.iter().position(|&x| x == lv);
+        debug_assert!(
+            i.is_some(),
+            "lruvec {lv} not on memcg LRU list [{gen}][{bin}]"
+        );
+        if let Some(i) = i {
+            list.remove(i);
+        }
+    }
+
+    /// The first entry of fifo[gen][bin] (hlist_nulls_for_each_entry_rcu's start).
+    pub fn fifo_first(&self, gen: usize, bin: usize) -> MemcgLruPos {
+        self.fifo[gen][bin]
+            .front()
+            .map_or(MemcgLruPos::Nulls(gen), |&x| MemcgLruPos::Entry(x))
+    }
+
+    /// The successor of `lv` in the list that holds it now (`lrugen` is lv's): what an RCU
+    /// walk reads from lv's next pointer. If lv moved to another list since the walk
+    /// reached it, the walk continues there and ends at that list's marker, whose
+    /// generation tells shrink_many to restart.
+    ///
+    /// The order shrink_many needs, per bin: start at `fifo_first(gen, bin)`; at each
+    /// entry y, first apply the op pending for the previous entry
+    /// (`lru_gen_rotate_memcg`), then skip y if its generation is not `gen`
+    /// (`shrink_many_skip`), release it if its memcg cannot be pinned (take
+    /// `fifo_next(y)` before `lru_gen_release_memcg`: the kernel keeps the stale next
+    /// pointer), else shrink_one(y) gives y's op, and the next position is `fifo_next(y)`
+    /// read before that op is applied. After the loop apply the last op; if it stopped on
+    /// should_abort_scan, return; at `Nulls(g)` with g != gen restart the same bin; else go
+    /// to bin + 1 (mod MEMCG_NR_BINS) until back at the first bin.
+    ///
+    /// Simplified: an lruvec released by someone else (unhashed) has no remembered
+    /// successor here; the walk ends at its generation's marker.
+    pub fn fifo_next(&self, lv: LruvecId, lrugen: &LruGenFolio) -> MemcgLruPos {
+        let gen = lrugen.gen as usize;
+        let Some(bin) = lrugen.bin else {
+            return MemcgLruPos::Nulls(gen);
+        };
+        let list = &self.fifo[gen][bin as usize];
+        match list.iter().position(|&x| x == lv) {
+            Some(i) => list
+                .get(i + 1)
+                .map_or(MemcgLruPos::Nulls(gen), |&x| MemcgLruPos::Entry(x)),
+            None => MemcgLruPos::Nulls(gen),
+        }
+    }
+
+    /// shrink_many's `if (gen != READ_ONCE(lrugen->gen)) continue;`: from `pos`, skip the
+    /// entries whose lruvec is in another generation than `gen`. Call after applying the
+    /// pending op, as the kernel reads the successors after it.
+    pub fn shrink_many_skip<'a>(
+        &self,
+        mut pos: MemcgLruPos,
+        gen: usize,
+        lrugen_of: impl Fn(LruvecId) -> &'a LruGenFolio,
+    ) -> MemcgLruPos {
+        while let MemcgLruPos::Entry(x) = pos {
+            let g = lrugen_of(x);
+            if g.gen as usize == gen {
+                break;
+            }
+            pos = self.fifo_next(x, g);
+        }
+        pos
+    }
+
+    /// The lruvecs of fifo[gen][bin] from the head, as they are now.
+    pub fn bin_members(&self, gen: usize, bin: usize) -> impl Iterator<Item = LruvecId> + '_ {
+        self.fifo[gen][bin].iter().copied()
+    }
+}
+
+/// lru_gen_rotate_memcg(): move an lruvec within its node's memcg LRU (see MemcgLruOp), to
+/// bin `bin` (get_random_u32_below(MEMCG_NR_BINS) in the kernel: `random_bin`). When its
+/// old generation was the old one and it was the last there, seq advances: young becomes
+/// old. Caller holds the memcg_lru lock (irqsave).
+pub fn lru_gen_rotate_memcg(
+    mlru: &mut LruGenMemcg,
+    lv: LruvecId,
+    lrugen: &mut LruGenFolio,
+    op: MemcgLruOp,
+    bin: usize,
+) {
+    let Some(old_bin) = lrugen.bin else {
+        debug_assert!(false, "lruvec {lv} rotated while off the memcg LRU");
+        return;
+    };
+    let old = lrugen.gen as usize;
+    let mut seg = 0;
+    let mut new = old;
+    match op {
+        MemcgLruOp::Head => seg = MEMCG_LRU_HEAD,
+        MemcgLruOp::Tail => seg = MEMCG_LRU_TAIL,
+        MemcgLruOp::Old => new = get_memcg_gen(mlru.seq),
+        MemcgLruOp::Young => new = get_memcg_gen(mlru.seq + 1),
+        MemcgLruOp::Nop => debug_assert!(false, "MEMCG_LRU_NOP is not rotated"),
+    }
+    lrugen.seg = seg;
+    lrugen.gen = new as u8;
+    mlru.unlink(lv, old, old_bin as usize);
+    let bin = get_memcg_bin(bin);
+    if matches!(op, MemcgLruOp::Head | MemcgLruOp::Old) {
+        mlru.fifo[new][bin].push_front(lv);
+    } else {
+        mlru.fifo[new][bin].push_back(lv);
+    }
+    lrugen.bin = Some(bin as u8);
+    mlru.nr_memcgs[old] -= 1;
+    mlru.nr_memcgs[new] += 1;
+    if mlru.nr_memcgs[old] == 0 && old == get_memcg_gen(mlru.seq) {
+        mlru.seq += 1;
+    }
+}
+
+/// lru_gen_online_memcg() for one node: the new memcg's lruvec joins the tail of bin `bin`
+/// of the old generation (the kernel draws one bin for all nodes). Its segment is left as
+/// it is (0 for a new lruvec). Caller holds the memcg_lru lock.
+pub fn lru_gen_online_memcg(
+    mlru: &mut LruGenMemcg,
+    lv: LruvecId,
+    lrugen: &mut LruGenFolio,
+    bin: usize,
+) {
+    debug_assert!(lrugen.bin.is_none(), "lruvec {lv} onlined twice");
+    let gen = get_memcg_gen(mlru.seq);
+    let bin = get_memcg_bin(bin);
+    lrugen.gen = gen as u8;
+    mlru.fifo[gen][bin].push_back(lv);
+    lrugen.bin = Some(bin as u8);
+    mlru.nr_memcgs[gen] += 1;
+}
+
+/// lru_gen_offline_memcg() for one node: MEMCG_LRU_OLD, so global reclaim scrapes it soon.
+pub fn lru_gen_offline_memcg(
+    mlru: &mut LruGenMemcg,
+    lv: LruvecId,
+    lrugen: &mut LruGenFolio,
+    bin: usize,
+) {
+    lru_gen_rotate_memcg(mlru, lv, lrugen, MemcgLruOp::Old, bin);
+}
+
+/// lru_gen_release_memcg() for one node (the memcg is being freed, or shrink_many could not
+/// pin it): off the memcg LRU; seq advances if that emptied the old generation. Nothing if
+/// already off. Caller holds the memcg_lru lock.
+pub fn lru_gen_release_memcg(mlru: &mut LruGenMemcg, lv: LruvecId, lrugen: &mut LruGenFolio) {
+    let Some(bin) = lrugen.bin else {
+        return;
+    };
+    let gen = lrugen.gen as usize;
+    mlru.unlink(lv, gen, bin as usize);
+    lrugen.bin = None;
+    mlru.nr_memcgs[gen] -= 1;
+    if mlru.nr_memcgs[gen] == 0 && gen == get_memcg_gen(mlru.seq) {
+        mlru.seq += 1;
+    }
+}
+
+/// lru_gen_soft_reclaim() (a v1 memcg over its soft limit): MEMCG_LRU_HEAD unless already
+/// in the head segment.
+pub fn lru_gen_soft_reclaim(
+    mlru: &mut LruGenMemcg,
+    lv: LruvecId,
+    lrugen: &mut LruGenFolio,
+    bin: usize,
+) {
+    if lrugen.seg != MEMCG_LRU_HEAD {
+        lru_gen_rotate_memcg(mlru, lv, lrugen, MemcgLruOp::Head, bin);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Bloom filters, the mm_struct list and the page-table walk's batch
+// ---------------------------------------------------------------------------------------
+
+/// The mm walk statistics (lru_gen_mm_walk.mm_stats, lru_gen_mm_state.stats).
+pub const MM_LEAF_TOTAL: usize = 0;
+pub const MM_LEAF_YOUNG: usize = 1;
+pub const MM_NONLEAF_FOUND: usize = 2;
+pub const MM_NONLEAF_ADDED: usize = 3;
+pub const NR_MM_STATS: usize = 4;
+
+/// Knuth's multiplicative constant of the kernel's hash_64().
+const GOLDEN_RATIO_64: u64 = 0x61C8_8646_80B5_83EB;
+
+/// hash_64(): the top `bits` bits of val * GOLDEN_RATIO_64.
+#[inline]
+pub fn hash_64(val: u64, bits: u32) -> u32 {
+    (val.wrapping_mul(GOLDEN_RATIO_64) >> (64 - bits)) as u32
+}
+
+/// filter_gen_from_seq(): which of the two filters a sequence number uses.
+#[inline]
+pub fn filter_gen_from_seq(seq: u64) -> usize {
+    (seq % NR_BLOOM_FILTERS as u64) as usize
+}
+
+/// get_item_key(): the two bit positions of a PTE table in a Bloom filter, from a
+/// 2 * BLOOM_FILTER_SHIFT-bit hash. The kernel hashes the address of the PMD entry
+/// (hash_ptr); the model hashes (mm index, PMD index = virtual page number / PTRS_PER_PTE)
+/// packed as mm << 32 | pmd with hash_64.
+pub fn get_item_key(mm: u32, pmd: u32) -> [usize; 2] {
+    let hash = hash_64(((mm as u64) << 32) | pmd as u64, BLOOM_FILTER_SHIFT * 2);
+    [
+        (hash & ((1 << BLOOM_FILTER_SHIFT) - 1)) as usize,
+        (hash >> BLOOM_FILTER_SHIFT) as usize,
+    ]
+}
+
+/// A position in an mm_list (the kernel's list_head pointers of lru_gen_mm_state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MmCursor {
+    /// NULL: no iteration yet (or reset by iterate_mm_list_nowalk).
+    Null,
+    /// &mm_list->fifo: the list head itself, before the first and after the last mm.
+    Fifo,
+    /// An mm on the list.
+    Mm(u32),
+}
+
+/// struct lru_gen_mm_state: one lruvec's iteration over its memcg's mm_list, and its Bloom
+/// filters. Guarded by the mm_list lock; the filters are read and set without it.
+#[derive(Debug, Clone)]
+pub struct LruGenMmState {
+    /// Synced with max_seq after each full iteration.
+    pub seq: u64,
+    /// Where the current iteration continues after.
+    pub head: MmCursor,
+    /// Where the last iteration ended before (mms past it were added since: force scan).
+    pub tail: MmCursor,
+    /// The double-buffered filters (2^BLOOM_FILTER_SHIFT bits each), allocated on first
+    /// reset; a missing filter lets everything through.
+    pub filters: [Option<Box<[u64]>>; NR_BLOOM_FILTERS],
+    /// Walk statistics, indexed by MM_* (debugfs).
+    pub stats: [[u64; NR_MM_STATS]; NR_HIST_GENS],
+}
+
+impl Default for LruGenMmState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LruGenMmState {
+    /// As lru_gen_init_lruvec() leaves it: seq = MIN_NR_GENS, one behind max_seq.
+    pub fn new() -> Self {
+        LruGenMmState {
+            seq: MIN_NR_GENS,
+            head: MmCursor::Null,
+            tail: MmCursor::Null,
+            filters: [None, None],
+            stats: [[0; NR_MM_STATS]; NR_HIST_GENS],
+        }
+    }
+}
+
+#[inline]
+fn test_bit(filter: &[u64], k: usize) -> bool {
+    filter[k / 64] >> (k % 64) & 1 != 0
+}
+
+/// test_bloom_filter(): may the PTE table with this key have enough young entries (the
+/// filter of `seq`)? True when that filter does not exist yet.
+pub fn test_bloom_filter(state: &LruGenMmState, seq: u64, key: [usize; 2]) -> bool {
+    match &state.filters[filter_gen_from_seq(seq)] {
+        None => true,
+        Some(f) => test_bit(f, key[0]) && test_bit(f, key[1]),
+    }
+}
+
+/// update_bloom_filter(): record a PTE table in the filter of `seq` (if it exists).
+pub fn update_bloom_filter(state: &mut LruGenMmState, seq: u64, key: [usize; 2]) {
+    if let Some(f) = &mut state.filters[filter_gen_from_seq(seq)] {
+        for k in key {
+            f[k / 64] |= 1 << (k % 64);
+        }
+    }
+}
+
+/// reset_bloom_filter(): clear (or allocate, zeroed) the filter of `seq`.
+pub fn reset_bloom_filter(state: &mut LruGenMmState, seq: u64) {
+    let f = &mut state.filters[filter_gen_from_seq(seq)];
+    match f {
+        Some(bits) => bits.fill(0),
+        None => *f = Some(vec![0u64; (1 << BLOOM_FILTER_SHIFT) / 64].into_boxed_slice()),
+    }
+}
+
+/// One mm on an mm_list, with its mm->lru_gen.bitmap (bit n%64: used on node n since the
+/// node's walker last cleared it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LruGenMm {
+    pub mm: u32,
+    pub bitmap: u64,
+}
+
+/// struct lru_gen_mm_list: a memcg's mms, in the order they were added. Guarded by its
+/// spinlock. Simplified: a vector searched linearly.
+#[derive(Debug, Clone, Default)]
+pub struct LruGenMmList {
+    pub fifo: Vec<LruGenMm>,
+}
+
+impl LruGenMmList {
+    fn pos(&self, mm: u32) -> Option<usize> {
+        self.fifo.iter().position(|e| e.mm == mm)
+    }
+
+    /// The list node after `c` (->next), wrapping to Fifo after the last mm.
+    fn next_of(&self, c: MmCursor) -> MmCursor {
+        let i = match c {
+            MmCursor::Null | MmCursor::Fifo => 0,
+            MmCursor::Mm(mm) => self.pos(mm).map_or(self.fifo.len(), |i| i + 1),
+        };
+        self.fifo
+            .get(i)
+            .map_or(MmCursor::Fifo, |e| MmCursor::Mm(e.mm))
+    }
+
+    /// The list node before `mm` (->prev), Fifo before the first.
+    fn prev_of(&self, mm: u32) -> MmCursor {
+        match self.pos(mm) {
+            Some(i) if i > 0 => MmCursor::Mm(self.fifo[i - 1].mm),
+            _ => MmCursor::Fifo,
+        }
+    }
+}
+
+/// lru_gen_add_mm() (fork, exec): append `mm` to its memcg's list, with a clear bitmap
+/// (lru_gen_init_mm). For every node's state whose last iteration ended at the list's end,
+/// `mm` is the first addition since: its tail moves to it, so the next iteration force-scans
+/// from there. `states` are the memcg's lruvecs' mm_states, one per node.
+pub fn lru_gen_add_mm<'a>(
+    list: &mut LruGenMmList,
+    states: impl IntoIterator<Item = &'a mut LruGenMmState>,
+    mm: u32,
+) {
+    debug_assert!(list.pos(mm).is_none(), "mm {mm} added twice");
+    for s in states {
+        if s.tail == MmCursor::Fifo {
+            s.tail = MmCursor::Mm(mm);
+        }
+    }
+    list.fifo.push(LruGenMm { mm, bitmap: 0 });
+}
+
+/// lru_gen_del_mm() (exit, memcg migration): take `mm` off the list; an iteration standing
+/// on it continues from its predecessor, and a tail on it moves to its successor.
+pub fn lru_gen_del_mm<'a>(
+    list: &mut LruGenMmList,
+    states: impl IntoIterator<Item = &'a mut LruGenMmState>,
+    mm: u32,
+) {
+    let Some(i) = list.pos(mm) else {
+        return;
+    };
+    for s in states {
+        if s.head == MmCursor::Mm(mm) {
+            s.head = list.prev_of(mm);
+        }
+        if s.tail == MmCursor::Mm(mm) {
+            s.tail = list.next_of(MmCursor::Mm(mm));
+        }
+    }
+    list.fifo.remove(i);
+}
+
+/// lru_gen_use_mm() (context_switch to a task of `mm`): mark it used on every node.
+pub fn lru_gen_use_mm(list: &mut LruGenMmList, mm: u32) {
+    if let Some(i) = list.pos(mm) {
+        list.fifo[i].bitmap = !0;
+    }
+}
+
+/// struct lru_gen_mm_walk: one aging pass's state (per reclaimer; kswapd keeps one per
+/// node).
+#[derive(Debug, Clone)]
+pub struct LruGenMmWalk {
+    /// The max_seq this walk ages (may go stale).
+    pub seq: u64,
+    /// get_swappiness() of the reclaim: 0 skips anon VMAs, above 200 skips file VMAs.
+    pub swappiness: u32,
+    /// Walk every mm and PTE table, ignoring bitmaps and Bloom filters.
+    pub force_scan: bool,
+    /// Folios promoted since the last reset_batch_size.
+    pub batched: u64,
+    /// Promotions not yet applied to nr_pages, by generation and type.
+    pub nr_pages: [[i64; ANON_AND_FILE]; MAX_NR_GENS as usize],
+    /// Statistics not yet added to the mm_state (MM_*).
+    pub mm_stats: [u64; NR_MM_STATS],
+}
+
+impl LruGenMmWalk {
+    pub fn new(seq: u64, swappiness: u32, force_scan: bool) -> Self {
+        LruGenMmWalk {
+            seq,
+            swappiness,
+            force_scan,
+            batched: 0,
+            nr_pages: [[0; ANON_AND_FILE]; MAX_NR_GENS as usize],
+            mm_stats: [0; NR_MM_STATS],
+        }
+    }
+}
+
+/// reset_mm_stats(): add the walk's statistics to the state's (NR_HIST_GENS is 1, so `last`
+/// clears nothing). Under the mm_list lock.
+fn reset_mm_stats(state: &mut LruGenMmState, walk: &mut LruGenMmWalk) {
+    let hist = lru_hist_from_seq(walk.seq);
+    for i in 0..NR_MM_STATS {
+        state.stats[hist][i] += walk.mm_stats[i];
+        walk.mm_stats[i] = 0;
+    }
+}
+
+/// get_next_mm(): the mm at the cursor is walked if forced or used on this node since the
+/// last walk (its bitmap bit, which is then cleared), and if it can still be pinned
+/// (`mm_alive`: mmget_not_zero).
+fn get_next_mm(
+    list: &mut LruGenMmList,
+    walk: &LruGenMmWalk,
+    mm: u32,
+    node: u32,
+    mm_alive: &impl Fn(u32) -> bool,
+) -> Option<u32> {
+    let i = list.pos(mm)?;
+    let e = &mut list.fifo[i];
+    let key = node % u64::BITS;
+    if !walk.force_scan && e.bitmap & (1 << key) == 0 {
+        return None;
+    }
+    e.bitmap &= !(1 << key);
+    mm_alive(mm).then_some(mm)
+}
+
+/// iterate_mm_list(): hand the next mm to walk for `walk.seq` on `node`, after `prev` (the
+/// mm the caller just walked, which the kernel mmputs here). Returns (last, next mm): last
+/// is true when this call finished the iteration (state.seq advanced to walk.seq; the caller
+/// may then inc_max_seq). A stale walk (walk.seq <= state.seq) gets (false, None). Mms added
+/// since the previous iteration, and every mm after them, are forced (walk.force_scan is set
+/// and stays set). The first mm of an iteration resets the Bloom filter of walk.seq + 1.
+/// Under the mm_list lock except for that reset.
+pub fn iterate_mm_list(
+    list: &mut LruGenMmList,
+    state: &mut LruGenMmState,
+    walk: &mut LruGenMmWalk,
+    node: u32,
+    prev: Option<u32>,
+    mm_alive: impl Fn(u32) -> bool,
+) -> (bool, Option<u32>) {
+    debug_assert!(state.seq + 1 >= walk.seq);
+    let mut first = false;
+    let mut last = false;
+    let mut mm = None;
+    if walk.seq > state.seq {
+        if state.head == MmCursor::Null {
+            state.head = MmCursor::Fifo;
+        }
+        first = state.head == MmCursor::Fifo;
+        loop {
+            state.head = list.next_of(state.head);
+            let MmCursor::Mm(cur) = state.head else {
+                state.seq += 1;
+                last = true;
+                break;
+            };
+            if state.tail == MmCursor::Null || state.tail == state.head {
+                state.tail = list.next_of(state.head);
+                walk.force_scan = true;
+            }
+            mm = get_next_mm(list, walk, cur, node, &mm_alive);
+            if mm.is_some() {
+                break;
+            }
+        }
+    }
+    if prev.is_some() || last {
+        reset_mm_stats(state, walk);
+    }
+    if mm.is_some() && first {
+        reset_bloom_filter(state, walk.seq + 1);
+    }
+    (last, mm)
+}
+
+/// iterate_mm_list_nowalk() (aging without page-table walks): count an iteration for `seq`
+/// if none was yet, forgetting the cursor. Returns whether the caller may inc_max_seq.
+pub fn iterate_mm_list_nowalk(state: &mut LruGenMmState, seq: u64) -> bool {
+    debug_assert!(state.seq + 1 >= seq);
+    if seq <= state.seq {
+        return false;
+    }
+    state.head = MmCursor::Null;
+    state.tail = MmCursor::Null;
+    state.seq += 1;
+    true
+}
+
+/// update_batch_size(): remember a promotion from `old_gen` to `new_gen` of a page of `ty`
+/// for reset_batch_size (no lru_lock taken per folio).
+pub fn update_batch_size(walk: &mut LruGenMmWalk, ty: usize, old_gen: usize, new_gen: usize) {
+    walk.batched += 1;
+    walk.nr_pages[old_gen][ty] -= 1;
+    walk.nr_pages[new_gen][ty] += 1;
+}
+
+/// reset_batch_size(): apply the walk's pending promotions to nr_pages and to the
+/// compatibility sizes (each generation's delta to its active or inactive side). The walk
+/// calls it after each stretch of page tables and evict_folios after putback, both under
+/// the lru_lock.
+pub fn reset_batch_size(walk: &mut LruGenMmWalk, lv: &mut Lruvec) {
+    walk.batched = 0;
+    for gen in 0..MAX_NR_GENS as usize {
+        for ty in 0..ANON_AND_FILE {
+            let delta = std::mem::take(&mut walk.nr_pages[gen][ty]);
+            if delta == 0 {
+                continue;
+            }
+            lv.lrugen.nr_pages[gen][ty] += delta;
+            let lru = compat_lru(&lv.lrugen, ty, gen);
+            update_lru_size(lv, lru, delta);
+        }
+    }
+}
+
+/// walk_update_folio() for a folio with a young PTE (the caller has cleared the young bit
+/// and handles the dirty bit): with a walk, folio_update_gen to `new_gen` (the max_seq
+/// generation) and batch the move; without one (lru_gen_look_around from an rmap walk
+/// without an mm walk), lru_gen_set_refs, and if that says activate and the folio is on
+/// the lists in another generation, return true: the caller calls folio_activate.
+pub fn walk_update_folio(
+    frames: &mut Frames,
+    walk: Option<&mut LruGenMmWalk>,
+    pfn: Pfn,
+    new_gen: usize,
+) -> bool {
+    let ty = folio_type(&frames[pfn as usize]);
+    match walk {
+        Some(w) => {
+            if let Some(old) = folio_update_gen(frames, pfn, new_gen) {
+                if old != new_gen {
+                    update_batch_size(w, ty, old, new_gen);
+                }
+            }
+            false
+        }
+        None => {
+            lru_gen_set_refs(frames, pfn)
+                && folio_lru_gen(frames, pfn).is_some_and(|old| old != new_gen)
+        }
+    }
+}
+
+/// suitable_to_scan(): is a PTE table worth the walk next time, i.e. at least one young
+/// PTE per cache line on average (x86-64: 64-byte lines of 8-byte PTEs, n = 8)?
+pub fn suitable_to_scan(total: u64, young: u64) -> bool {
+    young * 8 >= total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2282,5 +2928,293 @@ mod tests {
         let old = lru_gen_refault_decide(plain, true, 13, true);
         lru_gen_refault_apply(&mut f, &mut g, 0, &old);
         assert_eq!(g.refaulted[0][LRU_GEN_ANON], [0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn memcg_lru_rotations_and_seq_advance() {
+        use MemcgLruOp::*;
+        let mut m = LruGenMemcg::new();
+        let mut g: Vec<LruGenFolio> = (0..5).map(|_| LruGenFolio::new()).collect();
+        let fifo =
+            |m: &LruGenMemcg, gen: usize, bin: usize| m.bin_members(gen, bin).collect::<Vec<_>>();
+        // Onlining appends to the old generation (seq 0 -> gen 0).
+        lru_gen_online_memcg(&mut m, 1, &mut g[1], 0);
+        lru_gen_online_memcg(&mut m, 2, &mut g[2], 0);
+        lru_gen_online_memcg(&mut m, 3, &mut g[3], 1);
+        assert_eq!((fifo(&m, 0, 0), fifo(&m, 0, 1)), (vec![1, 2], vec![3]));
+        assert_eq!(m.nr_memcgs, [3, 0, 0]);
+        // HEAD: head of bin 1 of its own generation, segment head.
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Head, 1);
+        assert_eq!((fifo(&m, 0, 0), fifo(&m, 0, 1)), (vec![2], vec![1, 3]));
+        assert_eq!((g[1].gen, g[1].seg), (0, MEMCG_LRU_HEAD));
+        // TAIL to bin 9 = bin 1: tail, segment tail.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Tail, 9);
+        assert_eq!(fifo(&m, 0, 1), vec![1, 3, 2]);
+        assert_eq!((g[2].gen, g[2].seg, g[2].bin), (0, MEMCG_LRU_TAIL, Some(1)));
+        assert_eq!(m.nr_memcgs, [3, 0, 0]);
+        // YOUNG: tail of gen (0 + 1) % 3 = 1, segment reset.
+        lru_gen_rotate_memcg(&mut m, 3, &mut g[3], Young, 5);
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Young, 5);
+        assert_eq!(fifo(&m, 1, 5), vec![3, 1]);
+        assert_eq!((g[1].gen, g[1].seg), (1, 0));
+        assert_eq!((m.nr_memcgs, m.seq), ([1, 2, 0], 0));
+        // The last one leaves the old generation: seq advances, gen 1 is now old.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Young, 2);
+        assert_eq!((m.nr_memcgs, m.seq), ([0, 3, 0], 1));
+        // OLD now means gen 1 (its own): to the head of bin 2.
+        lru_gen_rotate_memcg(&mut m, 3, &mut g[3], Old, 2);
+        assert_eq!((fifo(&m, 1, 2), fifo(&m, 1, 5)), (vec![3, 2], vec![1]));
+        assert_eq!((m.nr_memcgs, m.seq), ([0, 3, 0], 1));
+        // A new memcg joins the old generation, now 1, at the tail.
+        lru_gen_online_memcg(&mut m, 4, &mut g[4], 2);
+        assert_eq!(fifo(&m, 1, 2), vec![3, 2, 4]);
+        // Release: off the list; again: nothing.
+        lru_gen_release_memcg(&mut m, 2, &mut g[2]);
+        lru_gen_release_memcg(&mut m, 2, &mut g[2]);
+        assert_eq!((fifo(&m, 1, 2), g[2].bin), (vec![3, 4], None));
+        assert_eq!(m.nr_memcgs, [0, 3, 0]);
+        // Offline: OLD, head of bin 6.
+        lru_gen_offline_memcg(&mut m, 4, &mut g[4], 6);
+        assert_eq!((fifo(&m, 1, 6), fifo(&m, 1, 2)), (vec![4], vec![3]));
+        // Soft limit: HEAD once; already in the head segment, not again.
+        lru_gen_soft_reclaim(&mut m, 3, &mut g[3], 7);
+        lru_gen_soft_reclaim(&mut m, 3, &mut g[3], 0);
+        assert_eq!((fifo(&m, 1, 7), g[3].bin), (vec![3], Some(7)));
+        // All to young (gen 2): seq advances when the last leaves gen 1.
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Young, 0);
+        lru_gen_rotate_memcg(&mut m, 4, &mut g[4], Young, 0);
+        assert_eq!(m.seq, 1);
+        lru_gen_rotate_memcg(&mut m, 3, &mut g[3], Young, 0);
+        assert_eq!((m.nr_memcgs, m.seq), ([0, 0, 3], 2));
+        assert_eq!(fifo(&m, 2, 0), vec![1, 4, 3]);
+        // Releasing the last of the old generation advances seq too.
+        for lv in [1, 4, 3] {
+            lru_gen_release_memcg(&mut m, lv, &mut g[lv as usize]);
+        }
+        assert_eq!((m.nr_memcgs, m.seq), ([0, 0, 0], 3));
+        // Bins drawn from a seeded stream stay in range.
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
+        assert!((0..100).all(|_| random_bin(&mut rng) < MEMCG_NR_BINS));
+    }
+
+    #[test]
+    fn memcg_lru_walk_order_skip_and_nulls() {
+        use MemcgLruOp::*;
+        use MemcgLruPos::*;
+        let mut m = LruGenMemcg::new();
+        let mut g: Vec<LruGenFolio> = (0..4).map(|_| LruGenFolio::new()).collect();
+        for lv in 1..4 {
+            lru_gen_online_memcg(&mut m, lv, &mut g[lv as usize], 0);
+        }
+        assert_eq!(m.fifo_first(0, 0), Entry(1));
+        assert_eq!(m.fifo_first(0, 4), Nulls(0));
+        assert_eq!(m.fifo_next(1, &g[1]), Entry(2));
+        assert_eq!(m.fifo_next(3, &g[3]), Nulls(0));
+        // The walk stood on 1 and got YOUNG: it reads 1's successor before rotating.
+        let pos = m.fifo_next(1, &g[1]);
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Young, 3);
+        assert_eq!(pos, Entry(2));
+        // While it shrinks 2, someone else moves 2 to the young generation behind 1: 2's
+        // successor is now the end of fifo[1][3], a gen-1 marker: restart.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Young, 3);
+        assert_eq!(m.fifo_next(2, &g[2]), Nulls(1));
+        // Walking gen 0 but on a gen-1 list: both entries skipped, ending at its marker.
+        assert_eq!(
+            m.shrink_many_skip(Entry(1), 0, |x| &g[x as usize]),
+            Nulls(1)
+        );
+        assert_eq!(
+            m.shrink_many_skip(Entry(3), 0, |x| &g[x as usize]),
+            Entry(3)
+        );
+        // A TAIL rotation to the same bin puts a visited entry behind the rest: met again.
+        let mut m = LruGenMemcg::new();
+        let mut g: Vec<LruGenFolio> = (0..4).map(|_| LruGenFolio::new()).collect();
+        for lv in 1..4 {
+            lru_gen_online_memcg(&mut m, lv, &mut g[lv as usize], 0);
+        }
+        let mut order = vec![];
+        let mut pos = m.fifo_first(0, 0);
+        let mut pending: Option<LruvecId> = None;
+        while let Entry(y) = pos {
+            if let Some(x) = pending.take() {
+                lru_gen_rotate_memcg(&mut m, x, &mut g[x as usize], Tail, 0);
+            }
+            order.push(y);
+            if y == 1 && g[1].seg != MEMCG_LRU_TAIL {
+                pending = Some(1);
+            }
+            pos = m.fifo_next(y, &g[y as usize]);
+        }
+        assert_eq!((order, pos), (vec![1, 2, 3, 1], Nulls(0)));
+    }
+
+    #[test]
+    fn bloom_filters_double_buffer() {
+        // hash_64(mm << 32 | pmd, 30) = (x * 0x61C8864680B583EB mod 2^64) >> 34, split into
+        // the low and high 15 bits (computed apart from this code): (1, 0) -> 539844858 =
+        // 16474 << 15 | 24826; (1, 1) -> 949977740; (2, 0) -> 5947893.
+        let a = get_item_key(1, 0);
+        let b = get_item_key(1, 1);
+        let c = get_item_key(2, 0);
+        assert_eq!(a, [24826, 16474]);
+        assert_eq!(b, [652, 28991]);
+        assert_eq!(c, [16885, 181]);
+        let mut s = LruGenMmState::new();
+        // No filters yet: everything passes, updates go nowhere.
+        assert!(test_bloom_filter(&s, 3, b));
+        update_bloom_filter(&mut s, 3, a);
+        assert!(s.filters.iter().all(|f| f.is_none()));
+        // seq 4 uses filter 0.
+        reset_bloom_filter(&mut s, 4);
+        assert!(!test_bloom_filter(&s, 4, a));
+        update_bloom_filter(&mut s, 4, a);
+        assert!(test_bloom_filter(&s, 4, a) && test_bloom_filter(&s, 6, a));
+        assert!(!test_bloom_filter(&s, 4, b));
+        assert!(test_bloom_filter(&s, 5, b), "filter 1 not allocated yet");
+        // One bit of two is not a match.
+        assert!(!test_bloom_filter(&s, 4, [a[0], b[1]]));
+        // seq 5 uses filter 1, independent of filter 0.
+        reset_bloom_filter(&mut s, 5);
+        update_bloom_filter(&mut s, 5, c);
+        assert!(test_bloom_filter(&s, 5, c) && !test_bloom_filter(&s, 5, a));
+        assert!(!test_bloom_filter(&s, 4, c));
+        // seq 6 reuses and clears filter 0; filter 1 keeps c.
+        reset_bloom_filter(&mut s, 6);
+        assert!(!test_bloom_filter(&s, 4, a));
+        assert!(test_bloom_filter(&s, 7, c));
+    }
+
+    #[test]
+    fn mm_list_iteration() {
+        let mut list = LruGenMmList::default();
+        let mut s = LruGenMmState::new();
+        for mm in [10, 11, 12] {
+            lru_gen_add_mm(&mut list, [&mut s], mm);
+        }
+        let alive = |_| true;
+        // Round 1 for seq 3 (state seq 2): no previous iteration (tail NULL), so every mm
+        // is forced despite clear bitmaps. The first resets the filter of seq 4 (filter 0).
+        let mut w = LruGenMmWalk::new(3, 60, false);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(10))
+        );
+        assert!(w.force_scan);
+        assert!(s.filters[0].is_some() && s.filters[1].is_none());
+        w.mm_stats[MM_LEAF_TOTAL] = 5;
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(10), alive),
+            (false, Some(11))
+        );
+        assert_eq!(
+            s.stats[0][MM_LEAF_TOTAL], 5,
+            "stats folded when handing out the next"
+        );
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(11), alive),
+            (false, Some(12))
+        );
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(12), alive),
+            (true, None)
+        );
+        assert_eq!((s.seq, s.head, s.tail), (3, MmCursor::Fifo, MmCursor::Fifo));
+        // A stale walker for seq 3 gets nothing.
+        let mut stale = LruGenMmWalk::new(3, 60, false);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut stale, 0, None, alive),
+            (false, None)
+        );
+        // Between rounds: 12 runs; 13 is added, the first since the iteration ended.
+        lru_gen_use_mm(&mut list, 12);
+        lru_gen_add_mm(&mut list, [&mut s], 13);
+        assert_eq!(s.tail, MmCursor::Mm(13));
+        // Round 2 for seq 4: 10 and 11 were not used (their node-0 bits were cleared in
+        // round 1): skipped. 12 was used: walked, not forced. 13 is new: forced.
+        let mut w = LruGenMmWalk::new(4, 60, false);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(12))
+        );
+        assert!(!w.force_scan);
+        assert_eq!(
+            list.fifo[2].bitmap, !1,
+            "node 0's bit cleared, the others kept"
+        );
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(12), alive),
+            (false, Some(13))
+        );
+        assert!(w.force_scan);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(13), alive),
+            (true, None)
+        );
+        assert_eq!(s.seq, 4);
+        // Round 3 for seq 5, forced: deleting the mm the cursor stands on moves the cursor
+        // back; an mm that cannot be pinned is passed over.
+        let mut w = LruGenMmWalk::new(5, 60, true);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(10))
+        );
+        lru_gen_del_mm(&mut list, [&mut s], 10);
+        assert_eq!(s.head, MmCursor::Fifo);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(11))
+        );
+        let not_12 = |mm| mm != 12;
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(11), not_12),
+            (false, Some(13))
+        );
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(13), alive),
+            (true, None)
+        );
+        // Without page-table walks: one count per seq, cursor forgotten.
+        assert!(iterate_mm_list_nowalk(&mut s, 6));
+        assert!(!iterate_mm_list_nowalk(&mut s, 6));
+        assert_eq!((s.seq, s.head, s.tail), (6, MmCursor::Null, MmCursor::Null));
+    }
+
+    #[test]
+    fn walk_batch_and_look_around_updates() {
+        let f_ = LRU_GEN_FILE;
+        let mut f = frames(&[FILE, FILE, ANON | PG_SWAPCACHE, FILE]);
+        let mut lv = lruvec();
+        for pfn in 0..4 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        // All in gen 0 (inactive); max_seq 3 is gen 3 (active).
+        let mut w = LruGenMmWalk::new(3, 60, false);
+        assert!(!walk_update_folio(&mut f, Some(&mut w), 0, 3));
+        assert_eq!(w.batched, 0, "first sighting: PG_referenced only");
+        walk_update_folio(&mut f, Some(&mut w), 0, 3);
+        f[2].set(PG_WORKINGSET);
+        walk_update_folio(&mut f, Some(&mut w), 2, 3);
+        assert_eq!(w.batched, 2);
+        assert_eq!(w.nr_pages[0], [-1, -1]);
+        assert_eq!(w.nr_pages[3], [1, 1]);
+        assert_eq!(lv.lrugen.nr_pages[0], [1, 3], "not applied yet");
+        reset_batch_size(&mut w, &mut lv);
+        assert_eq!((w.batched, w.nr_pages), (0, [[0; 2]; 4]));
+        assert_eq!(lv.lrugen.nr_pages[0], [0, 2]);
+        assert_eq!(lv.lrugen.nr_pages[3], [1, 1]);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE + 1], 1);
+        assert_eq!(lv.nr[LRU_INACTIVE_ANON], 0);
+        assert_eq!(lv.nr[LRU_ACTIVE_ANON], 1);
+        // The promoted folios still sit on gen 0's list until sorted.
+        assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![3, 1, 0]);
+        // Without a walk: first sighting keeps, second activates a folio of another gen.
+        assert!(!walk_update_folio(&mut f, None, 1, 3));
+        assert!(walk_update_folio(&mut f, None, 1, 3));
+        // Already in the max_seq generation (pfn 0, workingset): nothing to activate.
+        assert!(!walk_update_folio(&mut f, None, 0, 3));
+        assert!(suitable_to_scan(64, 8) && !suitable_to_scan(64, 7) && suitable_to_scan(0, 0));
     }
 }
