@@ -2740,6 +2740,20 @@ mod tests {
         let mut g = base.clone();
         assert!(try_to_inc_min_seq(&mut g, 201));
         assert_eq!(g.min_seq, [4, 2]);
+        // File runs ahead (seqs 2, 3 empty, 4 not) while anon lags at 2 (not empty):
+        // with both evictable, file is held at max_seq - 2 = 3; with swappiness 0 anon does
+        // not count and file reaches 4.
+        let mut ahead = LruGenFolio::init(true, 0);
+        ahead.max_seq = 5;
+        ahead.min_seq = [2, 2];
+        ahead.folios[2][a].head = 7;
+        ahead.folios[0][f].head = 8;
+        let mut g = ahead.clone();
+        assert!(try_to_inc_min_seq(&mut g, 60));
+        assert_eq!(g.min_seq, [2, 3]);
+        let mut g = ahead.clone();
+        assert!(try_to_inc_min_seq(&mut g, 0));
+        assert_eq!(g.min_seq, [2, 4]);
         // Empty lists stop at max_seq - MIN_NR_GENS + 1 = 4 (two gens left).
         let mut g = LruGenFolio::init(true, 0);
         g.max_seq = 5;
@@ -2837,6 +2851,11 @@ mod tests {
         assert_eq!(
             apply_proportional_protection(1000, 0, 500, 1000, false),
             (501, true)
+        );
+        // low equal to min: min counts, low is not reported skipped: 1000 - 499 = 501.
+        assert_eq!(
+            apply_proportional_protection(1000, 500, 500, 1000, false),
+            (501, false)
         );
         // The low-overriding pass uses min (0): unchanged, low not skipped.
         assert_eq!(
@@ -3209,6 +3228,28 @@ mod tests {
     }
 
     #[test]
+    fn memcg_lru_seq_advances_only_when_the_old_gen_empties() {
+        use MemcgLruOp::*;
+        let mut m = LruGenMemcg::new();
+        let mut g: Vec<LruGenFolio> = (0..3).map(|_| LruGenFolio::new()).collect();
+        lru_gen_online_memcg(&mut m, 1, &mut g[1], 0);
+        lru_gen_online_memcg(&mut m, 2, &mut g[2], 0);
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Young, 0);
+        assert_eq!(m.nr_memcgs, [1, 1, 0]);
+        // 2 leaves the young generation (1) empty by going back to old (0): young is not
+        // the old generation, seq stays.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Old, 0);
+        assert_eq!((m.nr_memcgs, m.seq), ([2, 0, 0], 0));
+        // Likewise when the young generation's last member is released.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Young, 0);
+        lru_gen_release_memcg(&mut m, 2, &mut g[2]);
+        assert_eq!((m.nr_memcgs, m.seq), ([1, 0, 0], 0));
+        // HEAD and TAIL keep the generation: the old one never empties through them.
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Tail, 3);
+        assert_eq!((m.nr_memcgs, m.seq), ([1, 0, 0], 0));
+    }
+
+    #[test]
     fn memcg_lru_walk_order_skip_and_nulls() {
         use MemcgLruOp::*;
         use MemcgLruPos::*;
@@ -3385,6 +3426,25 @@ mod tests {
             iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(13), alive),
             (true, None)
         );
+        // Deleting the mm a tail stands on moves the tail to its successor: the tail of the
+        // iteration that just ended is the list's end (Fifo); 14 becomes the first
+        // addition since, and when it goes again the tail is back at the end.
+        assert_eq!(s.tail, MmCursor::Fifo);
+        lru_gen_add_mm(&mut list, [&mut s], 14);
+        assert_eq!(s.tail, MmCursor::Mm(14));
+        lru_gen_del_mm(&mut list, [&mut s], 14);
+        assert_eq!(s.tail, MmCursor::Fifo);
+        // Mid-list: a new iteration has tail 12 after handing out 11; deleting 12 moves the
+        // tail to 13.
+        let mut w = LruGenMmWalk::new(6, 60, false);
+        s.tail = MmCursor::Null;
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(11))
+        );
+        assert_eq!(s.tail, MmCursor::Mm(12));
+        lru_gen_del_mm(&mut list, [&mut s], 12);
+        assert_eq!(s.tail, MmCursor::Mm(13));
         // Without page-table walks: one count per seq, cursor forgotten.
         assert!(iterate_mm_list_nowalk(&mut s, 6));
         assert!(!iterate_mm_list_nowalk(&mut s, 6));
