@@ -490,10 +490,7 @@ pub fn lru_gen_update_size(lv: &mut Lruvec, ty: usize, old: Option<usize>, new: 
         }
         (Some(o), Some(n)) => {
             let (was, is) = (lru_gen_is_active(g, o), lru_gen_is_active(g, n));
-            debug_assert!(
-                !(was && !is),
-                "demotion of gen {o} to {n} without isolation"
-            );
+            debug_assert!(!was || is, "demotion of gen {o} to {n} without isolation");
             if !was && is {
                 update_lru_size(lv, ty * LRU_INACTIVE_FILE, -1);
                 update_lru_size(lv, ty * LRU_INACTIVE_FILE + 1, 1);
@@ -856,16 +853,14 @@ pub fn inc_min_seq(frames: &mut Frames, lv: &mut Lruvec, ty: usize, swappiness: 
 /// lru_lock.
 pub fn try_to_inc_min_seq(lrugen: &mut LruGenFolio, swappiness: u32) -> bool {
     let mut min_seq = lrugen.min_seq;
-    for ty in 0..ANON_AND_FILE {
+    for (ty, seq) in min_seq.iter_mut().enumerate() {
         if !type_is_evictable(ty, swappiness) {
             continue;
         }
-        while min_seq[ty] + MIN_NR_GENS <= lrugen.max_seq {
-            let l = &lrugen.folios[lru_gen_from_seq(min_seq[ty])][ty];
-            if l.head != NIL {
-                break;
-            }
-            min_seq[ty] += 1;
+        while *seq + MIN_NR_GENS <= lrugen.max_seq
+            && lrugen.folios[lru_gen_from_seq(*seq)][ty].head == NIL
+        {
+            *seq += 1;
         }
     }
     if swappiness != 0 && swappiness <= MAX_SWAPPINESS {
@@ -878,12 +873,12 @@ pub fn try_to_inc_min_seq(lrugen: &mut LruGenFolio, swappiness: u32) -> bool {
         }
     }
     let mut success = false;
-    for ty in 0..ANON_AND_FILE {
-        if !type_is_evictable(ty, swappiness) || min_seq[ty] <= lrugen.min_seq[ty] {
+    for (ty, &seq) in min_seq.iter().enumerate() {
+        if !type_is_evictable(ty, swappiness) || seq <= lrugen.min_seq[ty] {
             continue;
         }
         reset_ctrl_pos(lrugen, ty, true);
-        lrugen.min_seq[ty] = min_seq[ty];
+        lrugen.min_seq[ty] = seq;
         success = true;
     }
     success
