@@ -24,15 +24,17 @@
 //!                                               |<-- "active" in /proc/vmstat -->|
 //! ```
 //! The window `max_seq - min_seq + 1` of each type stays within [MIN_NR_GENS, MAX_NR_GENS]
-//! = [2, 4]. Two generations are the least that give a faulted-in folio a second chance: the
-//! first look clears the accessed bit left by the fault, the second tells whether it was
-//! used since. Those two youngest generations are reported as the active lists, the rest
-//! as the inactive lists, so NR_ACTIVE_*/NR_INACTIVE_* and memory.stat keep their meaning.
+//! = [2, 4]. Two is the floor because a freshly faulted folio has to be looked at twice
+//! before eviction may take it: one look to clear the accessed bit its fault set, another
+//! to see whether anything touched it after that. Those two youngest generations are
+//! reported as the active lists, the rest as the inactive lists, so
+//! NR_ACTIVE_*/NR_INACTIVE_* and memory.stat keep their meaning.
 //!
 //! # Tiers
 //!
-//! Accesses through page tables are found by clearing accessed bits and promote a folio
-//! straight to `max_seq` (`folio_update_gen`). Accesses through file descriptors only bump a
+//! Accesses through page tables are found by clearing accessed bits; the second time a
+//! folio is found accessed it is promoted straight to `max_seq` (`folio_update_gen`; the
+//! first time only sets PG_referenced). Accesses through file descriptors only bump a
 //! small counter in the folio (`lru_gen_inc_refs`): PG_referenced for the first, two more
 //! bits for the next three, PG_workingset after that. The counter places the folio in a
 //! tier, tier = order_base_2(accesses), with PG_workingset the last tier:
@@ -49,9 +51,10 @@
 //! compares refault rates, refaulted / (evicted + protected), per type and tier: the
 //! "proportional" term is the rate in the generation being evicted, the "integral" term a
 //! moving average over earlier generations (halved at each `min_seq` step). Tier 0 of a type
-//! is the set point; a higher tier whose rate clearly exceeds it (gain 3 against 2) is
-//! protected by moving its folios to `min_seq + 1` instead of evicting them. Between types,
-//! the rates are weighed by swappiness (anon) and 200 - swappiness (file).
+//! is the set point; from the first higher tier whose rate exceeds it (weighed 3 against
+//! 2), that tier and those above are protected: their folios move to `min_seq + 1` instead
+//! of being evicted. Between types, the rates are weighed by swappiness (anon) and
+//! 200 - swappiness (file).
 //!
 //! # Aging and eviction
 //!
@@ -170,7 +173,8 @@ pub struct LruGenFolio {
     pub min_seq: [u64; ANON_AND_FILE],
     /// Birth time of each generation [virtual ns] (the kernel stores jiffies).
     pub timestamps: [u64; MAX_NR_GENS as usize],
-    /// The generation lists, head = youngest end, sorted lazily by eviction.
+    /// The generation lists (head = young end); eviction puts misplaced folios right as
+    /// it meets them.
     pub folios: [[ListHead; ANON_AND_FILE]; MAX_NR_GENS as usize],
     /// Pages in each generation by the folios' gen counters [pages]; transiently off
     /// (even negative) while a page-table walk holds a batch (`LruGenMmWalk`).
@@ -503,7 +507,7 @@ pub fn lru_gen_update_size(lv: &mut Lruvec, ty: usize, old: Option<usize>, new: 
 /// lru_gen_folio_seq(): the generation a folio joins when added to the lists.
 ///
 /// - PG_active (set only while off the lists, e.g. faulted in, or activated by reclaim):
-///   the youngest, or the second youngest unless PG_workingset;
+///   the second youngest, or the youngest with PG_workingset;
 /// - `reclaiming` (lruvec_add_folio_tail: rotated at writeback end): the oldest;
 /// - anon not in the swap cache, or PG_reclaim with dirty or writeback: the second youngest,
 ///   since it cannot be evicted right away;
@@ -755,9 +759,10 @@ pub fn positive_ctrl_err(sp: &CtrlPos, pv: &CtrlPos) -> bool {
 }
 
 /// get_tier_idx(): the highest tier eviction takes from. Tier 0 with gain 2 is the set
-/// point; tiers 1, 2, 3 in turn with gain 3 (a margin: a higher tier has at least twice the
-/// accesses) until one refaults more. Returns that tier - 1 (3 when none does); tiers above
-/// it are protected.
+/// point; tiers 1, 2, 3 in turn with gain 3 until one refaults more. The 3:2 weighing leaves
+/// room for noise, since folios of a higher tier were accessed at least twice as often and
+/// should refault more anyway. Returns that tier - 1 (3 when none does); tiers above it are
+/// protected.
 pub fn get_tier_idx(lrugen: &LruGenFolio, ty: usize) -> usize {
     let sp = read_ctrl_pos(lrugen, ty, 0, 2);
     let mut tier = 1;
@@ -1673,11 +1678,13 @@ pub enum MmCursor {
 /// filters. Guarded by the mm_list lock; the filters are read and set without it.
 #[derive(Debug, Clone)]
 pub struct LruGenMmState {
-    /// Synced with max_seq after each full iteration.
+    /// Catches up with max_seq each time an iteration over the mm_list completes.
     pub seq: u64,
-    /// Where the current iteration continues after.
+    /// The mm the running iteration handed out last; it resumes from the next one.
     pub head: MmCursor,
-    /// Where the last iteration ended before (mms past it were added since: force scan).
+    /// Where the previous iteration ended: Fifo while no mm was added since, else the first
+    /// mm added since. Mms from there on are new to the walker and walked whatever their
+    /// bitmaps say (Null: no iteration yet, all are new).
     pub tail: MmCursor,
     /// The double-buffered filters (2^BLOOM_FILTER_SHIFT bits each), allocated on first
     /// reset; a missing filter lets everything through.
@@ -1842,6 +1849,7 @@ pub struct LruGenMmWalk {
 }
 
 impl LruGenMmWalk {
+    /// A walk for `seq` (set_mm_walk, then try_to_inc_max_seq's fields), nothing batched.
     pub fn new(seq: u64, swappiness: u32, force_scan: bool) -> Self {
         LruGenMmWalk {
             seq,
@@ -2575,11 +2583,13 @@ mod tests {
         // 64 * 64 * sw <= 1 * 4096 * (200 - sw), i.e. sw <= 100.
         g.refaulted[0][f][1] = 64;
         g.avg_total[f][3] = 4096;
-        assert_eq!(get_type_to_scan(&g, 60), f); // 245760 <= 573440
-        assert_eq!(get_type_to_scan(&g, 100), f); // equal
-        assert_eq!(get_type_to_scan(&g, 101), a); // 413696 > 405504
-        assert_eq!(get_type_to_scan(&g, 140), a); // 573440 > 245760
-                                                  // The shortcuts: 0 and 1 always file, 200 and 201 always anon.
+        // sw 60: 245760 <= 573440; sw 100: equal; sw 101: 413696 > 405504; sw 140:
+        // 573440 > 245760.
+        assert_eq!(get_type_to_scan(&g, 60), f);
+        assert_eq!(get_type_to_scan(&g, 100), f);
+        assert_eq!(get_type_to_scan(&g, 101), a);
+        assert_eq!(get_type_to_scan(&g, 140), a);
+        // The shortcuts: 0 and 1 always file, 200 and 201 always anon.
         assert_eq!(get_type_to_scan(&g, 0), f);
         assert_eq!(get_type_to_scan(&g, 1), f);
         g.refaulted[0][a][0] = 1 << 20;

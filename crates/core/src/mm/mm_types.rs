@@ -15,8 +15,8 @@
 //! no bits left): the generation counter (LRU_GEN_MASK: gen+1 while the folio is on one of
 //! lrugen->folios[], 0 otherwise) and the tier counter of accesses through file
 //! descriptors beyond the first (LRU_REFS_MASK, meaningful only while PG_referenced is
-//! set). Both are cleared when the frame is freed, as the kernel clears them at free
-//! (PAGE_FLAGS_CHECK_AT_PREP). See `lru_gen.rs`.
+//! set). Only MGLRU writes it, and a freed frame must have it zero again, as the kernel
+//! clears both fields at free (PAGE_FLAGS_CHECK_AT_PREP). See `lru_gen.rs`.
 //! `owner` is the mm (anon) or file (page cache) the folio belongs to, `index` its page offset
 //! there (folio->index); together they are the reverse map: an anonymous folio is mapped by
 //! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM); a file folio by at
