@@ -1,15 +1,22 @@
 //! struct page (the frame table) and the PTE encoding.
 //!
 //! Models include/linux/mm_types.h and include/linux/page-flags.h for base pages only (every
-//! folio is order 0: no large folios, no THP). A frame is 24 bytes, in two tables:
+//! folio is order 0: no large folios, no THP). A frame is 25 bytes, in three tables:
 //!
 //! ```text
 //!   Page:    flags u16 | memcg u16 | owner u32 | index u32 | private u32     (16 bytes)
 //!   LruLink: lru.prev u32 | lru.next u32                                      (8 bytes)
+//!   lru_gen: bits 0-2 gen+1 | bits 3-4 refs | bits 5-7 unused                 (1 byte)
 //! ```
 //! The list links live apart from the rest (struct page keeps them together): unlinking a
 //! folio writes its two neighbours, which are anywhere in the table, and a links-only
 //! table is a third of the size, so those neighbours are far more often in cache.
+//! `lru_gen` holds the two MGLRU fields the kernel keeps in folio->flags (Page.flags has
+//! no bits left): the generation counter (LRU_GEN_MASK: gen+1 while the folio is on one of
+//! lrugen->folios[], 0 otherwise) and the tier counter of accesses through file
+//! descriptors beyond the first (LRU_REFS_MASK, meaningful only while PG_referenced is
+//! set). Only MGLRU writes it, and a freed frame must have it zero again, as the kernel
+//! clears both fields at free (PAGE_FLAGS_CHECK_AT_PREP). See `lru_gen.rs`.
 //! `owner` is the mm (anon) or file (page cache) the folio belongs to, `index` its page offset
 //! there (folio->index); together they are the reverse map: an anonymous folio is mapped by
 //! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM); a file folio by at
@@ -83,6 +90,8 @@ pub struct LruLink {
 pub struct Frames {
     pages: Vec<Page>,
     pub links: Vec<LruLink>,
+    /// MGLRU gen+1 and refs of each frame (see the table above and `lru_gen.rs`).
+    pub lru_gen: Vec<u8>,
 }
 
 impl Frames {
@@ -92,6 +101,7 @@ impl Frames {
         Frames {
             pages: bytemuck::allocation::zeroed_vec(n),
             links: bytemuck::allocation::zeroed_vec(n),
+            lru_gen: bytemuck::allocation::zeroed_vec(n),
         }
     }
 }

@@ -83,6 +83,9 @@ pub struct Lruvec {
     /// behavior.
     pub prefetch_cursor: [Pfn; EVICTABLE_LRUS.len()],
     pub prefetch_ahead: [u32; EVICTABLE_LRUS.len()],
+    /// MGLRU generations of this lruvec (struct lru_gen_folio); off (`enabled` false)
+    /// unless the run uses lru_gen.
+    pub lrugen: crate::mm::lru_gen::LruGenFolio,
 }
 
 /// How far ahead of the tail the lists are prefetched: three reclaim chunks.
@@ -107,6 +110,7 @@ impl Lruvec {
             stat_flushed: [0; NR_NODE_STAT],
             prefetch_cursor: [NIL; EVICTABLE_LRUS.len()],
             prefetch_ahead: [0; EVICTABLE_LRUS.len()],
+            lrugen: crate::mm::lru_gen::LruGenFolio::new(),
         }
     }
 

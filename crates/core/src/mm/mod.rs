@@ -10,6 +10,7 @@
 //! | `page_alloc.rs`  | mm/page_alloc.c                | watermarks, allocation slow path, freeing           |
 //! | `vmscan.rs`      | mm/vmscan.c                    | kswapd, direct and memcg reclaim, shrink_*          |
 //! | `workingset.rs`  | mm/workingset.c                | shadow entries, refault distance, activation        |
+//! | `lru_gen.rs`     | mm/vmscan.c (lru_gen), mm_inline.h | MGLRU generations, tiers, PID controller, memcg LRU |
 //! | `swap.rs`        | mm/swap.c                      | per-CPU LRU batches, mark_accessed, lru_note_cost   |
 //! | `swapfile.rs`    | mm/swapfile.c, swap_state.c    | swap slots and the swap cache                       |
 //! | `memcontrol.rs`  | mm/memcontrol.c, page_counter.c| memcg tree, charge, protection, iteration, stats    |
@@ -21,6 +22,7 @@
 //! borrow it between synchronization points and never across an `.await`.
 
 pub mod filemap;
+pub mod lru_gen;
 pub mod memcontrol;
 pub mod memory;
 pub mod mm_types;

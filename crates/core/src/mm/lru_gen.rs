@@ -1,0 +1,3640 @@
+//! The multi-gen LRU (MGLRU, lru_gen): its synchronous core.
+//!
+//! Models the lru_gen half of mm/vmscan.c together with the lru_gen parts of
+//! include/linux/mm_inline.h, include/linux/mmzone.h, mm/workingset.c and mm/swap.c, as of
+//! v6.18. Only the work the kernel does without sleeping lives here: flag and counter
+//! arithmetic, list moves under the lru_lock, the memcg LRU under its spinlock, the mm_list
+//! cursor under its spinlock. The paths that sleep or take several locks in turn
+//! (evict_folios, try_to_shrink_lruvec, shrink_many, the page-table walk,
+//! lru_gen_look_around) live in vmscan.rs and call in here.
+//!
+//! # Generations
+//!
+//! Instead of two lists per type, each lruvec keeps up to four generations per type,
+//! numbered by an ever-growing sequence number. The youngest is `max_seq`, shared by anon
+//! and file; the oldest is `min_seq[type]`, one per type so that clean page cache can be
+//! evicted while swap is short. A folio's generation is stored as `seq % MAX_NR_GENS`
+//! (plus one, so that zero can mean "not on an MGLRU list"):
+//!
+//! ```text
+//!             min_seq[anon]=6                                 max_seq=9
+//!   anon        | seq 6 (gen 2) | seq 7 (gen 3) | seq 8 (gen 0) | seq 9 (gen 1) |
+//!   file                        | seq 7 (gen 3) | seq 8 (gen 0) | seq 9 (gen 1) |
+//!               <-- eviction takes the tail of min_seq      aging opens max_seq+1 -->
+//!                                               |<-- "active" in /proc/vmstat -->|
+//! ```
+//! The window `max_seq - min_seq + 1` of each type stays within [MIN_NR_GENS, MAX_NR_GENS]
+//! = [2, 4]. Two is the floor because a freshly faulted folio has to be looked at twice
+//! before eviction may take it: one look to clear the accessed bit its fault set, another
+//! to see whether anything touched it after that. Those two youngest generations are
+//! reported as the active lists, the rest as the inactive lists, so
+//! NR_ACTIVE_*/NR_INACTIVE_* and memory.stat keep their meaning.
+//!
+//! # Tiers
+//!
+//! Accesses through page tables are found by clearing accessed bits; the second time a
+//! folio is found accessed it is promoted straight to `max_seq` (`folio_update_gen`; the
+//! first time only sets PG_referenced). Accesses through file descriptors only bump a
+//! small counter in the folio (`lru_gen_inc_refs`): PG_referenced for the first, two more
+//! bits for the next three, PG_workingset after that. The counter places the folio in a
+//! tier, tier = order_base_2(accesses), with PG_workingset the last tier:
+//!
+//! ```text
+//!   accesses   0,1     2      3,4     5+ (PG_workingset)
+//!   tier        0      1       2       3
+//! ```
+//! Moving between tiers costs no lock; only eviction looks at them.
+//!
+//! # The PID controller
+//!
+//! Eviction must decide which type to take (anon or file) and which tiers to spare. It
+//! compares refault rates, refaulted / (evicted + protected), per type and tier: the
+//! "proportional" term is the rate in the generation being evicted, the "integral" term a
+//! moving average over earlier generations (halved at each `min_seq` step). Tier 0 of a type
+//! is the set point; from the first higher tier whose rate exceeds it (weighed 3 against
+//! 2), that tier and those above are protected: their folios move to `min_seq + 1` instead
+//! of being evicted. Between types, the rates are weighed by swappiness (anon) and
+//! 200 - swappiness (file).
+//!
+//! # Aging and eviction
+//!
+//! They form a producer and a consumer. Eviction (`evict_folios`) sorts the oldest
+//! generation of the chosen type: folios already promoted move to their generation,
+//! protected tiers and folios under writeback move one generation up, the rest are isolated
+//! and reclaimed. When the oldest generation empties, `min_seq` advances. When eviction runs
+//! out of generations (only two left) or is about to, aging (`try_to_inc_max_seq`) walks
+//! the page tables of the memcg's processes, promotes what it finds accessed, and opens a
+//! new generation with `inc_max_seq`; if a type already has four, its oldest generation is
+//! first folded into the next one (`inc_min_seq`). The walk skips page tables that a Bloom
+//! filter says had too few young entries last round; the filter is filled by the walk itself
+//! and by eviction's rmap walks (`lru_gen_look_around`).
+//!
+//! # The memcg LRU
+//!
+//! For global reclaim, each node keeps its memcgs' lruvecs in an LRU of their own: an old
+//! and a young generation (`seq % 3` and `(seq + 1) % 3`), each sharded into 8 bins of
+//! lists. Reclaim starts at a random bin of the old generation and walks it; a memcg that
+//! was aged or is too small moves to the young generation, one below memory.low moves to
+//! the tail once. When the old generation is empty, `seq` advances and young becomes old.
+//!
+//! # What is simplified
+//!
+//! - One zone per node, so `folios[gen][type][zone]` is `folios[gen][type]`, and every
+//!   folio is one page (every size delta is 1).
+//! - NR_HIST_GENS is 1 (no CONFIG_LRU_GEN_STATS).
+//! - Atomic counters (evicted, refaulted) are plain integers; READ_ONCE/WRITE_ONCE ordering
+//!   has no meaning in a sequential simulation.
+//! - Times are virtual nanoseconds passed in by the caller; the kernel stamps generations in
+//!   jiffies, so it sees coarser time (1 to 4 ms a tick).
+//! - Randomness (the memcg LRU's bin) is passed in by the caller.
+//! - Bloom filter keys hash (mm, PMD index) instead of the address of the PMD entry.
+//! - The mm_list and the memcg LRU bins are vectors searched linearly; the RCU traversal of
+//!   the hlist_nulls bins is modeled by successor look-ups (`LruGenMemcg::fifo_next`).
+//! - The per-folio gen and refs live in `Frames::lru_gen`, a byte per frame.
+//! - The compatibility sizes also go to `Lruvec::nr`; the kernel's __update_lru_size
+//!   updates the lruvec and zone counters but not the memcg per-zone LRU sizes.
+//! - Switching MGLRU on or off at run time (lru_gen_change_state, fill_evictable,
+//!   drain_evictable), the debugfs interface, demotion and PMD-mapped folios are not modeled.
+
+use super::mm_types::*;
+use super::mmzone::{ListHead, Lruvec, LRU_INACTIVE_FILE};
+use super::vmstat::{NodeStat, LRU_STAT};
+use super::workingset::{pack_shadow, unpack_shadow, EVICTION_MASK};
+use super::{LruvecId, Pfn, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX};
+
+// ---------------------------------------------------------------------------------------
+// Constants
+// ---------------------------------------------------------------------------------------
+
+/// The fewest generations a type may have: the two a folio needs for a second chance.
+pub const MIN_NR_GENS: u64 = 2;
+/// The most generations a type may have (twice the categories of active/inactive).
+pub const MAX_NR_GENS: u64 = 4;
+/// Tiers of accesses through file descriptors: order_base_2(accesses), last = workingset.
+pub const MAX_NR_TIERS: usize = 4;
+/// Bits of the gen counter: order_base_2(MAX_NR_GENS + 1).
+pub const LRU_GEN_WIDTH: u32 = 3;
+/// Bits of the refs counter: MAX_NR_TIERS - 2.
+pub const LRU_REFS_WIDTH: u32 = 2;
+/// The gen counter in `Frames::lru_gen` (gen+1, 0 = not on an MGLRU list).
+pub const LRU_GEN_MASK: u8 = (1 << LRU_GEN_WIDTH) - 1;
+/// Where the refs counter starts in `Frames::lru_gen`.
+pub const LRU_REFS_PGOFF: u32 = LRU_GEN_WIDTH;
+/// The refs counter in `Frames::lru_gen`.
+pub const LRU_REFS_MASK: u8 = ((1 << LRU_REFS_WIDTH) - 1) << LRU_REFS_PGOFF;
+/// refs + workingset of a folio whose every tier bit is set (BIT(LRU_REFS_WIDTH) + 1): it
+/// is lazily moved up without being counted as protected.
+const REFS_MAXED: usize = (1 << LRU_REFS_WIDTH) + 1;
+/// Smallest batch of MGLRU work (BITS_PER_LONG): isolation and skip limits, refault floor.
+pub const MIN_LRU_BATCH: u64 = 64;
+/// Largest batch of MGLRU work under one lock hold (MIN_LRU_BATCH * 64).
+pub const MAX_LRU_BATCH: u64 = MIN_LRU_BATCH * 64;
+/// Generations of history kept in protected/evicted/refaulted (1 without
+/// CONFIG_LRU_GEN_STATS).
+pub const NR_HIST_GENS: usize = 1;
+/// Generations of the memcg LRU: old and young, plus one so a stale read does not wrap.
+pub const MEMCG_NR_GENS: usize = 3;
+/// Bins each memcg LRU generation is sharded into.
+pub const MEMCG_NR_BINS: usize = 8;
+/// log2 of the bits of each Bloom filter (m = 32768, k = 2).
+pub const BLOOM_FILTER_SHIFT: u32 = 15;
+/// The double-buffered Bloom filters of an lruvec's mm_state.
+pub const NR_BLOOM_FILTERS: usize = 2;
+/// Bits of /sys/kernel/mm/lru_gen/enabled: the core (0x0001), page-table walks (0x0002),
+/// clearing the accessed bit in non-leaf PMD entries (0x0004).
+pub const LRU_GEN_CORE: u32 = 0;
+pub const LRU_GEN_MM_WALK: u32 = 1;
+pub const LRU_GEN_NONLEAF_YOUNG: u32 = 2;
+pub const NR_LRU_GEN_CAPS: u32 = 3;
+/// Folio types, the second index of the generation lists (folio_is_file_lru()).
+pub const LRU_GEN_ANON: usize = 0;
+pub const LRU_GEN_FILE: usize = 1;
+pub const ANON_AND_FILE: usize = 2;
+/// Swappiness bounds: 0 = file only, 200 = anon and file at equal cost, 201 = anon only
+/// (SWAPPINESS_ANON_ONLY, memory.reclaim's "swappiness=max").
+pub const MIN_SWAPPINESS: u32 = 0;
+pub const MAX_SWAPPINESS: u32 = 200;
+pub const SWAPPINESS_ANON_ONLY: u32 = MAX_SWAPPINESS + 1;
+
+// ---------------------------------------------------------------------------------------
+// struct lru_gen_folio
+// ---------------------------------------------------------------------------------------
+
+/// struct lru_gen_folio: one lruvec's generations, lists and feedback counters.
+///
+/// Simplified: one zone, so the lists and sizes have no zone index; the memcg LRU's
+/// hlist_nulls node is replaced by `bin` (which list of the node's memcg LRU holds this
+/// lruvec, `None` when unhashed).
+#[derive(Debug, Clone)]
+pub struct LruGenFolio {
+    /// The youngest generation; aging increments it.
+    pub max_seq: u64,
+    /// The oldest generation of each type; eviction increments them.
+    pub min_seq: [u64; ANON_AND_FILE],
+    /// Birth time of each generation [virtual ns] (the kernel stores jiffies).
+    pub timestamps: [u64; MAX_NR_GENS as usize],
+    /// The generation lists (head = young end); eviction puts misplaced folios right as
+    /// it meets them.
+    pub folios: [[ListHead; ANON_AND_FILE]; MAX_NR_GENS as usize],
+    /// Pages in each generation by the folios' gen counters [pages]; transiently off
+    /// (even negative) while a page-table walk holds a batch (`LruGenMmWalk`).
+    pub nr_pages: [[i64; ANON_AND_FILE]; MAX_NR_GENS as usize],
+    /// Moving average of refaulted pages per type and tier (halved per min_seq step).
+    pub avg_refaulted: [[u64; MAX_NR_TIERS]; ANON_AND_FILE],
+    /// Moving average of evicted + protected pages per type and tier.
+    pub avg_total: [[u64; MAX_NR_TIERS]; ANON_AND_FILE],
+    /// Pages moved up instead of evicted, in the generation being evicted (lru_lock).
+    pub protected: [[[u64; MAX_NR_TIERS]; ANON_AND_FILE]; NR_HIST_GENS],
+    /// Pages evicted from the generation being evicted (atomic in the kernel).
+    pub evicted: [[[u64; MAX_NR_TIERS]; ANON_AND_FILE]; NR_HIST_GENS],
+    /// Recent refaults of pages evicted from it (atomic in the kernel).
+    pub refaulted: [[[u64; MAX_NR_TIERS]; ANON_AND_FILE]; NR_HIST_GENS],
+    /// Whether MGLRU owns this lruvec's evictable folios (else the classic lists do).
+    pub enabled: bool,
+    /// The memcg LRU generation this lruvec is in (0..MEMCG_NR_GENS).
+    pub gen: u8,
+    /// The memcg LRU segment: 0 (default), MEMCG_LRU_HEAD or MEMCG_LRU_TAIL.
+    pub seg: u8,
+    /// The memcg LRU bin whose list holds this lruvec; None = not on the memcg LRU.
+    pub bin: Option<u8>,
+}
+
+impl Default for LruGenFolio {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LruGenFolio {
+    /// A disabled lruvec's lru_gen_folio, as lru_gen_init_lruvec() leaves it at time 0.
+    pub fn new() -> Self {
+        Self::init(false, 0)
+    }
+
+    /// lru_gen_init_lruvec(): max_seq starts at MIN_NR_GENS + 1 and both min_seq at 0, so
+    /// each type starts with the full window of MAX_NR_GENS generations, all born `now`.
+    pub fn init(enabled: bool, now: u64) -> Self {
+        LruGenFolio {
+            max_seq: MIN_NR_GENS + 1,
+            min_seq: [0; ANON_AND_FILE],
+            timestamps: [now; MAX_NR_GENS as usize],
+            folios: [[ListHead::default(); ANON_AND_FILE]; MAX_NR_GENS as usize],
+            nr_pages: [[0; ANON_AND_FILE]; MAX_NR_GENS as usize],
+            avg_refaulted: [[0; MAX_NR_TIERS]; ANON_AND_FILE],
+            avg_total: [[0; MAX_NR_TIERS]; ANON_AND_FILE],
+            protected: [[[0; MAX_NR_TIERS]; ANON_AND_FILE]; NR_HIST_GENS],
+            evicted: [[[0; MAX_NR_TIERS]; ANON_AND_FILE]; NR_HIST_GENS],
+            refaulted: [[[0; MAX_NR_TIERS]; ANON_AND_FILE]; NR_HIST_GENS],
+            enabled,
+            gen: 0,
+            seg: 0,
+            bin: None,
+        }
+    }
+}
+
+/// lru_gen_from_seq(): the list index of a sequence number.
+#[inline]
+pub fn lru_gen_from_seq(seq: u64) -> usize {
+    (seq % MAX_NR_GENS) as usize
+}
+
+/// lru_hist_from_seq(): the history slot of a sequence number (always 0 here).
+#[inline]
+pub fn lru_hist_from_seq(seq: u64) -> usize {
+    (seq % NR_HIST_GENS as u64) as usize
+}
+
+/// get_nr_gens(): the window of a type, max_seq - min_seq + 1.
+#[inline]
+pub fn get_nr_gens(lrugen: &LruGenFolio, ty: usize) -> u64 {
+    lrugen.max_seq + 1 - lrugen.min_seq[ty]
+}
+
+/// lru_gen_is_active(): is `gen` one of the two youngest generations?
+#[inline]
+pub fn lru_gen_is_active(lrugen: &LruGenFolio, gen: usize) -> bool {
+    gen == lru_gen_from_seq(lrugen.max_seq) || gen == lru_gen_from_seq(lrugen.max_seq - 1)
+}
+
+/// The type of a folio: LRU_GEN_FILE unless swap-backed (folio_is_file_lru()).
+#[inline]
+pub fn folio_type(page: &Page) -> usize {
+    page.is_file_lru() as usize
+}
+
+/// The classic list the compatibility size of (type, gen) goes to (lru_gen_update_size()).
+#[inline]
+fn compat_lru(lrugen: &LruGenFolio, ty: usize, gen: usize) -> usize {
+    ty * LRU_INACTIVE_FILE + lru_gen_is_active(lrugen, gen) as usize
+}
+
+/// Is a type evictable at this swappiness (for_each_evictable_type())? Anon needs
+/// swappiness above 0; file needs it at most MAX_SWAPPINESS.
+#[inline]
+pub fn type_is_evictable(ty: usize, swappiness: u32) -> bool {
+    if ty == LRU_GEN_FILE {
+        swappiness <= MAX_SWAPPINESS
+    } else {
+        swappiness != MIN_SWAPPINESS
+    }
+}
+
+/// evictable_min_seq(): the oldest min_seq among the evictable types.
+#[inline]
+pub fn evictable_min_seq(min_seq: [u64; ANON_AND_FILE], swappiness: u32) -> u64 {
+    let first = (swappiness == 0) as usize;
+    let last = (swappiness <= MAX_SWAPPINESS) as usize;
+    min_seq[first].min(min_seq[last])
+}
+
+// ---------------------------------------------------------------------------------------
+// Per-folio state: Frames::lru_gen and the flags
+// ---------------------------------------------------------------------------------------
+
+/// The gen counter of a byte: None when not on an MGLRU list (the kernel's -1).
+#[inline]
+fn byte_gen(b: u8) -> Option<usize> {
+    match b & LRU_GEN_MASK {
+        0 => None,
+        g => Some(g as usize - 1),
+    }
+}
+
+/// The refs counter of a byte (0..=3).
+#[inline]
+fn byte_refs(b: u8) -> u8 {
+    (b & LRU_REFS_MASK) >> LRU_REFS_PGOFF
+}
+
+/// Store gen+1 (0 for None) and keep the refs counter.
+#[inline]
+fn set_byte_gen(frames: &mut Frames, pfn: Pfn, gen: Option<usize>) {
+    let b = &mut frames.lru_gen[pfn as usize];
+    *b = (*b & !LRU_GEN_MASK) | gen.map_or(0, |g| g as u8 + 1);
+}
+
+/// Store the refs counter and keep the gen counter.
+#[inline]
+fn set_byte_refs(frames: &mut Frames, pfn: Pfn, refs: u8) {
+    let b = &mut frames.lru_gen[pfn as usize];
+    *b = (*b & !LRU_REFS_MASK) | ((refs << LRU_REFS_PGOFF) & LRU_REFS_MASK);
+}
+
+/// Clear LRU_REFS_FLAGS: the refs counter and PG_referenced.
+#[inline]
+fn clear_refs_flags(frames: &mut Frames, pfn: Pfn) {
+    set_byte_refs(frames, pfn, 0);
+    frames[pfn as usize].clear(PG_REFERENCED);
+}
+
+/// folio_lru_gen(): the folio's generation, None (the kernel's -1) when it is not on an
+/// MGLRU list.
+#[inline]
+pub fn folio_lru_gen(frames: &Frames, pfn: Pfn) -> Option<usize> {
+    byte_gen(frames.lru_gen[pfn as usize])
+}
+
+/// folio_lru_refs() on a page and its byte: accesses through file descriptors, counting
+/// PG_referenced as the first; 0 when PG_referenced is clear (the counter is then stale).
+#[inline]
+pub fn lru_refs(page: &Page, byte: u8) -> usize {
+    if !page.test(PG_REFERENCED) {
+        return 0;
+    }
+    byte_refs(byte) as usize + 1
+}
+
+/// folio_lru_refs(): see `lru_refs`.
+#[inline]
+pub fn folio_lru_refs(frames: &Frames, pfn: Pfn) -> usize {
+    lru_refs(&frames[pfn as usize], frames.lru_gen[pfn as usize])
+}
+
+/// lru_tier_from_refs(): workingset folios are in the last tier, the rest in
+/// order_base_2(refs): refs 0 and 1 -> 0, 2 -> 1, 3 and 4 -> 2.
+#[inline]
+pub fn lru_tier_from_refs(refs: usize, workingset: bool) -> usize {
+    debug_assert!(refs <= 1 << LRU_REFS_WIDTH);
+    if workingset {
+        return MAX_NR_TIERS - 1;
+    }
+    // order_base_2(n) = ceil(log2(n)), and 0 for n <= 1.
+    if refs <= 1 {
+        0
+    } else {
+        (usize::BITS - (refs - 1).leading_zeros()) as usize
+    }
+}
+
+/// lru_gen_inc_refs() (folio_mark_accessed with MGLRU, mm/swap.c): one access through a
+/// file descriptor. The first sets PG_referenced (and restarts the counter), the next three
+/// step the counter, and the one after that sets PG_workingset. Unevictable folios are
+/// left alone. No lock: the kernel does it with atomic flag operations.
+pub fn lru_gen_inc_refs(frames: &mut Frames, pfn: Pfn) {
+    let page = frames[pfn as usize];
+    if page.test(PG_UNEVICTABLE) {
+        return;
+    }
+    if !page.test(PG_REFERENCED) {
+        set_byte_refs(frames, pfn, 0);
+        frames[pfn as usize].set(PG_REFERENCED);
+        return;
+    }
+    let refs = byte_refs(frames.lru_gen[pfn as usize]);
+    if refs == (1 << LRU_REFS_WIDTH) - 1 {
+        frames[pfn as usize].set(PG_WORKINGSET);
+        return;
+    }
+    set_byte_refs(frames, pfn, refs + 1);
+}
+
+/// lru_gen_set_refs() (folio_check_references in the eviction's rmap walk, and
+/// lru_gen_look_around without a page-table walk): a young PTE was found. A folio seen
+/// young for the first time only gets PG_referenced (second chance); one seen before
+/// (referenced or workingset) loses its refs flags, gets PG_workingset, and is to be
+/// activated: returns true (FOLIOREF_ACTIVATE), false otherwise (FOLIOREF_KEEP).
+pub fn lru_gen_set_refs(frames: &mut Frames, pfn: Pfn) -> bool {
+    let page = frames[pfn as usize];
+    if !page.test(PG_REFERENCED) && !page.test(PG_WORKINGSET) {
+        set_byte_refs(frames, pfn, 0);
+        frames[pfn as usize].set(PG_REFERENCED);
+        return false;
+    }
+    clear_refs_flags(frames, pfn);
+    frames[pfn as usize].set(PG_WORKINGSET);
+    true
+}
+
+/// folio_update_gen() (the page-table walk found a young PTE): like lru_gen_set_refs, a
+/// folio seen for the first time only gets PG_referenced. Otherwise its gen counter is set
+/// to `gen` (the walk's max_seq generation) without moving it on the lists, its refs flags
+/// are cleared and PG_workingset set. Returns the previous generation, or None when only
+/// PG_referenced was set or the folio is off the MGLRU lists (isolated). The caller
+/// accounts the move (update_batch_size, or lru_gen_update_size under the lru_lock); the
+/// folio stays physically on its old list until eviction or inc_min_seq sorts it.
+pub fn folio_update_gen(frames: &mut Frames, pfn: Pfn, gen: usize) -> Option<usize> {
+    debug_assert!(gen < MAX_NR_GENS as usize);
+    let page = frames[pfn as usize];
+    if !page.test(PG_REFERENCED) && !page.test(PG_WORKINGSET) {
+        set_byte_refs(frames, pfn, 0);
+        frames[pfn as usize].set(PG_REFERENCED);
+        return None;
+    }
+    let old = folio_lru_gen(frames, pfn)?;
+    set_byte_gen(frames, pfn, Some(gen));
+    clear_refs_flags(frames, pfn);
+    frames[pfn as usize].set(PG_WORKINGSET);
+    Some(old)
+}
+
+/// folio_inc_gen() (eviction's protection, inc_min_seq's folding): move a folio of the
+/// oldest generation to the next one, clearing its refs flags (so lru_gen_inc_refs starts
+/// over) and, when `reclaiming`, setting PG_reclaim so folio_end_writeback rotates it. A
+/// folio the page-table walk already promoted keeps its generation. Returns the new
+/// generation; the caller moves the folio to that list. Caller holds lru_lock.
+pub fn folio_inc_gen(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming: bool) -> usize {
+    let ty = folio_type(&frames[pfn as usize]);
+    let old_gen = lru_gen_from_seq(lv.lrugen.min_seq[ty]);
+    let cur = folio_lru_gen(frames, pfn);
+    debug_assert!(
+        cur.is_some(),
+        "pfn {pfn}: folio_inc_gen off the MGLRU lists"
+    );
+    if let Some(g) = cur {
+        if g != old_gen {
+            return g;
+        }
+    }
+    let new_gen = (old_gen + 1) % MAX_NR_GENS as usize;
+    set_byte_gen(frames, pfn, Some(new_gen));
+    clear_refs_flags(frames, pfn);
+    if reclaiming {
+        frames[pfn as usize].set(PG_RECLAIM);
+    }
+    lru_gen_update_size(lv, ty, Some(old_gen), Some(new_gen));
+    new_gen
+}
+
+// ---------------------------------------------------------------------------------------
+// Sizes, placement and the generation lists
+// ---------------------------------------------------------------------------------------
+
+/// __update_lru_size(): the compatibility size of a classic list, in `Lruvec::nr` and its
+/// NR_{IN,}ACTIVE_* item. `nr` wraps while a walk batch holds the count transiently
+/// negative, as the kernel's long counters go negative.
+#[inline]
+pub fn update_lru_size(lv: &mut Lruvec, lru: usize, delta: i64) {
+    lv.nr[lru] = lv.nr[lru].wrapping_add_signed(delta);
+    lv.stat[LRU_STAT[lru] as usize] += delta;
+}
+
+/// lru_gen_update_size(): move one page of type `ty` from generation `old` to `new` (None
+/// = off the lists) in nr_pages and in the compatibility sizes: an addition counts in the
+/// active or inactive list of its generation, a deletion uncounts, and a move from an
+/// inactive to an active generation moves the page between the two. A move from active to
+/// inactive never happens here (demotion goes through isolation). Caller holds lru_lock.
+pub fn lru_gen_update_size(lv: &mut Lruvec, ty: usize, old: Option<usize>, new: Option<usize>) {
+    debug_assert!(old.is_some() || new.is_some());
+    if let Some(o) = old {
+        lv.lrugen.nr_pages[o][ty] -= 1;
+    }
+    if let Some(n) = new {
+        lv.lrugen.nr_pages[n][ty] += 1;
+    }
+    let g = &lv.lrugen;
+    match (old, new) {
+        (None, Some(n)) => {
+            let lru = compat_lru(g, ty, n);
+            update_lru_size(lv, lru, 1);
+        }
+        (Some(o), None) => {
+            let lru = compat_lru(g, ty, o);
+            update_lru_size(lv, lru, -1);
+        }
+        (Some(o), Some(n)) => {
+            let (was, is) = (lru_gen_is_active(g, o), lru_gen_is_active(g, n));
+            debug_assert!(!was || is, "demotion of gen {o} to {n} without isolation");
+            if !was && is {
+                update_lru_size(lv, ty * LRU_INACTIVE_FILE, -1);
+                update_lru_size(lv, ty * LRU_INACTIVE_FILE + 1, 1);
+            }
+        }
+        (None, None) => {}
+    }
+}
+
+/// lru_gen_folio_seq(): the generation a folio joins when added to the lists.
+///
+/// - PG_active (set only while off the lists, e.g. faulted in, or activated by reclaim):
+///   the second youngest, or the youngest with PG_workingset;
+/// - `reclaiming` (lruvec_add_folio_tail: rotated at writeback end): the oldest;
+/// - anon not in the swap cache, or PG_reclaim with dirty or writeback: the second youngest,
+///   since it cannot be evicted right away;
+/// - otherwise (page cache, swap cache): the oldest, or the second oldest with
+///   PG_workingset.
+///
+/// The result is never below the type's min_seq (a narrow window clamps "oldest" up).
+pub fn lru_gen_folio_seq(lrugen: &LruGenFolio, page: &Page, reclaiming: bool) -> u64 {
+    let ws = page.test(PG_WORKINGSET) as u64;
+    let gen = if page.test(PG_ACTIVE) {
+        MIN_NR_GENS - ws
+    } else if reclaiming {
+        MAX_NR_GENS
+    } else if (!page.is_file_lru() && !page.test(PG_SWAPCACHE))
+        || (page.test(PG_RECLAIM) && (page.test(PG_DIRTY) || page.test(PG_WRITEBACK)))
+    {
+        MIN_NR_GENS
+    } else {
+        MAX_NR_GENS - ws
+    };
+    // max_seq >= MIN_NR_GENS + 1 and gen <= MAX_NR_GENS: no underflow.
+    (lrugen.max_seq + 1 - gen).max(lrugen.min_seq[folio_type(page)])
+}
+
+/// list_add(): link at the head (young end).
+fn list_add(links: &mut [LruLink], head: &mut ListHead, pfn: Pfn) {
+    let old = head.head;
+    links[pfn as usize] = LruLink {
+        prev: NIL,
+        next: old,
+    };
+    if old != NIL {
+        links[old as usize].prev = pfn;
+    } else {
+        head.tail = pfn;
+    }
+    head.head = pfn;
+}
+
+/// list_add_tail(): link at the tail (the next one eviction takes).
+fn list_add_tail(links: &mut [LruLink], head: &mut ListHead, pfn: Pfn) {
+    let old = head.tail;
+    links[pfn as usize] = LruLink {
+        prev: old,
+        next: NIL,
+    };
+    if old != NIL {
+        links[old as usize].next = pfn;
+    } else {
+        head.head = pfn;
+    }
+    head.tail = pfn;
+}
+
+/// list_del() from whichever generation list of type `ty` holds the folio. The folio's gen
+/// counter does not say which (a promoted folio waits on its old list to be sorted), so an
+/// end of a list is found by comparing the four lists' ends.
+fn gen_list_del(links: &mut [LruLink], lrugen: &mut LruGenFolio, ty: usize, pfn: Pfn) {
+    let LruLink { prev, next } = links[pfn as usize];
+    if prev != NIL {
+        links[prev as usize].next = next;
+    } else {
+        let l = lrugen.folios.iter_mut().find(|l| l[ty].head == pfn);
+        debug_assert!(l.is_some(), "pfn {pfn}: first of no list");
+        if let Some(l) = l {
+            l[ty].head = next;
+        }
+    }
+    if next != NIL {
+        links[next as usize].prev = prev;
+    } else {
+        let l = lrugen.folios.iter_mut().find(|l| l[ty].tail == pfn);
+        debug_assert!(l.is_some(), "pfn {pfn}: last of no list");
+        if let Some(l) = l {
+            l[ty].tail = prev;
+        }
+    }
+    links[pfn as usize] = LruLink {
+        prev: NIL,
+        next: NIL,
+    };
+}
+
+/// list_move() / list_move_tail() of a folio to the head (or tail) of generation `gen`.
+fn gen_list_move(frames: &mut Frames, lrugen: &mut LruGenFolio, pfn: Pfn, gen: usize, tail: bool) {
+    let ty = folio_type(&frames[pfn as usize]);
+    gen_list_del(&mut frames.links, lrugen, ty, pfn);
+    let head = &mut lrugen.folios[gen][ty];
+    if tail {
+        list_add_tail(&mut frames.links, head, pfn);
+    } else {
+        list_add(&mut frames.links, head, pfn);
+    }
+}
+
+/// lru_gen_add_folio() (lruvec_add_folio, and lruvec_add_folio_tail with `reclaiming`): put
+/// a folio on the generation lru_gen_folio_seq picks, at the head, or at the tail when
+/// `reclaiming` so it is the next to go. Clears PG_active and sets PG_lru (the project's
+/// lruvec_add_folio sets PG_lru too). Returns false, touching nothing, for an unevictable
+/// folio or a lruvec with MGLRU off: the caller then uses the classic lists. Caller holds
+/// lru_lock.
+pub fn lru_gen_add_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming: bool) -> bool {
+    debug_assert!(
+        folio_lru_gen(frames, pfn).is_none(),
+        "pfn {pfn} added twice"
+    );
+    let page = frames[pfn as usize];
+    if page.test(PG_UNEVICTABLE) || !lv.lrugen.enabled {
+        return false;
+    }
+    let ty = folio_type(&page);
+    let gen = lru_gen_from_seq(lru_gen_folio_seq(&lv.lrugen, &page, reclaiming));
+    set_byte_gen(frames, pfn, Some(gen));
+    frames[pfn as usize].clear(PG_ACTIVE);
+    frames[pfn as usize].set(PG_LRU);
+    lru_gen_update_size(lv, ty, None, Some(gen));
+    let head = &mut lv.lrugen.folios[gen][ty];
+    if reclaiming {
+        list_add_tail(&mut frames.links, head, pfn);
+    } else {
+        list_add(&mut frames.links, head, pfn);
+    }
+    true
+}
+
+/// lru_gen_del_folio() (lruvec_del_folio, isolate_folio): take a folio off the MGLRU
+/// lists. Unless `reclaiming`, a folio of an active generation leaves with PG_active so
+/// that it comes back active (folio_migrate_flags). Leaves PG_lru to the caller. Returns
+/// false when the folio is not on the MGLRU lists. Caller holds lru_lock.
+pub fn lru_gen_del_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming: bool) -> bool {
+    let Some(gen) = folio_lru_gen(frames, pfn) else {
+        return false;
+    };
+    let page = frames[pfn as usize];
+    debug_assert!(!page.test(PG_ACTIVE) && !page.test(PG_UNEVICTABLE));
+    let ty = folio_type(&page);
+    if !reclaiming && lru_gen_is_active(&lv.lrugen, gen) {
+        frames[pfn as usize].set(PG_ACTIVE);
+    }
+    set_byte_gen(frames, pfn, None);
+    lru_gen_update_size(lv, ty, Some(gen), None);
+    gen_list_del(&mut frames.links, &mut lv.lrugen, ty, pfn);
+    true
+}
+
+/// Take a folio off its generation list without uncounting it: scan_folios parks the
+/// folios it could not isolate on a private list (list_move to `moved`) until the zone is
+/// done. Put them back with `lru_gen_list_splice`.
+pub fn lru_gen_list_unlink(frames: &mut Frames, lrugen: &mut LruGenFolio, pfn: Pfn) {
+    let ty = folio_type(&frames[pfn as usize]);
+    gen_list_del(&mut frames.links, lrugen, ty, pfn);
+}
+
+/// list_splice(&moved, head) in scan_folios: put the folios parked with
+/// `lru_gen_list_unlink` back at the head of generation `gen`, given in the order they were
+/// parked; the last parked ends up first, as the kernel's head-inserted `moved` list does.
+pub fn lru_gen_list_splice(
+    frames: &mut Frames,
+    lrugen: &mut LruGenFolio,
+    gen: usize,
+    parked: &[Pfn],
+) {
+    for &pfn in parked {
+        let ty = folio_type(&frames[pfn as usize]);
+        list_add(&mut frames.links, &mut lrugen.folios[gen][ty], pfn);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The PID controller
+// ---------------------------------------------------------------------------------------
+
+/// struct ctrl_pos: refaults and total (evicted + protected) of a type's tier or tiers,
+/// with the gain they are weighed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CtrlPos {
+    pub refaulted: u64,
+    pub total: u64,
+    pub gain: u64,
+}
+
+/// read_ctrl_pos(): sum the moving averages and the current generation's counters of one
+/// tier, or of all tiers when `tier` is MAX_NR_TIERS.
+pub fn read_ctrl_pos(lrugen: &LruGenFolio, ty: usize, tier: usize, gain: u64) -> CtrlPos {
+    let hist = lru_hist_from_seq(lrugen.min_seq[ty]);
+    let mut pos = CtrlPos {
+        refaulted: 0,
+        total: 0,
+        gain,
+    };
+    for i in tier % MAX_NR_TIERS..=tier.min(MAX_NR_TIERS - 1) {
+        pos.refaulted += lrugen.avg_refaulted[ty][i] + lrugen.refaulted[hist][ty][i];
+        pos.total +=
+            lrugen.avg_total[ty][i] + lrugen.protected[hist][ty][i] + lrugen.evicted[hist][ty][i];
+    }
+    pos
+}
+
+/// reset_ctrl_pos(): with `carryover` (min_seq of `ty` is about to advance), fold the
+/// current generation's counters into the moving averages, avg = (avg + current) / 2, and
+/// clear the counters (NR_HIST_GENS is 1). Without `carryover` (inc_max_seq) there is
+/// nothing to do when NR_HIST_GENS is 1. Caller holds lru_lock.
+pub fn reset_ctrl_pos(lrugen: &mut LruGenFolio, ty: usize, carryover: bool) {
+    let clear = if carryover {
+        NR_HIST_GENS == 1
+    } else {
+        NR_HIST_GENS > 1
+    };
+    if !carryover && !clear {
+        return;
+    }
+    let seq = if carryover {
+        lrugen.min_seq[ty]
+    } else {
+        lrugen.max_seq + 1
+    };
+    let hist = lru_hist_from_seq(seq);
+    for tier in 0..MAX_NR_TIERS {
+        if carryover {
+            let sum = lrugen.avg_refaulted[ty][tier] + lrugen.refaulted[hist][ty][tier];
+            lrugen.avg_refaulted[ty][tier] = sum / 2;
+            let sum = lrugen.avg_total[ty][tier]
+                + lrugen.protected[hist][ty][tier]
+                + lrugen.evicted[hist][ty][tier];
+            lrugen.avg_total[ty][tier] = sum / 2;
+        }
+        if clear {
+            lrugen.refaulted[hist][ty][tier] = 0;
+            lrugen.evicted[hist][ty][tier] = 0;
+            lrugen.protected[hist][ty][tier] = 0;
+        }
+    }
+}
+
+/// positive_ctrl_err(): true when the process variable refaults no more than the set
+/// point, pv.refaulted / pv.total <= sp.refaulted / sp.total weighed by the gains (with
+/// MIN_LRU_BATCH added to sp.total and 1 to sp.refaulted against small samples), or when it
+/// has too few refaults to judge (fewer than MIN_LRU_BATCH). Products wrap like the
+/// kernel's unsigned long.
+pub fn positive_ctrl_err(sp: &CtrlPos, pv: &CtrlPos) -> bool {
+    pv.refaulted < MIN_LRU_BATCH
+        || pv
+            .refaulted
+            .wrapping_mul(sp.total + MIN_LRU_BATCH)
+            .wrapping_mul(sp.gain)
+            <= (sp.refaulted + 1)
+                .wrapping_mul(pv.total)
+                .wrapping_mul(pv.gain)
+}
+
+/// get_tier_idx(): the highest tier eviction takes from. Tier 0 with gain 2 is the set
+/// point; tiers 1, 2, 3 in turn with gain 3 until one refaults more. The 3:2 weighing leaves
+/// room for noise, since folios of a higher tier were accessed at least twice as often and
+/// should refault more anyway. Returns that tier - 1 (3 when none does); tiers above it are
+/// protected.
+pub fn get_tier_idx(lrugen: &LruGenFolio, ty: usize) -> usize {
+    let sp = read_ctrl_pos(lrugen, ty, 0, 2);
+    let mut tier = 1;
+    while tier < MAX_NR_TIERS {
+        let pv = read_ctrl_pos(lrugen, ty, tier, 3);
+        if !positive_ctrl_err(&sp, &pv) {
+            break;
+        }
+        tier += 1;
+    }
+    tier - 1
+}
+
+/// get_type_to_scan(): the type eviction tries first. Swappiness 0 and 1 take file, 200
+/// and 201 anon (v6.18's shortcuts); in between, all tiers of anon weighed by swappiness
+/// are the set point and all tiers of file weighed by 200 - swappiness the process
+/// variable: file unless file refaults more.
+pub fn get_type_to_scan(lrugen: &LruGenFolio, swappiness: u32) -> usize {
+    if swappiness <= MIN_SWAPPINESS + 1 {
+        return LRU_GEN_FILE;
+    }
+    if swappiness >= MAX_SWAPPINESS {
+        return LRU_GEN_ANON;
+    }
+    let sp = read_ctrl_pos(lrugen, LRU_GEN_ANON, MAX_NR_TIERS, swappiness as u64);
+    let pv = read_ctrl_pos(
+        lrugen,
+        LRU_GEN_FILE,
+        MAX_NR_TIERS,
+        (MAX_SWAPPINESS - swappiness) as u64,
+    );
+    positive_ctrl_err(&sp, &pv) as usize
+}
+
+// ---------------------------------------------------------------------------------------
+// Aging and eviction bookkeeping
+// ---------------------------------------------------------------------------------------
+
+/// get_swappiness(): the swappiness MGLRU works with. 0 (file only) when the reclaim may
+/// not swap or the memcg has fewer than MIN_LRU_BATCH swap pages left (demotion targets are
+/// not modeled); else the reclaim's swappiness (sc_swappiness: memory.reclaim's override or
+/// the memcg's).
+pub fn get_swappiness(may_swap: bool, nr_swap_pages: u64, sc_swappiness: u32) -> u32 {
+    if !may_swap || nr_swap_pages < MIN_LRU_BATCH {
+        return 0;
+    }
+    sc_swappiness
+}
+
+/// inc_min_seq(): retire the oldest generation of `ty` (its window is MAX_NR_GENS and
+/// aging needs a slot). Its folios are moved, from the tail, to the tail of the next
+/// generation (or of the one the walk promoted them to), each counted as protected except
+/// those whose tier bits are all set (refs 4 and workingset, lazily promoted). A type that
+/// is not evictable at this swappiness keeps its folios where they are; they end up in the
+/// new youngest generation (the kernel accepts this cold/hot inversion). Then the
+/// controller carries over and min_seq advances. Returns false, with min_seq unchanged,
+/// after moving MAX_LRU_BATCH folios: the caller drops the lru_lock, reschedules and
+/// retries (inc_max_seq's restart). Caller holds lru_lock.
+pub fn inc_min_seq(frames: &mut Frames, lv: &mut Lruvec, ty: usize, swappiness: u32) -> bool {
+    let hist = lru_hist_from_seq(lv.lrugen.min_seq[ty]);
+    let old_gen = lru_gen_from_seq(lv.lrugen.min_seq[ty]);
+    if type_is_evictable(ty, swappiness) {
+        let mut remaining = MAX_LRU_BATCH;
+        loop {
+            let pfn = lv.lrugen.folios[old_gen][ty].tail;
+            if pfn == NIL {
+                break;
+            }
+            let page = frames[pfn as usize];
+            debug_assert!(!page.test(PG_UNEVICTABLE) && !page.test(PG_ACTIVE));
+            let refs = lru_refs(&page, frames.lru_gen[pfn as usize]);
+            let ws = page.test(PG_WORKINGSET);
+            let new_gen = folio_inc_gen(frames, lv, pfn, false);
+            gen_list_move(frames, &mut lv.lrugen, pfn, new_gen, true);
+            if refs + ws as usize != REFS_MAXED {
+                lv.lrugen.protected[hist][ty][lru_tier_from_refs(refs, ws)] += 1;
+            }
+            remaining -= 1;
+            if remaining == 0 {
+                return false;
+            }
+        }
+    }
+    reset_ctrl_pos(&mut lv.lrugen, ty, true);
+    lv.lrugen.min_seq[ty] += 1;
+    true
+}
+
+/// try_to_inc_min_seq(): advance the min_seq of each evictable type past its empty oldest
+/// generations, keeping at least MIN_NR_GENS. When both types are evictable, neither may
+/// get ahead of max_seq - MIN_NR_GENS while the other lags behind it, so that anon and file
+/// stay within reach of each other. Returns whether any min_seq advanced. Caller holds
+/// lru_lock.
+pub fn try_to_inc_min_seq(lrugen: &mut LruGenFolio, swappiness: u32) -> bool {
+    let mut min_seq = lrugen.min_seq;
+    for (ty, seq) in min_seq.iter_mut().enumerate() {
+        if !type_is_evictable(ty, swappiness) {
+            continue;
+        }
+        while *seq + MIN_NR_GENS <= lrugen.max_seq
+            && lrugen.folios[lru_gen_from_seq(*seq)][ty].head == NIL
+        {
+            *seq += 1;
+        }
+    }
+    if swappiness != 0 && swappiness <= MAX_SWAPPINESS {
+        let seq = lrugen.max_seq - MIN_NR_GENS;
+        let (anon, file) = (LRU_GEN_ANON, LRU_GEN_FILE);
+        if min_seq[anon] > seq && min_seq[file] < seq {
+            min_seq[anon] = seq;
+        } else if min_seq[file] > seq && min_seq[anon] < seq {
+            min_seq[file] = seq;
+        }
+    }
+    let mut success = false;
+    for (ty, &seq) in min_seq.iter().enumerate() {
+        if !type_is_evictable(ty, swappiness) || seq <= lrugen.min_seq[ty] {
+            continue;
+        }
+        reset_ctrl_pos(lrugen, ty, true);
+        lrugen.min_seq[ty] = seq;
+        success = true;
+    }
+    success
+}
+
+/// What inc_max_seq() did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncMaxSeq {
+    /// `seq` is no longer max_seq: someone else aged this lruvec (the kernel's false).
+    Stale,
+    /// inc_min_seq spent its batch; drop the lru_lock, reschedule, call again.
+    Busy,
+    /// max_seq advanced (the kernel's true).
+    Done,
+}
+
+/// inc_max_seq(): open a new youngest generation. A type at MAX_NR_GENS first retires its
+/// oldest (inc_min_seq). The generation max_seq - 1 stops counting as active and the one
+/// about to become max_seq + 1 starts (it can still hold folios of a type that was not
+/// evictable, see inc_min_seq), so their sizes swap sides in the compatibility counts. The
+/// new generation is born at `now` [virtual ns; the kernel uses jiffies]. Caller holds
+/// lru_lock.
+pub fn inc_max_seq(
+    frames: &mut Frames,
+    lv: &mut Lruvec,
+    seq: u64,
+    swappiness: u32,
+    now: u64,
+) -> IncMaxSeq {
+    if seq != lv.lrugen.max_seq {
+        return IncMaxSeq::Stale;
+    }
+    for ty in 0..ANON_AND_FILE {
+        if get_nr_gens(&lv.lrugen, ty) == MAX_NR_GENS && !inc_min_seq(frames, lv, ty, swappiness) {
+            return IncMaxSeq::Busy;
+        }
+    }
+    let prev = lru_gen_from_seq(lv.lrugen.max_seq - 1);
+    let next = lru_gen_from_seq(lv.lrugen.max_seq + 1);
+    for ty in 0..ANON_AND_FILE {
+        let delta = lv.lrugen.nr_pages[prev][ty] - lv.lrugen.nr_pages[next][ty];
+        if delta != 0 {
+            update_lru_size(lv, ty * LRU_INACTIVE_FILE, delta);
+            update_lru_size(lv, ty * LRU_INACTIVE_FILE + 1, -delta);
+        }
+    }
+    for ty in 0..ANON_AND_FILE {
+        reset_ctrl_pos(&mut lv.lrugen, ty, false);
+    }
+    lv.lrugen.timestamps[next] = now;
+    lv.lrugen.max_seq += 1;
+    IncMaxSeq::Done
+}
+
+/// should_run_aging(): returns (need_aging, evictable pages). Aging is required when the
+/// oldest evictable generation is fewer than MIN_NR_GENS below max_seq (only the two
+/// youngest are left, which eviction may not take; the size is then 0), and due when it
+/// is exactly MIN_NR_GENS below (three left: eviction can take one more). The size sums
+/// nr_pages, a negative count as 0, over all generations of the evictable types.
+pub fn should_run_aging(lrugen: &LruGenFolio, max_seq: u64, swappiness: u32) -> (bool, u64) {
+    let oldest = evictable_min_seq(lrugen.min_seq, swappiness);
+    if oldest + MIN_NR_GENS > max_seq {
+        return (true, 0);
+    }
+    let mut size = 0u64;
+    for ty in 0..ANON_AND_FILE {
+        if !type_is_evictable(ty, swappiness) {
+            continue;
+        }
+        for seq in lrugen.min_seq[ty]..=max_seq {
+            size += lrugen.nr_pages[lru_gen_from_seq(seq)][ty].max(0) as u64;
+        }
+    }
+    (oldest + MIN_NR_GENS == max_seq, size)
+}
+
+/// What get_nr_to_scan() asks of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NrToScan {
+    /// -1: stop, and the lruvec should be rotated (below memory.min, or just aged).
+    Stop,
+    /// Scan up to this many pages (0 stops without rotating).
+    Scan(u64),
+    /// Aging is due: try_to_inc_max_seq(max_seq, swappiness, false); on success the
+    /// answer is `Stop` (-1), else `Scan(0)`.
+    Aging { max_seq: u64 },
+}
+
+/// get_nr_to_scan(): how much try_to_shrink_lruvec may scan. Below memory.min: stop. A
+/// deleted (offline) memcg has all its pages scanned. Otherwise the size is scaled by
+/// memory.low/min (`protect`: apply_proportional_protection, since v6.16 also for MGLRU)
+/// and, unless aging is due outside DEF_PRIORITY, shifted by the priority.
+pub fn get_nr_to_scan(
+    lrugen: &LruGenFolio,
+    swappiness: u32,
+    below_min: bool,
+    online: bool,
+    priority: i32,
+    protect: impl FnOnce(u64) -> u64,
+) -> NrToScan {
+    if below_min {
+        return NrToScan::Stop;
+    }
+    let max_seq = lrugen.max_seq;
+    let (aging, nr) = should_run_aging(lrugen, max_seq, swappiness);
+    if nr != 0 && !online {
+        return NrToScan::Scan(nr);
+    }
+    let nr = protect(nr);
+    if !aging || priority == DEF_PRIORITY {
+        return NrToScan::Scan(nr >> priority.clamp(0, 63));
+    }
+    NrToScan::Aging { max_seq }
+}
+
+/// apply_proportional_protection() (mm/vmscan.c, shared by get_scan_count and, since
+/// v6.16, get_nr_to_scan): scale `scan` down by the protected share of the memcg's usage.
+/// memory.low counts unless this is the pass that overrides it (`memcg_low_reclaim`) or min
+/// is larger; then memory.min. At least SWAP_CLUSTER_MAX stays. Returns the scaled count
+/// and whether memory.low was honoured (sc->memcg_low_skipped = 1).
+pub fn apply_proportional_protection(
+    scan: u64,
+    min: u64,
+    low: u64,
+    usage: u64,
+    memcg_low_reclaim: bool,
+) -> (u64, bool) {
+    if min == 0 && low == 0 {
+        return (scan, false);
+    }
+    let (protection, low_skipped) = if !memcg_low_reclaim && low > min {
+        (low, true)
+    } else {
+        (min, false)
+    };
+    let usage = usage.max(protection);
+    let cut = (scan as u128 * protection as u128 / (usage as u128 + 1)) as u64;
+    ((scan - cut).max(SWAP_CLUSTER_MAX), low_skipped)
+}
+
+/// fls_long(): the 1-based index of the highest set bit, 0 for 0.
+#[inline]
+fn fls_long(x: u64) -> i32 {
+    (u64::BITS - x.leading_zeros()) as i32
+}
+
+/// set_initial_priority() (lru_gen_shrink_node, lru_gen_age_node): at DEF_PRIORITY with
+/// at least MIN_LRU_BATCH to reclaim, start at the priority where (reclaimable >> priority)
+/// is about nr_to_reclaim: fls(reclaimable) - 1 - fls(nr_to_reclaim - 1), clamped to
+/// [DEF_PRIORITY / 2, DEF_PRIORITY]. `reclaimable` is the node's NR_INACTIVE_FILE, plus
+/// NR_INACTIVE_ANON when anon can be reclaimed. Returns the priority to use.
+pub fn set_initial_priority(priority: i32, nr_to_reclaim: u64, reclaimable: u64) -> i32 {
+    if priority != DEF_PRIORITY || nr_to_reclaim < MIN_LRU_BATCH {
+        return priority;
+    }
+    let p = fls_long(reclaimable) - 1 - fls_long(nr_to_reclaim - 1);
+    p.clamp(DEF_PRIORITY / 2, DEF_PRIORITY)
+}
+
+/// lruvec_is_sizable(): are the evictable generations big enough to be worth a pass? For
+/// an online memcg, (total >> priority) != 0; offline, any page at all.
+pub fn lruvec_is_sizable(
+    lrugen: &LruGenFolio,
+    swappiness: u32,
+    online: bool,
+    priority: i32,
+) -> bool {
+    let mut total = 0u64;
+    for ty in 0..ANON_AND_FILE {
+        if !type_is_evictable(ty, swappiness) {
+            continue;
+        }
+        for seq in lrugen.min_seq[ty]..=lrugen.max_seq {
+            total += lrugen.nr_pages[lru_gen_from_seq(seq)][ty].max(0) as u64;
+        }
+    }
+    if online {
+        total >> priority.clamp(0, 63) != 0
+    } else {
+        total != 0
+    }
+}
+
+/// The min_ttl test of lruvec_is_reclaimable(): was the oldest evictable generation born
+/// more than `min_ttl` ago (time_is_before_jiffies(birth + min_ttl))? Times in virtual ns;
+/// the kernel compares jiffies. The caller also requires !below_min and
+/// `lruvec_is_sizable`.
+pub fn lru_gen_oldest_expired(
+    lrugen: &LruGenFolio,
+    swappiness: u32,
+    min_ttl: u64,
+    now: u64,
+) -> bool {
+    let gen = lru_gen_from_seq(evictable_min_seq(lrugen.min_seq, swappiness));
+    lrugen.timestamps[gen].saturating_add(min_ttl) < now
+}
+
+/// sort_folio()'s verdict on a folio at the tail of the oldest generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortFolio {
+    /// No longer evictable: off MGLRU, PG_unevictable, onto the unevictable list
+    /// (UNEVICTABLE_PGCULLED).
+    Unevictable,
+    /// The page-table walk promoted it: move to the head of its generation.
+    Promoted { gen: usize },
+    /// A tier above tier_idx, or all tier bits set: folio_inc_gen, head of min_seq + 1;
+    /// `tier` is counted in protected[hist][type][tier] unless all bits were set.
+    Protected { tier: Option<usize> },
+    /// Cannot be taken now (PG_lru clear: someone else holds it off the LRU; a zone above
+    /// reclaim_idx cannot happen with one zone): folio_inc_gen, tail of min_seq + 1.
+    Ineligible,
+    /// Under writeback, or dirty file: folio_inc_gen with PG_reclaim, head of min_seq + 1.
+    /// A dirty file folio adds to sc->nr.file_taken, and to sc->nr.unqueued_dirty when not
+    /// under writeback.
+    Writeback {
+        file_taken: bool,
+        unqueued_dirty: bool,
+    },
+    /// Not sorted: try isolate_folio.
+    Isolate,
+}
+
+impl SortFolio {
+    /// sort_folio()'s return value: true when the folio was sorted (counted in PGREFILL).
+    pub fn sorted(&self) -> bool {
+        !matches!(self, SortFolio::Isolate)
+    }
+}
+
+/// sort_folio()'s decision, a pure function of the folio's flags and byte: `evictable` is
+/// folio_evictable(), `on_lru` whether the kernel's PG_lru would be set (in the project:
+/// PG_LRU and not PG_INBATCH). The checks run in the kernel's order.
+pub fn sort_folio_decide(
+    lrugen: &LruGenFolio,
+    page: &Page,
+    byte: u8,
+    tier_idx: usize,
+    evictable: bool,
+    on_lru: bool,
+) -> SortFolio {
+    let ty = folio_type(page);
+    let refs = lru_refs(page, byte);
+    let ws = page.test(PG_WORKINGSET);
+    let tier = lru_tier_from_refs(refs, ws);
+    if !evictable {
+        return SortFolio::Unevictable;
+    }
+    let min_gen = lru_gen_from_seq(lrugen.min_seq[ty]);
+    match byte_gen(byte) {
+        Some(gen) if gen != min_gen => return SortFolio::Promoted { gen },
+        _ => {}
+    }
+    let maxed = refs + ws as usize == REFS_MAXED;
+    if tier > tier_idx || maxed {
+        return SortFolio::Protected {
+            tier: (!maxed).then_some(tier),
+        };
+    }
+    if !on_lru {
+        return SortFolio::Ineligible;
+    }
+    let (dirty, writeback) = (page.test(PG_DIRTY), page.test(PG_WRITEBACK));
+    let file_dirty = ty == LRU_GEN_FILE && dirty;
+    if writeback || file_dirty {
+        return SortFolio::Writeback {
+            file_taken: file_dirty,
+            unqueued_dirty: file_dirty && !writeback,
+        };
+    }
+    SortFolio::Isolate
+}
+
+/// sort_folio(): decide (see `sort_folio_decide`) and carry it out on the lists, except the
+/// UNEVICTABLE_PGCULLED event and the sc->nr counts, which are the caller's. `evictable` is
+/// folio_evictable(). Caller holds lru_lock.
+pub fn sort_folio(
+    frames: &mut Frames,
+    lv: &mut Lruvec,
+    pfn: Pfn,
+    tier_idx: usize,
+    evictable: bool,
+) -> SortFolio {
+    let page = frames[pfn as usize];
+    let on_lru = page.test(PG_LRU) && !page.test(PG_INBATCH);
+    let byte = frames.lru_gen[pfn as usize];
+    let verdict = sort_folio_decide(&lv.lrugen, &page, byte, tier_idx, evictable, on_lru);
+    match verdict {
+        SortFolio::Unevictable => {
+            lru_gen_del_folio(frames, lv, pfn, true);
+            frames[pfn as usize].set(PG_UNEVICTABLE);
+            super::mmzone::lruvec_add_folio(frames, lv, pfn);
+        }
+        SortFolio::Promoted { gen } => gen_list_move(frames, &mut lv.lrugen, pfn, gen, false),
+        SortFolio::Protected { tier } => {
+            let gen = folio_inc_gen(frames, lv, pfn, false);
+            gen_list_move(frames, &mut lv.lrugen, pfn, gen, false);
+            if let Some(t) = tier {
+                let ty = folio_type(&page);
+                let hist = lru_hist_from_seq(lv.lrugen.min_seq[ty]);
+                lv.lrugen.protected[hist][ty][t] += 1;
+            }
+        }
+        SortFolio::Ineligible => {
+            let gen = folio_inc_gen(frames, lv, pfn, false);
+            gen_list_move(frames, &mut lv.lrugen, pfn, gen, true);
+        }
+        SortFolio::Writeback { .. } => {
+            let gen = folio_inc_gen(frames, lv, pfn, true);
+            gen_list_move(frames, &mut lv.lrugen, pfn, gen, false);
+        }
+        SortFolio::Isolate => {}
+    }
+    verdict
+}
+
+/// isolate_folio(): take an unsorted folio off the lists for shrink_folio_list. Refused
+/// (false, nothing changed) when the reclaim may not do IO (`gfp_io` false, no __GFP_IO)
+/// and the folio is dirty or anon outside the swap cache; when folio_try_get fails
+/// (PG_DYING); when PG_lru cannot be cleared (not PG_LRU, or held by a per-CPU batch:
+/// PG_INBATCH). Otherwise PG_LRU is cleared and PG_ISOLATED set (the isolation reference),
+/// the refs counter is dropped unless PG_referenced, PG_reclaim is cleared, and the folio
+/// leaves MGLRU as reclaiming (no PG_active). "Anon" is swap-backed here (no lazyfree).
+/// Caller holds lru_lock; MGLRU does not count NR_ISOLATED_*.
+pub fn isolate_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, gfp_io: bool) -> bool {
+    let page = frames[pfn as usize];
+    let anon_unswapped = page.test(PG_SWAPBACKED) && !page.test(PG_SWAPCACHE);
+    if !gfp_io && (page.test(PG_DIRTY) || anon_unswapped) {
+        return false;
+    }
+    if page.test(PG_DYING) || !page.test(PG_LRU) || page.test(PG_INBATCH) {
+        return false;
+    }
+    let p = &mut frames[pfn as usize];
+    p.clear(PG_LRU | PG_RECLAIM);
+    p.set(PG_ISOLATED);
+    if !page.test(PG_REFERENCED) {
+        set_byte_refs(frames, pfn, 0);
+    }
+    let ok = lru_gen_del_folio(frames, lv, pfn, true);
+    debug_assert!(ok, "pfn {pfn} isolated off no MGLRU list");
+    true
+}
+
+/// evict_folios()' putback step for a folio shrink_folio_list kept (after the retry
+/// check): if it would be added back to the oldest generation (lru_gen_folio_seq with
+/// reclaiming false equals the type's min_seq, both read at that moment), clear its refs
+/// flags and set PG_active so that it lands in a young generation instead. Returns whether
+/// it did. The kernel does this without the lru_lock.
+pub fn evict_folios_keep_off_oldest(frames: &mut Frames, lrugen: &LruGenFolio, pfn: Pfn) -> bool {
+    let page = frames[pfn as usize];
+    let min_seq = lrugen.min_seq[folio_type(&page)];
+    if lru_gen_folio_seq(lrugen, &page, false) != min_seq {
+        return false;
+    }
+    clear_refs_flags(frames, pfn);
+    frames[pfn as usize].set(PG_ACTIVE);
+    true
+}
+
+// ---------------------------------------------------------------------------------------
+// Refault tokens (mm/workingset.c)
+// ---------------------------------------------------------------------------------------
+
+/// The bits of a token's sequence number that survive in a shadow entry: the shadow keeps
+/// EVICTION_BITS of token, LRU_REFS_WIDTH of which hold refs.
+pub const LRU_GEN_TOKEN_SEQ_MASK: u64 = EVICTION_MASK >> LRU_REFS_WIDTH;
+
+/// lru_gen_eviction() (workingset_eviction with MGLRU): the shadow entry of a folio being
+/// evicted, and evicted[hist][type][tier] += 1. The token is (min_seq << LRU_REFS_WIDTH) |
+/// (refs - 1, at least 0), the min_seq of the folio's type in the folio's own lruvec
+/// (folio_memcg's, not the reclaim target's as in the classic path; `lv` must be that
+/// lruvec); it is packed with that lruvec's memcg id and node and PG_workingset exactly as
+/// `workingset::pack_shadow` packs a classic eviction timestamp, so unpack_shadow reads the
+/// same fields back. No nonresident_age is aged. The kernel does this without the lru_lock
+/// (the counter is atomic).
+pub fn lru_gen_eviction(frames: &Frames, lv: &mut Lruvec, pfn: Pfn) -> u64 {
+    let page = frames[pfn as usize];
+    let ty = folio_type(&page);
+    let refs = folio_lru_refs(frames, pfn);
+    let ws = page.test(PG_WORKINGSET);
+    let min_seq = lv.lrugen.min_seq[ty];
+    let token = (min_seq << LRU_REFS_WIDTH) | refs.saturating_sub(1) as u64;
+    lv.lrugen.evicted[lru_hist_from_seq(min_seq)][ty][lru_tier_from_refs(refs, ws)] += 1;
+    pack_shadow(lv.memcg, lv.node, token, ws)
+}
+
+/// lru_gen_test_recent(): was the folio of this token (the shadow's eviction field) evicted
+/// less than MAX_NR_GENS generations ago? `max_seq` is that of the lruvec the shadow names
+/// (memcg id, node; the kernel falls back to the root memcg's lruvec when the id is gone);
+/// it is truncated to the token's width, and the distance taken either way (abs_diff).
+pub fn lru_gen_test_recent(token: u64, max_seq: u64) -> bool {
+    (max_seq & LRU_GEN_TOKEN_SEQ_MASK).abs_diff(token >> LRU_REFS_WIDTH) < MAX_NR_GENS
+}
+
+/// What lru_gen_refault() does for a refaulting folio, decided from its shadow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LruGenRefault {
+    /// WORKINGSET_REFAULT_{ANON,FILE} += 1. False when the shadow's lruvec is not the
+    /// folio's own: then nothing at all happens.
+    pub count_refault: bool,
+    /// Evicted recently (lru_gen_test_recent): the fields below apply.
+    pub recent: bool,
+    /// refaulted[hist][type][tier] += 1, tier from the token's refs and the workingset bit.
+    pub tier: usize,
+    /// WORKINGSET_ACTIVATE += 1: refaulting in a page fault (lru_gen_in_fault), where
+    /// folio_add_lru sets PG_active.
+    pub activate: bool,
+    /// The shadow's workingset bit: PG_workingset is set and WORKINGSET_RESTORE += 1.
+    pub restore: bool,
+    /// Otherwise the refs counter is restored to this (refs - 1); PG_referenced is not set,
+    /// so it counts only once something sets it.
+    pub refs_counter: Option<u8>,
+}
+
+impl LruGenRefault {
+    /// The lruvec items to add 1 to, on the shadow's (= the folio's) lruvec.
+    pub fn items(&self, file: bool) -> impl Iterator<Item = NodeStat> {
+        let (refault, activate, restore) = if file {
+            (
+                NodeStat::WorkingsetRefaultFile,
+                NodeStat::WorkingsetActivateFile,
+                NodeStat::WorkingsetRestoreFile,
+            )
+        } else {
+            (
+                NodeStat::WorkingsetRefaultAnon,
+                NodeStat::WorkingsetActivateAnon,
+                NodeStat::WorkingsetRestoreAnon,
+            )
+        };
+        [
+            (self.count_refault, refault),
+            (self.activate, activate),
+            (self.restore, restore),
+        ]
+        .into_iter()
+        .filter_map(|(yes, item)| yes.then_some(item))
+    }
+}
+
+/// lru_gen_refault()'s decision (workingset_refault with MGLRU): `same_lruvec` is whether
+/// the shadow's lruvec is the refaulting folio's, `max_seq` that lruvec's, `in_fault`
+/// lru_gen_in_fault(). Called without the lru_lock, before the folio is added to an LRU.
+pub fn lru_gen_refault_decide(
+    shadow: u64,
+    same_lruvec: bool,
+    max_seq: u64,
+    in_fault: bool,
+) -> LruGenRefault {
+    let (_, _, token, workingset) = unpack_shadow(shadow);
+    let recent = same_lruvec && lru_gen_test_recent(token, max_seq);
+    let refs = (token & ((1 << LRU_REFS_WIDTH) - 1)) as usize + 1;
+    LruGenRefault {
+        count_refault: same_lruvec,
+        recent,
+        tier: lru_tier_from_refs(refs, workingset),
+        activate: recent && in_fault,
+        restore: recent && workingset,
+        refs_counter: (recent && !workingset).then_some(refs as u8 - 1),
+    }
+}
+
+/// lru_gen_refault()'s effect on the lruvec and the folio: the refaulted counter (hist of
+/// the type's current min_seq) and PG_workingset or the refs counter. The caller counts
+/// `r.items()`.
+pub fn lru_gen_refault_apply(
+    frames: &mut Frames,
+    lrugen: &mut LruGenFolio,
+    pfn: Pfn,
+    r: &LruGenRefault,
+) {
+    if !r.recent {
+        return;
+    }
+    let ty = folio_type(&frames[pfn as usize]);
+    lrugen.refaulted[lru_hist_from_seq(lrugen.min_seq[ty])][ty][r.tier] += 1;
+    if r.restore {
+        frames[pfn as usize].set(PG_WORKINGSET);
+    } else if let Some(c) = r.refs_counter {
+        set_byte_refs(frames, pfn, c);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The memcg LRU (struct lru_gen_memcg, one per node)
+// ---------------------------------------------------------------------------------------
+
+/// lru_gen_rotate_memcg() operations; HEAD and TAIL are also the values of
+/// `LruGenFolio::seg`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MemcgLruOp {
+    /// MEMCG_LRU_NOP: shrink_one's "leave it where it is".
+    Nop = 0,
+    /// MEMCG_LRU_HEAD: head of a random bin of its generation, segment head (soft limit).
+    Head = 1,
+    /// MEMCG_LRU_TAIL: tail of a random bin of its generation, segment tail (one more
+    /// chance: below memory.low, offline or too small).
+    Tail = 2,
+    /// MEMCG_LRU_OLD: head of a random bin of the old generation (offlining).
+    Old = 3,
+    /// MEMCG_LRU_YOUNG: tail of a random bin of the young generation (aged, below min,
+    /// second attempt).
+    Young = 4,
+}
+
+/// `LruGenFolio::seg` of a memcg moved to a bin's head by MEMCG_LRU_HEAD.
+pub const MEMCG_LRU_HEAD: u8 = MemcgLruOp::Head as u8;
+/// `LruGenFolio::seg` of a memcg moved to a bin's tail by MEMCG_LRU_TAIL.
+pub const MEMCG_LRU_TAIL: u8 = MemcgLruOp::Tail as u8;
+
+/// get_memcg_gen(): the memcg LRU generation of a sequence number; the old generation is
+/// get_memcg_gen(seq), the young one get_memcg_gen(seq + 1).
+#[inline]
+pub fn get_memcg_gen(seq: u64) -> usize {
+    (seq % MEMCG_NR_GENS as u64) as usize
+}
+
+/// get_memcg_bin(): a bin index modulo MEMCG_NR_BINS.
+#[inline]
+pub fn get_memcg_bin(bin: usize) -> usize {
+    bin % MEMCG_NR_BINS
+}
+
+/// get_random_u32_below(MEMCG_NR_BINS), drawn from the caller's stream.
+pub fn random_bin(rng: &mut impl rand::Rng) -> usize {
+    rng.random_range(0..MEMCG_NR_BINS)
+}
+
+/// struct lru_gen_memcg: a node's LRU of memcg lruvecs for global reclaim. Each list is an
+/// hlist_nulls in the kernel, whose end marker carries its generation; guarded by the
+/// memcg_lru.lock spinlock.
+#[derive(Debug, Clone)]
+pub struct LruGenMemcg {
+    /// The old generation is get_memcg_gen(seq); it advances when that generation empties.
+    pub seq: u64,
+    /// Lruvecs in each generation.
+    pub nr_memcgs: [u64; MEMCG_NR_GENS],
+    /// The lists, by generation and bin, front = head.
+    pub fifo: [[std::collections::VecDeque<LruvecId>; MEMCG_NR_BINS]; MEMCG_NR_GENS],
+}
+
+impl Default for LruGenMemcg {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a walk of a memcg LRU list stands: on an entry, or at a list's end marker, which
+/// carries the generation of the list it ends (get_nulls_value()).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemcgLruPos {
+    Entry(LruvecId),
+    Nulls(usize),
+}
+
+impl LruGenMemcg {
+    /// lru_gen_init_pgdat(): empty lists, seq 0.
+    pub fn new() -> Self {
+        LruGenMemcg {
+            seq: 0,
+            nr_memcgs: [0; MEMCG_NR_GENS],
+            fifo: std::array::from_fn(|_| std::array::from_fn(|_| Default::default())),
+        }
+    }
+
+    /// hlist_nulls_del of `lv` from the list its lrugen says holds it.
+    fn unlink(&mut self, lv: LruvecId, gen: usize, bin: usize) {
+        let list = &mut self.fifo[gen][bin];
+        let i = list.iter().position(|&x| x == lv);
+        debug_assert!(
+            i.is_some(),
+            "lruvec {lv} not on memcg LRU list [{gen}][{bin}]"
+        );
+        if let Some(i) = i {
+            list.remove(i);
+        }
+    }
+
+    /// The first entry of fifo[gen][bin] (hlist_nulls_for_each_entry_rcu's start).
+    pub fn fifo_first(&self, gen: usize, bin: usize) -> MemcgLruPos {
+        self.fifo[gen][bin]
+            .front()
+            .map_or(MemcgLruPos::Nulls(gen), |&x| MemcgLruPos::Entry(x))
+    }
+
+    /// The successor of `lv` in the list that holds it now (`lrugen` is lv's): what an RCU
+    /// walk reads from lv's next pointer. If lv moved to another list since the walk
+    /// reached it, the walk continues there and ends at that list's marker, whose
+    /// generation tells shrink_many to restart.
+    ///
+    /// The order shrink_many needs, per bin: start at `fifo_first(gen, bin)`; at each
+    /// entry y, first apply the op pending for the previous entry
+    /// (`lru_gen_rotate_memcg`), then skip y if its generation is not `gen`
+    /// (`shrink_many_skip`), release it if its memcg cannot be pinned (take
+    /// `fifo_next(y)` before `lru_gen_release_memcg`: the kernel keeps the stale next
+    /// pointer), else shrink_one(y) gives y's op, and the next position is `fifo_next(y)`
+    /// read before that op is applied. After the loop apply the last op; if it stopped on
+    /// should_abort_scan, return; at `Nulls(g)` with g != gen restart the same bin; else go
+    /// to bin + 1 (mod MEMCG_NR_BINS) until back at the first bin.
+    ///
+    /// Simplified: an lruvec released by someone else (unhashed) has no remembered
+    /// successor here; the walk ends at its generation's marker.
+    pub fn fifo_next(&self, lv: LruvecId, lrugen: &LruGenFolio) -> MemcgLruPos {
+        let gen = lrugen.gen as usize;
+        let Some(bin) = lrugen.bin else {
+            return MemcgLruPos::Nulls(gen);
+        };
+        let list = &self.fifo[gen][bin as usize];
+        match list.iter().position(|&x| x == lv) {
+            Some(i) => list
+                .get(i + 1)
+                .map_or(MemcgLruPos::Nulls(gen), |&x| MemcgLruPos::Entry(x)),
+            None => MemcgLruPos::Nulls(gen),
+        }
+    }
+
+    /// shrink_many's `if (gen != READ_ONCE(lrugen->gen)) continue;`: from `pos`, skip the
+    /// entries whose lruvec is in another generation than `gen`. Call after applying the
+    /// pending op, as the kernel reads the successors after it.
+    pub fn shrink_many_skip<'a>(
+        &self,
+        mut pos: MemcgLruPos,
+        gen: usize,
+        lrugen_of: impl Fn(LruvecId) -> &'a LruGenFolio,
+    ) -> MemcgLruPos {
+        while let MemcgLruPos::Entry(x) = pos {
+            let g = lrugen_of(x);
+            if g.gen as usize == gen {
+                break;
+            }
+            pos = self.fifo_next(x, g);
+        }
+        pos
+    }
+
+    /// The lruvecs of fifo[gen][bin] from the head, as they are now.
+    pub fn bin_members(&self, gen: usize, bin: usize) -> impl Iterator<Item = LruvecId> + '_ {
+        self.fifo[gen][bin].iter().copied()
+    }
+}
+
+/// lru_gen_rotate_memcg(): move an lruvec within its node's memcg LRU (see MemcgLruOp), to
+/// bin `bin` (get_random_u32_below(MEMCG_NR_BINS) in the kernel: `random_bin`). When its
+/// old generation was the old one and it was the last there, seq advances: young becomes
+/// old. Caller holds the memcg_lru lock (irqsave).
+pub fn lru_gen_rotate_memcg(
+    mlru: &mut LruGenMemcg,
+    lv: LruvecId,
+    lrugen: &mut LruGenFolio,
+    op: MemcgLruOp,
+    bin: usize,
+) {
+    let Some(old_bin) = lrugen.bin else {
+        debug_assert!(false, "lruvec {lv} rotated while off the memcg LRU");
+        return;
+    };
+    let old = lrugen.gen as usize;
+    let mut seg = 0;
+    let mut new = old;
+    match op {
+        MemcgLruOp::Head => seg = MEMCG_LRU_HEAD,
+        MemcgLruOp::Tail => seg = MEMCG_LRU_TAIL,
+        MemcgLruOp::Old => new = get_memcg_gen(mlru.seq),
+        MemcgLruOp::Young => new = get_memcg_gen(mlru.seq + 1),
+        MemcgLruOp::Nop => debug_assert!(false, "MEMCG_LRU_NOP is not rotated"),
+    }
+    lrugen.seg = seg;
+    lrugen.gen = new as u8;
+    mlru.unlink(lv, old, old_bin as usize);
+    let bin = get_memcg_bin(bin);
+    if matches!(op, MemcgLruOp::Head | MemcgLruOp::Old) {
+        mlru.fifo[new][bin].push_front(lv);
+    } else {
+        mlru.fifo[new][bin].push_back(lv);
+    }
+    lrugen.bin = Some(bin as u8);
+    mlru.nr_memcgs[old] -= 1;
+    mlru.nr_memcgs[new] += 1;
+    if mlru.nr_memcgs[old] == 0 && old == get_memcg_gen(mlru.seq) {
+        mlru.seq += 1;
+    }
+}
+
+/// lru_gen_online_memcg() for one node: the new memcg's lruvec joins the tail of bin `bin`
+/// of the old generation (the kernel draws one bin for all nodes). Its segment is left as
+/// it is (0 for a new lruvec). Caller holds the memcg_lru lock.
+pub fn lru_gen_online_memcg(
+    mlru: &mut LruGenMemcg,
+    lv: LruvecId,
+    lrugen: &mut LruGenFolio,
+    bin: usize,
+) {
+    debug_assert!(lrugen.bin.is_none(), "lruvec {lv} onlined twice");
+    let gen = get_memcg_gen(mlru.seq);
+    let bin = get_memcg_bin(bin);
+    lrugen.gen = gen as u8;
+    mlru.fifo[gen][bin].push_back(lv);
+    lrugen.bin = Some(bin as u8);
+    mlru.nr_memcgs[gen] += 1;
+}
+
+/// lru_gen_offline_memcg() for one node: MEMCG_LRU_OLD, so global reclaim scrapes it soon.
+pub fn lru_gen_offline_memcg(
+    mlru: &mut LruGenMemcg,
+    lv: LruvecId,
+    lrugen: &mut LruGenFolio,
+    bin: usize,
+) {
+    lru_gen_rotate_memcg(mlru, lv, lrugen, MemcgLruOp::Old, bin);
+}
+
+/// lru_gen_release_memcg() for one node (the memcg is being freed, or shrink_many could not
+/// pin it): off the memcg LRU; seq advances if that emptied the old generation. Nothing if
+/// already off. Caller holds the memcg_lru lock.
+pub fn lru_gen_release_memcg(mlru: &mut LruGenMemcg, lv: LruvecId, lrugen: &mut LruGenFolio) {
+    let Some(bin) = lrugen.bin else {
+        return;
+    };
+    let gen = lrugen.gen as usize;
+    mlru.unlink(lv, gen, bin as usize);
+    lrugen.bin = None;
+    mlru.nr_memcgs[gen] -= 1;
+    if mlru.nr_memcgs[gen] == 0 && gen == get_memcg_gen(mlru.seq) {
+        mlru.seq += 1;
+    }
+}
+
+/// lru_gen_soft_reclaim() (a v1 memcg over its soft limit): MEMCG_LRU_HEAD unless already
+/// in the head segment.
+pub fn lru_gen_soft_reclaim(
+    mlru: &mut LruGenMemcg,
+    lv: LruvecId,
+    lrugen: &mut LruGenFolio,
+    bin: usize,
+) {
+    if lrugen.seg != MEMCG_LRU_HEAD {
+        lru_gen_rotate_memcg(mlru, lv, lrugen, MemcgLruOp::Head, bin);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Bloom filters, the mm_struct list and the page-table walk's batch
+// ---------------------------------------------------------------------------------------
+
+/// The mm walk statistics (lru_gen_mm_walk.mm_stats, lru_gen_mm_state.stats).
+pub const MM_LEAF_TOTAL: usize = 0;
+pub const MM_LEAF_YOUNG: usize = 1;
+pub const MM_NONLEAF_FOUND: usize = 2;
+pub const MM_NONLEAF_ADDED: usize = 3;
+pub const NR_MM_STATS: usize = 4;
+
+/// Knuth's multiplicative constant of the kernel's hash_64().
+const GOLDEN_RATIO_64: u64 = 0x61C8_8646_80B5_83EB;
+
+/// hash_64(): the top `bits` bits of val * GOLDEN_RATIO_64.
+#[inline]
+pub fn hash_64(val: u64, bits: u32) -> u32 {
+    (val.wrapping_mul(GOLDEN_RATIO_64) >> (64 - bits)) as u32
+}
+
+/// filter_gen_from_seq(): which of the two filters a sequence number uses.
+#[inline]
+pub fn filter_gen_from_seq(seq: u64) -> usize {
+    (seq % NR_BLOOM_FILTERS as u64) as usize
+}
+
+/// get_item_key(): the two bit positions of a PTE table in a Bloom filter, from a
+/// 2 * BLOOM_FILTER_SHIFT-bit hash. The kernel hashes the address of the PMD entry
+/// (hash_ptr); the model hashes (mm index, PMD index = virtual page number / PTRS_PER_PTE)
+/// packed as mm << 32 | pmd with hash_64.
+pub fn get_item_key(mm: u32, pmd: u32) -> [usize; 2] {
+    let hash = hash_64(((mm as u64) << 32) | pmd as u64, BLOOM_FILTER_SHIFT * 2);
+    [
+        (hash & ((1 << BLOOM_FILTER_SHIFT) - 1)) as usize,
+        (hash >> BLOOM_FILTER_SHIFT) as usize,
+    ]
+}
+
+/// A position in an mm_list (the kernel's list_head pointers of lru_gen_mm_state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MmCursor {
+    /// NULL: no iteration yet (or reset by iterate_mm_list_nowalk).
+    Null,
+    /// &mm_list->fifo: the list head itself, before the first and after the last mm.
+    Fifo,
+    /// An mm on the list.
+    Mm(u32),
+}
+
+/// struct lru_gen_mm_state: one lruvec's iteration over its memcg's mm_list, and its Bloom
+/// filters. Guarded by the mm_list lock; the filters are read and set without it.
+#[derive(Debug, Clone)]
+pub struct LruGenMmState {
+    /// Catches up with max_seq each time an iteration over the mm_list completes.
+    pub seq: u64,
+    /// The mm the running iteration handed out last; it resumes from the next one.
+    pub head: MmCursor,
+    /// Where the previous iteration ended: Fifo while no mm was added since, else the first
+    /// mm added since. Mms from there on are new to the walker and walked whatever their
+    /// bitmaps say (Null: no iteration yet, all are new).
+    pub tail: MmCursor,
+    /// The double-buffered filters (2^BLOOM_FILTER_SHIFT bits each), allocated on first
+    /// reset; a missing filter lets everything through.
+    pub filters: [Option<Box<[u64]>>; NR_BLOOM_FILTERS],
+    /// Walk statistics, indexed by MM_* (debugfs).
+    pub stats: [[u64; NR_MM_STATS]; NR_HIST_GENS],
+}
+
+impl Default for LruGenMmState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LruGenMmState {
+    /// As lru_gen_init_lruvec() leaves it: seq = MIN_NR_GENS, one behind max_seq.
+    pub fn new() -> Self {
+        LruGenMmState {
+            seq: MIN_NR_GENS,
+            head: MmCursor::Null,
+            tail: MmCursor::Null,
+            filters: [None, None],
+            stats: [[0; NR_MM_STATS]; NR_HIST_GENS],
+        }
+    }
+}
+
+#[inline]
+fn test_bit(filter: &[u64], k: usize) -> bool {
+    filter[k / 64] >> (k % 64) & 1 != 0
+}
+
+/// test_bloom_filter(): may the PTE table with this key have enough young entries (the
+/// filter of `seq`)? True when that filter does not exist yet.
+pub fn test_bloom_filter(state: &LruGenMmState, seq: u64, key: [usize; 2]) -> bool {
+    match &state.filters[filter_gen_from_seq(seq)] {
+        None => true,
+        Some(f) => test_bit(f, key[0]) && test_bit(f, key[1]),
+    }
+}
+
+/// update_bloom_filter(): record a PTE table in the filter of `seq` (if it exists).
+pub fn update_bloom_filter(state: &mut LruGenMmState, seq: u64, key: [usize; 2]) {
+    if let Some(f) = &mut state.filters[filter_gen_from_seq(seq)] {
+        for k in key {
+            f[k / 64] |= 1 << (k % 64);
+        }
+    }
+}
+
+/// reset_bloom_filter(): clear (or allocate, zeroed) the filter of `seq`.
+pub fn reset_bloom_filter(state: &mut LruGenMmState, seq: u64) {
+    let f = &mut state.filters[filter_gen_from_seq(seq)];
+    match f {
+        Some(bits) => bits.fill(0),
+        None => *f = Some(vec![0u64; (1 << BLOOM_FILTER_SHIFT) / 64].into_boxed_slice()),
+    }
+}
+
+/// One mm on an mm_list, with its mm->lru_gen.bitmap (bit n%64: used on node n since the
+/// node's walker last cleared it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LruGenMm {
+    pub mm: u32,
+    pub bitmap: u64,
+}
+
+/// struct lru_gen_mm_list: a memcg's mms, in the order they were added. Guarded by its
+/// spinlock. Simplified: a vector searched linearly.
+#[derive(Debug, Clone, Default)]
+pub struct LruGenMmList {
+    pub fifo: Vec<LruGenMm>,
+}
+
+impl LruGenMmList {
+    fn pos(&self, mm: u32) -> Option<usize> {
+        self.fifo.iter().position(|e| e.mm == mm)
+    }
+
+    /// The list node after `c` (->next), wrapping to Fifo after the last mm.
+    fn next_of(&self, c: MmCursor) -> MmCursor {
+        let i = match c {
+            MmCursor::Null | MmCursor::Fifo => 0,
+            MmCursor::Mm(mm) => self.pos(mm).map_or(self.fifo.len(), |i| i + 1),
+        };
+        self.fifo
+            .get(i)
+            .map_or(MmCursor::Fifo, |e| MmCursor::Mm(e.mm))
+    }
+
+    /// The list node before `mm` (->prev), Fifo before the first.
+    fn prev_of(&self, mm: u32) -> MmCursor {
+        match self.pos(mm) {
+            Some(i) if i > 0 => MmCursor::Mm(self.fifo[i - 1].mm),
+            _ => MmCursor::Fifo,
+        }
+    }
+}
+
+/// lru_gen_add_mm() (fork, exec): append `mm` to its memcg's list, with a clear bitmap
+/// (lru_gen_init_mm). For every node's state whose last iteration ended at the list's end,
+/// `mm` is the first addition since: its tail moves to it, so the next iteration force-scans
+/// from there. `states` are the memcg's lruvecs' mm_states, one per node.
+pub fn lru_gen_add_mm<'a>(
+    list: &mut LruGenMmList,
+    states: impl IntoIterator<Item = &'a mut LruGenMmState>,
+    mm: u32,
+) {
+    debug_assert!(list.pos(mm).is_none(), "mm {mm} added twice");
+    for s in states {
+        if s.tail == MmCursor::Fifo {
+            s.tail = MmCursor::Mm(mm);
+        }
+    }
+    list.fifo.push(LruGenMm { mm, bitmap: 0 });
+}
+
+/// lru_gen_del_mm() (exit, memcg migration): take `mm` off the list; an iteration standing
+/// on it continues from its predecessor, and a tail on it moves to its successor.
+pub fn lru_gen_del_mm<'a>(
+    list: &mut LruGenMmList,
+    states: impl IntoIterator<Item = &'a mut LruGenMmState>,
+    mm: u32,
+) {
+    let Some(i) = list.pos(mm) else {
+        return;
+    };
+    for s in states {
+        if s.head == MmCursor::Mm(mm) {
+            s.head = list.prev_of(mm);
+        }
+        if s.tail == MmCursor::Mm(mm) {
+            s.tail = list.next_of(MmCursor::Mm(mm));
+        }
+    }
+    list.fifo.remove(i);
+}
+
+/// lru_gen_use_mm() (context_switch to a task of `mm`): mark it used on every node.
+pub fn lru_gen_use_mm(list: &mut LruGenMmList, mm: u32) {
+    if let Some(i) = list.pos(mm) {
+        list.fifo[i].bitmap = !0;
+    }
+}
+
+/// struct lru_gen_mm_walk: one aging pass's state (per reclaimer; kswapd keeps one per
+/// node).
+#[derive(Debug, Clone)]
+pub struct LruGenMmWalk {
+    /// The max_seq this walk ages (may go stale).
+    pub seq: u64,
+    /// get_swappiness() of the reclaim: 0 skips anon VMAs, above 200 skips file VMAs.
+    pub swappiness: u32,
+    /// Walk every mm and PTE table, ignoring bitmaps and Bloom filters.
+    pub force_scan: bool,
+    /// Folios promoted since the last reset_batch_size.
+    pub batched: u64,
+    /// Promotions not yet applied to nr_pages, by generation and type.
+    pub nr_pages: [[i64; ANON_AND_FILE]; MAX_NR_GENS as usize],
+    /// Statistics not yet added to the mm_state (MM_*).
+    pub mm_stats: [u64; NR_MM_STATS],
+}
+
+impl LruGenMmWalk {
+    /// A walk for `seq` (set_mm_walk, then try_to_inc_max_seq's fields), nothing batched.
+    pub fn new(seq: u64, swappiness: u32, force_scan: bool) -> Self {
+        LruGenMmWalk {
+            seq,
+            swappiness,
+            force_scan,
+            batched: 0,
+            nr_pages: [[0; ANON_AND_FILE]; MAX_NR_GENS as usize],
+            mm_stats: [0; NR_MM_STATS],
+        }
+    }
+}
+
+/// reset_mm_stats(): add the walk's statistics to the state's (NR_HIST_GENS is 1, so `last`
+/// clears nothing). Under the mm_list lock.
+fn reset_mm_stats(state: &mut LruGenMmState, walk: &mut LruGenMmWalk) {
+    let hist = lru_hist_from_seq(walk.seq);
+    for i in 0..NR_MM_STATS {
+        state.stats[hist][i] += walk.mm_stats[i];
+        walk.mm_stats[i] = 0;
+    }
+}
+
+/// get_next_mm(): the mm at the cursor is walked if forced or used on this node since the
+/// last walk (its bitmap bit, which is then cleared), and if it can still be pinned
+/// (`mm_alive`: mmget_not_zero).
+fn get_next_mm(
+    list: &mut LruGenMmList,
+    walk: &LruGenMmWalk,
+    mm: u32,
+    node: u32,
+    mm_alive: &impl Fn(u32) -> bool,
+) -> Option<u32> {
+    let i = list.pos(mm)?;
+    let e = &mut list.fifo[i];
+    let key = node % u64::BITS;
+    if !walk.force_scan && e.bitmap & (1 << key) == 0 {
+        return None;
+    }
+    e.bitmap &= !(1 << key);
+    mm_alive(mm).then_some(mm)
+}
+
+/// iterate_mm_list(): hand the next mm to walk for `walk.seq` on `node`, after `prev` (the
+/// mm the caller just walked, which the kernel mmputs here). Returns (last, next mm): last
+/// is true when this call finished the iteration (state.seq advanced to walk.seq; the caller
+/// may then inc_max_seq). A stale walk (walk.seq <= state.seq) gets (false, None). Mms added
+/// since the previous iteration, and every mm after them, are forced (walk.force_scan is set
+/// and stays set). The first mm of an iteration resets the Bloom filter of walk.seq + 1.
+/// Under the mm_list lock except for that reset.
+pub fn iterate_mm_list(
+    list: &mut LruGenMmList,
+    state: &mut LruGenMmState,
+    walk: &mut LruGenMmWalk,
+    node: u32,
+    prev: Option<u32>,
+    mm_alive: impl Fn(u32) -> bool,
+) -> (bool, Option<u32>) {
+    debug_assert!(state.seq + 1 >= walk.seq);
+    let mut first = false;
+    let mut last = false;
+    let mut mm = None;
+    if walk.seq > state.seq {
+        if state.head == MmCursor::Null {
+            state.head = MmCursor::Fifo;
+        }
+        first = state.head == MmCursor::Fifo;
+        loop {
+            state.head = list.next_of(state.head);
+            let MmCursor::Mm(cur) = state.head else {
+                state.seq += 1;
+                last = true;
+                break;
+            };
+            if state.tail == MmCursor::Null || state.tail == state.head {
+                state.tail = list.next_of(state.head);
+                walk.force_scan = true;
+            }
+            mm = get_next_mm(list, walk, cur, node, &mm_alive);
+            if mm.is_some() {
+                break;
+            }
+        }
+    }
+    if prev.is_some() || last {
+        reset_mm_stats(state, walk);
+    }
+    if mm.is_some() && first {
+        reset_bloom_filter(state, walk.seq + 1);
+    }
+    (last, mm)
+}
+
+/// iterate_mm_list_nowalk() (aging without page-table walks): count an iteration for `seq`
+/// if none was yet, forgetting the cursor. Returns whether the caller may inc_max_seq.
+pub fn iterate_mm_list_nowalk(state: &mut LruGenMmState, seq: u64) -> bool {
+    debug_assert!(state.seq + 1 >= seq);
+    if seq <= state.seq {
+        return false;
+    }
+    state.head = MmCursor::Null;
+    state.tail = MmCursor::Null;
+    state.seq += 1;
+    true
+}
+
+/// update_batch_size(): remember a promotion from `old_gen` to `new_gen` of a page of `ty`
+/// for reset_batch_size (no lru_lock taken per folio).
+pub fn update_batch_size(walk: &mut LruGenMmWalk, ty: usize, old_gen: usize, new_gen: usize) {
+    walk.batched += 1;
+    walk.nr_pages[old_gen][ty] -= 1;
+    walk.nr_pages[new_gen][ty] += 1;
+}
+
+/// reset_batch_size(): apply the walk's pending promotions to nr_pages and to the
+/// compatibility sizes (each generation's delta to its active or inactive side). The walk
+/// calls it after each stretch of page tables and evict_folios after putback, both under
+/// the lru_lock.
+pub fn reset_batch_size(walk: &mut LruGenMmWalk, lv: &mut Lruvec) {
+    walk.batched = 0;
+    for gen in 0..MAX_NR_GENS as usize {
+        for ty in 0..ANON_AND_FILE {
+            let delta = std::mem::take(&mut walk.nr_pages[gen][ty]);
+            if delta == 0 {
+                continue;
+            }
+            lv.lrugen.nr_pages[gen][ty] += delta;
+            let lru = compat_lru(&lv.lrugen, ty, gen);
+            update_lru_size(lv, lru, delta);
+        }
+    }
+}
+
+/// walk_update_folio() for a folio with a young PTE (the caller has cleared the young bit
+/// and handles the dirty bit): with a walk, folio_update_gen to `new_gen` (the max_seq
+/// generation) and batch the move; without one (lru_gen_look_around from an rmap walk
+/// without an mm walk), lru_gen_set_refs, and if that says activate and the folio is on
+/// the lists in another generation, return true: the caller calls folio_activate.
+pub fn walk_update_folio(
+    frames: &mut Frames,
+    walk: Option<&mut LruGenMmWalk>,
+    pfn: Pfn,
+    new_gen: usize,
+) -> bool {
+    let ty = folio_type(&frames[pfn as usize]);
+    match walk {
+        Some(w) => {
+            if let Some(old) = folio_update_gen(frames, pfn, new_gen) {
+                if old != new_gen {
+                    update_batch_size(w, ty, old, new_gen);
+                }
+            }
+            false
+        }
+        None => {
+            lru_gen_set_refs(frames, pfn)
+                && folio_lru_gen(frames, pfn).is_some_and(|old| old != new_gen)
+        }
+    }
+}
+
+/// suitable_to_scan(): is a PTE table worth the walk next time, i.e. at least one young
+/// PTE per cache line on average (x86-64: 64-byte lines of 8-byte PTEs, n = 8)?
+pub fn suitable_to_scan(total: u64, young: u64) -> bool {
+    young * 8 >= total
+}
+
+// ---------------------------------------------------------------------------------------
+// Invariant checks
+// ---------------------------------------------------------------------------------------
+
+/// Check one lruvec's MGLRU state against the frame table; the first violation found.
+///
+/// - Each type's window max_seq - min_seq + 1 is within [MIN_NR_GENS, MAX_NR_GENS].
+/// - Every folio on a generation list is of the list's type, has PG_lru and neither
+///   PG_active nor PG_unevictable, and its gen counter names a generation within its type's
+///   window that is not older than the list it sits on (a folio promoted by the walk waits
+///   on its old list to be sorted). Lists of generations outside the window are empty;
+///   links are consistent both ways.
+/// - nr_pages of each (gen, type) equals the folios whose gen counter says so (with no walk
+///   batch pending; without lazy promotions this is each list's length).
+/// - With MGLRU on, the classic evictable lists are empty and the compatibility sizes
+///   (Lruvec::nr and the NR_{IN,}ACTIVE_* items) equal the sums of the active (two
+///   youngest) and inactive generations. With it off, the generation lists are empty.
+pub fn check_lru_gen(frames: &Frames, lv: &Lruvec) -> Result<(), String> {
+    let g = &lv.lrugen;
+    for ty in 0..ANON_AND_FILE {
+        if g.min_seq[ty] > g.max_seq {
+            return Err(format!(
+                "type {ty}: min_seq {} > max_seq {}",
+                g.min_seq[ty], g.max_seq
+            ));
+        }
+        let n = get_nr_gens(g, ty);
+        if !(MIN_NR_GENS..=MAX_NR_GENS).contains(&n) {
+            return Err(format!(
+                "type {ty}: {n} generations (max_seq {}, min_seq {})",
+                g.max_seq, g.min_seq[ty]
+            ));
+        }
+    }
+    // The sequence number of a generation within a type's window.
+    let seq_of =
+        |ty: usize, gen: usize| (g.min_seq[ty]..=g.max_seq).find(|&s| lru_gen_from_seq(s) == gen);
+    let mut by_gen = [[0i64; ANON_AND_FILE]; MAX_NR_GENS as usize];
+    for gen in 0..MAX_NR_GENS as usize {
+        for ty in 0..ANON_AND_FILE {
+            check_gen_list(frames, g, gen, ty, &seq_of, &mut by_gen)?;
+        }
+    }
+    if by_gen != g.nr_pages {
+        return Err(format!(
+            "nr_pages {:?} but the folios' gens count {:?}",
+            g.nr_pages, by_gen
+        ));
+    }
+    if !g.enabled {
+        if by_gen.iter().flatten().any(|&n| n != 0) {
+            return Err("MGLRU off but generation lists hold folios".into());
+        }
+        return Ok(());
+    }
+    for lru in super::mmzone::EVICTABLE_LRUS {
+        if lv.lists[lru].head != NIL {
+            return Err(format!("MGLRU on but classic list {lru} holds folios"));
+        }
+    }
+    for ty in 0..ANON_AND_FILE {
+        let mut sizes = [0i64; 2];
+        for (gen, n) in g.nr_pages.iter().enumerate() {
+            sizes[lru_gen_is_active(g, gen) as usize] += n[ty];
+        }
+        for (active, &want) in sizes.iter().enumerate() {
+            let lru = ty * LRU_INACTIVE_FILE + active;
+            let stat = lv.stat[LRU_STAT[lru] as usize];
+            if lv.nr[lru] as i64 != want || stat != want {
+                return Err(format!(
+                    "list {lru}: nr {} and stat {stat} but generations hold {want}",
+                    lv.nr[lru] as i64
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One generation list of `check_lru_gen`.
+fn check_gen_list(
+    frames: &Frames,
+    g: &LruGenFolio,
+    gen: usize,
+    ty: usize,
+    seq_of: &impl Fn(usize, usize) -> Option<u64>,
+    by_gen: &mut [[i64; ANON_AND_FILE]; MAX_NR_GENS as usize],
+) -> Result<(), String> {
+    let head = &g.folios[gen][ty];
+    let list_seq = seq_of(ty, gen);
+    let (mut prev, mut p, mut steps) = (NIL, head.head, 0usize);
+    while p != NIL {
+        steps += 1;
+        if steps > frames.len() || p as usize >= frames.len() {
+            return Err(format!(
+                "gen {gen} type {ty}: list runs past the frame table"
+            ));
+        }
+        let page = &frames[p as usize];
+        let link = frames.links[p as usize];
+        let at = format!("pfn {p} on gen {gen} type {ty}");
+        if link.prev != prev {
+            return Err(format!(
+                "{at}: prev link {} but came from {prev}",
+                link.prev
+            ));
+        }
+        if folio_type(page) != ty {
+            return Err(format!("{at}: folio of the other type"));
+        }
+        if !page.test(PG_LRU) || page.test(PG_ACTIVE | PG_UNEVICTABLE) {
+            return Err(format!("{at}: flags {:#x}", page.flags));
+        }
+        let Some(ls) = list_seq else {
+            return Err(format!("{at}: the list's generation is outside the window"));
+        };
+        let Some(bg) = byte_gen(frames.lru_gen[p as usize]) else {
+            return Err(format!("{at}: gen counter 0"));
+        };
+        match seq_of(ty, bg) {
+            None => {
+                return Err(format!(
+                    "{at}: gen {bg} outside [{}, {}]",
+                    g.min_seq[ty], g.max_seq
+                ))
+            }
+            Some(bs) if bs < ls => return Err(format!("{at}: gen {bg} older than its list")),
+            Some(_) => by_gen[bg][ty] += 1,
+        }
+        prev = p;
+        p = link.next;
+    }
+    if head.tail != prev {
+        return Err(format!(
+            "gen {gen} type {ty}: tail {} but the list ends at {prev}",
+            head.tail
+        ));
+    }
+    Ok(())
+}
+
+/// Check a node's memcg LRU against its lruvecs: `lruvecs` gives each lruvec of the node
+/// with its lru_gen_folio and whether it should be on the memcg LRU (its memcg is online,
+/// or offline and not yet released). Every listed lruvec appears once, in the list its
+/// gen and bin name, and should be there; every one that should is; nr_memcgs counts each
+/// generation; only the old and young generations are populated; segments are 0, HEAD or
+/// TAIL.
+pub fn check_memcg_lru<'a>(
+    mlru: &LruGenMemcg,
+    lruvecs: impl IntoIterator<Item = (LruvecId, &'a LruGenFolio, bool)>,
+) -> Result<(), String> {
+    let mut listed = std::collections::BTreeMap::new();
+    let mut count = [0u64; MEMCG_NR_GENS];
+    for (gen, bins) in mlru.fifo.iter().enumerate() {
+        for (bin, list) in bins.iter().enumerate() {
+            for &lv in list {
+                if listed.insert(lv, (gen, bin)).is_some() {
+                    return Err(format!("lruvec {lv} twice on the memcg LRU"));
+                }
+                count[gen] += 1;
+            }
+        }
+    }
+    if count != mlru.nr_memcgs {
+        return Err(format!(
+            "nr_memcgs {:?} but the lists hold {count:?}",
+            mlru.nr_memcgs
+        ));
+    }
+    let third = get_memcg_gen(mlru.seq + 2);
+    if count[third] != 0 {
+        return Err(format!(
+            "memcg LRU generation {third} is neither old nor young but holds {}",
+            count[third]
+        ));
+    }
+    let mut seen = 0;
+    for (lv, g, expected) in lruvecs {
+        if g.seg > MEMCG_LRU_TAIL {
+            return Err(format!("lruvec {lv}: segment {}", g.seg));
+        }
+        match (listed.get(&lv), expected) {
+            (Some(&(gen, bin)), true) => {
+                if g.gen as usize != gen || g.bin != Some(bin as u8) {
+                    return Err(format!(
+                        "lruvec {lv} in fifo[{gen}][{bin}] but says gen {} bin {:?}",
+                        g.gen, g.bin
+                    ));
+                }
+                seen += 1;
+            }
+            (Some(_), false) => {
+                return Err(format!("lruvec {lv} on the memcg LRU but should not be"))
+            }
+            (None, true) => return Err(format!("lruvec {lv} missing from the memcg LRU")),
+            (None, false) if g.bin.is_some() => {
+                return Err(format!("lruvec {lv} off the lists but has a bin"))
+            }
+            (None, false) => {}
+        }
+    }
+    if seen != listed.len() {
+        return Err(format!(
+            "{} unknown lruvecs on the memcg LRU",
+            listed.len() - seen
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON, LRU_UNEVICTABLE};
+
+    const ANON: u16 = PG_SWAPBACKED | PG_ALLOCATED;
+    const FILE: u16 = PG_ALLOCATED;
+
+    /// An enabled lruvec with its initial window (max_seq 3, min_seq 0 and 0).
+    fn lruvec() -> Lruvec {
+        let mut lv = Lruvec::new(0, 0, 0, 0);
+        lv.lrugen.enabled = true;
+        lv
+    }
+
+    fn frames(flags: &[u16]) -> Frames {
+        let mut f = Frames::zeroed(flags.len());
+        for (i, &fl) in flags.iter().enumerate() {
+            f[i].flags = fl;
+        }
+        f
+    }
+
+    /// The pfns of a list from head to tail.
+    fn list(frames: &Frames, head: &ListHead) -> Vec<Pfn> {
+        let mut v = vec![];
+        let mut p = head.head;
+        while p != NIL {
+            v.push(p);
+            p = frames.links[p as usize].next;
+        }
+        v
+    }
+
+    fn page(flags: u16) -> Page {
+        Page {
+            flags,
+            ..Page::default()
+        }
+    }
+
+    #[test]
+    fn placement_follows_lru_gen_folio_seq() {
+        // max_seq 7, min_seq anon 4 (window 4), file 5 (window 3). seq = max_seq - gen + 1
+        // with gen 2 - ws when active, 4 when reclaiming, 2 for anon outside the swap cache
+        // or reclaim+dirty/writeback, else 4 - ws; then max(seq, min_seq[type]).
+        let mut g = LruGenFolio::init(true, 0);
+        g.max_seq = 7;
+        g.min_seq = [4, 5];
+        let seq = |flags, reclaiming| lru_gen_folio_seq(&g, &page(flags), reclaiming);
+        // Active: 7 - 2 + 1 = 6; active and workingset: 7 - 1 + 1 = 7.
+        assert_eq!(seq(FILE | PG_ACTIVE, false), 6);
+        assert_eq!(seq(FILE | PG_ACTIVE | PG_WORKINGSET, false), 7);
+        // Active wins over reclaiming.
+        assert_eq!(seq(ANON | PG_ACTIVE, true), 6);
+        // Reclaiming: 7 - 4 + 1 = 4 for anon (min 4); file clamps up to its min_seq 5.
+        assert_eq!(seq(ANON | PG_SWAPCACHE, true), 4);
+        assert_eq!(seq(FILE, true), 5);
+        // Reclaiming ignores workingset: still 4.
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_WORKINGSET, true), 4);
+        // Anon outside the swap cache: 7 - 2 + 1 = 6, with or without workingset.
+        assert_eq!(seq(ANON, false), 6);
+        assert_eq!(seq(ANON | PG_WORKINGSET, false), 6);
+        // PG_reclaim with dirty, or with writeback: 6. PG_reclaim alone: default.
+        assert_eq!(seq(FILE | PG_RECLAIM | PG_DIRTY, false), 6);
+        assert_eq!(seq(FILE | PG_RECLAIM | PG_WRITEBACK, false), 6);
+        assert_eq!(
+            seq(FILE | PG_DIRTY, false),
+            5,
+            "dirty without PG_reclaim: default"
+        );
+        assert_eq!(seq(FILE | PG_RECLAIM, false), 5);
+        // Default: 7 - 4 + 1 = 4, anon in swap cache keeps 4, file clamps to 5.
+        assert_eq!(seq(ANON | PG_SWAPCACHE, false), 4);
+        assert_eq!(seq(FILE, false), 5);
+        // Default with workingset: 7 - 3 + 1 = 5 for both.
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_WORKINGSET, false), 5);
+        assert_eq!(seq(FILE | PG_WORKINGSET, false), 5);
+    }
+
+    #[test]
+    fn add_folio_head_tail_and_compat_sizes() {
+        // Initial window: max_seq 3, so gens 3 and 2 are active, 1 and 0 inactive.
+        let mut f = frames(&[ANON, FILE, FILE, FILE | PG_ACTIVE]);
+        let mut lv = lruvec();
+        // Anon outside the swap cache: seq 3 - 2 + 1 = 2 -> gen 2, active.
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 0, false));
+        // Clean file: seq 3 - 4 + 1 = 0 -> gen 0, inactive; pfn 1 at the head, then pfn 2
+        // at the tail (reclaiming), so the list reads 1, 2.
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 1, false));
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 2, true));
+        // Active file: seq 2 -> gen 2; PG_active is cleared, PG_lru set.
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 3, false));
+        assert!(!f[3].test(PG_ACTIVE) && f[3].test(PG_LRU));
+        assert_eq!(folio_lru_gen(&f, 0), Some(2));
+        assert_eq!(folio_lru_gen(&f, 1), Some(0));
+        assert_eq!(folio_lru_gen(&f, 3), Some(2));
+        assert_eq!(list(&f, &lv.lrugen.folios[0][LRU_GEN_FILE]), vec![1, 2]);
+        assert_eq!(lv.lrugen.nr_pages[2], [1, 1]);
+        assert_eq!(lv.lrugen.nr_pages[0], [0, 2]);
+        assert_eq!(lv.nr[LRU_ACTIVE_ANON], 1);
+        assert_eq!(lv.nr[LRU_INACTIVE_ANON], 0);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE + 1], 1);
+        assert_eq!(lv.stat[NodeStat::NrActiveAnon as usize], 1);
+        assert_eq!(lv.stat[NodeStat::NrInactiveFile as usize], 2);
+        assert_eq!(lv.stat[NodeStat::NrActiveFile as usize], 1);
+    }
+
+    #[test]
+    fn add_folio_refuses_unevictable_and_disabled() {
+        let mut f = frames(&[FILE | PG_UNEVICTABLE, FILE]);
+        let mut lv = lruvec();
+        assert!(!lru_gen_add_folio(&mut f, &mut lv, 0, false));
+        lv.lrugen.enabled = false;
+        assert!(!lru_gen_add_folio(&mut f, &mut lv, 1, false));
+        assert_eq!(f.lru_gen[0..2], [0, 0]);
+        assert_eq!(lv.nr, [0; 5]);
+        assert!(!f[1].test(PG_LRU));
+        assert_eq!(lv.nr[LRU_UNEVICTABLE], 0);
+    }
+
+    #[test]
+    fn del_folio_sets_active_unless_reclaiming() {
+        // Both go to gen 2 (active at max_seq 3).
+        let mut f = frames(&[ANON, ANON, FILE]);
+        let mut lv = lruvec();
+        for pfn in 0..3 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        assert!(lru_gen_del_folio(&mut f, &mut lv, 0, false));
+        assert!(f[0].test(PG_ACTIVE), "leaves an active generation active");
+        assert!(lru_gen_del_folio(&mut f, &mut lv, 1, true));
+        assert!(!f[1].test(PG_ACTIVE), "reclaiming: not reactivated");
+        // The file folio is in gen 0, inactive: no PG_active either way.
+        assert!(lru_gen_del_folio(&mut f, &mut lv, 2, false));
+        assert!(!f[2].test(PG_ACTIVE));
+        assert!(
+            !lru_gen_del_folio(&mut f, &mut lv, 2, false),
+            "not on a list"
+        );
+        assert_eq!(lv.nr, [0; 5]);
+        assert_eq!(lv.lrugen.nr_pages, [[0; 2]; 4]);
+        for l in lv.lrugen.folios.iter().flatten() {
+            assert_eq!((l.head, l.tail), (NIL, NIL));
+        }
+    }
+
+    #[test]
+    fn tier_from_refs() {
+        // order_base_2: 0 and 1 -> 0, 2 -> 1, 3 and 4 -> 2; workingset -> MAX_NR_TIERS - 1.
+        let tiers: Vec<usize> = (0..=4).map(|r| lru_tier_from_refs(r, false)).collect();
+        assert_eq!(tiers, vec![0, 0, 1, 2, 2]);
+        for r in 0..=4 {
+            assert_eq!(lru_tier_from_refs(r, true), 3);
+        }
+        // folio_lru_refs: the counter only counts with PG_referenced.
+        let refs_byte = 3 << LRU_REFS_PGOFF;
+        assert_eq!(lru_refs(&page(FILE), refs_byte), 0);
+        assert_eq!(lru_refs(&page(FILE | PG_REFERENCED), 0), 1);
+        assert_eq!(lru_refs(&page(FILE | PG_REFERENCED), refs_byte), 4);
+        assert_eq!(
+            lru_refs(&page(FILE | PG_REFERENCED), 1 << LRU_REFS_PGOFF | 2),
+            2
+        );
+    }
+
+    #[test]
+    fn inc_refs_steps_to_workingset() {
+        // Accesses: 1st sets PG_referenced (refs 1), 2nd-4th step the counter (refs 2, 3,
+        // 4), the 5th sets PG_workingset; tiers 0, 1, 2, 2, then 3.
+        let mut f = frames(&[FILE]);
+        f.lru_gen[0] = 2 << LRU_REFS_PGOFF | 3; // a stale counter and gen 2
+        let mut seen = vec![];
+        for _ in 0..6 {
+            lru_gen_inc_refs(&mut f, 0);
+            let ws = f[0].test(PG_WORKINGSET);
+            seen.push((folio_lru_refs(&f, 0), ws));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (1, false),
+                (2, false),
+                (3, false),
+                (4, false),
+                (4, true),
+                (4, true)
+            ]
+        );
+        assert_eq!(
+            folio_lru_gen(&f, 0),
+            Some(2),
+            "the gen counter is untouched"
+        );
+        // Unevictable folios are not counted.
+        let mut u = frames(&[FILE | PG_UNEVICTABLE]);
+        lru_gen_inc_refs(&mut u, 0);
+        assert!(!u[0].test(PG_REFERENCED));
+    }
+
+    #[test]
+    fn set_refs_second_chance_then_activate() {
+        let mut f = frames(&[FILE, FILE | PG_WORKINGSET]);
+        f.lru_gen[0] = 3 << LRU_REFS_PGOFF;
+        // First young PTE: PG_referenced only, counter restarted, keep.
+        assert!(!lru_gen_set_refs(&mut f, 0));
+        assert!(f[0].test(PG_REFERENCED) && !f[0].test(PG_WORKINGSET));
+        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        // Second: refs flags cleared, workingset set, activate.
+        f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
+        assert!(lru_gen_set_refs(&mut f, 0));
+        assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_WORKINGSET));
+        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        // Workingset alone is enough to activate.
+        assert!(lru_gen_set_refs(&mut f, 1));
+    }
+
+    #[test]
+    fn update_gen_promotes_only_on_second_sighting() {
+        let mut f = frames(&[FILE, FILE]);
+        f.lru_gen[0] = 1 + 1; // gen 1
+        assert_eq!(folio_update_gen(&mut f, 0, 3), None);
+        assert!(f[0].test(PG_REFERENCED));
+        assert_eq!(
+            folio_lru_gen(&f, 0),
+            Some(1),
+            "first sighting does not move it"
+        );
+        f.lru_gen[0] |= 1 << LRU_REFS_PGOFF;
+        assert_eq!(folio_update_gen(&mut f, 0, 3), Some(1));
+        assert_eq!(folio_lru_gen(&f, 0), Some(3));
+        assert!(f[0].test(PG_WORKINGSET) && !f[0].test(PG_REFERENCED));
+        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        // Referenced but isolated (gen 0 in the byte): nothing to promote.
+        f[1].set(PG_REFERENCED);
+        assert_eq!(folio_update_gen(&mut f, 1, 3), None);
+        assert_eq!(f.lru_gen[1], 0);
+    }
+
+    #[test]
+    fn inc_gen_moves_oldest_up_and_keeps_promoted() {
+        // max_seq 3, min_seq 0: gen 0 -> gen 1, both inactive: no compat move.
+        let mut f = frames(&[FILE | PG_REFERENCED, FILE]);
+        let mut lv = lruvec();
+        lru_gen_add_folio(&mut f, &mut lv, 0, false);
+        lru_gen_add_folio(&mut f, &mut lv, 1, false);
+        f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
+        assert_eq!(folio_inc_gen(&mut f, &mut lv, 0, true), 1);
+        assert_eq!(folio_lru_gen(&f, 0), Some(1));
+        assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_RECLAIM));
+        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        assert_eq!(lv.lrugen.nr_pages[0][1], 1);
+        assert_eq!(lv.lrugen.nr_pages[1][1], 1);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
+        // A folio the walk promoted to gen 3 keeps it and nothing is counted.
+        f.lru_gen[1] = (f.lru_gen[1] & !LRU_GEN_MASK) | 4;
+        assert_eq!(folio_inc_gen(&mut f, &mut lv, 1, false), 3);
+        assert_eq!(lv.lrugen.nr_pages[0][1], 1);
+        // With min_seq 1 (window 3), gen 1 -> gen 2 is a move from inactive to active.
+        lv.lrugen.min_seq = [1, 1];
+        assert_eq!(folio_inc_gen(&mut f, &mut lv, 0, false), 2);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 1);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE + 1], 1);
+    }
+
+    #[test]
+    fn list_unlink_and_splice_order() {
+        // Four clean file folios added at the head of gen 0: list 3, 2, 1, 0.
+        let mut f = frames(&[FILE; 4]);
+        let mut lv = lruvec();
+        for pfn in 0..4 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        // Park 0 then 1 (taken from the tail, as scan_folios does), splice them back: the
+        // kernel's `moved` list is 1, 0 and goes in front: 1, 0, 3, 2.
+        lru_gen_list_unlink(&mut f, &mut lv.lrugen, 0);
+        lru_gen_list_unlink(&mut f, &mut lv.lrugen, 1);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][1]), vec![3, 2]);
+        assert_eq!(lv.lrugen.nr_pages[0][1], 4, "parked folios stay counted");
+        lru_gen_list_splice(&mut f, &mut lv.lrugen, 0, &[0, 1]);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][1]), vec![1, 0, 3, 2]);
+        assert_eq!(lv.lrugen.folios[0][1].tail, 2);
+    }
+
+    #[test]
+    fn positive_ctrl_err_cases() {
+        let pos = |refaulted, total, gain| CtrlPos {
+            refaulted,
+            total,
+            gain,
+        };
+        // Fewer than MIN_LRU_BATCH refaults: always positive, however bad the rate.
+        assert!(positive_ctrl_err(&pos(0, 1, 1), &pos(63, 63, 200)));
+        // pv.refaulted * (sp.total + 64) * sp.gain <= (sp.refaulted + 1) * pv.total * pv.gain
+        // 64 * (1000 + 64) * 2 = 136192 against 11 * 1000 * 3 = 33000: negative.
+        assert!(!positive_ctrl_err(&pos(10, 1000, 2), &pos(64, 1000, 3)));
+        // 11 * 10000 * 3 = 330000 >= 136192: positive.
+        assert!(positive_ctrl_err(&pos(10, 1000, 2), &pos(64, 10000, 3)));
+        // Equality is positive: 64 * 64 * 1 = 4096 = 1 * 4096 * 1; one less is not.
+        assert!(positive_ctrl_err(&pos(0, 0, 1), &pos(64, 4096, 1)));
+        assert!(!positive_ctrl_err(&pos(0, 0, 1), &pos(64, 4095, 1)));
+        // Gains on the right sides: 64 * 64 * 2 = 8192 <= 1 * 4096 * 3 = 12288 is
+        // positive; with the gains swapped, 12288 <= 8192 would not be.
+        assert!(positive_ctrl_err(&pos(0, 0, 2), &pos(64, 4096, 3)));
+        assert!(!positive_ctrl_err(&pos(0, 0, 3), &pos(64, 4096, 2)));
+    }
+
+    #[test]
+    fn get_tier_idx_cases() {
+        let f = LRU_GEN_FILE;
+        // No refaults anywhere: every tier is positive, tier_idx 3 (nothing protected).
+        let mut g = LruGenFolio::init(true, 0);
+        assert_eq!(get_tier_idx(&g, f), 3);
+        // Set point tier 0: refaulted 5 + 5 = 10, total 500 + 300 + 200 = 1000, gain 2.
+        g.avg_refaulted[f][0] = 5;
+        g.refaulted[0][f][0] = 5;
+        g.avg_total[f][0] = 500;
+        g.protected[0][f][0] = 300;
+        g.evicted[0][f][0] = 200;
+        // Tier 1: refaulted 30 + 40 = 70, total 50 + 30 + 20 = 100, gain 3.
+        // 70 * 1064 * 2 = 148960 > 11 * 100 * 3 = 3300: negative, tier_idx 0. (Without
+        // the average, 40 < 64 refaults would have passed.)
+        g.avg_refaulted[f][1] = 30;
+        g.refaulted[0][f][1] = 40;
+        g.avg_total[f][1] = 50;
+        g.protected[0][f][1] = 30;
+        g.evicted[0][f][1] = 20;
+        assert_eq!(get_tier_idx(&g, f), 0);
+        assert_eq!(get_tier_idx(&g, LRU_GEN_ANON), 3, "types are separate");
+        // Tier 1 down to 63 refaults: positive; tier 2 with 200 of 300:
+        // 200 * 1064 * 2 = 425600 > 11 * 300 * 3 = 9900: negative, tier_idx 1.
+        g.refaulted[0][f][1] = 33;
+        g.refaulted[0][f][2] = 200;
+        g.evicted[0][f][2] = 300;
+        assert_eq!(get_tier_idx(&g, f), 1);
+        // Gains 2 (set point) against 3: sp = (0, 0): tier 1 with 64 refaults of T is
+        // positive iff 64 * 64 * 2 = 8192 <= 3 * T, i.e. T >= 2731.
+        let mut g = LruGenFolio::init(true, 0);
+        g.refaulted[0][f][1] = 64;
+        g.evicted[0][f][1] = 2731;
+        assert_eq!(get_tier_idx(&g, f), 3);
+        g.evicted[0][f][1] = 2730;
+        assert_eq!(get_tier_idx(&g, f), 0);
+    }
+
+    #[test]
+    fn get_type_to_scan_cases() {
+        let (a, f) = (LRU_GEN_ANON, LRU_GEN_FILE);
+        let mut g = LruGenFolio::init(true, 0);
+        // No refaults: file (pv) has fewer than 64, positive: file.
+        assert_eq!(get_type_to_scan(&g, 2), f);
+        // Anon set point (0, 0) with gain sw; file (64 refaults in tier 1, 4096 total in
+        // tier 3, so all tiers are summed) with gain 200 - sw. Positive iff
+        // 64 * 64 * sw <= 1 * 4096 * (200 - sw), i.e. sw <= 100.
+        g.refaulted[0][f][1] = 64;
+        g.avg_total[f][3] = 4096;
+        // sw 60: 245760 <= 573440; sw 100: equal; sw 101: 413696 > 405504; sw 140:
+        // 573440 > 245760.
+        assert_eq!(get_type_to_scan(&g, 60), f);
+        assert_eq!(get_type_to_scan(&g, 100), f);
+        assert_eq!(get_type_to_scan(&g, 101), a);
+        assert_eq!(get_type_to_scan(&g, 140), a);
+        // The shortcuts: 0 and 1 always file, 200 and 201 always anon.
+        assert_eq!(get_type_to_scan(&g, 0), f);
+        assert_eq!(get_type_to_scan(&g, 1), f);
+        g.refaulted[0][a][0] = 1 << 20;
+        g.refaulted[0][f][1] = 0;
+        assert_eq!(
+            get_type_to_scan(&g, 199),
+            f,
+            "anon refaults: the PID says file"
+        );
+        assert_eq!(get_type_to_scan(&g, 200), a);
+        assert_eq!(get_type_to_scan(&g, 201), a);
+    }
+
+    #[test]
+    fn reset_ctrl_pos_carries_over_halves() {
+        let (a, f) = (LRU_GEN_ANON, LRU_GEN_FILE);
+        let mut g = LruGenFolio::init(true, 0);
+        g.avg_refaulted[a][2] = 10;
+        g.refaulted[0][a][2] = 7;
+        g.avg_total[a][2] = 100;
+        g.protected[0][a][2] = 30;
+        g.evicted[0][a][2] = 21;
+        g.avg_refaulted[a][0] = 3;
+        g.avg_total[a][0] = 1;
+        g.refaulted[0][f][0] = 5;
+        let before = g.clone();
+        // Without carryover and NR_HIST_GENS 1: nothing at all.
+        reset_ctrl_pos(&mut g, a, false);
+        assert_eq!(format!("{g:?}"), format!("{before:?}"));
+        reset_ctrl_pos(&mut g, a, true);
+        // (10 + 7) / 2 = 8; (100 + 30 + 21) / 2 = 75; (3 + 0) / 2 = 1; (1 + 0) / 2 = 0.
+        assert_eq!(g.avg_refaulted[a], [1, 0, 8, 0]);
+        assert_eq!(g.avg_total[a], [0, 0, 75, 0]);
+        assert_eq!(g.refaulted[0][a], [0; 4]);
+        assert_eq!(g.protected[0][a], [0; 4]);
+        assert_eq!(g.evicted[0][a], [0; 4]);
+        assert_eq!(g.refaulted[0][f][0], 5, "the other type is untouched");
+    }
+
+    #[test]
+    fn inc_max_seq_folds_oldest_and_moves_compat_sizes() {
+        let f_ = LRU_GEN_FILE;
+        // max_seq 3: gens 2, 3 active. pfn 0 anon -> gen 2; pfn 1 file -> gen 0;
+        // pfn 2 file workingset -> seq 1, gen 1; pfns 3, 4 file -> gen 0 (list 4, 3, 1).
+        let mut f = frames(&[ANON, FILE, FILE | PG_WORKINGSET, FILE, FILE]);
+        let mut lv = lruvec();
+        for pfn in 0..5 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        // Then pfn 3 gets all its tier bits (refs 4 + workingset = 5) and pfn 4 refs 2.
+        f[3].set(PG_REFERENCED | PG_WORKINGSET);
+        f.lru_gen[3] |= 3 << LRU_REFS_PGOFF;
+        f[4].set(PG_REFERENCED);
+        f.lru_gen[4] |= 1 << LRU_REFS_PGOFF;
+        // Averages of 9 make the protected counts visible after the carry-over halves.
+        lv.lrugen.avg_total[f_] = [9; 4];
+        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 100), IncMaxSeq::Done);
+        // Both windows were 4: anon gen 0 empty -> min 1; file gen 0 folded into gen 1
+        // from the tail, each to the tail: gen 1 = 2, 1, 3, 4.
+        assert_eq!(lv.lrugen.min_seq, [1, 1]);
+        assert_eq!(lv.lrugen.max_seq, 4);
+        assert_eq!(list(&f, &lv.lrugen.folios[1][f_]), vec![2, 1, 3, 4]);
+        // Protected: pfn 1 tier 0, pfn 4 tier 1 (refs 2), pfn 3 not counted (maxed);
+        // carried over: (9 + 1) / 2 = 5 for tiers 0 and 1, 9 / 2 = 4 for tiers 2 and 3.
+        assert_eq!(lv.lrugen.avg_total[f_], [5, 5, 4, 4]);
+        assert!(!f[3].test(PG_REFERENCED) && f[3].test(PG_WORKINGSET));
+        assert!(!f[4].test(PG_REFERENCED));
+        // Compat: prev = gen 2 (seq 2) stops being active, next = gen 0 (seq 4) starts:
+        // anon delta = 1 - 0 moves the anon folio to inactive; file delta = 0 - 0.
+        assert_eq!(lv.nr[LRU_INACTIVE_ANON], 1);
+        assert_eq!(lv.nr[LRU_ACTIVE_ANON], 0);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 4);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE + 1], 0);
+        assert_eq!(lv.lrugen.timestamps, [100, 0, 0, 0]);
+        // A stale seq does nothing.
+        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 150), IncMaxSeq::Stale);
+        assert_eq!(lv.lrugen.max_seq, 4);
+        // Again at seq 4: windows 4 again; file gen 1 -> gen 2 from the tail: 4, 3, 1, 2.
+        assert_eq!(inc_max_seq(&mut f, &mut lv, 4, 60, 200), IncMaxSeq::Done);
+        assert_eq!(lv.lrugen.min_seq, [2, 2]);
+        assert_eq!(lv.lrugen.max_seq, 5);
+        assert_eq!(list(&f, &lv.lrugen.folios[2][f_]), vec![4, 3, 1, 2]);
+        // prev = gen 3, next = gen 1: both empty, no compat move.
+        assert_eq!(lv.nr[LRU_INACTIVE_ANON], 1);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 4);
+        assert_eq!(lv.lrugen.timestamps, [100, 200, 0, 0]);
+    }
+
+    #[test]
+    fn inc_max_seq_keeps_unevictable_type_in_place() {
+        // Swappiness 0: anon is not evictable. pfn 0 anon in the swap cache -> gen 0.
+        let mut f = frames(&[ANON | PG_SWAPCACHE, FILE]);
+        let mut lv = lruvec();
+        lru_gen_add_folio(&mut f, &mut lv, 0, false);
+        lru_gen_add_folio(&mut f, &mut lv, 1, false);
+        assert_eq!(lv.nr[LRU_INACTIVE_ANON], 1);
+        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 0, 7), IncMaxSeq::Done);
+        // Anon's min_seq advanced without moving the folio; it is now in gen 0 = seq 4,
+        // the youngest: prev = gen 2 (0 pages), next = gen 0 (1 page), delta -1 makes it
+        // active.
+        assert_eq!(lv.lrugen.min_seq, [1, 1]);
+        assert_eq!(folio_lru_gen(&f, 0), Some(0));
+        assert_eq!(list(&f, &lv.lrugen.folios[0][LRU_GEN_ANON]), vec![0]);
+        assert_eq!(lv.nr[LRU_INACTIVE_ANON], 0);
+        assert_eq!(lv.nr[LRU_ACTIVE_ANON], 1);
+        assert_eq!(folio_lru_gen(&f, 1), Some(1), "file is evictable and moves");
+    }
+
+    #[test]
+    fn inc_min_seq_yields_after_max_lru_batch() {
+        // 4096 file folios in gen 0: inc_min_seq moves all of them, and the 4096th spends
+        // the batch, so it reports false before advancing min_seq; the retry finds gen 0
+        // empty and finishes.
+        let n = MAX_LRU_BATCH as usize;
+        let mut f = frames(&vec![FILE; n]);
+        let mut lv = lruvec();
+        for pfn in 0..n as u32 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 0), IncMaxSeq::Busy);
+        assert_eq!(lv.lrugen.min_seq, [1, 0]);
+        assert_eq!(lv.lrugen.max_seq, 3);
+        assert_eq!(lv.lrugen.nr_pages[1][LRU_GEN_FILE], n as i64);
+        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 0), IncMaxSeq::Done);
+        assert_eq!(lv.lrugen.min_seq, [1, 1]);
+        // All 4096 counted as protected in tier 0, then halved: 2048.
+        assert_eq!(lv.lrugen.avg_total[LRU_GEN_FILE][0], 2048);
+    }
+
+    #[test]
+    fn try_to_inc_min_seq_cases() {
+        let (a, f) = (LRU_GEN_ANON, LRU_GEN_FILE);
+        // max_seq 5, min_seq 2 and 2. Anon: seqs 2, 3 empty, 4 (gen 0) not; file: seq 2
+        // (gen 2) not empty. Only the list heads are read.
+        let mut base = LruGenFolio::init(true, 0);
+        base.max_seq = 5;
+        base.min_seq = [2, 2];
+        base.folios[0][a].head = 7;
+        base.folios[2][f].head = 8;
+        base.avg_refaulted = [[10; 4]; 2];
+        // Swappiness 60: anon would reach 4 (stops when 4 + 2 > 5), but file lags at 2 <
+        // max_seq - 2 = 3, so anon is held at 3.
+        let mut g = base.clone();
+        assert!(try_to_inc_min_seq(&mut g, 60));
+        assert_eq!(g.min_seq, [3, 2]);
+        assert_eq!(g.avg_refaulted[a], [5; 4], "carried over");
+        assert_eq!(g.avg_refaulted[f], [10; 4]);
+        // Swappiness 0: anon is not evictable and file cannot move.
+        let mut g = base.clone();
+        assert!(!try_to_inc_min_seq(&mut g, 0));
+        assert_eq!(g.min_seq, [2, 2]);
+        // Swappiness 201: file is not evictable; anon goes to 4 unheld.
+        let mut g = base.clone();
+        assert!(try_to_inc_min_seq(&mut g, 201));
+        assert_eq!(g.min_seq, [4, 2]);
+        // File runs ahead (seqs 2, 3 empty, 4 not) while anon lags at 2 (not empty):
+        // with both evictable, file is held at max_seq - 2 = 3; with swappiness 0 anon does
+        // not count and file reaches 4.
+        let mut ahead = LruGenFolio::init(true, 0);
+        ahead.max_seq = 5;
+        ahead.min_seq = [2, 2];
+        ahead.folios[2][a].head = 7;
+        ahead.folios[0][f].head = 8;
+        let mut g = ahead.clone();
+        assert!(try_to_inc_min_seq(&mut g, 60));
+        assert_eq!(g.min_seq, [2, 3]);
+        let mut g = ahead.clone();
+        assert!(try_to_inc_min_seq(&mut g, 0));
+        assert_eq!(g.min_seq, [2, 4]);
+        // Empty lists stop at max_seq - MIN_NR_GENS + 1 = 4 (two gens left).
+        let mut g = LruGenFolio::init(true, 0);
+        g.max_seq = 5;
+        g.min_seq = [2, 2];
+        assert!(try_to_inc_min_seq(&mut g, 60));
+        assert_eq!(g.min_seq, [4, 4]);
+    }
+
+    #[test]
+    fn should_run_aging_and_get_nr_to_scan() {
+        let mut g = LruGenFolio::init(true, 0);
+        g.max_seq = 5;
+        // seq 2 = gen 2, seq 3 = gen 3, seq 4 = gen 0, seq 5 = gen 1.
+        g.nr_pages[2] = [1000, 0];
+        g.nr_pages[3] = [10, 20];
+        g.nr_pages[0] = [1, 2];
+        g.nr_pages[1] = [100, -5];
+        g.min_seq = [3, 3];
+        // Oldest 3 + 2 == 5: due; anon 10 + 1 + 100, file 20 + 2 + 0 (negative) = 133.
+        assert_eq!(should_run_aging(&g, 5, 60), (true, 133));
+        g.min_seq = [4, 4];
+        assert_eq!(
+            should_run_aging(&g, 5, 60),
+            (true, 0),
+            "4 + 2 > 5: must age"
+        );
+        g.min_seq = [2, 3];
+        // Oldest 2: not due; anon seqs 2..=5: 1111, file seqs 3..=5: 22.
+        assert_eq!(should_run_aging(&g, 5, 60), (false, 1133));
+        assert_eq!(
+            should_run_aging(&g, 5, 0),
+            (true, 22),
+            "file only, oldest 3"
+        );
+        assert_eq!(should_run_aging(&g, 5, 201), (false, 1111), "anon only");
+
+        // get_nr_to_scan on the same lruvec (not due, 1133 pages).
+        assert_eq!(get_nr_to_scan(&g, 60, true, true, 4, |n| n), NrToScan::Stop);
+        // Offline: everything, protection not applied.
+        assert_eq!(
+            get_nr_to_scan(&g, 60, false, false, 4, |_| 0),
+            NrToScan::Scan(1133)
+        );
+        // Online: protected to 566, >> 4 = 35.
+        assert_eq!(
+            get_nr_to_scan(&g, 60, false, true, 4, |n| n / 2),
+            NrToScan::Scan(35)
+        );
+        // Due (min_seq 3): at DEF_PRIORITY, 133 >> 12 = 0; below it, aging.
+        g.min_seq = [3, 3];
+        assert_eq!(
+            get_nr_to_scan(&g, 60, false, true, 12, |n| n),
+            NrToScan::Scan(0)
+        );
+        assert_eq!(
+            get_nr_to_scan(&g, 60, false, true, 11, |n| n),
+            NrToScan::Aging { max_seq: 5 }
+        );
+        // Must age with nothing evictable: offline does not short-cut a size of 0.
+        g.min_seq = [4, 4];
+        assert_eq!(
+            get_nr_to_scan(&g, 60, false, false, 11, |n| n),
+            NrToScan::Aging { max_seq: 5 }
+        );
+    }
+
+    #[test]
+    fn set_initial_priority_cases() {
+        // Only at DEF_PRIORITY with at least MIN_LRU_BATCH to reclaim.
+        assert_eq!(set_initial_priority(11, 1 << 10, 1 << 20), 11);
+        assert_eq!(set_initial_priority(12, 63, 1 << 20), 12);
+        // fls(1 << 20) = 21, fls(1023) = 10: 21 - 1 - 10 = 10.
+        assert_eq!(set_initial_priority(12, 1024, 1 << 20), 10);
+        // Rounds reclaimable down: fls((1 << 20) - 1) = 20 -> 9.
+        assert_eq!(set_initial_priority(12, 1024, (1 << 20) - 1), 9);
+        // Rounds nr_to_reclaim up: fls(1024) = 11 -> 9.
+        assert_eq!(set_initial_priority(12, 1025, 1 << 20), 9);
+        // Clamped to 12 above: fls(1 << 40) - 1 - fls(63) = 41 - 1 - 6 = 34.
+        assert_eq!(set_initial_priority(12, 64, 1 << 40), 12);
+        // Clamped to 6 below: 7 - 1 - 6 = 0, and 0 - 1 - 6 = -7.
+        assert_eq!(set_initial_priority(12, 64, 100), 6);
+        assert_eq!(set_initial_priority(12, 64, 0), 6);
+        // Just inside: fls(1 << 13) - 1 - fls(63) = 14 - 1 - 6 = 7.
+        assert_eq!(set_initial_priority(12, 64, 1 << 13), 7);
+    }
+
+    #[test]
+    fn apply_proportional_protection_cases() {
+        // No protection: unchanged.
+        assert_eq!(
+            apply_proportional_protection(1000, 0, 0, 1000, false),
+            (1000, false)
+        );
+        // memory.low 500 of usage 1000: 1000 - 1000 * 500 / 1001 = 1000 - 499 = 501.
+        assert_eq!(
+            apply_proportional_protection(1000, 0, 500, 1000, false),
+            (501, true)
+        );
+        // low equal to min: min counts, low is not reported skipped: 1000 - 499 = 501.
+        assert_eq!(
+            apply_proportional_protection(1000, 500, 500, 1000, false),
+            (501, false)
+        );
+        // The low-overriding pass uses min (0): unchanged, low not skipped.
+        assert_eq!(
+            apply_proportional_protection(1000, 0, 500, 1000, true),
+            (1000, false)
+        );
+        // min 900 of 1000: 40 - 40 * 900 / 1001 = 40 - 35 = 5, raised to SWAP_CLUSTER_MAX.
+        assert_eq!(
+            apply_proportional_protection(40, 900, 0, 1000, false),
+            (32, false)
+        );
+        // Usage below protection counts as the protection: 1000 - 1000 * 800 / 801 = 1.
+        assert_eq!(
+            apply_proportional_protection(1000, 800, 0, 10, false),
+            (32, false)
+        );
+    }
+
+    #[test]
+    fn sort_folio_verdicts_and_moves() {
+        let f_ = LRU_GEN_FILE;
+        let mut flags = vec![FILE; 10];
+        flags[6] = ANON | PG_SWAPCACHE;
+        flags[7] = ANON | PG_SWAPCACHE;
+        let mut f = frames(&flags);
+        let mut lv = lruvec();
+        // All land in gen 0 (the oldest; max_seq 3, min_seq 0).
+        for pfn in 0..10 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+            assert_eq!(folio_lru_gen(&f, pfn), Some(0));
+        }
+        // pfn 0: promoted by the walk to gen 3 (accounted as reset_batch_size would).
+        f[0].set(PG_REFERENCED);
+        assert_eq!(folio_update_gen(&mut f, 0, 3), Some(0));
+        lru_gen_update_size(&mut lv, f_, Some(0), Some(3));
+        // pfn 1: refs 3 (tier 2); pfn 2: refs 4 + workingset; pfn 3: in a batch;
+        // pfn 4 dirty; pfn 5 dirty under writeback; pfn 6 anon under writeback; pfn 7
+        // dirty anon; pfn 8 clean; pfn 9 no longer evictable.
+        f[1].set(PG_REFERENCED);
+        f.lru_gen[1] |= 2 << LRU_REFS_PGOFF;
+        f[2].set(PG_REFERENCED | PG_WORKINGSET);
+        f.lru_gen[2] |= 3 << LRU_REFS_PGOFF;
+        f[3].set(PG_INBATCH);
+        f[4].set(PG_DIRTY);
+        f[5].set(PG_DIRTY | PG_WRITEBACK);
+        f[6].set(PG_WRITEBACK);
+        f[7].set(PG_DIRTY);
+        let decide = |f: &Frames, lv: &Lruvec, pfn: u32, tier_idx, evictable| {
+            let p = f[pfn as usize];
+            let on_lru = p.test(PG_LRU) && !p.test(PG_INBATCH);
+            sort_folio_decide(
+                &lv.lrugen,
+                &p,
+                f.lru_gen[pfn as usize],
+                tier_idx,
+                evictable,
+                on_lru,
+            )
+        };
+        assert_eq!(decide(&f, &lv, 0, 0, true), SortFolio::Promoted { gen: 3 });
+        assert_eq!(
+            decide(&f, &lv, 1, 1, true),
+            SortFolio::Protected { tier: Some(2) }
+        );
+        // Tier 2 is not above tier_idx 2: no protection, and clean: isolate.
+        assert_eq!(decide(&f, &lv, 1, 2, true), SortFolio::Isolate);
+        assert_eq!(
+            decide(&f, &lv, 2, 3, true),
+            SortFolio::Protected { tier: None }
+        );
+        assert_eq!(decide(&f, &lv, 3, 3, true), SortFolio::Ineligible);
+        let wb = |file_taken, unqueued_dirty| SortFolio::Writeback {
+            file_taken,
+            unqueued_dirty,
+        };
+        assert_eq!(decide(&f, &lv, 4, 3, true), wb(true, true));
+        assert_eq!(decide(&f, &lv, 5, 3, true), wb(true, false));
+        assert_eq!(decide(&f, &lv, 6, 3, true), wb(false, false));
+        assert_eq!(
+            decide(&f, &lv, 7, 3, true),
+            SortFolio::Isolate,
+            "dirty anon"
+        );
+        assert_eq!(decide(&f, &lv, 8, 3, true), SortFolio::Isolate);
+        assert_eq!(decide(&f, &lv, 9, 3, false), SortFolio::Unevictable);
+        // Unevictable comes first, even for a promoted folio.
+        assert_eq!(decide(&f, &lv, 0, 3, false), SortFolio::Unevictable);
+
+        // Carry them out: pfn 0 to the head of gen 3; 1, 2 (head), 3 (tail), 4, 5 (head)
+        // into gen 1: 5, 4, 2, 1, 3.
+        assert!(sort_folio(&mut f, &mut lv, 0, 1, true).sorted());
+        assert_eq!(list(&f, &lv.lrugen.folios[3][f_]), vec![0]);
+        for pfn in 1..6 {
+            assert!(sort_folio(&mut f, &mut lv, pfn, 1, true).sorted());
+        }
+        assert_eq!(list(&f, &lv.lrugen.folios[1][f_]), vec![5, 4, 2, 1, 3]);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![9, 8]);
+        assert_eq!(
+            lv.lrugen.protected[0][f_],
+            [0, 0, 1, 0],
+            "only pfn 1, tier 2"
+        );
+        assert!(f[4].test(PG_RECLAIM) && f[5].test(PG_RECLAIM) && !f[1].test(PG_RECLAIM));
+        assert!(!f[1].test(PG_REFERENCED) && byte_refs(f.lru_gen[1]) == 0);
+        assert_eq!(lv.lrugen.nr_pages[1][f_], 5);
+        assert_eq!(lv.lrugen.nr_pages[0][f_], 2);
+        assert!(!sort_folio(&mut f, &mut lv, 8, 1, true).sorted());
+        // pfn 9: onto the classic unevictable list.
+        assert_eq!(
+            sort_folio(&mut f, &mut lv, 9, 1, false),
+            SortFolio::Unevictable
+        );
+        assert!(f[9].test(PG_UNEVICTABLE) && f.lru_gen[9] & LRU_GEN_MASK == 0);
+        assert_eq!(lv.nr[LRU_UNEVICTABLE], 1);
+        assert_eq!(lv.lrugen.nr_pages[0][f_], 1);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![8]);
+    }
+
+    #[test]
+    fn isolate_folio_cases() {
+        let mut f = frames(&[ANON, FILE | PG_DIRTY, FILE, FILE, FILE, FILE]);
+        let mut lv = lruvec();
+        for pfn in 0..6 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        // Without __GFP_IO: anon outside the swap cache and dirty folios stay.
+        assert!(!isolate_folio(&mut f, &mut lv, 0, false));
+        assert!(!isolate_folio(&mut f, &mut lv, 1, false));
+        // Dying (folio_try_get fails) or in a batch (PG_lru held): stay.
+        f[2].set(PG_DYING);
+        assert!(!isolate_folio(&mut f, &mut lv, 2, true));
+        f[3].set(PG_INBATCH);
+        assert!(!isolate_folio(&mut f, &mut lv, 3, true));
+        assert_eq!(lv.lrugen.nr_pages[0][LRU_GEN_FILE], 5);
+        // The anon folio is in gen 2, active: isolated without PG_active.
+        assert!(isolate_folio(&mut f, &mut lv, 0, true));
+        assert!(!f[0].test(PG_ACTIVE | PG_LRU) && f[0].test(PG_ISOLATED));
+        assert_eq!(lv.nr[LRU_ACTIVE_ANON], 0);
+        // Referenced: the refs counter is kept; PG_reclaim goes.
+        f[4].set(PG_REFERENCED | PG_RECLAIM);
+        f.lru_gen[4] |= 2 << LRU_REFS_PGOFF;
+        assert!(isolate_folio(&mut f, &mut lv, 4, true));
+        assert_eq!(f.lru_gen[4], 2 << LRU_REFS_PGOFF, "gen cleared, refs kept");
+        assert!(!f[4].test(PG_RECLAIM));
+        // Not referenced: the stale counter goes too.
+        f.lru_gen[5] |= 3 << LRU_REFS_PGOFF;
+        assert!(isolate_folio(&mut f, &mut lv, 5, true));
+        assert_eq!(f.lru_gen[5], 0);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 3);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][LRU_GEN_FILE]), vec![3, 2, 1]);
+    }
+
+    #[test]
+    fn keep_off_oldest_after_reclaim() {
+        // max_seq 3, min_seq 0 and 0: a clean file folio would go back to seq 0, the
+        // oldest: it gets PG_active and loses its refs flags.
+        let mut f = frames(&[FILE | PG_REFERENCED, FILE | PG_WORKINGSET, ANON]);
+        f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
+        let mut g = LruGenFolio::init(true, 0);
+        assert!(evict_folios_keep_off_oldest(&mut f, &g, 0));
+        assert!(f[0].test(PG_ACTIVE) && !f[0].test(PG_REFERENCED));
+        assert_eq!(f.lru_gen[0], 0);
+        // Workingset goes to seq 1, anon outside swap cache to seq 2: left alone.
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 1));
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 2));
+        // With file min_seq 1, seq 1 is the oldest: clamped, so marked.
+        g.min_seq[LRU_GEN_FILE] = 1;
+        assert!(evict_folios_keep_off_oldest(&mut f, &g, 1));
+        assert!(f[1].test(PG_ACTIVE));
+    }
+
+    #[test]
+    fn swappiness_size_and_ttl_helpers() {
+        assert_eq!(get_swappiness(false, 1000, 60), 0);
+        assert_eq!(
+            get_swappiness(true, 63, 60),
+            0,
+            "fewer than MIN_LRU_BATCH swap pages"
+        );
+        assert_eq!(get_swappiness(true, 64, 60), 60);
+        assert_eq!(get_swappiness(true, 64, 201), 201);
+        let mut g = LruGenFolio::init(true, 0);
+        // Window seqs 0..=3: 100 pages in all.
+        g.nr_pages[0] = [40, 20];
+        g.nr_pages[3] = [30, 10];
+        assert!(lruvec_is_sizable(&g, 60, true, 6), "100 >> 6 = 1");
+        assert!(!lruvec_is_sizable(&g, 60, true, 7), "100 >> 7 = 0");
+        assert!(lruvec_is_sizable(&g, 60, false, 12), "offline: any page");
+        assert!(!lruvec_is_sizable(&g, 0, true, 5), "file only: 30 >> 5 = 0");
+        assert!(!lruvec_is_sizable(
+            &LruGenFolio::init(true, 0),
+            60,
+            false,
+            0
+        ));
+        // Oldest evictable generation born at 1000 (file only: min_seq file = 1).
+        g.min_seq = [0, 1];
+        g.timestamps = [5, 1000, 0, 0];
+        assert!(
+            !lru_gen_oldest_expired(&g, 0, 500, 1500),
+            "not before: equal"
+        );
+        assert!(lru_gen_oldest_expired(&g, 0, 500, 1501));
+        assert!(
+            lru_gen_oldest_expired(&g, 60, 500, 506),
+            "anon gen 0 born at 5"
+        );
+    }
+
+    #[test]
+    fn eviction_token_round_trip_and_recent_boundary() {
+        let f_ = LRU_GEN_FILE;
+        // File folio with refs 3 (PG_referenced + counter 2), lruvec of memcg 5, node 1,
+        // file min_seq 9: token = 9 << 2 | (3 - 1) = 38; shadow = 38 << 20 | 5 << 4 | 1 << 1
+        // = 39845888 + 80 + 2 = 39845970 (workingset.rs layout).
+        let mut f = frames(&[
+            FILE | PG_REFERENCED,
+            FILE,
+            FILE | PG_REFERENCED | PG_WORKINGSET,
+        ]);
+        f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
+        f.lru_gen[2] = 3 << LRU_REFS_PGOFF;
+        let mut lv = Lruvec::new(5, 1, 0, 0);
+        lv.lrugen.min_seq[f_] = 9;
+        let s = lru_gen_eviction(&f, &mut lv, 0);
+        assert_eq!(s, 39_845_970);
+        assert_eq!(unpack_shadow(s), (5, 1, 38, false));
+        assert_eq!(lv.lrugen.evicted[0][f_], [0, 0, 1, 0], "refs 3: tier 2");
+        // refs 0 stores 0 (max(refs - 1, 0)); workingset with refs 4 stores 3, tier 3.
+        assert_eq!(unpack_shadow(lru_gen_eviction(&f, &mut lv, 1)).2, 36);
+        assert_eq!(
+            unpack_shadow(lru_gen_eviction(&f, &mut lv, 2)),
+            (5, 1, 39, true)
+        );
+        assert_eq!(lv.lrugen.evicted[0][f_], [1, 0, 1, 1]);
+        // Recent while |max_seq - 9| < 4.
+        assert!(lru_gen_test_recent(38, 12));
+        assert!(!lru_gen_test_recent(38, 13));
+        assert!(lru_gen_test_recent(38, 6));
+        assert!(!lru_gen_test_recent(38, 5));
+        // Sequence numbers beyond the token's 40 bits: both sides are truncated. min_seq
+        // 2^40 + 9 packs to 9 (the shadow keeps 42 bits of token), max_seq 2^40 + 12
+        // compares as 12.
+        lv.lrugen.min_seq[f_] = (1 << 40) + 9;
+        let (_, _, token, _) = unpack_shadow(lru_gen_eviction(&f, &mut lv, 0));
+        assert_eq!(token, 38);
+        assert!(lru_gen_test_recent(token, (1 << 40) + 12));
+        assert!(!lru_gen_test_recent(token, (1 << 40) + 13));
+    }
+
+    #[test]
+    fn refault_decisions_and_effects() {
+        use NodeStat::*;
+        // Token 9 << 2 | 2 (refs 3), no workingset; one with workingset and refs 1.
+        let plain = pack_shadow(5, 1, 38, false);
+        let ws = pack_shadow(5, 1, 36, true);
+        // Another lruvec's shadow: nothing, not even the refault count.
+        let r = lru_gen_refault_decide(plain, false, 12, true);
+        assert!(!r.count_refault && !r.recent && r.items(true).count() == 0);
+        // Too old (|13 - 9| = 4): only the refault.
+        let r = lru_gen_refault_decide(plain, true, 13, true);
+        assert!(r.count_refault && !r.recent && !r.activate);
+        assert_eq!(
+            r.items(true).collect::<Vec<_>>(),
+            vec![WorkingsetRefaultFile]
+        );
+        // Recent, in a fault: tier of refs 3 = 2, activate, counter back to 2.
+        let r = lru_gen_refault_decide(plain, true, 12, true);
+        assert_eq!(
+            (r.recent, r.tier, r.activate, r.restore),
+            (true, 2, true, false)
+        );
+        assert_eq!(r.refs_counter, Some(2));
+        assert_eq!(
+            r.items(false).collect::<Vec<_>>(),
+            vec![WorkingsetRefaultAnon, WorkingsetActivateAnon]
+        );
+        // Recent workingset, not in a fault (read): tier 3, restore, no activation.
+        let w = lru_gen_refault_decide(ws, true, 10, false);
+        assert_eq!(
+            (w.tier, w.activate, w.restore, w.refs_counter),
+            (3, false, true, None)
+        );
+        assert_eq!(
+            w.items(true).collect::<Vec<_>>(),
+            vec![WorkingsetRefaultFile, WorkingsetRestoreFile]
+        );
+        // Effects on a new (off-LRU) anon folio and its lruvec.
+        let mut f = frames(&[ANON, FILE]);
+        let mut g = LruGenFolio::init(true, 0);
+        lru_gen_refault_apply(&mut f, &mut g, 0, &r);
+        assert_eq!(g.refaulted[0][LRU_GEN_ANON], [0, 0, 1, 0]);
+        assert_eq!(f.lru_gen[0], 2 << LRU_REFS_PGOFF);
+        assert!(!f[0].test(PG_REFERENCED | PG_WORKINGSET));
+        lru_gen_refault_apply(&mut f, &mut g, 1, &w);
+        assert_eq!(g.refaulted[0][LRU_GEN_FILE], [0, 0, 0, 1]);
+        assert!(f[1].test(PG_WORKINGSET) && f.lru_gen[1] == 0);
+        // Not recent: no effect.
+        let old = lru_gen_refault_decide(plain, true, 13, true);
+        lru_gen_refault_apply(&mut f, &mut g, 0, &old);
+        assert_eq!(g.refaulted[0][LRU_GEN_ANON], [0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn memcg_lru_rotations_and_seq_advance() {
+        use MemcgLruOp::*;
+        let mut m = LruGenMemcg::new();
+        let mut g: Vec<LruGenFolio> = (0..5).map(|_| LruGenFolio::new()).collect();
+        let fifo =
+            |m: &LruGenMemcg, gen: usize, bin: usize| m.bin_members(gen, bin).collect::<Vec<_>>();
+        // Onlining appends to the old generation (seq 0 -> gen 0).
+        lru_gen_online_memcg(&mut m, 1, &mut g[1], 0);
+        lru_gen_online_memcg(&mut m, 2, &mut g[2], 0);
+        lru_gen_online_memcg(&mut m, 3, &mut g[3], 1);
+        assert_eq!((fifo(&m, 0, 0), fifo(&m, 0, 1)), (vec![1, 2], vec![3]));
+        assert_eq!(m.nr_memcgs, [3, 0, 0]);
+        // HEAD: head of bin 1 of its own generation, segment head.
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Head, 1);
+        assert_eq!((fifo(&m, 0, 0), fifo(&m, 0, 1)), (vec![2], vec![1, 3]));
+        assert_eq!((g[1].gen, g[1].seg), (0, MEMCG_LRU_HEAD));
+        // TAIL to bin 9 = bin 1: tail, segment tail.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Tail, 9);
+        assert_eq!(fifo(&m, 0, 1), vec![1, 3, 2]);
+        assert_eq!((g[2].gen, g[2].seg, g[2].bin), (0, MEMCG_LRU_TAIL, Some(1)));
+        assert_eq!(m.nr_memcgs, [3, 0, 0]);
+        // YOUNG: tail of gen (0 + 1) % 3 = 1, segment reset.
+        lru_gen_rotate_memcg(&mut m, 3, &mut g[3], Young, 5);
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Young, 5);
+        assert_eq!(fifo(&m, 1, 5), vec![3, 1]);
+        assert_eq!((g[1].gen, g[1].seg), (1, 0));
+        assert_eq!((m.nr_memcgs, m.seq), ([1, 2, 0], 0));
+        // The last one leaves the old generation: seq advances, gen 1 is now old.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Young, 2);
+        assert_eq!((m.nr_memcgs, m.seq), ([0, 3, 0], 1));
+        // OLD now means gen 1 (its own): to the head of bin 2.
+        lru_gen_rotate_memcg(&mut m, 3, &mut g[3], Old, 2);
+        assert_eq!((fifo(&m, 1, 2), fifo(&m, 1, 5)), (vec![3, 2], vec![1]));
+        assert_eq!((m.nr_memcgs, m.seq), ([0, 3, 0], 1));
+        // A new memcg joins the old generation, now 1, at the tail.
+        lru_gen_online_memcg(&mut m, 4, &mut g[4], 2);
+        assert_eq!(fifo(&m, 1, 2), vec![3, 2, 4]);
+        // Release: off the list; again: nothing.
+        lru_gen_release_memcg(&mut m, 2, &mut g[2]);
+        lru_gen_release_memcg(&mut m, 2, &mut g[2]);
+        assert_eq!((fifo(&m, 1, 2), g[2].bin), (vec![3, 4], None));
+        assert_eq!(m.nr_memcgs, [0, 3, 0]);
+        // Offline: OLD, head of bin 6.
+        lru_gen_offline_memcg(&mut m, 4, &mut g[4], 6);
+        assert_eq!((fifo(&m, 1, 6), fifo(&m, 1, 2)), (vec![4], vec![3]));
+        // Soft limit: HEAD once; already in the head segment, not again.
+        lru_gen_soft_reclaim(&mut m, 3, &mut g[3], 7);
+        lru_gen_soft_reclaim(&mut m, 3, &mut g[3], 0);
+        assert_eq!((fifo(&m, 1, 7), g[3].bin), (vec![3], Some(7)));
+        // All to young (gen 2): seq advances when the last leaves gen 1.
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Young, 0);
+        lru_gen_rotate_memcg(&mut m, 4, &mut g[4], Young, 0);
+        assert_eq!(m.seq, 1);
+        lru_gen_rotate_memcg(&mut m, 3, &mut g[3], Young, 0);
+        assert_eq!((m.nr_memcgs, m.seq), ([0, 0, 3], 2));
+        assert_eq!(fifo(&m, 2, 0), vec![1, 4, 3]);
+        // Releasing the last of the old generation advances seq too.
+        for lv in [1, 4, 3] {
+            lru_gen_release_memcg(&mut m, lv, &mut g[lv as usize]);
+        }
+        assert_eq!((m.nr_memcgs, m.seq), ([0, 0, 0], 3));
+        // Bins drawn from a seeded stream stay in range.
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
+        assert!((0..100).all(|_| random_bin(&mut rng) < MEMCG_NR_BINS));
+    }
+
+    #[test]
+    fn memcg_lru_seq_advances_only_when_the_old_gen_empties() {
+        use MemcgLruOp::*;
+        let mut m = LruGenMemcg::new();
+        let mut g: Vec<LruGenFolio> = (0..3).map(|_| LruGenFolio::new()).collect();
+        lru_gen_online_memcg(&mut m, 1, &mut g[1], 0);
+        lru_gen_online_memcg(&mut m, 2, &mut g[2], 0);
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Young, 0);
+        assert_eq!(m.nr_memcgs, [1, 1, 0]);
+        // 2 leaves the young generation (1) empty by going back to old (0): young is not
+        // the old generation, seq stays.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Old, 0);
+        assert_eq!((m.nr_memcgs, m.seq), ([2, 0, 0], 0));
+        // Likewise when the young generation's last member is released.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Young, 0);
+        lru_gen_release_memcg(&mut m, 2, &mut g[2]);
+        assert_eq!((m.nr_memcgs, m.seq), ([1, 0, 0], 0));
+        // HEAD and TAIL keep the generation: the old one never empties through them.
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Tail, 3);
+        assert_eq!((m.nr_memcgs, m.seq), ([1, 0, 0], 0));
+    }
+
+    #[test]
+    fn memcg_lru_walk_order_skip_and_nulls() {
+        use MemcgLruOp::*;
+        use MemcgLruPos::*;
+        let mut m = LruGenMemcg::new();
+        let mut g: Vec<LruGenFolio> = (0..4).map(|_| LruGenFolio::new()).collect();
+        for lv in 1..4 {
+            lru_gen_online_memcg(&mut m, lv, &mut g[lv as usize], 0);
+        }
+        assert_eq!(m.fifo_first(0, 0), Entry(1));
+        assert_eq!(m.fifo_first(0, 4), Nulls(0));
+        assert_eq!(m.fifo_next(1, &g[1]), Entry(2));
+        assert_eq!(m.fifo_next(3, &g[3]), Nulls(0));
+        // The walk stood on 1 and got YOUNG: it reads 1's successor before rotating.
+        let pos = m.fifo_next(1, &g[1]);
+        lru_gen_rotate_memcg(&mut m, 1, &mut g[1], Young, 3);
+        assert_eq!(pos, Entry(2));
+        // While it shrinks 2, someone else moves 2 to the young generation behind 1: 2's
+        // successor is now the end of fifo[1][3], a gen-1 marker: restart.
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Young, 3);
+        assert_eq!(m.fifo_next(2, &g[2]), Nulls(1));
+        // Walking gen 0 but on a gen-1 list: both entries skipped, ending at its marker.
+        assert_eq!(
+            m.shrink_many_skip(Entry(1), 0, |x| &g[x as usize]),
+            Nulls(1)
+        );
+        assert_eq!(
+            m.shrink_many_skip(Entry(3), 0, |x| &g[x as usize]),
+            Entry(3)
+        );
+        // A TAIL rotation to the same bin puts a visited entry behind the rest: met again.
+        let mut m = LruGenMemcg::new();
+        let mut g: Vec<LruGenFolio> = (0..4).map(|_| LruGenFolio::new()).collect();
+        for lv in 1..4 {
+            lru_gen_online_memcg(&mut m, lv, &mut g[lv as usize], 0);
+        }
+        let mut order = vec![];
+        let mut pos = m.fifo_first(0, 0);
+        let mut pending: Option<LruvecId> = None;
+        while let Entry(y) = pos {
+            if let Some(x) = pending.take() {
+                lru_gen_rotate_memcg(&mut m, x, &mut g[x as usize], Tail, 0);
+            }
+            order.push(y);
+            if y == 1 && g[1].seg != MEMCG_LRU_TAIL {
+                pending = Some(1);
+            }
+            pos = m.fifo_next(y, &g[y as usize]);
+        }
+        assert_eq!((order, pos), (vec![1, 2, 3, 1], Nulls(0)));
+    }
+
+    #[test]
+    fn bloom_filters_double_buffer() {
+        // hash_64(mm << 32 | pmd, 30) = (x * 0x61C8864680B583EB mod 2^64) >> 34, split into
+        // the low and high 15 bits (computed apart from this code): (1, 0) -> 539844858 =
+        // 16474 << 15 | 24826; (1, 1) -> 949977740; (2, 0) -> 5947893.
+        let a = get_item_key(1, 0);
+        let b = get_item_key(1, 1);
+        let c = get_item_key(2, 0);
+        assert_eq!(a, [24826, 16474]);
+        assert_eq!(b, [652, 28991]);
+        assert_eq!(c, [16885, 181]);
+        let mut s = LruGenMmState::new();
+        // No filters yet: everything passes, updates go nowhere.
+        assert!(test_bloom_filter(&s, 3, b));
+        update_bloom_filter(&mut s, 3, a);
+        assert!(s.filters.iter().all(|f| f.is_none()));
+        // seq 4 uses filter 0.
+        reset_bloom_filter(&mut s, 4);
+        assert!(!test_bloom_filter(&s, 4, a));
+        update_bloom_filter(&mut s, 4, a);
+        assert!(test_bloom_filter(&s, 4, a) && test_bloom_filter(&s, 6, a));
+        assert!(!test_bloom_filter(&s, 4, b));
+        assert!(test_bloom_filter(&s, 5, b), "filter 1 not allocated yet");
+        // One bit of two is not a match.
+        assert!(!test_bloom_filter(&s, 4, [a[0], b[1]]));
+        // seq 5 uses filter 1, independent of filter 0.
+        reset_bloom_filter(&mut s, 5);
+        update_bloom_filter(&mut s, 5, c);
+        assert!(test_bloom_filter(&s, 5, c) && !test_bloom_filter(&s, 5, a));
+        assert!(!test_bloom_filter(&s, 4, c));
+        // seq 6 reuses and clears filter 0; filter 1 keeps c.
+        reset_bloom_filter(&mut s, 6);
+        assert!(!test_bloom_filter(&s, 4, a));
+        assert!(test_bloom_filter(&s, 7, c));
+    }
+
+    #[test]
+    fn mm_list_iteration() {
+        let mut list = LruGenMmList::default();
+        let mut s = LruGenMmState::new();
+        for mm in [10, 11, 12] {
+            lru_gen_add_mm(&mut list, [&mut s], mm);
+        }
+        let alive = |_| true;
+        // Round 1 for seq 3 (state seq 2): no previous iteration (tail NULL), so every mm
+        // is forced despite clear bitmaps. The first resets the filter of seq 4 (filter 0).
+        let mut w = LruGenMmWalk::new(3, 60, false);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(10))
+        );
+        assert!(w.force_scan);
+        assert!(s.filters[0].is_some() && s.filters[1].is_none());
+        w.mm_stats[MM_LEAF_TOTAL] = 5;
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(10), alive),
+            (false, Some(11))
+        );
+        assert_eq!(
+            s.stats[0][MM_LEAF_TOTAL], 5,
+            "stats folded when handing out the next"
+        );
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(11), alive),
+            (false, Some(12))
+        );
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(12), alive),
+            (true, None)
+        );
+        assert_eq!((s.seq, s.head, s.tail), (3, MmCursor::Fifo, MmCursor::Fifo));
+        // A stale walker for seq 3 gets nothing.
+        let mut stale = LruGenMmWalk::new(3, 60, false);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut stale, 0, None, alive),
+            (false, None)
+        );
+        // Between rounds: 12 runs; 13 is added, the first since the iteration ended.
+        lru_gen_use_mm(&mut list, 12);
+        lru_gen_add_mm(&mut list, [&mut s], 13);
+        assert_eq!(s.tail, MmCursor::Mm(13));
+        // Round 2 for seq 4: 10 and 11 were not used (their node-0 bits were cleared in
+        // round 1): skipped. 12 was used: walked, not forced. 13 is new: forced.
+        let mut w = LruGenMmWalk::new(4, 60, false);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(12))
+        );
+        assert!(!w.force_scan);
+        assert_eq!(
+            list.fifo[2].bitmap, !1,
+            "node 0's bit cleared, the others kept"
+        );
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(12), alive),
+            (false, Some(13))
+        );
+        assert!(w.force_scan);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(13), alive),
+            (true, None)
+        );
+        assert_eq!(s.seq, 4);
+        // Round 3 for seq 5, forced: deleting the mm the cursor stands on moves the cursor
+        // back; an mm that cannot be pinned is passed over.
+        let mut w = LruGenMmWalk::new(5, 60, true);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(10))
+        );
+        lru_gen_del_mm(&mut list, [&mut s], 10);
+        assert_eq!(s.head, MmCursor::Fifo);
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(11))
+        );
+        let not_12 = |mm| mm != 12;
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(11), not_12),
+            (false, Some(13))
+        );
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, Some(13), alive),
+            (true, None)
+        );
+        // Deleting the mm a tail stands on moves the tail to its successor: the tail of the
+        // iteration that just ended is the list's end (Fifo); 14 becomes the first
+        // addition since, and when it goes again the tail is back at the end.
+        assert_eq!(s.tail, MmCursor::Fifo);
+        lru_gen_add_mm(&mut list, [&mut s], 14);
+        assert_eq!(s.tail, MmCursor::Mm(14));
+        lru_gen_del_mm(&mut list, [&mut s], 14);
+        assert_eq!(s.tail, MmCursor::Fifo);
+        // Mid-list: a new iteration has tail 12 after handing out 11; deleting 12 moves the
+        // tail to 13.
+        let mut w = LruGenMmWalk::new(6, 60, false);
+        s.tail = MmCursor::Null;
+        assert_eq!(
+            iterate_mm_list(&mut list, &mut s, &mut w, 0, None, alive),
+            (false, Some(11))
+        );
+        assert_eq!(s.tail, MmCursor::Mm(12));
+        lru_gen_del_mm(&mut list, [&mut s], 12);
+        assert_eq!(s.tail, MmCursor::Mm(13));
+        // Without page-table walks: one count per seq, cursor forgotten.
+        assert!(iterate_mm_list_nowalk(&mut s, 6));
+        assert!(!iterate_mm_list_nowalk(&mut s, 6));
+        assert_eq!((s.seq, s.head, s.tail), (6, MmCursor::Null, MmCursor::Null));
+    }
+
+    #[test]
+    fn walk_batch_and_look_around_updates() {
+        let f_ = LRU_GEN_FILE;
+        let mut f = frames(&[FILE, FILE, ANON | PG_SWAPCACHE, FILE]);
+        let mut lv = lruvec();
+        for pfn in 0..4 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        // All in gen 0 (inactive); max_seq 3 is gen 3 (active).
+        let mut w = LruGenMmWalk::new(3, 60, false);
+        assert!(!walk_update_folio(&mut f, Some(&mut w), 0, 3));
+        assert_eq!(w.batched, 0, "first sighting: PG_referenced only");
+        walk_update_folio(&mut f, Some(&mut w), 0, 3);
+        f[2].set(PG_WORKINGSET);
+        walk_update_folio(&mut f, Some(&mut w), 2, 3);
+        assert_eq!(w.batched, 2);
+        assert_eq!(w.nr_pages[0], [-1, -1]);
+        assert_eq!(w.nr_pages[3], [1, 1]);
+        assert_eq!(lv.lrugen.nr_pages[0], [1, 3], "not applied yet");
+        reset_batch_size(&mut w, &mut lv);
+        assert_eq!((w.batched, w.nr_pages), (0, [[0; 2]; 4]));
+        assert_eq!(lv.lrugen.nr_pages[0], [0, 2]);
+        assert_eq!(lv.lrugen.nr_pages[3], [1, 1]);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE + 1], 1);
+        assert_eq!(lv.nr[LRU_INACTIVE_ANON], 0);
+        assert_eq!(lv.nr[LRU_ACTIVE_ANON], 1);
+        // The promoted folios still sit on gen 0's list until sorted.
+        assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![3, 1, 0]);
+        // Without a walk: first sighting keeps, second activates a folio of another gen.
+        assert!(!walk_update_folio(&mut f, None, 1, 3));
+        assert!(walk_update_folio(&mut f, None, 1, 3));
+        // Already in the max_seq generation (pfn 0, workingset): nothing to activate.
+        assert!(!walk_update_folio(&mut f, None, 0, 3));
+        assert!(suitable_to_scan(64, 8) && !suitable_to_scan(64, 7) && suitable_to_scan(0, 0));
+    }
+
+    /// A valid enabled lruvec: file folios 0, 1 in gen 0, 2 promoted by the walk to gen 3
+    /// but still on gen 0's list, anon 3 in gen 2.
+    fn valid_state() -> (Frames, Lruvec) {
+        let mut f = frames(&[FILE, FILE, FILE | PG_REFERENCED, ANON]);
+        let mut lv = lruvec();
+        for pfn in 0..4 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        let mut w = LruGenMmWalk::new(3, 60, false);
+        walk_update_folio(&mut f, Some(&mut w), 2, 3);
+        reset_batch_size(&mut w, &mut lv);
+        (f, lv)
+    }
+
+    fn assert_err(r: Result<(), String>, what: &str) {
+        match r {
+            Ok(()) => panic!("corruption not caught: expected {what}"),
+            Err(e) => assert!(e.contains(what), "expected {what:?}, got {e:?}"),
+        }
+    }
+
+    #[test]
+    fn check_lru_gen_accepts_valid_states() {
+        let (f, lv) = valid_state();
+        check_lru_gen(&f, &lv).unwrap();
+        // Through inc_max_seq twice (gen 0 folded, the promoted folio sorted to gen 3).
+        let (mut f, mut lv) = valid_state();
+        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 1), IncMaxSeq::Done);
+        check_lru_gen(&f, &lv).unwrap();
+        assert_eq!(list(&f, &lv.lrugen.folios[3][LRU_GEN_FILE]), vec![2]);
+        assert_eq!(inc_max_seq(&mut f, &mut lv, 4, 60, 2), IncMaxSeq::Done);
+        check_lru_gen(&f, &lv).unwrap();
+        // min_seq 2 and 2, max_seq 5: files 0, 1 and anon 3 in gen 2, file 2 in gen 3.
+        assert_eq!(sort_folio(&mut f, &mut lv, 0, 3, true), SortFolio::Isolate);
+        assert!(isolate_folio(&mut f, &mut lv, 1, true));
+        check_lru_gen(&f, &lv).unwrap();
+        // Put back as reclaiming (writeback rotation): seq 5 - 4 + 1 = 2, the tail of gen 2.
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 1, true));
+        assert_eq!(folio_lru_gen(&f, 1), Some(2));
+        assert_eq!(lv.lrugen.folios[2][LRU_GEN_FILE].tail, 1);
+        check_lru_gen(&f, &lv).unwrap();
+        // A disabled, empty lruvec.
+        check_lru_gen(&f, &Lruvec::new(0, 0, 0, 0)).unwrap();
+    }
+
+    #[test]
+    fn check_lru_gen_catches_corruption() {
+        let f_ = LRU_GEN_FILE;
+        let (f, mut lv) = valid_state();
+        lv.lrugen.nr_pages[0][f_] += 1;
+        assert_err(check_lru_gen(&f, &lv), "nr_pages");
+        // Window too small (1) and too large (5).
+        let (f, mut lv) = valid_state();
+        lv.lrugen.min_seq[f_] = 3;
+        assert_err(check_lru_gen(&f, &lv), "1 generations");
+        let (f, mut lv) = valid_state();
+        lv.lrugen.max_seq = 4;
+        assert_err(check_lru_gen(&f, &lv), "5 generations");
+        // min_seq past the folios of gen 0: the list is outside the window.
+        let (f, mut lv) = valid_state();
+        lv.lrugen.min_seq[f_] = 1;
+        assert_err(check_lru_gen(&f, &lv), "outside the window");
+        // A gen counter older than the list the folio is on (gen 0 on gen 3's list).
+        let (mut f, mut lv) = valid_state();
+        lru_gen_list_unlink(&mut f, &mut lv.lrugen, 0);
+        lru_gen_list_splice(&mut f, &mut lv.lrugen, 3, &[0]);
+        assert_err(check_lru_gen(&f, &lv), "older than its list");
+        // Compatibility sizes off, in nr and in the stat item.
+        let (f, mut lv) = valid_state();
+        lv.nr[LRU_INACTIVE_FILE] += 1;
+        assert_err(check_lru_gen(&f, &lv), "list 2: nr 3");
+        let (f, mut lv) = valid_state();
+        lv.stat[NodeStat::NrActiveAnon as usize] -= 1;
+        assert_err(check_lru_gen(&f, &lv), "list 1");
+        // Flags: PG_active on a listed folio; a swap-backed folio on a file list.
+        let (mut f, lv) = valid_state();
+        f[0].set(PG_ACTIVE);
+        assert_err(check_lru_gen(&f, &lv), "flags");
+        let (mut f, lv) = valid_state();
+        f[1].set(PG_SWAPBACKED);
+        assert_err(check_lru_gen(&f, &lv), "other type");
+        // A broken back link, a wrong tail.
+        let (mut f, lv) = valid_state();
+        f.links[0].prev = 3;
+        assert_err(check_lru_gen(&f, &lv), "prev link");
+        let (f, mut lv) = valid_state();
+        lv.lrugen.folios[0][f_].tail = 1;
+        assert_err(check_lru_gen(&f, &lv), "tail");
+        // A folio with a clear gen counter on a list.
+        let (mut f, lv) = valid_state();
+        f.lru_gen[1] &= !LRU_GEN_MASK;
+        assert_err(check_lru_gen(&f, &lv), "gen counter 0");
+        // Classic lists must be empty with MGLRU on; generation lists with it off.
+        let (f, mut lv) = valid_state();
+        let mut other = frames(&[FILE]);
+        crate::mm::mmzone::lruvec_add_folio(&mut other, &mut lv, 0);
+        assert_err(check_lru_gen(&f, &lv), "classic list");
+        let (f, mut lv) = valid_state();
+        lv.lrugen.enabled = false;
+        assert_err(check_lru_gen(&f, &lv), "MGLRU off");
+    }
+
+    #[test]
+    fn check_memcg_lru_cases() {
+        use MemcgLruOp::*;
+        let mut m = LruGenMemcg::new();
+        let mut g: Vec<LruGenFolio> = (0..4).map(|_| LruGenFolio::new()).collect();
+        for lv in 1..4 {
+            lru_gen_online_memcg(&mut m, lv, &mut g[lv as usize], lv as usize);
+        }
+        lru_gen_rotate_memcg(&mut m, 2, &mut g[2], Young, 0);
+        lru_gen_rotate_memcg(&mut m, 3, &mut g[3], Tail, 4);
+        let all = |g: &[LruGenFolio], expect: [bool; 4]| -> Vec<(LruvecId, LruGenFolio, bool)> {
+            (0..4)
+                .map(|i| (i as LruvecId, g[i].clone(), expect[i]))
+                .collect()
+        };
+        let check = |m: &LruGenMemcg, v: &[(LruvecId, LruGenFolio, bool)]| {
+            check_memcg_lru(m, v.iter().map(|(id, g, e)| (*id, g, *e)))
+        };
+        let expect = [false, true, true, true];
+        check(&m, &all(&g, expect)).unwrap();
+        // Count off.
+        let mut bad = m.clone();
+        bad.nr_memcgs[0] += 1;
+        assert_err(check(&bad, &all(&g, expect)), "nr_memcgs");
+        // An lruvec that says another generation than its list.
+        let mut g2 = g.clone();
+        g2[2].gen = 0;
+        assert_err(check(&m, &all(&g2, expect)), "says gen 0");
+        // Online but missing; released but still listed.
+        assert_err(check(&m, &all(&g, [true, true, true, true])), "missing");
+        assert_err(
+            check(&m, &all(&g, [false, true, false, true])),
+            "should not be",
+        );
+        // A listed lruvec nobody knows.
+        assert_err(check(&m, &all(&g, expect)[1..3]), "unknown");
+        // The generation that is neither old (0) nor young (1) must be empty.
+        let mut bad = m.clone();
+        bad.fifo[2][0].push_back(9);
+        bad.nr_memcgs[2] += 1;
+        assert_err(check(&bad, &all(&g, expect)), "neither old nor young");
+    }
+}
