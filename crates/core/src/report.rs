@@ -110,8 +110,8 @@ impl Sampler {
             let v = memcg_view(mm, m);
             let ev = |e: VmEvent| v.events[e as usize];
             let cur = [
-                ev(PgscanKswapd) + ev(PgscanDirect),
-                ev(PgstealKswapd) + ev(PgstealDirect),
+                ev(PgscanKswapd) + ev(PgscanDirect) + ev(PgscanProactive),
+                ev(PgstealKswapd) + ev(PgstealDirect) + ev(PgstealProactive),
                 ev(Pgfault),
                 ev(Pgmajfault),
                 v.stat[NodeStat::WorkingsetRefaultAnon as usize].max(0) as u64,
@@ -238,12 +238,20 @@ impl Report {
                 );
             }
             for (k, val) in [
-                ("pgscan", ev(PgscanKswapd) + ev(PgscanDirect)),
-                ("pgsteal", ev(PgstealKswapd) + ev(PgstealDirect)),
+                (
+                    "pgscan",
+                    ev(PgscanKswapd) + ev(PgscanDirect) + ev(PgscanProactive),
+                ),
+                (
+                    "pgsteal",
+                    ev(PgstealKswapd) + ev(PgstealDirect) + ev(PgstealProactive),
+                ),
                 ("pgscan_kswapd", ev(PgscanKswapd)),
                 ("pgscan_direct", ev(PgscanDirect)),
+                ("pgscan_proactive", ev(PgscanProactive)),
                 ("pgsteal_kswapd", ev(PgstealKswapd)),
                 ("pgsteal_direct", ev(PgstealDirect)),
+                ("pgsteal_proactive", ev(PgstealProactive)),
                 ("pgfault", ev(Pgfault)),
                 ("pgmajfault", ev(Pgmajfault)),
                 ("pgrefill", ev(Pgrefill)),

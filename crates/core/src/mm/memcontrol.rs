@@ -10,6 +10,7 @@
 //!   which runs periodically every FLUSH_TIME (2 s) like flush_memcg_stats_dwork, and on
 //!   demand when pending updates exceed MEMCG_CHARGE_BATCH * nr_cpus (memcg_vmstats_needs_flush).
 
+use super::vmscan::MEMCG_RECLAIM_MAY_SWAP;
 use super::vmstat::{VmEvent, NR_NODE_STAT, NR_VM_EVENTS};
 use super::{MemcgId, Mm, MEMCG_CHARGE_BATCH};
 use crate::engine::{CacheLine, Time};
@@ -724,7 +725,9 @@ impl crate::sim::Sim {
             if self.current_killed() {
                 return false;
             }
-            let reclaimed = self.try_to_free_mem_cgroup_pages(over, nr, true).await;
+            let reclaimed = self
+                .try_to_free_mem_cgroup_pages(over, nr, MEMCG_RECLAIM_MAY_SWAP, None)
+                .await;
             if self.mm.borrow().mem_cgroup_margin(over) >= nr {
                 continue;
             }
@@ -801,7 +804,8 @@ impl crate::sim::Sim {
                             } else {
                                 nr_pages
                             },
-                            true,
+                            MEMCG_RECLAIM_MAY_SWAP,
+                            None,
                         )
                         .await;
                 }
@@ -835,6 +839,16 @@ impl crate::sim::Sim {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// memory.reclaim: proactive reclaim from user space
+// ---------------------------------------------------------------------------------------
+
+/// vm_swappiness's bounds, and the proactive-only value meaning "anon only"
+/// (MIN_SWAPPINESS, MAX_SWAPPINESS, SWAPPINESS_ANON_ONLY of include/linux/swap.h).
+pub const MIN_SWAPPINESS: i64 = 0;
+pub const MAX_SWAPPINESS: i64 = 200;
+pub const SWAPPINESS_ANON_ONLY: u32 = MAX_SWAPPINESS as u32 + 1;
 
 #[cfg(test)]
 mod high_tests {

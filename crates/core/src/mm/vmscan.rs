@@ -30,6 +30,10 @@ use crate::sim::Sim;
 pub const DEACTIVATE_ANON: u8 = 1;
 pub const DEACTIVATE_FILE: u8 = 2;
 
+/// reclaim_options of try_to_free_mem_cgroup_pages (include/linux/swap.h).
+pub const MEMCG_RECLAIM_MAY_SWAP: u32 = 1 << 1;
+pub const MEMCG_RECLAIM_PROACTIVE: u32 = 1 << 2;
+
 /// Per-call statistics of shrink_folio_list (struct reclaim_stat) accumulated in sc->nr.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReclaimStat {
@@ -130,6 +134,56 @@ impl ScanControl {
     pub fn target_memcg(&self) -> MemcgId {
         self.target.unwrap_or(0)
     }
+
+    /// root_reclaim(): reclaim for the whole machine, either global (no target) or through
+    /// a cgroup interface of the root memcg (memory.reclaim on "/", target Some(0)). Such
+    /// reclaim is cgroup_reclaim() too: the target is set.
+    #[inline]
+    pub fn root_reclaim(&self) -> bool {
+        self.target.is_none_or(|m| m == 0)
+    }
+
+    /// reclaimer_offset(): whose pgscan/pgsteal items count this reclaim: kswapd's,
+    /// proactive reclaim's (memory.reclaim, since 6.15) or else direct reclaim's.
+    /// Simplified: no khugepaged.
+    #[inline]
+    pub fn reclaimer_offset(&self) -> Reclaimer {
+        if self.kswapd {
+            Reclaimer::Kswapd
+        } else if self.proactive {
+            Reclaimer::Proactive
+        } else {
+            Reclaimer::Direct
+        }
+    }
+}
+
+/// The reclaimer a pgscan/pgsteal count goes to (the kernel's offset from the KSWAPD items).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reclaimer {
+    Kswapd,
+    Direct,
+    Proactive,
+}
+
+impl Reclaimer {
+    /// PGSCAN_KSWAPD + reclaimer_offset().
+    pub fn pgscan(self) -> VmEvent {
+        match self {
+            Reclaimer::Kswapd => VmEvent::PgscanKswapd,
+            Reclaimer::Direct => VmEvent::PgscanDirect,
+            Reclaimer::Proactive => VmEvent::PgscanProactive,
+        }
+    }
+
+    /// PGSTEAL_KSWAPD + reclaimer_offset().
+    pub fn pgsteal(self) -> VmEvent {
+        match self {
+            Reclaimer::Kswapd => VmEvent::PgstealKswapd,
+            Reclaimer::Direct => VmEvent::PgstealDirect,
+            Reclaimer::Proactive => VmEvent::PgstealProactive,
+        }
+    }
 }
 
 /// reclaim_throttle()'s timeouts [ns]: HZ/50 for VMSCAN_THROTTLE_ISOLATED, and kswapd's
@@ -226,7 +280,8 @@ impl Mm {
             // Global reclaim ignores swappiness 0 so that OOM is not declared with swap left;
             // a memcg asking for no swap gets file only.
             ScanBalance::File
-        } else if swappiness == 201 {
+        } else if swappiness == super::memcontrol::SWAPPINESS_ANON_ONLY as u64 {
+            // Proactive reclaim with "swappiness=max": anon only.
             ScanBalance::Anon
         } else if sc.priority == 0 && swappiness != 0 {
             // Near OOM: scan everything equally to make sure nothing is missed.
@@ -629,11 +684,7 @@ impl Sim {
             let r = mm.isolate_lru_folios(nr_to_scan, lv, &mut list, lru);
             mm.count_isolated(lv, file, r.0 as i64);
             let memcg = mm.lruvecs[lv as usize].memcg;
-            let item = if sc.kswapd {
-                VmEvent::PgscanKswapd
-            } else {
-                VmEvent::PgscanDirect
-            };
+            let item = sc.reclaimer_offset().pgscan();
             mm.count_reclaim_event(memcg, item, r.1, !sc.cgroup_reclaim());
             mm.count_event(
                 if file {
@@ -660,11 +711,7 @@ impl Sim {
             mm.move_folios_to_lru(lv, &list, &mut dead);
             mm.count_isolated(lv, file, -(taken as i64));
             let memcg = mm.lruvecs[lv as usize].memcg;
-            let item = if sc.kswapd {
-                VmEvent::PgstealKswapd
-            } else {
-                VmEvent::PgstealDirect
-            };
+            let item = sc.reclaimer_offset().pgsteal();
             mm.count_reclaim_event(memcg, item, stat.nr_reclaimed, !sc.cgroup_reclaim());
             mm.count_event(
                 if file {
@@ -1275,20 +1322,30 @@ impl Sim {
     }
 
     /// try_to_free_mem_cgroup_pages(): reclaim at least max(nr_pages, 32) from `memcg`'s
-    /// subtree, over every node (the current node's zonelist).
+    /// subtree, over every node (the current node's zonelist). `reclaim_options` is
+    /// MEMCG_RECLAIM_MAY_SWAP and/or MEMCG_RECLAIM_PROACTIVE; `swappiness` overrides the
+    /// memcg's for proactive reclaim (sc->proactive_swappiness; 201 = SWAPPINESS_ANON_ONLY).
+    /// The root memcg is a target like any other (cgroup_reclaim() and root_reclaim() both
+    /// hold). Limit and memory.high reclaim add their time to the direct-reclaim totals;
+    /// proactive reclaim's is reported per memory.reclaim write instead.
     pub async fn try_to_free_mem_cgroup_pages(
         &self,
         memcg: MemcgId,
         nr_pages: u64,
-        may_swap: bool,
+        reclaim_options: u32,
+        swappiness: Option<u32>,
     ) -> u64 {
         let mut sc = ScanControl::new(nr_pages.max(SWAP_CLUSTER_MAX), Some(memcg), false);
-        sc.may_swap = may_swap;
+        sc.may_swap = reclaim_options & MEMCG_RECLAIM_MAY_SWAP != 0;
+        sc.proactive = reclaim_options & MEMCG_RECLAIM_PROACTIVE != 0;
+        sc.swappiness = swappiness;
         let node = self.current_node();
         let zl = self.mm.borrow().zonelist(node);
         let t0 = self.e.now();
         let r = self.do_try_to_free_pages(&zl, &mut sc).await;
-        self.note_direct_reclaim(self.e.now() - t0);
+        if !sc.proactive {
+            self.note_direct_reclaim(self.e.now() - t0);
+        }
         r
     }
 
