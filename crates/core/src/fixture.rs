@@ -115,6 +115,27 @@ impl Sim {
         self.fixture_link(&pfns);
         (mmid, pfns)
     }
+
+    /// Take set-up folios off their list into `cpu`'s lru_add batch, as a fault or read
+    /// leaves a new folio until the batch drains (at most FOLIO_BATCH_SIZE - 1 of them).
+    pub fn fixture_to_lru_add_batch(&self, cpu: u32, pfns: &[Pfn]) {
+        assert!(
+            pfns.len() < crate::mm::FOLIO_BATCH_SIZE,
+            "a full batch drains"
+        );
+        let now = self.e.now();
+        let mut mm = self.mm.borrow_mut();
+        for &pfn in pfns {
+            let lv = mm.folio_lruvec(pfn);
+            let crate::mm::Mm { pages, lruvecs, .. } = &mut *mm;
+            crate::mm::mmzone::lruvec_del_folio(pages, &mut lruvecs[lv as usize], pfn);
+            let p = &mut mm.pages[pfn as usize];
+            p.clear(PG_LRU);
+            p.set(PG_INBATCH);
+            mm.batches[cpu as usize].lru_add.push(pfn);
+        }
+        mm.flush_stats(now);
+    }
 }
 
 /// Charge `bytes` of page-cache xarray nodes to `memcg` as obj_cgroup does (whole pages
@@ -131,6 +152,35 @@ fn fixture_kmem_charge(mm: &mut crate::mm::Mm, memcg: MemcgId, bytes: u64) {
     let m = &mut mm.memcgs[memcg as usize];
     m.obj_stock_bytes -= bytes;
     m.slab_reclaimable_bytes += bytes;
+}
+
+/// A machine of one node of `mem`, `swap` of zram (or none), the cgroup /a (memcg 1), a
+/// workload that never starts, and the periodic stats flush out of the way; `extra` goes
+/// into the `[kernel]` table.
+pub fn one_node_machine(mem: &str, swap: Option<&str>, extra: &str) -> Rc<Sim> {
+    let swap = swap.map_or(String::new(), |s| {
+        format!("[machine.swap]\nsize = \"{s}\"\ndevice = \"zram\"\n")
+    });
+    let t = format!(
+        r#"
+duration = "1000s"
+[machine]
+cpus = 4
+memory_per_node = "{mem}"
+{swap}
+[kernel]
+memcg_flush_phase = "1.9s"
+{extra}
+[[cgroup]]
+path = "/a"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "4K"
+start = "900s"
+"#
+    );
+    Sim::build(&crate::Scenario::from_toml(&t).expect("fixture scenario")).expect("fixture machine")
 }
 
 /// Run `f` as a task on `cpu` from virtual time `at` until it returns (other tasks of the

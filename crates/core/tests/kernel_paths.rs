@@ -17,29 +17,7 @@ const A: u16 = 1;
 /// A machine of one node of `mem`, `swap` of zram (or none), the cgroup /a, a workload
 /// that never starts, and the periodic stats flush out of the way.
 fn machine(mem: &str, swap: Option<&str>, extra: &str) -> Rc<Sim> {
-    let swap = swap.map_or(String::new(), |s| {
-        format!("[machine.swap]\nsize = \"{s}\"\ndevice = \"zram\"\n")
-    });
-    let t = format!(
-        r#"
-duration = "1000s"
-[machine]
-cpus = 4
-memory_per_node = "{mem}"
-{swap}
-[kernel]
-memcg_flush_phase = "1.9s"
-{extra}
-[[cgroup]]
-path = "/a"
-[[workload]]
-type = "usemem"
-cgroup = "/a"
-size = "4K"
-start = "900s"
-"#
-    );
-    Sim::build(&Scenario::from_toml(&t).unwrap()).unwrap()
+    reclaimsim_core::fixture::one_node_machine(mem, swap, extra)
 }
 
 fn event(s: &Sim, ev: VmEvent) -> u64 {

@@ -850,6 +850,292 @@ pub const MIN_SWAPPINESS: i64 = 0;
 pub const MAX_SWAPPINESS: i64 = 200;
 pub const SWAPPINESS_ANON_ONLY: u32 = MAX_SWAPPINESS as u32 + 1;
 
+/// The errors of a memory.reclaim write, as the write(2) returns them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Errno {
+    /// -EINVAL: the buffer does not parse.
+    Einval,
+    /// -EAGAIN: the amount could not be reclaimed within the retries.
+    Eagain,
+}
+
+impl Errno {
+    /// The name a shell prints for it (as a negated errno).
+    pub fn name(self) -> &'static str {
+        match self {
+            Errno::Einval => "-EINVAL",
+            Errno::Eagain => "-EAGAIN",
+        }
+    }
+}
+
+/// A memory.reclaim request after parsing: the pages to reclaim (bytes / PAGE_SIZE) and the
+/// swappiness override (None = the memcg's; SWAPPINESS_ANON_ONLY for `swappiness=max`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReclaimRequest {
+    pub nr_to_reclaim: u64,
+    pub swappiness: Option<u32>,
+}
+
+/// The base-0 integer prefix of `s` as simple_strtoull() reads it ("0x" hex, a leading
+/// "0" octal, else decimal; overflow wraps): (value, characters used).
+fn simple_strtoull(s: &str) -> (u64, usize) {
+    let b = s.as_bytes();
+    let (radix, mut i) = if b.first() == Some(&b'0') {
+        if matches!(b.get(1), Some(b'x' | b'X')) && b.get(2).is_some_and(u8::is_ascii_hexdigit) {
+            (16, 2)
+        } else {
+            (8, 0)
+        }
+    } else {
+        (10, 0)
+    };
+    let mut v = 0u64;
+    while let Some(d) = b.get(i).and_then(|&c| (c as char).to_digit(radix)) {
+        v = v.wrapping_mul(radix as u64).wrapping_add(d as u64);
+        i += 1;
+    }
+    (v, i)
+}
+
+/// memparse() of lib/cmdline.c: a number with an optional one-letter binary suffix
+/// K, M, G, T, P or E (either case). Returns the value and the unparsed rest. As in C, a
+/// suffix is taken even after no digit at all ("M" is 0 with nothing left).
+pub fn memparse(s: &str) -> (u64, &str) {
+    let (mut v, mut n) = simple_strtoull(s);
+    let shift = match s[n..].chars().next().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => 10,
+        Some('M') => 20,
+        Some('G') => 30,
+        Some('T') => 40,
+        Some('P') => 50,
+        Some('E') => 60,
+        _ => 0,
+    };
+    if shift > 0 {
+        // Each suffix step shifts by 10 and drops what overflows, as the C code does.
+        v = (0..shift / 10).fold(v, |x, _| x << 10);
+        n += 1;
+    }
+    (v, &s[n..])
+}
+
+/// strstrip(): without the leading and trailing white space of isspace().
+fn strstrip(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b')
+}
+
+/// The `swappiness=%d` token of match_token(): a signed base-0 integer taking the whole
+/// rest of the token, in int range (match_int). None when the token is not of that form.
+fn match_swappiness_int(tok: &str) -> Option<std::result::Result<i64, Errno>> {
+    let arg = tok.strip_prefix("swappiness=")?;
+    let (neg, digits) = match arg.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, arg),
+    };
+    let (v, n) = simple_strtoull(digits);
+    if n == 0 || n != digits.len() {
+        return None;
+    }
+    // match_int() re-reads the argument with kstrtoint: out of int range is an error.
+    let v = i64::try_from(v).ok().map(|v| if neg { -v } else { v });
+    Some(match v {
+        Some(v) if i32::try_from(v).is_ok() => Ok(v),
+        _ => Err(Errno::Einval),
+    })
+}
+
+/// The argument parsing of user_proactive_reclaim(): `<bytes> [swappiness=<0..200>|max]`,
+/// stripped of surrounding whitespace, the size through memparse and divided by PAGE_SIZE,
+/// the rest split on single spaces (empty tokens skipped). Anything else is -EINVAL,
+/// including a size unit memparse does not know ("256MB": the "B" is an unknown token).
+pub fn parse_memory_reclaim(buf: &str) -> std::result::Result<ReclaimRequest, Errno> {
+    let buf = strstrip(buf);
+    let (bytes, rest) = memparse(buf);
+    if rest.len() == buf.len() {
+        return Err(Errno::Einval);
+    }
+    let mut swappiness = None;
+    for tok in strstrip(rest).split(' ').filter(|t| !t.is_empty()) {
+        if let Some(v) = match_swappiness_int(tok) {
+            let v = v?;
+            if !(MIN_SWAPPINESS..=MAX_SWAPPINESS).contains(&v) {
+                return Err(Errno::Einval);
+            }
+            swappiness = Some(v as u32);
+        } else if tok == "swappiness=max" {
+            swappiness = Some(SWAPPINESS_ANON_ONLY);
+        } else {
+            return Err(Errno::Einval);
+        }
+    }
+    Ok(ReclaimRequest {
+        nr_to_reclaim: bytes / crate::scenario::PAGE_SIZE,
+        swappiness,
+    })
+}
+
+/// One try_to_free_mem_cgroup_pages call of a memory.reclaim write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProactiveCall {
+    /// The batch asked for ((target - reclaimed) / 4; the reclaim path raises it to 32).
+    pub batch: u64,
+    pub reclaimed: u64,
+    /// lru_add_drain_all() ran just before this call (the last retry).
+    pub drained: bool,
+}
+
+/// The outcome of one memory.reclaim write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProactiveReclaim {
+    /// Pages requested (0 when the buffer did not parse).
+    pub nr_to_reclaim: u64,
+    /// Pages reclaimed (may exceed the request: reclaim works in SWAP_CLUSTER_MAX chunks).
+    pub nr_reclaimed: u64,
+    pub calls: Vec<ProactiveCall>,
+    /// Ok(()) when the write returns its length; else the error it returns.
+    pub result: std::result::Result<(), Errno>,
+}
+
+impl crate::sim::Sim {
+    /// user_proactive_reclaim() for a memcg (mm/vmscan.c since 6.17; the handler of a
+    /// write to memory.reclaim, memory_reclaim() in mm/memcontrol.c, passes the buffer
+    /// through). Any memcg, the root included: root reclaim goes through the same memcg
+    /// path with the root as target, reclaiming the whole machine.
+    ///
+    /// While less than the request is reclaimed, ask try_to_free_mem_cgroup_pages for a
+    /// quarter of what is left (MAY_SWAP | PROACTIVE, with the write's swappiness). A call
+    /// that reclaims nothing uses up one of MAX_RECLAIM_RETRIES retries; once none are left
+    /// the per-CPU LRU batches of every CPU are drained before each further call, and the
+    /// next call that reclaims nothing fails the write with -EAGAIN (so at most 17 empty
+    /// calls in all). Progress does not restore retries.
+    ///
+    /// Simplified: no signals (-EINTR) and no dying-memcg check (neither exists here); the
+    /// writer is a user task, so reclaim may throttle it like any direct reclaimer.
+    pub async fn user_proactive_reclaim(&self, buf: &str, memcg: MemcgId) -> ProactiveReclaim {
+        let req = match parse_memory_reclaim(buf) {
+            Ok(r) => r,
+            Err(e) => {
+                return ProactiveReclaim {
+                    nr_to_reclaim: 0,
+                    nr_reclaimed: 0,
+                    calls: Vec::new(),
+                    result: Err(e),
+                }
+            }
+        };
+        let mut out = ProactiveReclaim {
+            nr_to_reclaim: req.nr_to_reclaim,
+            nr_reclaimed: 0,
+            calls: Vec::new(),
+            result: Ok(()),
+        };
+        let mut nr_retries = super::MAX_RECLAIM_RETRIES;
+        while out.nr_reclaimed < out.nr_to_reclaim {
+            // Converges on zero; try_to_free_mem_cgroup_pages enforces SWAP_CLUSTER_MAX.
+            let batch = (out.nr_to_reclaim - out.nr_reclaimed) / 4;
+            let drained = nr_retries == 0;
+            if drained {
+                // The final attempt: bring folios waiting in per-CPU batches onto the LRU.
+                self.lru_add_drain_all().await;
+            }
+            let reclaimed = self
+                .try_to_free_mem_cgroup_pages(
+                    memcg,
+                    batch,
+                    MEMCG_RECLAIM_MAY_SWAP | super::vmscan::MEMCG_RECLAIM_PROACTIVE,
+                    req.swappiness,
+                )
+                .await;
+            out.calls.push(ProactiveCall {
+                batch,
+                reclaimed,
+                drained,
+            });
+            if reclaimed == 0 {
+                if nr_retries == 0 {
+                    out.result = Err(Errno::Eagain);
+                    break;
+                }
+                nr_retries -= 1;
+            }
+            out.nr_reclaimed += reclaimed;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod reclaim_parse_tests {
+    use super::*;
+
+    #[test]
+    fn memparse_suffixes_and_bases() {
+        assert_eq!(memparse("256M"), (256 << 20, ""));
+        assert_eq!(memparse("1g rest"), (1 << 30, " rest"));
+        assert_eq!(memparse("0x10k"), (16 << 10, ""));
+        assert_eq!(memparse("010"), (8, ""));
+        assert_eq!(memparse("12"), (12, ""));
+        assert_eq!(memparse("2E"), (2 << 60, ""));
+        // No digit: nothing consumed, except a suffix letter, which C takes regardless.
+        assert_eq!(memparse("-1"), (0, "-1"));
+        assert_eq!(memparse("M"), (0, ""));
+    }
+
+    #[test]
+    fn memory_reclaim_arguments() {
+        let ok = |n, s| {
+            Ok(ReclaimRequest {
+                nr_to_reclaim: n,
+                swappiness: s,
+            })
+        };
+        // 256M / 4096 = 65536 pages.
+        assert_eq!(parse_memory_reclaim("256M\n"), ok(65536, None));
+        assert_eq!(
+            parse_memory_reclaim("  1G  swappiness=60 "),
+            ok(262144, Some(60))
+        );
+        assert_eq!(
+            parse_memory_reclaim("1G swappiness=max"),
+            ok(262144, Some(201))
+        );
+        assert_eq!(parse_memory_reclaim("1G swappiness=0"), ok(262144, Some(0)));
+        assert_eq!(
+            parse_memory_reclaim("1G swappiness=200"),
+            ok(262144, Some(200))
+        );
+        // Less than a page: nothing to reclaim (the write succeeds at once); so is a bare
+        // suffix, which memparse consumes.
+        assert_eq!(parse_memory_reclaim("4095"), ok(0, None));
+        assert_eq!(parse_memory_reclaim("M"), ok(0, None));
+        // Whitespace after the size is stripped before the tokens are split on spaces.
+        assert_eq!(
+            parse_memory_reclaim("1G\tswappiness=1"),
+            ok(262144, Some(1))
+        );
+        // The last swappiness given wins.
+        assert_eq!(
+            parse_memory_reclaim("8K swappiness=max  swappiness=10"),
+            ok(2, Some(10))
+        );
+        for bad in [
+            "",
+            "abc",
+            "256MB",
+            "1G swappiness=201",
+            "1G swappiness=-1",
+            "1G swappiness=",
+            "1G swappiness=6x",
+            "1G swappiness=99999999999",
+            "1G swap=1",
+            "1G swappiness=1\tswappiness=2",
+        ] {
+            assert_eq!(parse_memory_reclaim(bad), Err(Errno::Einval), "{bad:?}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod high_tests {
     use super::*;

@@ -417,3 +417,43 @@ impl Mm {
             })
     }
 }
+
+impl Sim {
+    /// lru_add_drain_all(): drain the LRU batches of every CPU that has folios queued,
+    /// and wait until all are drained. The work is queued on each such CPU and runs there
+    /// (lru_add_drain_per_cpu -> lru_add_drain_cpu), so each drain takes the lru_lock from
+    /// its own CPU under the lru_add_drain_cpu site, while the caller sleeps in flush_work
+    /// until the last one is done.
+    ///
+    /// Simplified: no drain mutex or generation counter (concurrent callers each queue
+    /// their own work); the per-CPU worker runs at once, queue_work_on and flush_work cost
+    /// nothing; the bh LRUs and mlock batches are not modeled. The hidden kthread CPUs are
+    /// CPUs like the others (their batches hold what kswapd and IO completion queued).
+    pub async fn lru_add_drain_all(&self) {
+        let cpus: Vec<u32> = {
+            let mm = self.mm.borrow();
+            (0..mm.batches.len() as u32)
+                .filter(|&c| !mm.batches[c as usize].is_empty())
+                .collect()
+        };
+        if cpus.is_empty() {
+            return;
+        }
+        let waiter = self.e.current();
+        let now = self.e.now();
+        let pending = std::rc::Rc::new(std::cell::Cell::new(cpus.len()));
+        let done_at = std::rc::Rc::new(std::cell::Cell::new(now));
+        for cpu in cpus {
+            let (s, pending, done_at) = (self.self_rc(), pending.clone(), done_at.clone());
+            self.e.spawn(now, cpu, async move {
+                s.lru_add_drain().await;
+                done_at.set(done_at.get().max(s.e.now()));
+                pending.set(pending.get() - 1);
+                if pending.get() == 0 {
+                    s.e.wake(waiter, done_at.get());
+                }
+            });
+        }
+        self.e.park().await;
+    }
+}
