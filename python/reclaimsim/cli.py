@@ -109,6 +109,13 @@ def print_report(r, show_all: bool = False) -> None:
         f"\nkswapd CPU {[_fmt_ns(x) for x in rc['kswapd_cpu_ns']]}, direct reclaim {rc['direct_reclaims']} calls "
         f"{_fmt_ns(rc['direct_reclaim_ns'])}, OOM kills {len(r.oom_kills)}"
     )
+    for s in (r.data.get("proactive") or {}).get("schedules", []):
+        lat = s["latency_ns"]
+        out(
+            f"memory.reclaim {s['cgroup']} \"{s['buffer']}\": {s['writes']} writes, {s['failures']} failed, "
+            f"{s['reclaimed_bytes'] >> 20}M of {s['requested_bytes'] >> 20}M reclaimed; write time mean "
+            f"{_fmt_ns(lat['mean'])} p50 {_fmt_ns(lat['p50'])} p99 {_fmt_ns(lat['p99'])} max {_fmt_ns(lat['max'])}"
+        )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -481,6 +481,11 @@ def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = N
     scenario_json = json.dumps(scenario)
     nprocs = _core.host_processes_json(scenario_json)
     norm = json.loads(_core.validate_json(scenario_json))
+    if norm.get("reclaim"):
+        raise KernelRunError(
+            "the scenario has [[reclaim]] (memory.reclaim) schedules, which kernel-run does not replay; "
+            "a cgroup v1 host has no memory.reclaim at all"
+        )
     cg = check_host()
     notes = cg.notes
     if any(w.get("start", 0) for w in norm["workload"]):

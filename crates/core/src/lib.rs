@@ -21,6 +21,7 @@ pub mod mm;
 pub mod report;
 pub mod scenario;
 pub mod sched;
+pub mod schedule;
 pub mod sim;
 pub mod trace;
 pub mod variant;

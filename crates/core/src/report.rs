@@ -155,6 +155,9 @@ pub struct Report {
     pub workloads: Vec<WorkloadStats>,
     pub oom_kills: Vec<Value>,
     pub reclaim: Value,
+    /// memory.reclaim writes of the `[[reclaim]]` schedules (absent without any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proactive: Option<Value>,
     /// Tracepoint-derived counters (mm_lru_insertion and its dead share, seed 003).
     pub trace: crate::mm::TraceCounters,
     pub timeseries: Value,
@@ -345,6 +348,7 @@ impl Report {
                 "direct_reclaim_ns": stats.direct_reclaim_ns,
                 "direct_reclaims": stats.direct_reclaims,
             }),
+            proactive: crate::schedule::report(sim, sc),
             trace: mm.trace,
             timeseries: json!({
                 "interval_ns": sampler.interval,

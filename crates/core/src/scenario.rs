@@ -225,6 +225,9 @@ pub struct Scenario {
     pub cgroups: Vec<CgroupSpec>,
     #[serde(rename = "workload")]
     pub workloads: Vec<WorkloadSpec>,
+    /// Writes to cgroups' memory.reclaim on a schedule (proactive reclaim).
+    #[serde(default, rename = "reclaim", skip_serializing_if = "Vec::is_empty")]
+    pub reclaims: Vec<ReclaimSchedule>,
 }
 
 fn default_seed() -> u64 {
@@ -1060,6 +1063,7 @@ impl Scenario {
             )
             .with_hint("raise machine.cpus or lower the workloads' processes/threads"));
         }
+        self.validate_reclaim(&paths)?;
         Ok(())
     }
 }
@@ -1069,5 +1073,208 @@ pub fn parent_path(p: &str) -> &str {
     match p.rfind('/') {
         Some(0) | None => "/",
         Some(i) => &p[..i],
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Proactive reclaim schedules
+// ---------------------------------------------------------------------------------------
+
+/// The `swappiness=` argument of a memory.reclaim write: 0..=200, or `"max"` (anon only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReclaimSwappiness {
+    Value(u32),
+    Max,
+}
+
+impl<'de> Deserialize<'de> for ReclaimSwappiness {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Str(String),
+        }
+        let expected = "expected an integer 0..=200 or \"max\"";
+        match Raw::deserialize(d)
+            .map_err(|_| serde::de::Error::custom(format!("invalid swappiness: {expected}")))?
+        {
+            Raw::Int(v) if (0..=200).contains(&v) => Ok(ReclaimSwappiness::Value(v as u32)),
+            Raw::Str(s) if s.trim() == "max" => Ok(ReclaimSwappiness::Max),
+            Raw::Int(v) => Err(serde::de::Error::custom(format!(
+                "invalid swappiness {v}: {expected}"
+            ))),
+            Raw::Str(s) => Err(serde::de::Error::custom(format!(
+                "invalid swappiness {s:?}: {expected}"
+            ))),
+        }
+    }
+}
+
+impl Serialize for ReclaimSwappiness {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            ReclaimSwappiness::Value(v) => s.serialize_u32(*v),
+            ReclaimSwappiness::Max => s.serialize_str("max"),
+        }
+    }
+}
+
+/// A `[[reclaim]]` entry: a user task that writes `bytes` (and `swappiness=`, if given) to
+/// the cgroup's memory.reclaim `times` times, the k-th write due at `at + k * every`. A
+/// write that is still running when the next is due delays it: the next starts as soon as
+/// it returns (back to back), and every write is made. Each entry's task runs on a CPU of
+/// its own: the lowest CPUs no workload task uses, in entry order.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReclaimSchedule {
+    /// The cgroup whose memory.reclaim is written ("/" = the root: the whole machine).
+    #[serde(default = "root_path")]
+    pub cgroup: String,
+    /// When the first write is due [ns].
+    pub at: Dur,
+    /// Period between due times [ns]; needed when `times` > 1.
+    #[serde(default)]
+    pub every: Option<Dur>,
+    /// How many writes.
+    #[serde(default = "one_u64")]
+    pub times: u64,
+    /// Bytes written to memory.reclaim (at least one page).
+    pub bytes: Size,
+    /// The write's `swappiness=` argument; absent = the memcg's swappiness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swappiness: Option<ReclaimSwappiness>,
+}
+
+impl ReclaimSchedule {
+    /// The text written to memory.reclaim.
+    pub fn buffer(&self) -> String {
+        match self.swappiness {
+            None => format!("{}", self.bytes.0),
+            Some(ReclaimSwappiness::Value(v)) => format!("{} swappiness={v}", self.bytes.0),
+            Some(ReclaimSwappiness::Max) => format!("{} swappiness=max", self.bytes.0),
+        }
+    }
+
+    /// When the k-th write (from 0) is due, if that time exists.
+    pub fn due(&self, k: u64) -> Option<u64> {
+        let every = self.every.map_or(0, |d| d.0);
+        k.checked_mul(every)?.checked_add(self.at.0)
+    }
+}
+
+impl Scenario {
+    /// The CPUs of each workload's tasks, as the workloads are spawned: explicit `cpus`
+    /// lists first (their first `tasks` CPUs), then every other workload, in order, on the
+    /// lowest CPUs still free (fewer than its tasks when too few are). Also returns which
+    /// CPUs are taken.
+    pub fn workload_cpus(&self) -> (Vec<Vec<u32>>, Vec<bool>) {
+        let mut taken = vec![false; self.machine.cpus as usize];
+        let explicit = |w: &WorkloadSpec| -> Option<Vec<u32>> {
+            let cl = w.common().cpus.as_ref()?;
+            let list = parse_cpu_list(cl).unwrap_or_default();
+            Some(list.into_iter().take(w.nr_tasks() as usize).collect())
+        };
+        for c in self.workloads.iter().filter_map(explicit).flatten() {
+            if let Some(t) = taken.get_mut(c as usize) {
+                *t = true;
+            }
+        }
+        let mut placement = Vec::with_capacity(self.workloads.len());
+        for w in &self.workloads {
+            placement.push(explicit(w).unwrap_or_else(|| {
+                let n = w.nr_tasks() as usize;
+                let mut v = Vec::with_capacity(n);
+                for (c, t) in taken.iter_mut().enumerate() {
+                    if v.len() == n {
+                        break;
+                    }
+                    if !*t {
+                        *t = true;
+                        v.push(c as u32);
+                    }
+                }
+                v
+            }));
+        }
+        (placement, taken)
+    }
+
+    /// The CPU of each `[[reclaim]]` entry's writer task: the lowest CPUs no workload task
+    /// takes ([`Scenario::workload_cpus`]), in entry order. None when too few are free.
+    pub fn reclaim_cpus(&self) -> Option<Vec<u32>> {
+        let (_, taken) = self.workload_cpus();
+        let free: Vec<u32> = (0..self.machine.cpus)
+            .filter(|&c| !taken[c as usize])
+            .take(self.reclaims.len())
+            .collect();
+        (free.len() == self.reclaims.len()).then_some(free)
+    }
+
+    /// Checks of the `[[reclaim]]` entries; `paths` are the scenario's cgroups.
+    fn validate_reclaim(&self, paths: &[&str]) -> Result<()> {
+        for (i, r) in self.reclaims.iter().enumerate() {
+            let at = |f: &str| format!("scenario.reclaim[{i}].{f}");
+            if self.kernel.cgroup_version != 2 {
+                return Err(Error::scenario(
+                    at("cgroup"),
+                    "memory.reclaim is a cgroup v2 file: it needs kernel.cgroup_version = 2",
+                ));
+            }
+            if !paths.contains(&r.cgroup.as_str()) {
+                return Err(Error::scenario(
+                    at("cgroup"),
+                    format!(
+                        "{:?} is not a cgroup of the scenario; allowed: {}",
+                        r.cgroup,
+                        paths.join(", ")
+                    ),
+                ));
+            }
+            if r.bytes.pages() == 0 {
+                return Err(Error::scenario(
+                    at("bytes"),
+                    format!(
+                        "{} bytes: at least one page ({PAGE_SIZE}); less reclaims nothing",
+                        r.bytes.0
+                    ),
+                ));
+            }
+            if r.times == 0 {
+                return Err(Error::scenario(at("times"), "must be at least 1"));
+            }
+            match r.every {
+                Some(Dur(0)) => {
+                    return Err(Error::scenario(at("every"), "must be > 0"));
+                }
+                None if r.times > 1 => {
+                    return Err(Error::scenario(
+                        at("every"),
+                        format!("{} writes need a period between them", r.times),
+                    ));
+                }
+                _ => {}
+            }
+            if r.at.0 >= self.duration.0 {
+                return Err(Error::scenario(
+                    at("at"),
+                    format!(
+                        "{} ns: the first write must be due before the end of the run ({} ns)",
+                        r.at.0, self.duration.0
+                    ),
+                ));
+            }
+        }
+        if !self.reclaims.is_empty() && self.reclaim_cpus().is_none() {
+            return Err(Error::scenario(
+                "scenario.reclaim",
+                format!(
+                    "{} memory.reclaim writer tasks need as many CPUs that no workload task uses",
+                    self.reclaims.len()
+                ),
+            )
+            .with_hint("raise machine.cpus: each task needs its own CPU"));
+        }
+        Ok(())
     }
 }

@@ -16,7 +16,7 @@ use crate::mm::swapfile::SwapInfo;
 use crate::mm::vmstat::NR_VM_EVENTS;
 use crate::mm::{MemcgId, Mm};
 use crate::report::{Report, Sampler};
-use crate::scenario::{parent_path, parse_cpu_list, Scenario, SwapDevice, WorkloadSpec};
+use crate::scenario::{parent_path, Scenario, SwapDevice, WorkloadSpec};
 use crate::workload::access::Access;
 use crate::workload::{self, WorkloadStats};
 use std::cell::{Cell, RefCell};
@@ -57,6 +57,8 @@ pub struct Sim {
     /// (current->memcg_nr_pages_over_high) and the memcg to pay them back to.
     pub over_high: RefCell<Vec<(u64, MemcgId)>>,
     pub stats: RefCell<SimStats>,
+    /// The memory.reclaim writes of each `[[reclaim]]` entry (schedule.rs).
+    pub schedules: RefCell<Vec<crate::schedule::ScheduleLog>>,
     pub workloads: RefCell<Vec<WorkloadStats>>,
     /// Each workload's live counters (its tasks count into them; the report reads them).
     pub tallies: RefCell<Vec<Rc<workload::Tally>>>,
@@ -252,6 +254,7 @@ impl Sim {
                 kswapd_ns: vec![0; nodes],
                 ..Default::default()
             }),
+            schedules: RefCell::new(Vec::new()),
             workloads: RefCell::new(Vec::new()),
             tallies: RefCell::new(Vec::new()),
             live_tasks: Cell::new(0),
@@ -269,6 +272,7 @@ impl Sim {
         *sim.me.borrow_mut() = Rc::downgrade(&sim);
         sim.spawn_kernel_tasks();
         sim.spawn_workloads(sc)?;
+        crate::schedule::spawn_reclaim_schedules(&sim, sc);
         Ok(sim)
     }
 
@@ -327,43 +331,12 @@ impl Sim {
     }
 
     fn spawn_workloads(self: &Rc<Self>, sc: &Scenario) -> Result<()> {
-        let ncpu = sc.machine.cpus as usize;
-        let mut taken = vec![false; ncpu];
-        for w in &sc.workloads {
-            if let Some(cl) = &w.common().cpus {
-                for c in parse_cpu_list(cl)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .take(w.nr_tasks() as usize)
-                {
-                    taken[c as usize] = true;
-                }
-            }
-        }
+        let (placement, _) = sc.workload_cpus();
         let mut stream = 0u64;
         for (wi, w) in sc.workloads.iter().enumerate() {
             let pl = w.common();
             let n = w.nr_tasks() as usize;
-            let cpus: Vec<u32> = match &pl.cpus {
-                Some(cl) => parse_cpu_list(cl)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .take(n)
-                    .collect(),
-                None => {
-                    let mut v = Vec::new();
-                    for (c, t) in taken.iter_mut().enumerate() {
-                        if v.len() == n {
-                            break;
-                        }
-                        if !*t {
-                            *t = true;
-                            v.push(c as u32);
-                        }
-                    }
-                    v
-                }
-            };
+            let cpus: Vec<u32> = placement[wi].clone();
             if cpus.len() < n {
                 return Err(Error::scenario(
                     format!("scenario.workload[{wi}].cpus"),

@@ -1,5 +1,5 @@
 //! Proactive reclaim (memory.reclaim): user_proactive_reclaim's loop on hand-built lists
-//! (reclaimsim_core::fixture) and its counters.
+//! (reclaimsim_core::fixture), its counters, and the `[[reclaim]]` schedule end to end.
 //! Expected values follow the kernel's arithmetic (derivations in the comments).
 
 use reclaimsim_core::engine::Site;
@@ -7,7 +7,9 @@ use reclaimsim_core::fixture::run_probe;
 use reclaimsim_core::mm::memcontrol::{Errno, ProactiveCall, ProactiveReclaim};
 use reclaimsim_core::mm::vmscan::MEMCG_RECLAIM_MAY_SWAP;
 use reclaimsim_core::mm::vmstat::VmEvent;
-use reclaimsim_core::sim::Sim;
+use reclaimsim_core::sim::{self, Sim};
+use reclaimsim_core::Scenario;
+use serde_json::Value;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -229,4 +231,215 @@ fn invalid_buffers_are_refused_without_reclaim() {
     let out = write(&s, "4095", A);
     assert_eq!((out.result, out.calls.len()), (Ok(()), 0));
     assert_eq!(event(&s, VmEvent::PgscanFile), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// The [[reclaim]] schedule
+// ---------------------------------------------------------------------------------------
+
+fn schedule_scenario(duration: &str, reclaim: &str, cpus: u32) -> String {
+    format!(
+        r#"
+duration = "{duration}"
+[machine]
+cpus = {cpus}
+memory_per_node = "1G"
+[[cgroup]]
+path = "/a"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "4K"
+start = "900s"
+{reclaim}
+"#
+    )
+}
+
+fn run(t: &str) -> Value {
+    let sc = Scenario::from_toml(t).expect("valid scenario");
+    let r = sim::run_checked(&sc, true, &mut |_, _| true).expect("run");
+    serde_json::to_value(&r).unwrap()
+}
+
+/// (start, duration) of each logged write of schedule `i`.
+fn starts(r: &Value, i: usize) -> Vec<(u64, u64)> {
+    r["proactive"]["schedules"][i]["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w[0].as_u64().unwrap(), w[1].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn the_schedule_writes_times_times_at_at_plus_k_every() {
+    let r = run(&schedule_scenario(
+        "10s",
+        r#"
+[[reclaim]]
+cgroup = "/a"
+at = "1s"
+every = "2s"
+times = 3
+bytes = "1M"
+"#,
+        2,
+    ));
+    let p = &r["proactive"];
+    // Nothing to reclaim in /a: each write makes 17 calls and fails quickly.
+    let s: Vec<u64> = starts(&r, 0).iter().map(|w| w.0).collect();
+    assert_eq!(s, [1_000_000_000, 3_000_000_000, 5_000_000_000]);
+    assert_eq!(p["writes"], 3);
+    assert_eq!(p["failures"], 3);
+    assert_eq!(p["requested_bytes"], 3 << 20);
+    assert_eq!(p["reclaimed_bytes"], 0);
+    let sch = &p["schedules"][0];
+    assert_eq!(sch["buffer"], "1048576");
+    assert_eq!(sch["in_flight_since_ns"], Value::Null);
+    for w in sch["log"].as_array().unwrap() {
+        assert_eq!(w[4], 17);
+        assert_eq!(w[5], "-EAGAIN");
+    }
+    // The writer sits on CPU 1 (the workload's task takes CPU 0): a scenario with no
+    // spare CPU is refused (see the validation test).
+}
+
+#[test]
+fn a_late_write_delays_the_next_which_follows_back_to_back() {
+    let r = run(&schedule_scenario(
+        "10s",
+        r#"
+[[reclaim]]
+cgroup = "/"
+at = "2s"
+every = 1
+times = 4
+bytes = "8K"
+swappiness = "max"
+"#,
+        2,
+    ));
+    let w = starts(&r, 0);
+    assert_eq!(w.len(), 4);
+    assert_eq!(w[0].0, 2_000_000_000);
+    // Each write takes longer than 1 ns, so each next one starts when the last returns.
+    for k in 1..4 {
+        assert!(w[k - 1].1 > 1);
+        assert_eq!(w[k].0, w[k - 1].0 + w[k - 1].1);
+    }
+    assert_eq!(
+        r["proactive"]["schedules"][0]["buffer"],
+        "8192 swappiness=max"
+    );
+}
+
+#[test]
+fn writes_due_after_the_end_are_not_made() {
+    let r = run(&schedule_scenario(
+        "10s",
+        r#"
+[[reclaim]]
+at = "1s"
+every = "4s"
+times = 10
+bytes = "4K"
+"#,
+        2,
+    ));
+    // Due at 1, 5, 9, 13, ... s: three fall within the 10 s run.
+    let s: Vec<u64> = starts(&r, 0).iter().map(|w| w.0).collect();
+    assert_eq!(s, [1_000_000_000, 5_000_000_000, 9_000_000_000]);
+    assert_eq!(r["proactive"]["schedules"][0]["cgroup"], "/");
+}
+
+#[test]
+fn a_scenario_without_a_schedule_has_no_proactive_section() {
+    let r = run(&schedule_scenario("1s", "", 1));
+    assert!(r.get("proactive").is_none());
+    assert!(r["scenario"].get("reclaim").is_none());
+    assert_eq!(r["vmstat"]["pgscan_proactive"], 0);
+}
+
+fn error_of(reclaim: &str, cpus: u32, kernel: &str) -> String {
+    let t = format!("{}\n{kernel}", schedule_scenario("10s", reclaim, cpus));
+    Scenario::from_toml(&t).expect_err("refused").to_string()
+}
+
+#[test]
+fn schedule_fields_are_checked_by_name() {
+    let entry = |extra: &str| format!("[[reclaim]]\nat = \"1s\"\n{extra}\n");
+    for (extra, path, msg) in [
+        (
+            "bytes = 0",
+            "scenario.reclaim[0].bytes",
+            "at least one page",
+        ),
+        (
+            "bytes = \"2K\"",
+            "scenario.reclaim[0].bytes",
+            "at least one page",
+        ),
+        (
+            "bytes = \"1M\"\ncgroup = \"/b\"",
+            "scenario.reclaim[0].cgroup",
+            "not a cgroup of the scenario",
+        ),
+        (
+            "bytes = \"1M\"\ntimes = 3",
+            "scenario.reclaim[0].every",
+            "need a period",
+        ),
+        (
+            "bytes = \"1M\"\ntimes = 3\nevery = 0",
+            "scenario.reclaim[0].every",
+            "must be > 0",
+        ),
+        (
+            "bytes = \"1M\"\ntimes = 0",
+            "scenario.reclaim[0].times",
+            "at least 1",
+        ),
+        (
+            "bytes = \"1M\"\nswappiness = 201",
+            "scenario.reclaim[0].swappiness",
+            "0..=200",
+        ),
+        (
+            "bytes = \"1M\"\nswappiness = \"maxx\"",
+            "scenario.reclaim[0].swappiness",
+            "\"max\"",
+        ),
+        ("", "scenario.reclaim[0]", "bytes"),
+        (
+            "bytes = \"1M\"\nperiod = \"1s\"",
+            "scenario.reclaim[0]",
+            "period",
+        ),
+    ] {
+        let e = error_of(&entry(extra), 2, "");
+        assert!(e.contains(path) && e.contains(msg), "{extra}: {e}");
+    }
+    let late = "[[reclaim]]\nat = \"10s\"\nbytes = \"1M\"\n";
+    let e = error_of(late, 2, "");
+    assert!(
+        e.contains("scenario.reclaim[0].at") && e.contains("before the end"),
+        "{e}"
+    );
+    let ok = "[[reclaim]]\nat = \"1s\"\nbytes = \"1M\"\n";
+    let e = error_of(ok, 2, "[kernel]\ncgroup_version = 1");
+    assert!(
+        e.contains("scenario.reclaim[0].cgroup") && e.contains("cgroup v2 file"),
+        "{e}"
+    );
+    // One CPU, taken by the workload's task: no CPU for the writer.
+    let e = error_of(ok, 1, "");
+    assert!(
+        e.contains("scenario.reclaim:") && e.contains("CPUs that no workload"),
+        "{e}"
+    );
+    // The second entry is named too.
+    let two = format!("{ok}[[reclaim]]\nat = \"1s\"\nbytes = \"1\"\n");
+    let e = error_of(&two, 3, "");
+    assert!(e.contains("scenario.reclaim[1].bytes"), "{e}");
 }
