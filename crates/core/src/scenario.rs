@@ -308,6 +308,47 @@ pub struct Kernel {
     /// isolation throttle (writeback_throttling_sane).
     #[serde(default = "default_cgroup_version")]
     pub cgroup_version: u32,
+    /// The LRU: "classic" (active and inactive lists) or "mglru" (the multi-gen LRU,
+    /// lru_gen).
+    #[serde(default)]
+    pub lru: LruKind,
+    /// The knobs of /sys/kernel/mm/lru_gen (with `lru = "mglru"`).
+    #[serde(default)]
+    pub lru_gen: LruGenKnobs,
+}
+
+/// Which LRU the kernel runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LruKind {
+    #[default]
+    Classic,
+    Mglru,
+}
+
+/// /sys/kernel/mm/lru_gen/{enabled,min_ttl_ms}.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LruGenKnobs {
+    /// The capability bitmask of `enabled`: 0x1 the core, 0x2 the page-table walk of
+    /// aging, 0x4 clearing young bits in non-leaf PMD entries. Absent: 0x7 with
+    /// `lru = "mglru"` (the default of a CONFIG_LRU_GEN_ENABLED x86 kernel).
+    #[serde(default)]
+    pub enabled: Option<u32>,
+    /// `min_ttl_ms`: kswapd OOM-kills when no memcg's oldest generation is older than
+    /// this (0: off).
+    #[serde(default)]
+    pub min_ttl_ms: u64,
+}
+
+impl Kernel {
+    /// The lru_gen capability bits in effect (0 with the classic LRU).
+    pub fn lru_gen_caps(&self) -> u32 {
+        match self.lru {
+            LruKind::Classic => 0,
+            LruKind::Mglru => self.lru_gen.enabled.unwrap_or(0x7),
+        }
+    }
 }
 
 impl Default for Kernel {
@@ -319,6 +360,8 @@ impl Default for Kernel {
             memory_recursiveprot: false,
             memcg_flush_phase: None,
             cgroup_version: default_cgroup_version(),
+            lru: LruKind::Classic,
+            lru_gen: LruGenKnobs::default(),
         }
     }
 }
@@ -744,6 +787,44 @@ impl Scenario {
     }
 
     /// Semantic checks that the types cannot express.
+    /// kernel.lru and the lru_gen knobs agree: `enabled` is a 3-bit mask whose bit 0 is the
+    /// multi-gen LRU itself.
+    fn check_lru_gen(&self) -> Result<()> {
+        let k = &self.kernel;
+        if let Some(e) = k.lru_gen.enabled {
+            if e > 0x7 {
+                return Err(Error::scenario(
+                    "scenario.kernel.lru_gen.enabled",
+                    format!("{e:#x}: allowed 0x0..=0x7 (0x1 core, 0x2 page-table walk, 0x4 non-leaf PMD young bits)"),
+                ));
+            }
+            let on = e & 1 != 0;
+            if on != (k.lru == LruKind::Mglru) {
+                return Err(Error::scenario(
+                    "scenario.kernel.lru_gen.enabled",
+                    format!(
+                        "{e:#x} {} the multi-gen LRU but kernel.lru = {:?}: set bit 0x1 exactly when kernel.lru = \"mglru\"",
+                        if on { "turns on" } else { "leaves off" },
+                        k.lru
+                    ),
+                ));
+            }
+        }
+        if k.lru == LruKind::Classic && k.lru_gen.min_ttl_ms != 0 {
+            return Err(Error::scenario(
+                "scenario.kernel.lru_gen.min_ttl_ms",
+                "only with kernel.lru = \"mglru\"",
+            ));
+        }
+        if k.lru_gen.min_ttl_ms > 1 << 40 {
+            return Err(Error::scenario(
+                "scenario.kernel.lru_gen.min_ttl_ms",
+                format!("{}: allowed 0..=2^40", k.lru_gen.min_ttl_ms),
+            ));
+        }
+        Ok(())
+    }
+
     /// Knobs that exist in only one cgroup version.
     fn check_cgroup_version(&self, i: usize, m: &CgroupMemory) -> Result<()> {
         let v1 = self.kernel.cgroup_version == 1;
@@ -832,6 +913,7 @@ impl Scenario {
                 ));
             }
         }
+        self.check_lru_gen()?;
         if !(1..=2).contains(&self.kernel.cgroup_version) {
             return Err(Error::scenario(
                 "scenario.kernel.cgroup_version",

@@ -50,6 +50,8 @@ pub struct Sim {
     /// Node of every CPU id (workload CPUs, then one kthread CPU per node).
     pub cpu_node: Vec<u32>,
     pub nr_cpus: u32,
+    /// The random stream of MGLRU's memcg LRU bins.
+    pub lru_gen_rng: RefCell<crate::engine::rng::Rng>,
     /// oom_lock (a mutex serializing OOM kills) and the tasks waiting for it.
     pub oom_lock: Cell<bool>,
     pub oom_wait: Rc<crate::sched::WaitQueue>,
@@ -132,6 +134,8 @@ impl Sim {
                 kswapd_wait: Default::default(),
                 pfmemalloc_wait: Default::default(),
                 reclaim_wait_isolated: Default::default(),
+                memcg_lru: Default::default(),
+                memcg_lru_lock: e.new_lock(crate::engine::LockClass::MemcgLruLock),
                 kswapd_failures: 0,
             });
         }
@@ -206,7 +210,7 @@ impl Sim {
         });
         let all_cpus = cpu_node.len();
         let memcgs_len = memcgs.len();
-        let mm = Mm {
+        let mut mm = Mm {
             pages: crate::mm::mm_types::Frames::zeroed((node_pages * nodes as u64) as usize),
             node_pages,
             nodes: pgdats,
@@ -222,6 +226,11 @@ impl Sim {
             vm_swappiness: sc.kernel.swappiness,
             memory_recursiveprot: sc.kernel.memory_recursiveprot,
             memory_cgrp_on_dfl: sc.kernel.cgroup_version == 2,
+            lru_gen_caps: sc.kernel.lru_gen_caps(),
+            lru_gen_min_ttl: sc.kernel.lru_gen.min_ttl_ms * 1_000_000,
+            mm_state: Vec::new(),
+            mm_lists: Vec::new(),
+            lru_gen_walks: Vec::new(),
             nr_cpus: ncpu,
             peak_used_frames: 0,
             used_frames: 0,
@@ -235,6 +244,11 @@ impl Sim {
             stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len),
             file_dev: costs.ssd(),
         };
+        let mut lru_gen_rng =
+            crate::engine::rng::stream(sc.seed, crate::mm::lru_gen_vmscan::MEMCG_LRU_STREAM);
+        if mm.lru_gen_enabled() {
+            mm.lru_gen_init(&mut lru_gen_rng);
+        }
         let sim = Rc::new(Sim {
             e,
             mm: RefCell::new(mm),
@@ -247,6 +261,7 @@ impl Sim {
             nr_cpus: ncpu,
             over_high: RefCell::new(Vec::new()),
             oom_lock: Cell::new(false),
+            lru_gen_rng: RefCell::new(lru_gen_rng),
             oom_wait: Default::default(),
             stats: RefCell::new(SimStats {
                 kswapd_ns: vec![0; nodes],

@@ -23,7 +23,7 @@ size = "1M"
 }
 
 fn error_of(kernel: &str, memory: &str) -> String {
-    scenario(kernel, memory).err().expect("refused").to_string()
+    scenario(kernel, memory).expect_err("refused").to_string()
 }
 
 #[test]

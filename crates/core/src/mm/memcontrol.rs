@@ -749,20 +749,17 @@ impl crate::sim::Sim {
             }
             return false;
         }
-        let mut mm = self.mm.borrow_mut();
-        if batch > nr {
-            mm.refill_stock(cpu, memcg, batch - nr);
-        }
         // Charges above memory.high are paid back on return to user space, or at once
         // when the debt grows past a batch (the task may stay in the kernel for long).
-        let mut over_high = false;
-        let mut c = Some(memcg);
-        while let Some(id) = c {
-            let m = &mm.memcgs[id as usize];
-            over_high |= m.usage > m.high;
-            c = m.parent;
-        }
-        drop(mm);
+        let over_high = {
+            let mut mm = self.mm.borrow_mut();
+            if batch > nr {
+                mm.refill_stock(cpu, memcg, batch - nr);
+            }
+            mm.memcg_ancestors(memcg)
+                .iter()
+                .any(|&id| mm.memcgs[id as usize].usage > mm.memcgs[id as usize].high)
+        };
         // (The kernel also skips PF_MEMALLOC callers; nothing charges from reclaim here.)
         if over_high && self.add_over_high(batch, memcg) > MEMCG_CHARGE_BATCH {
             self.handle_over_high_on_return().await;

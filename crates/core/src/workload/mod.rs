@@ -229,6 +229,8 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
         let v = &mut m.ptes[vpn as usize];
         if pte::present(*v) {
             *v |= pte::YOUNG | pte::DIRTY;
+            let t = vpn as usize / crate::mm::PTRS_PER_PTE;
+            m.pmd_young[t / 64] |= 1 << (t % 64);
             true
         } else {
             false
@@ -302,9 +304,7 @@ pub fn spawn_usemem(
         let node = s.cpu_node[cpus[ci] as usize];
         let mmid = {
             let mut mm = s.mm.borrow_mut();
-            mm.mms
-                .push(MmStruct::new(pages as usize, memcg, node, wi as u32));
-            let mmid = (mm.mms.len() - 1) as u32;
+            let mmid = mm.mm_alloc(MmStruct::new(pages as usize, memcg, node, wi as u32));
             if u.mapping == MappingKind::SharedFile {
                 // A file of the area's size, mapped MAP_SHARED (will-it-scale page_fault3).
                 mm.files.push(File::new(pages as usize, memcg, Some(mmid)));
@@ -491,9 +491,7 @@ pub fn spawn_request_churn(
     let node = s.cpu_node[cpus[0] as usize];
     let mmid = {
         let mut mm = s.mm.borrow_mut();
-        mm.mms
-            .push(MmStruct::new(ring as usize * n, memcg, node, wi as u32));
-        (mm.mms.len() - 1) as u32
+        mm.mm_alloc(MmStruct::new(ring as usize * n, memcg, node, wi as u32))
     };
     // inbox[i]: buffers (vpn ranges) handed to worker i by worker i - 1, to be freed.
     let inbox: Rc<std::cell::RefCell<Vec<Inbox>>> =
@@ -772,10 +770,7 @@ pub fn spawn_trace(
                 mm.files.push(File::new(0, memcg, None));
                 (mm.files.len() - 1) as u32
             }
-            TraceTarget::Anon => {
-                mm.mms.push(MmStruct::new(0, memcg, node, wi as u32));
-                (mm.mms.len() - 1) as u32
-            }
+            TraceTarget::Anon => mm.mm_alloc(MmStruct::new(0, memcg, node, wi as u32)),
         }
     };
     let limit = if spec.requests == 0 {
