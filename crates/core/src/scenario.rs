@@ -385,7 +385,18 @@ pub struct CgroupSpec {
     pub path: String,
     #[serde(default)]
     pub memory: CgroupMemory,
+    /// This many cgroups like this one, in order, `{i}` in the path standing for 0, 1, ...
+    /// (e.g. 128 memcgs `/memcg{i}` under the root); expanded when the scenario is read.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub copies: u32,
 }
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// The most copies a `copies` key may ask for (the cgroup limit).
+const MAX_COPIES: u32 = 4095;
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -438,6 +449,14 @@ impl WorkloadSpec {
             WorkloadSpec::Trace(t) => &t.placement,
         }
     }
+    fn common_mut(&mut self) -> &mut Placement {
+        match self {
+            WorkloadSpec::Usemem(u) => &mut u.placement,
+            WorkloadSpec::FileRead(f) => &mut f.placement,
+            WorkloadSpec::RequestChurn(r) => &mut r.placement,
+            WorkloadSpec::Trace(t) => &mut t.placement,
+        }
+    }
     pub fn type_name(&self) -> &'static str {
         match self {
             WorkloadSpec::Usemem(_) => "usemem",
@@ -471,6 +490,31 @@ pub struct Placement {
     /// Virtual start time [ns].
     #[serde(default)]
     pub start: Dur,
+    /// This many workloads like this one, in order, `{i}` in `name` and `cgroup` standing
+    /// for 0, 1, ... (one per memcg of a `copies` cgroup); expanded when the scenario is read.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub copies: u32,
+}
+
+/// `copies` is 1..=MAX_COPIES, and more than one copy needs `{i}` in a field that names it
+/// (a path must differ from copy to copy).
+fn check_copies(at: &str, copies: u32, fields: &[&str]) -> Result<()> {
+    if !(1..=MAX_COPIES).contains(&copies) {
+        return Err(Error::scenario(
+            format!("{at}.copies"),
+            format!("{copies}: allowed 1..={MAX_COPIES}"),
+        ));
+    }
+    if copies > 1 && at.contains("cgroup[") && !fields.iter().any(|f| f.contains("{i}")) {
+        return Err(Error::scenario(
+            format!("{at}.path"),
+            format!(
+                "{:?} with copies = {copies}: put {{i}} in the path to number the copies",
+                fields[0]
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn root_path() -> String {
@@ -518,6 +562,11 @@ pub struct Usemem {
     /// and a write fault only maps them.
     #[serde(default)]
     pub mapping: MappingKind,
+    /// Pace each thread's accesses to at most this many bytes per second (a page per
+    /// access), sleeping when ahead of the pace, as fio's `rate` does; absent = as fast as
+    /// possible.
+    #[serde(default)]
+    pub rate: Option<Size>,
 }
 
 fn page_step() -> Size {
@@ -531,9 +580,17 @@ fn one_u64() -> u64 {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MappingKind {
+    /// An anonymous private mapping.
     #[default]
     Anon,
+    /// A file of the area's size mapped MAP_SHARED (page-cache folios on the file LRU).
     SharedFile,
+    /// A shared anonymous mapping (MAP_SHARED of /dev/zero, as fio's mmap engine maps it):
+    /// shmem folios, swap-backed, on the anon LRU, swapped through the swap cache; a
+    /// swapped-out page comes back dirty and gives its swap slot up (shmem_swapin_folio).
+    /// Every access writes, so in the model these folios behave exactly as anonymous ones
+    /// (simplified: memory.stat counts them as anon, not shmem).
+    Shmem,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
@@ -774,6 +831,8 @@ impl Scenario {
             };
             Error::scenario(path, e.into_inner().to_string())
         })?;
+        let mut s = s;
+        s.expand_copies()?;
         s.validate()?;
         Ok(s)
     }
@@ -786,7 +845,58 @@ impl Scenario {
         Scenario::from_json(&json)
     }
 
-    /// Semantic checks that the types cannot express.
+    /// Expand `copies` of cgroups and workloads into as many entries, `{i}` numbering them.
+    fn expand_copies(&mut self) -> Result<()> {
+        let total: u64 = self.cgroups.iter().map(|c| c.copies as u64).sum();
+        if total > MAX_COPIES as u64 {
+            return Err(Error::scenario(
+                "scenario.cgroup",
+                format!("{total} cgroups with copies: allowed at most {MAX_COPIES}"),
+            ));
+        }
+        let mut cgroups = Vec::with_capacity(total as usize);
+        for (k, c) in self.cgroups.iter().enumerate() {
+            check_copies(&format!("scenario.cgroup[{k}]"), c.copies, &[&c.path])?;
+            for i in 0..c.copies {
+                let mut e = c.clone();
+                e.path = e.path.replace("{i}", &i.to_string());
+                e.copies = 1;
+                cgroups.push(e);
+            }
+        }
+        self.cgroups = cgroups;
+        let total: u64 = self
+            .workloads
+            .iter()
+            .map(|w| w.common().copies as u64)
+            .sum();
+        if total > MAX_COPIES as u64 {
+            return Err(Error::scenario(
+                "scenario.workload",
+                format!("{total} workloads with copies: allowed at most {MAX_COPIES}"),
+            ));
+        }
+        let mut workloads = Vec::with_capacity(total as usize);
+        for (k, w) in self.workloads.iter().enumerate() {
+            let p = w.common();
+            check_copies(
+                &format!("scenario.workload[{k}]"),
+                p.copies,
+                &[&p.cgroup, &p.name],
+            )?;
+            for i in 0..p.copies {
+                let mut e = w.clone();
+                let q = e.common_mut();
+                q.cgroup = q.cgroup.replace("{i}", &i.to_string());
+                q.name = q.name.replace("{i}", &i.to_string());
+                q.copies = 1;
+                workloads.push(e);
+            }
+        }
+        self.workloads = workloads;
+        Ok(())
+    }
+
     /// kernel.lru and the lru_gen knobs agree: `enabled` is a 3-bit mask whose bit 0 is the
     /// multi-gen LRU itself.
     fn check_lru_gen(&self) -> Result<()> {
@@ -851,6 +961,7 @@ impl Scenario {
         Ok(())
     }
 
+    /// Semantic checks that the types cannot express.
     pub fn validate(&self) -> Result<()> {
         let m = &self.machine;
         let max_nodes = crate::mm::page_alloc::MAX_NUMNODES as u32;

@@ -265,6 +265,37 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
     true
 }
 
+/// fio's rate limit: a thread may not run ahead of `bytes_per_s` (one page per access).
+struct Pace {
+    start: u64,
+    bytes_per_s: u64,
+    done: u64,
+}
+
+impl Pace {
+    fn new(start: u64, bytes_per_s: u64) -> Self {
+        Pace {
+            start,
+            bytes_per_s: bytes_per_s.max(1),
+            done: 0,
+        }
+    }
+
+    /// One more access is done: sleep until the pace allows the next.
+    async fn wait(&mut self, s: &Sim, r: &mut Runner) {
+        self.done += crate::scenario::PAGE_SIZE;
+        let due = self.start.saturating_add(
+            (self.done as u128 * 1_000_000_000 / self.bytes_per_s as u128).min(u64::MAX as u128)
+                as u64,
+        );
+        let now = s.e.now() + r.pending;
+        if due > now {
+            r.flush(s);
+            s.e.sleep(due - s.e.now()).await;
+        }
+    }
+}
+
 /// Accesses a usemem thread draws ahead of the one it runs (for prefetching).
 const USEMEM_LOOKAHEAD: usize = 8;
 
@@ -331,6 +362,7 @@ pub fn spawn_usemem(
                     let mut r = Runner::new(s, wi, start);
                     let t = tally(s, wi);
                     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
+                    let mut pace = spec.rate.map(|b| Pace::new(start, b.0));
                     // Accesses drawn ahead so their PTEs (and swap-map entries) are
                     // prefetched while earlier ones run; results do not change.
                     // (Sequential passes need none: the hardware prefetcher sees them.)
@@ -375,6 +407,9 @@ pub fn spawn_usemem(
                         };
                         if !alive || s.e.now() + r.pending >= deadline {
                             break;
+                        }
+                        if let Some(p) = pace.as_mut() {
+                            p.wait(s, &mut r).await;
                         }
                     }
                     r.flush(s);
