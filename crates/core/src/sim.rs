@@ -64,6 +64,8 @@ pub struct Sim {
     pub tallies: RefCell<Vec<Rc<workload::Tally>>>,
     pub live_tasks: Cell<u64>,
     pub sampler: RefCell<Sampler>,
+    /// /sys/kernel/debug/lru_gen sampled with the time series (MGLRU only).
+    pub lru_gen_samples: RefCell<crate::mm::lru_gen_debugfs::LruGenSamples>,
     /// Per CPU: IOs whose completion runs on that CPU, in completion order (a FIFO device
     /// completes in submission order), and the CPU's completion task (None = not started,
     /// with a flag telling whether it is parked).
@@ -274,6 +276,7 @@ impl Sim {
             recording: Cell::new(false),
             failure: RefCell::new(None),
             sampler: RefCell::new(Sampler::new(sc.sample_interval.0)),
+            lru_gen_samples: RefCell::new(Default::default()),
             bio_queues: RefCell::new(vec![VecDeque::new(); all_cpus]),
             bio_tasks: RefCell::new(vec![None; all_cpus]),
             check: Cell::new(false),
@@ -336,6 +339,7 @@ impl Sim {
             loop {
                 let now = s.e.now();
                 s.sampler.borrow_mut().sample(now, &s.mm.borrow());
+                s.lru_gen_samples.borrow_mut().sample(now, &s.mm.borrow());
                 s.e.sleep(interval).await;
             }
         });

@@ -23,6 +23,7 @@
 
 pub mod filemap;
 pub mod lru_gen;
+pub mod lru_gen_debugfs;
 pub mod lru_gen_vmscan;
 pub mod lru_gen_walk;
 pub mod memcontrol;
