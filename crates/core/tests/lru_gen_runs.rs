@@ -181,3 +181,40 @@ fn an_ablation_changes_nothing_where_its_mechanism_never_fires() {
     assert!(!same(&full, &memcg_anon("", "mglru_look_around = false")));
     assert!(!same(&full, &nowalk));
 }
+
+/// The kernel-run calibration scenarios (python/reclaimsim/scenarios/calib-*.toml), run with
+/// MGLRU: they reclaim, keep every invariant, and give the same bytes twice.
+#[test]
+fn calibration_cases_run_with_mglru() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../python/reclaimsim/scenarios"
+    );
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with("calib-") {
+            continue;
+        }
+        let t = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("[kernel]\n", "[kernel]\nlru = \"mglru\"\n");
+        assert!(
+            t.contains("lru = \"mglru\""),
+            "{name} has no [kernel] table"
+        );
+        let r = run(&t);
+        let steal = vm(&r, "pgsteal_anon") + vm(&r, "pgsteal_file");
+        assert!(steal > 1000, "{name}: {steal} pages reclaimed");
+        assert!(
+            r["lru_gen"]["rows"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty()),
+            "{name}"
+        );
+        assert!(same(&t, &t), "{name} not deterministic");
+        n += 1;
+    }
+    assert_eq!(n, 6, "calibration scenarios found");
+}
