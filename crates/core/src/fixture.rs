@@ -94,8 +94,7 @@ impl Sim {
     ) -> (u32, Vec<Pfn>) {
         let mmid = {
             let mut mm = self.mm.borrow_mut();
-            mm.mms.push(MmStruct::new(n as usize, memcg, node, 0));
-            (mm.mms.len() - 1) as u32
+            mm.mm_alloc(MmStruct::new(n as usize, memcg, node, 0))
         };
         let mut pfns = Vec::with_capacity(n as usize);
         for vpn in 0..n {

@@ -161,6 +161,8 @@ pub struct Report {
     /// Tracepoint-derived counters (mm_lru_insertion and its dead share, seed 003).
     pub trace: crate::mm::TraceCounters,
     pub timeseries: Value,
+    /// /sys/kernel/debug/lru_gen at the end and sampled (MGLRU; null with the classic LRU).
+    pub lru_gen: Value,
     pub engine: Value,
 }
 
@@ -355,6 +357,7 @@ impl Report {
                 "columns": TS_COLUMNS,
                 "rows": sampler.rows,
             }),
+            lru_gen: sim.lru_gen_samples.borrow().report(&mm, end_ns),
             engine: json!({
                 "polls": sim.e.polls.get(),
                 "events": sim.e.spawned.get(),

@@ -311,6 +311,47 @@ pub struct Kernel {
     /// isolation throttle (writeback_throttling_sane).
     #[serde(default = "default_cgroup_version")]
     pub cgroup_version: u32,
+    /// The LRU: "classic" (active and inactive lists) or "mglru" (the multi-gen LRU,
+    /// lru_gen).
+    #[serde(default)]
+    pub lru: LruKind,
+    /// The knobs of /sys/kernel/mm/lru_gen (with `lru = "mglru"`).
+    #[serde(default)]
+    pub lru_gen: LruGenKnobs,
+}
+
+/// Which LRU the kernel runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LruKind {
+    #[default]
+    Classic,
+    Mglru,
+}
+
+/// /sys/kernel/mm/lru_gen/{enabled,min_ttl_ms}.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LruGenKnobs {
+    /// The capability bitmask of `enabled`: 0x1 the core, 0x2 the page-table walk of
+    /// aging, 0x4 clearing young bits in non-leaf PMD entries. Absent: 0x7 with
+    /// `lru = "mglru"` (the default of a CONFIG_LRU_GEN_ENABLED x86 kernel).
+    #[serde(default)]
+    pub enabled: Option<u32>,
+    /// `min_ttl_ms`: kswapd OOM-kills when no memcg's oldest generation is older than
+    /// this (0: off).
+    #[serde(default)]
+    pub min_ttl_ms: u64,
+}
+
+impl Kernel {
+    /// The lru_gen capability bits in effect (0 with the classic LRU).
+    pub fn lru_gen_caps(&self) -> u32 {
+        match self.lru {
+            LruKind::Classic => 0,
+            LruKind::Mglru => self.lru_gen.enabled.unwrap_or(0x7),
+        }
+    }
 }
 
 impl Default for Kernel {
@@ -322,6 +363,8 @@ impl Default for Kernel {
             memory_recursiveprot: false,
             memcg_flush_phase: None,
             cgroup_version: default_cgroup_version(),
+            lru: LruKind::Classic,
+            lru_gen: LruGenKnobs::default(),
         }
     }
 }
@@ -345,7 +388,18 @@ pub struct CgroupSpec {
     pub path: String,
     #[serde(default)]
     pub memory: CgroupMemory,
+    /// This many cgroups like this one, in order, `{i}` in the path standing for 0, 1, ...
+    /// (e.g. 128 memcgs `/memcg{i}` under the root); expanded when the scenario is read.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub copies: u32,
 }
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// The most copies a `copies` key may ask for (the cgroup limit).
+const MAX_COPIES: u32 = 4095;
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -398,6 +452,14 @@ impl WorkloadSpec {
             WorkloadSpec::Trace(t) => &t.placement,
         }
     }
+    fn common_mut(&mut self) -> &mut Placement {
+        match self {
+            WorkloadSpec::Usemem(u) => &mut u.placement,
+            WorkloadSpec::FileRead(f) => &mut f.placement,
+            WorkloadSpec::RequestChurn(r) => &mut r.placement,
+            WorkloadSpec::Trace(t) => &mut t.placement,
+        }
+    }
     pub fn type_name(&self) -> &'static str {
         match self {
             WorkloadSpec::Usemem(_) => "usemem",
@@ -431,6 +493,31 @@ pub struct Placement {
     /// Virtual start time [ns].
     #[serde(default)]
     pub start: Dur,
+    /// This many workloads like this one, in order, `{i}` in `name` and `cgroup` standing
+    /// for 0, 1, ... (one per memcg of a `copies` cgroup); expanded when the scenario is read.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub copies: u32,
+}
+
+/// `copies` is 1..=MAX_COPIES, and more than one copy needs `{i}` in a field that names it
+/// (a path must differ from copy to copy).
+fn check_copies(at: &str, copies: u32, fields: &[&str]) -> Result<()> {
+    if !(1..=MAX_COPIES).contains(&copies) {
+        return Err(Error::scenario(
+            format!("{at}.copies"),
+            format!("{copies}: allowed 1..={MAX_COPIES}"),
+        ));
+    }
+    if copies > 1 && at.contains("cgroup[") && !fields.iter().any(|f| f.contains("{i}")) {
+        return Err(Error::scenario(
+            format!("{at}.path"),
+            format!(
+                "{:?} with copies = {copies}: put {{i}} in the path to number the copies",
+                fields[0]
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn root_path() -> String {
@@ -478,6 +565,11 @@ pub struct Usemem {
     /// and a write fault only maps them.
     #[serde(default)]
     pub mapping: MappingKind,
+    /// Pace each thread's accesses to at most this many bytes per second (a page per
+    /// access), sleeping when ahead of the pace, as fio's `rate` does; absent = as fast as
+    /// possible.
+    #[serde(default)]
+    pub rate: Option<Size>,
 }
 
 fn page_step() -> Size {
@@ -491,9 +583,17 @@ fn one_u64() -> u64 {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MappingKind {
+    /// An anonymous private mapping.
     #[default]
     Anon,
+    /// A file of the area's size mapped MAP_SHARED (page-cache folios on the file LRU).
     SharedFile,
+    /// A shared anonymous mapping (MAP_SHARED of /dev/zero, as fio's mmap engine maps it):
+    /// shmem folios, swap-backed, on the anon LRU, swapped through the swap cache; a
+    /// swapped-out page comes back dirty and gives its swap slot up (shmem_swapin_folio).
+    /// Every access writes, so in the model these folios behave exactly as anonymous ones
+    /// (simplified: memory.stat counts them as anon, not shmem).
+    Shmem,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
@@ -734,6 +834,8 @@ impl Scenario {
             };
             Error::scenario(path, e.into_inner().to_string())
         })?;
+        let mut s = s;
+        s.expand_copies()?;
         s.validate()?;
         Ok(s)
     }
@@ -746,7 +848,96 @@ impl Scenario {
         Scenario::from_json(&json)
     }
 
-    /// Semantic checks that the types cannot express.
+    /// Expand `copies` of cgroups and workloads into as many entries, `{i}` numbering them.
+    fn expand_copies(&mut self) -> Result<()> {
+        let total: u64 = self.cgroups.iter().map(|c| c.copies as u64).sum();
+        if total > MAX_COPIES as u64 {
+            return Err(Error::scenario(
+                "scenario.cgroup",
+                format!("{total} cgroups with copies: allowed at most {MAX_COPIES}"),
+            ));
+        }
+        let mut cgroups = Vec::with_capacity(total as usize);
+        for (k, c) in self.cgroups.iter().enumerate() {
+            check_copies(&format!("scenario.cgroup[{k}]"), c.copies, &[&c.path])?;
+            for i in 0..c.copies {
+                let mut e = c.clone();
+                e.path = e.path.replace("{i}", &i.to_string());
+                e.copies = 1;
+                cgroups.push(e);
+            }
+        }
+        self.cgroups = cgroups;
+        let total: u64 = self
+            .workloads
+            .iter()
+            .map(|w| w.common().copies as u64)
+            .sum();
+        if total > MAX_COPIES as u64 {
+            return Err(Error::scenario(
+                "scenario.workload",
+                format!("{total} workloads with copies: allowed at most {MAX_COPIES}"),
+            ));
+        }
+        let mut workloads = Vec::with_capacity(total as usize);
+        for (k, w) in self.workloads.iter().enumerate() {
+            let p = w.common();
+            check_copies(
+                &format!("scenario.workload[{k}]"),
+                p.copies,
+                &[&p.cgroup, &p.name],
+            )?;
+            for i in 0..p.copies {
+                let mut e = w.clone();
+                let q = e.common_mut();
+                q.cgroup = q.cgroup.replace("{i}", &i.to_string());
+                q.name = q.name.replace("{i}", &i.to_string());
+                q.copies = 1;
+                workloads.push(e);
+            }
+        }
+        self.workloads = workloads;
+        Ok(())
+    }
+
+    /// kernel.lru and the lru_gen knobs agree: `enabled` is a 3-bit mask whose bit 0 is the
+    /// multi-gen LRU itself.
+    fn check_lru_gen(&self) -> Result<()> {
+        let k = &self.kernel;
+        if let Some(e) = k.lru_gen.enabled {
+            if e > 0x7 {
+                return Err(Error::scenario(
+                    "scenario.kernel.lru_gen.enabled",
+                    format!("{e:#x}: allowed 0x0..=0x7 (0x1 core, 0x2 page-table walk, 0x4 non-leaf PMD young bits)"),
+                ));
+            }
+            let on = e & 1 != 0;
+            if on != (k.lru == LruKind::Mglru) {
+                return Err(Error::scenario(
+                    "scenario.kernel.lru_gen.enabled",
+                    format!(
+                        "{e:#x} {} the multi-gen LRU but kernel.lru = {:?}: set bit 0x1 exactly when kernel.lru = \"mglru\"",
+                        if on { "turns on" } else { "leaves off" },
+                        k.lru
+                    ),
+                ));
+            }
+        }
+        if k.lru == LruKind::Classic && k.lru_gen.min_ttl_ms != 0 {
+            return Err(Error::scenario(
+                "scenario.kernel.lru_gen.min_ttl_ms",
+                "only with kernel.lru = \"mglru\"",
+            ));
+        }
+        if k.lru_gen.min_ttl_ms > 1 << 40 {
+            return Err(Error::scenario(
+                "scenario.kernel.lru_gen.min_ttl_ms",
+                format!("{}: allowed 0..=2^40", k.lru_gen.min_ttl_ms),
+            ));
+        }
+        Ok(())
+    }
+
     /// Knobs that exist in only one cgroup version.
     fn check_cgroup_version(&self, i: usize, m: &CgroupMemory) -> Result<()> {
         let v1 = self.kernel.cgroup_version == 1;
@@ -773,6 +964,7 @@ impl Scenario {
         Ok(())
     }
 
+    /// Semantic checks that the types cannot express.
     pub fn validate(&self) -> Result<()> {
         let m = &self.machine;
         let max_nodes = crate::mm::page_alloc::MAX_NUMNODES as u32;
@@ -835,6 +1027,7 @@ impl Scenario {
                 ));
             }
         }
+        self.check_lru_gen()?;
         if !(1..=2).contains(&self.kernel.cgroup_version) {
             return Err(Error::scenario(
                 "scenario.kernel.cgroup_version",

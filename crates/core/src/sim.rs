@@ -50,6 +50,8 @@ pub struct Sim {
     /// Node of every CPU id (workload CPUs, then one kthread CPU per node).
     pub cpu_node: Vec<u32>,
     pub nr_cpus: u32,
+    /// The random stream of MGLRU's memcg LRU bins.
+    pub lru_gen_rng: RefCell<crate::engine::rng::Rng>,
     /// oom_lock (a mutex serializing OOM kills) and the tasks waiting for it.
     pub oom_lock: Cell<bool>,
     pub oom_wait: Rc<crate::sched::WaitQueue>,
@@ -64,6 +66,8 @@ pub struct Sim {
     pub tallies: RefCell<Vec<Rc<workload::Tally>>>,
     pub live_tasks: Cell<u64>,
     pub sampler: RefCell<Sampler>,
+    /// /sys/kernel/debug/lru_gen sampled with the time series (MGLRU only).
+    pub lru_gen_samples: RefCell<crate::mm::lru_gen_debugfs::LruGenSamples>,
     /// Per CPU: IOs whose completion runs on that CPU, in completion order (a FIFO device
     /// completes in submission order), and the CPU's completion task (None = not started,
     /// with a flag telling whether it is parked).
@@ -134,6 +138,8 @@ impl Sim {
                 kswapd_wait: Default::default(),
                 pfmemalloc_wait: Default::default(),
                 reclaim_wait_isolated: Default::default(),
+                memcg_lru: Default::default(),
+                memcg_lru_lock: e.new_lock(crate::engine::LockClass::MemcgLruLock),
                 kswapd_failures: 0,
             });
         }
@@ -208,7 +214,7 @@ impl Sim {
         });
         let all_cpus = cpu_node.len();
         let memcgs_len = memcgs.len();
-        let mm = Mm {
+        let mut mm = Mm {
             pages: crate::mm::mm_types::Frames::zeroed((node_pages * nodes as u64) as usize),
             node_pages,
             nodes: pgdats,
@@ -224,6 +230,11 @@ impl Sim {
             vm_swappiness: sc.kernel.swappiness,
             memory_recursiveprot: sc.kernel.memory_recursiveprot,
             memory_cgrp_on_dfl: sc.kernel.cgroup_version == 2,
+            lru_gen_caps: sc.kernel.lru_gen_caps(),
+            lru_gen_min_ttl: sc.kernel.lru_gen.min_ttl_ms * 1_000_000,
+            mm_state: Vec::new(),
+            mm_lists: Vec::new(),
+            lru_gen_walks: Vec::new(),
             nr_cpus: ncpu,
             peak_used_frames: 0,
             used_frames: 0,
@@ -237,6 +248,11 @@ impl Sim {
             stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len),
             file_dev: costs.ssd(),
         };
+        let mut lru_gen_rng =
+            crate::engine::rng::stream(sc.seed, crate::mm::lru_gen_vmscan::MEMCG_LRU_STREAM);
+        if mm.lru_gen_enabled() {
+            mm.lru_gen_init(&mut lru_gen_rng);
+        }
         let sim = Rc::new(Sim {
             e,
             mm: RefCell::new(mm),
@@ -249,6 +265,7 @@ impl Sim {
             nr_cpus: ncpu,
             over_high: RefCell::new(Vec::new()),
             oom_lock: Cell::new(false),
+            lru_gen_rng: RefCell::new(lru_gen_rng),
             oom_wait: Default::default(),
             stats: RefCell::new(SimStats {
                 kswapd_ns: vec![0; nodes],
@@ -262,6 +279,7 @@ impl Sim {
             recording: Cell::new(false),
             failure: RefCell::new(None),
             sampler: RefCell::new(Sampler::new(sc.sample_interval.0)),
+            lru_gen_samples: RefCell::new(Default::default()),
             bio_queues: RefCell::new(vec![VecDeque::new(); all_cpus]),
             bio_tasks: RefCell::new(vec![None; all_cpus]),
             check: Cell::new(false),
@@ -325,6 +343,7 @@ impl Sim {
             loop {
                 let now = s.e.now();
                 s.sampler.borrow_mut().sample(now, &s.mm.borrow());
+                s.lru_gen_samples.borrow_mut().sample(now, &s.mm.borrow());
                 s.e.sleep(interval).await;
             }
         });

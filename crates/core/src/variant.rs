@@ -49,6 +49,28 @@ pub struct Variants {
     /// unbatched per CPU, hierarchical ones batched as before.
     #[serde(default)]
     pub memcg_stats: MemcgStats,
+    /// Seed 001, "mm/mglru: remove memcg lru" (Chen Ridong, RFC 2025). true: MGLRU's root
+    /// reclaim (shrink_many) walks the memcgs with mem_cgroup_iter and a reclaim cookie
+    /// (none for kswapd and full walks), honoring memory.min/low as shrink_node_memcgs does;
+    /// no memcg LRU, no rotations. false (upstream 6.18): the per-node memcg LRU of
+    /// generations and bins, started at a random bin.
+    #[serde(default)]
+    pub mglru_memcg_iter: bool,
+    /// MGLRU's tiers and the PID controller's protection of the tiers that refault more
+    /// (no kernel knob). false: eviction protects no tier (get_tier_idx answers the top
+    /// tier, so sort_folio never moves a folio up for its refs); folios whose refs reached
+    /// the maximum with PG_workingset still move up lazily, and the choice between anon and
+    /// file still weighs their refault rates.
+    #[serde(default = "yes")]
+    pub mglru_tiers: bool,
+    /// MGLRU's lru_gen_look_around on the rmap path (no kernel knob). false: eviction's
+    /// rmap walk clears and tests only the folio's own PTE.
+    #[serde(default = "yes")]
+    pub mglru_look_around: bool,
+    /// The Bloom filters of MGLRU's page-table walk (no kernel knob). false: every PTE
+    /// table is walked, whatever the last round found.
+    #[serde(default = "yes")]
+    pub mglru_bloom: bool,
 }
 
 /// The memcg statistics scheme (seed 004).
@@ -72,6 +94,10 @@ impl Default for Variants {
             lru_add_dead_filter: false,
             vmstat_scan_cost: false,
             memcg_stats: MemcgStats::Rstat,
+            mglru_memcg_iter: false,
+            mglru_tiers: true,
+            mglru_look_around: true,
+            mglru_bloom: true,
         }
     }
 }

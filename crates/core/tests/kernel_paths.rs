@@ -526,3 +526,42 @@ start = "9s"
     assert_eq!(mm.lruvecs[root].page_state(NodeStat::NrInactiveFile), 30);
     assert_eq!(mm.last_flush, now);
 }
+
+#[test]
+fn the_lru_gen_debugfs_file_lists_each_generation() {
+    let s = machine("1G", Some("1G"), "lru = \"mglru\"");
+    // lru_gen_init_lruvec: max_seq = 3, min_seq = [0, 0]. Page cache that is not in the
+    // workingset joins the oldest generation, max_seq + 1 - MAX_NR_GENS = 0; anon not in
+    // the swap cache joins max_seq + 1 - MIN_NR_GENS = 2.
+    s.fixture_file_folios(A, 0, 300, 0);
+    s.fixture_anon_folios(A, 0, 100, false, 0);
+    let rows = s.mm.borrow().lru_gen_debugfs(5_000_000);
+    let a: Vec<Vec<u64>> = rows
+        .iter()
+        .filter(|r| r[1] == "/a")
+        .map(|r| {
+            let r = r.as_array().unwrap();
+            vec![
+                r[0].as_u64().unwrap(),
+                r[3].as_u64().unwrap(),
+                r[4].as_u64().unwrap(),
+                r[5].as_u64().unwrap(),
+                r[6].as_u64().unwrap(),
+            ]
+        })
+        .collect();
+    // (memcg id, seq, age_ms, nr_anon, nr_file): /a is memcg id 2 (the root is 1); every
+    // generation was born at 0, 5 ms ago.
+    assert_eq!(
+        a,
+        vec![
+            vec![2, 0, 5, 0, 300],
+            vec![2, 1, 5, 0, 0],
+            vec![2, 2, 5, 100, 0],
+            vec![2, 3, 5, 0, 0]
+        ]
+    );
+    // With the classic LRU there is no such file.
+    let c = machine("1G", None, "");
+    assert!(c.mm.borrow().lru_gen_debugfs(0).is_empty());
+}

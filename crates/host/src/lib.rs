@@ -302,13 +302,22 @@ unsafe impl Send for Mapping {}
 
 impl Mapping {
     fn anon(len: usize) -> Result<Self, String> {
+        Self::anonymous(len, libc::MAP_PRIVATE)
+    }
+
+    /// A shared anonymous mapping (shmem), as fio's mmap engine on /dev/zero makes.
+    fn shmem(len: usize) -> Result<Self, String> {
+        Self::anonymous(len, libc::MAP_SHARED)
+    }
+
+    fn anonymous(len: usize, share: libc::c_int) -> Result<Self, String> {
         // SAFETY: a fresh anonymous mapping; failure is checked.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len.max(PAGE),
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                share | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
@@ -384,7 +393,12 @@ fn run_usemem(
     slots: &[Live],
 ) -> Result<Vec<ThreadStats>, String> {
     let pages = u.size.pages() as usize;
-    let map = Mapping::anon(pages * PAGE)?;
+    let map = if u.mapping == MappingKind::Shmem {
+        Mapping::shmem(pages * PAGE)?
+    } else {
+        Mapping::anon(pages * PAGE)?
+    };
+    let rate = u.rate.map(|r| r.0);
     let map = &map;
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..u.threads)
@@ -393,7 +407,7 @@ fn run_usemem(
                 let stream = reclaimsim_core::workload::access::task_stream(sc, wi, task);
                 let seq = UsememSeq::new(u, t, task_rng(sc, wi, task));
                 let live = slots[t as usize];
-                scope.spawn(move || usemem_thread(map, seq, stream, record, live))
+                scope.spawn(move || usemem_thread(map, seq, stream, record, live, rate))
             })
             .collect();
         handles
@@ -409,7 +423,9 @@ fn usemem_thread(
     stream: u64,
     record: bool,
     live: Live,
+    rate: Option<u64>,
 ) -> ThreadStats {
+    let t0 = std::time::Instant::now();
     let (maj0, min0) = thread_faults();
     let mut st = ThreadStats {
         stream,
@@ -423,6 +439,15 @@ fn usemem_thread(
                 let p = unsafe { map.base.add(vpn as usize * PAGE) } as *mut u64;
                 unsafe { p.write_volatile(st.accesses ^ 0x5a5a) };
                 st.accesses += 1;
+                if let Some(r) = rate {
+                    // fio's rate: sleep while ahead of `r` bytes per second.
+                    let due = std::time::Duration::from_secs_f64(
+                        (st.accesses * PAGE as u64) as f64 / r.max(1) as f64,
+                    );
+                    if let Some(wait) = due.checked_sub(t0.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
                 if st.accesses.is_multiple_of(PUBLISH_EVERY) {
                     usemem_faults(&mut st, maj0, min0);
                     live.publish(&st);

@@ -103,6 +103,10 @@ cost_table! {
     shrink_lruvec_setup = 300;
     /// Flushing the memcg statistics of one cgroup (rstat flush work per cgroup per CPU batch).
     memcg_flush_per_cgroup = 2_000;
+    /// MGLRU page-table walk: reading one PTE, testing and clearing its accessed bit.
+    walk_pte = 4;
+    /// MGLRU page-table walk: visiting one PTE table (its PMD entry, the Bloom filter test).
+    walk_pmd = 60;
 }
 
 impl CostTable {

@@ -56,14 +56,21 @@ pub enum LockClass {
     LruLock = 0,
     /// lruvec->cost_lock, added by seed 000 (vmstat_scan_cost) for the scan-balance cost.
     CostLock = 1,
+    /// pgdat->memcg_lru.lock: MGLRU's per-node memcg LRU.
+    MemcgLruLock = 2,
 }
 
 impl LockClass {
-    pub const ALL: [LockClass; 2] = [LockClass::LruLock, LockClass::CostLock];
+    pub const ALL: [LockClass; 3] = [
+        LockClass::LruLock,
+        LockClass::CostLock,
+        LockClass::MemcgLruLock,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             LockClass::LruLock => "lru_lock",
             LockClass::CostLock => "cost_lock",
+            LockClass::MemcgLruLock => "memcg_lru.lock",
         }
     }
 }
@@ -102,6 +109,14 @@ call_sites! {
     PrepareScanControl => "shrink_node",
     /// folios_put_refs -> __page_cache_release: freeing a folio that is on an LRU.
     FoliosPutRefs => "folios_put_refs",
+    /// MGLRU evict_folios: isolation from the oldest generation, and the putback.
+    EvictFolios => "evict_folios",
+    /// MGLRU inc_max_seq: opening a generation (and retiring the oldest).
+    IncMaxSeq => "inc_max_seq",
+    /// MGLRU walk_mm -> reset_batch_size: the page-table walk's batched size updates.
+    WalkMm => "walk_mm",
+    /// MGLRU lru_gen_rotate_memcg: moving an lruvec on the node's memcg LRU.
+    LruGenRotateMemcg => "lru_gen_rotate_memcg",
 }
 
 /// Per (lock class, call site) statistics, as `perf lock contention` reports them.

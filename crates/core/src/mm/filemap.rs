@@ -179,9 +179,9 @@ impl Sim {
             mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
         }
         if let Some(s) = entry_shadow(entry) {
-            self.workingset_refault(pfn, s).await;
+            self.workingset_refault(pfn, s, false).await;
         }
-        self.folio_add_lru(pfn).await;
+        self.folio_add_lru(pfn, false).await;
         let done = self
             .mm
             .borrow_mut()

@@ -752,20 +752,17 @@ impl crate::sim::Sim {
             }
             return false;
         }
-        let mut mm = self.mm.borrow_mut();
-        if batch > nr {
-            mm.refill_stock(cpu, memcg, batch - nr);
-        }
         // Charges above memory.high are paid back on return to user space, or at once
         // when the debt grows past a batch (the task may stay in the kernel for long).
-        let mut over_high = false;
-        let mut c = Some(memcg);
-        while let Some(id) = c {
-            let m = &mm.memcgs[id as usize];
-            over_high |= m.usage > m.high;
-            c = m.parent;
-        }
-        drop(mm);
+        let over_high = {
+            let mut mm = self.mm.borrow_mut();
+            if batch > nr {
+                mm.refill_stock(cpu, memcg, batch - nr);
+            }
+            mm.memcg_ancestors(memcg)
+                .iter()
+                .any(|&id| mm.memcgs[id as usize].usage > mm.memcgs[id as usize].high)
+        };
         // (The kernel also skips PF_MEMALLOC callers; nothing charges from reclaim here.)
         if over_high && self.add_over_high(batch, memcg) > MEMCG_CHARGE_BATCH {
             self.handle_over_high_on_return().await;
@@ -844,11 +841,7 @@ impl crate::sim::Sim {
 // memory.reclaim: proactive reclaim from user space
 // ---------------------------------------------------------------------------------------
 
-/// vm_swappiness's bounds, and the proactive-only value meaning "anon only"
-/// (MIN_SWAPPINESS, MAX_SWAPPINESS, SWAPPINESS_ANON_ONLY of include/linux/swap.h).
-pub const MIN_SWAPPINESS: i64 = 0;
-pub const MAX_SWAPPINESS: i64 = 200;
-pub const SWAPPINESS_ANON_ONLY: u32 = MAX_SWAPPINESS as u32 + 1;
+use super::lru_gen::{MAX_SWAPPINESS, MIN_SWAPPINESS, SWAPPINESS_ANON_ONLY};
 
 /// The errors of a memory.reclaim write, as the write(2) returns them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -959,7 +952,7 @@ pub fn parse_memory_reclaim(buf: &str) -> std::result::Result<ReclaimRequest, Er
     for tok in strstrip(rest).split(' ').filter(|t| !t.is_empty()) {
         if let Some(v) = match_swappiness_int(tok) {
             let v = v?;
-            if !(MIN_SWAPPINESS..=MAX_SWAPPINESS).contains(&v) {
+            if !(MIN_SWAPPINESS as i64..=MAX_SWAPPINESS as i64).contains(&v) {
                 return Err(Errno::Einval);
             }
             swappiness = Some(v as u32);

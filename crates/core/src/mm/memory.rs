@@ -52,6 +52,7 @@ impl Mm {
         let m = &mut self.mms[mmid as usize];
         m.ptes[vpn as usize] = pte::mk_present(pfn, true, write);
         m.rss += 1;
+        self.pmd_mkyoung(mmid, vpn);
         let lv = self.folio_lruvec(pfn) as usize;
         self.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, 1);
     }
@@ -65,6 +66,7 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             let m = &mm.mms[mmid as usize];
             let r = (m.ptes[vpn as usize], m.memcg, m.node);
+            mm.mms[mmid as usize].lru_gen_used = true;
             mm.count_event(VmEvent::Pgfault, 1);
             mm.count_memcg_event(r.1, VmEvent::Pgfault, 1);
             r
@@ -160,9 +162,9 @@ impl Sim {
                 }
                 self.e.charge(self.c.page_zero);
                 if let Some(s) = super::filemap::entry_shadow(entry) {
-                    self.workingset_refault(pfn, s).await;
+                    self.workingset_refault(pfn, s, true).await;
                 }
-                self.folio_add_lru(pfn).await;
+                self.folio_add_lru(pfn, true).await;
                 self.mm.borrow_mut().pages[pfn as usize].clear(PG_LOCKED);
                 pfn
             }
@@ -174,6 +176,7 @@ impl Sim {
                 return Fault::Minor;
             }
             mm.mms[mmid as usize].ptes[vpn as usize] = pte::mk_present(pfn, true, true);
+            mm.pmd_mkyoung(mmid, vpn);
             mm.pages[pfn as usize].private += 1;
             let lv = mm.folio_lruvec(pfn) as usize;
             mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, 1);
@@ -215,7 +218,7 @@ impl Sim {
             mm.pages[pfn as usize].clear(PG_LOCKED);
         }
         self.memcg_stat_update(memcg, StatKind::AnonMapped, 1);
-        self.folio_add_lru(pfn).await;
+        self.folio_add_lru(pfn, true).await;
         Fault::Minor
     }
 
@@ -277,9 +280,9 @@ impl Sim {
         };
         self.e.charge(self.c.swap_cache_op);
         if let Some(s) = shadow {
-            self.workingset_refault(pfn, s).await;
+            self.workingset_refault(pfn, s, true).await;
         }
-        self.folio_add_lru(pfn).await;
+        self.folio_add_lru(pfn, true).await;
         // swap_read_folio(): the task sleeps on the folio lock until the read completes;
         // the locked folio cannot be reclaimed meanwhile.
         self.e.sleep(read_ns).await;

@@ -226,6 +226,9 @@ pub struct PgData {
     pub pfmemalloc_wait: std::rc::Rc<crate::sched::WaitQueue>,
     /// Reclaimers throttled by too_many_isolated (reclaim_wait[VMSCAN_THROTTLE_ISOLATED]).
     pub reclaim_wait_isolated: std::rc::Rc<crate::sched::WaitQueue>,
+    /// MGLRU's memcg LRU of this node (pgdat->memcg_lru) and its spinlock.
+    pub memcg_lru: crate::mm::lru_gen::LruGenMemcg,
+    pub memcg_lru_lock: LockId,
     /// kswapd_failures: balance_pgdat runs that reclaimed nothing (atomic in the kernel).
     pub kswapd_failures: u32,
 }

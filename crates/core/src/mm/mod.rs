@@ -23,6 +23,9 @@
 
 pub mod filemap;
 pub mod lru_gen;
+pub mod lru_gen_debugfs;
+pub mod lru_gen_vmscan;
+pub mod lru_gen_walk;
 pub mod memcontrol;
 pub mod memory;
 pub mod mm_types;
@@ -88,6 +91,11 @@ pub struct MmStruct {
     pub file: Option<u32>,
     /// Which PTE pages (one per 512 virtual pages) exist; freed with the mm.
     pub pte_tables: Vec<bool>,
+    /// The accessed bits of the non-leaf PMD entries above the PTE pages, one bit per PTE
+    /// page (set with any of its PTEs' young bits; MGLRU's walk tests and clears them).
+    pub pmd_young: Vec<u64>,
+    /// Ran (faulted) since MGLRU's last look at it (lru_gen_use_mm).
+    pub lru_gen_used: bool,
 }
 
 impl MmStruct {
@@ -106,6 +114,8 @@ impl MmStruct {
             tasks: Vec::new(),
             file: None,
             pte_tables: vec![false; pages.div_ceil(PTRS_PER_PTE)],
+            pmd_young: vec![0; pages.div_ceil(PTRS_PER_PTE).div_ceil(64)],
+            lru_gen_used: false,
         }
     }
 
@@ -114,6 +124,8 @@ impl MmStruct {
         if pages > self.ptes.len() {
             self.ptes.resize(pages, 0);
             self.pte_tables.resize(pages.div_ceil(PTRS_PER_PTE), false);
+            self.pmd_young
+                .resize(pages.div_ceil(PTRS_PER_PTE).div_ceil(64), 0);
         }
     }
 
@@ -319,6 +331,17 @@ pub struct Mm {
     pub events: [u64; NR_VM_EVENTS],
     pub vm_swappiness: u32,
     pub memory_recursiveprot: bool,
+    /// lru_gen's capability bits (/sys/kernel/mm/lru_gen/enabled; 0 = classic LRU) and
+    /// min_ttl [ns].
+    pub lru_gen_caps: u32,
+    pub lru_gen_min_ttl: u64,
+    /// MGLRU's per-lruvec mm walk state (lru_gen_mm_state, indexed by lruvec) and per-memcg
+    /// mm lists (lru_gen_mm_list, indexed by memcg); empty with the classic LRU.
+    pub mm_state: Vec<lru_gen::LruGenMmState>,
+    pub mm_lists: Vec<lru_gen::LruGenMmList>,
+    /// Page-table walks in progress per lruvec: their batched promotions are not in
+    /// nr_pages yet (checked invariants allow for it).
+    pub lru_gen_walks: Vec<u32>,
     /// The memory controller is on the unified hierarchy (cgroup v2;
     /// cgroup_subsys_on_dfl(memory_cgrp_subsys)); false = cgroup v1.
     pub memory_cgrp_on_dfl: bool,
@@ -351,6 +374,18 @@ pub struct Mm {
 const PFN_VEC_CAPACITY: usize = 64;
 
 impl Mm {
+    /// lru_gen_enabled(): is the multi-gen LRU on?
+    #[inline]
+    pub fn lru_gen_enabled(&self) -> bool {
+        self.lru_gen_caps & (1 << lru_gen::LRU_GEN_CORE) != 0
+    }
+
+    /// should_walk_mmu(): does aging walk the page tables (lru_gen caps 0x2)?
+    #[inline]
+    pub fn should_walk_mmu(&self) -> bool {
+        self.lru_gen_caps & (1 << lru_gen::LRU_GEN_MM_WALK) != 0
+    }
+
     /// The node a frame belongs to.
     #[inline]
     pub fn pfn_node(&self, pfn: Pfn) -> u32 {
@@ -390,12 +425,77 @@ impl Mm {
         self.lruvec_of(p.memcg, self.pfn_node(pfn))
     }
 
-    /// lruvec_add_folio() on the folio's own lruvec: link it at the head of the list its
-    /// flags select.
+    /// mm_init() + lru_gen_add_mm(): a new address space joins the table and, with MGLRU,
+    /// its memcg's mm_list. Returns its id.
+    pub fn mm_alloc(&mut self, m: MmStruct) -> u32 {
+        let memcg = m.memcg as usize;
+        self.mms.push(m);
+        let mmid = (self.mms.len() - 1) as u32;
+        if self.lru_gen_enabled() {
+            let lvs = self.memcgs[memcg].lruvecs.clone();
+            let Mm {
+                mm_lists, mm_state, ..
+            } = self;
+            let states = mm_state
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| lvs.contains(&(*i as LruvecId)))
+                .map(|(_, s)| s);
+            lru_gen::lru_gen_add_mm(&mut mm_lists[memcg], states, mmid);
+        }
+        mmid
+    }
+
+    /// lru_gen_del_mm() at exit: the address space leaves its memcg's mm_list.
+    pub fn mm_release_lru_gen(&mut self, mmid: u32) {
+        if !self.lru_gen_enabled() {
+            return;
+        }
+        let memcg = self.mms[mmid as usize].memcg as usize;
+        let lvs = self.memcgs[memcg].lruvecs.clone();
+        let Mm {
+            mm_lists, mm_state, ..
+        } = self;
+        let states = mm_state
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| lvs.contains(&(*i as LruvecId)))
+            .map(|(_, s)| s);
+        lru_gen::lru_gen_del_mm(&mut mm_lists[memcg], states, mmid);
+    }
+
+    /// lruvec_add_folio() on the folio's own lruvec: MGLRU places it in a generation
+    /// (lru_gen_add_folio); the classic LRU links it at the head of the list its flags
+    /// select.
     pub fn lruvec_add_folio(&mut self, pfn: Pfn) {
         let lv = self.folio_lruvec(pfn);
         let Mm { pages, lruvecs, .. } = self;
-        mmzone::lruvec_add_folio(pages, &mut lruvecs[lv as usize], pfn);
+        let l = &mut lruvecs[lv as usize];
+        if !lru_gen::lru_gen_add_folio(pages, l, pfn, false) {
+            mmzone::lruvec_add_folio(pages, l, pfn);
+        }
+    }
+
+    /// lruvec_add_folio_tail(): the next folio reclaim takes (MGLRU: the tail of the
+    /// oldest generation, lru_gen_add_folio with `reclaiming`).
+    pub fn lruvec_add_folio_tail(&mut self, pfn: Pfn) {
+        let lv = self.folio_lruvec(pfn);
+        let Mm { pages, lruvecs, .. } = self;
+        let l = &mut lruvecs[lv as usize];
+        if !lru_gen::lru_gen_add_folio(pages, l, pfn, true) {
+            mmzone::lruvec_add_folio_tail(pages, l, pfn);
+        }
+    }
+
+    /// lruvec_del_folio() from the folio's own lruvec (MGLRU: lru_gen_del_folio, which
+    /// leaves a folio of an active generation with PG_active). PG_lru is the caller's.
+    pub fn lruvec_del_folio(&mut self, pfn: Pfn) {
+        let lv = self.folio_lruvec(pfn);
+        let Mm { pages, lruvecs, .. } = self;
+        let l = &mut lruvecs[lv as usize];
+        if !lru_gen::lru_gen_del_folio(pages, l, pfn, false) {
+            mmzone::lruvec_del_folio(pages, l, pfn);
+        }
     }
 
     #[inline]
@@ -414,6 +514,34 @@ impl Mm {
 }
 
 impl Mm {
+    /// Mark the folios on lruvec `lv`'s MGLRU lists as seen on a list, checking each is
+    /// there once and belongs to `lv`.
+    fn mark_lru_gen_lists(
+        &self,
+        lv: LruvecId,
+        seen: &mut [bool],
+    ) -> std::result::Result<(), String> {
+        let g = &self.lruvecs[lv as usize].lrugen;
+        for gen in 0..lru_gen::MAX_NR_GENS as usize {
+            for ty in 0..lru_gen::ANON_AND_FILE {
+                let mut p = g.folios[gen][ty].head;
+                while p != NIL {
+                    if seen[p as usize] {
+                        return Err(format!("pfn {p} on two lists"));
+                    }
+                    if self.folio_lruvec(p) != lv {
+                        return Err(format!(
+                            "pfn {p} on lruvec {lv}'s generation {gen} but not its"
+                        ));
+                    }
+                    seen[p as usize] = true;
+                    p = self.pages.links[p as usize].next;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Check the model's invariants; returns the first violation found.
     ///
     /// Every allocated frame is in exactly one place: on one LRU list (PG_LRU, linked into
@@ -424,7 +552,16 @@ impl Mm {
         use mm_types::*;
         let mut seen_on_list = vec![false; self.pages.len()];
         for (i, lv) in self.lruvecs.iter().enumerate() {
+            if lv.lrugen.enabled {
+                let walking = self.lru_gen_walks.get(i).is_some_and(|&n| n > 0);
+                lru_gen::check_lru_gen(&self.pages, lv, walking)
+                    .map_err(|e| format!("lruvec {i}: {e}"))?;
+                self.mark_lru_gen_lists(i as LruvecId, &mut seen_on_list)?;
+            }
             for lru in 0..mmzone::NR_LRU_LISTS {
+                if lv.lrugen.enabled && lru != mmzone::LRU_UNEVICTABLE {
+                    continue; // checked by check_lru_gen
+                }
                 let mut n = 0u64;
                 let mut p = lv.lists[lru].head;
                 let mut prev = NIL;
@@ -473,6 +610,16 @@ impl Mm {
         }
         for &p in &self.draining {
             in_batch[p as usize] = true;
+        }
+        if self.lru_gen_enabled() {
+            for (n, nd) in self.nodes.iter().enumerate() {
+                let members = self.memcgs.iter().map(|m| {
+                    let lv = m.lruvecs[n];
+                    (lv, &self.lruvecs[lv as usize].lrugen, true)
+                });
+                lru_gen::check_memcg_lru(&nd.memcg_lru, members)
+                    .map_err(|e| format!("node {n} memcg LRU: {e}"))?;
+            }
         }
         let mut charged = vec![0u64; self.memcgs.len()];
         let mut free = vec![0u64; self.nodes.len()];

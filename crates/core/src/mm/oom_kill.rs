@@ -142,6 +142,7 @@ impl Sim {
     pub async fn exit_mmap(&self, mmid: u32) {
         let n = self.mm.borrow().mms[mmid as usize].ptes.len() as u32;
         self.zap_pte_range(mmid, 0, n).await;
+        self.mm.borrow_mut().mm_release_lru_gen(mmid);
         // free_pgtables(): the PTE pages go with the mm.
         let mut mm = self.mm.borrow_mut();
         let m = &mut mm.mms[mmid as usize];

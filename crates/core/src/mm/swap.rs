@@ -16,7 +16,6 @@
 //! freed (the batch's reference) and makes isolation skip it (the kernel clears PG_lru).
 
 use super::mm_types::*;
-use super::mmzone::{lruvec_add_folio, lruvec_add_folio_tail, lruvec_del_folio};
 use super::vmstat::VmEvent;
 use super::{LruvecId, Mm, Pfn, FOLIO_BATCH_SIZE, NIL, SWAP_CLUSTER_MAX};
 use crate::engine::Site;
@@ -53,14 +52,17 @@ impl Mm {
         let memcg = self.pages[pfn as usize].memcg;
         match op {
             BatchOp::Add => {
-                lruvec_add_folio(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+                debug_assert_eq!(self.folio_lruvec(pfn), lv);
+                self.lruvec_add_folio(pfn);
             }
             BatchOp::Activate => {
+                // lru_activate(). MGLRU folios on the lists never carry PG_active: the
+                // move lands them in a young generation (lru_gen_folio_seq).
                 let p = self.pages[pfn as usize];
                 if p.test(PG_LRU) && !p.test(PG_ACTIVE) && !p.test(PG_UNEVICTABLE) {
-                    lruvec_del_folio(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+                    self.lruvec_del_folio(pfn);
                     self.pages[pfn as usize].set(PG_ACTIVE);
-                    lruvec_add_folio(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+                    self.lruvec_add_folio(pfn);
                     self.count_event(VmEvent::Pgactivate, 1);
                     self.count_memcg_event(memcg, VmEvent::Pgactivate, 1);
                 }
@@ -68,9 +70,9 @@ impl Mm {
             BatchOp::MoveTail => {
                 let p = self.pages[pfn as usize];
                 if p.test(PG_LRU) && !p.test(PG_UNEVICTABLE) {
-                    lruvec_del_folio(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+                    self.lruvec_del_folio(pfn);
                     self.pages[pfn as usize].clear(PG_ACTIVE);
-                    lruvec_add_folio_tail(&mut self.pages, &mut self.lruvecs[lv as usize], pfn);
+                    self.lruvec_add_folio_tail(pfn);
                     self.count_event(VmEvent::Pgrotated, 1);
                 }
             }
@@ -124,7 +126,12 @@ impl Mm {
     /// (__lru_cache_activate_folio looks at the local batch alone): one isolated by
     /// reclaim or waiting in another CPU's batch keeps its list. One on a list but queued
     /// in another batch is not activated either (folio_activate's test_clear_lru fails).
+    /// With MGLRU the access only counts toward the folio's tier (lru_gen_inc_refs).
     pub fn folio_mark_accessed(&mut self, pfn: Pfn, cpu: u32) -> bool {
+        if self.lru_gen_enabled() {
+            super::lru_gen::lru_gen_inc_refs(&mut self.pages, pfn);
+            return false;
+        }
         let p = self.pages[pfn as usize];
         if !p.test(PG_REFERENCED) {
             self.pages[pfn as usize].set(PG_REFERENCED);
@@ -245,10 +252,9 @@ impl Sim {
                 }
                 let memcg = {
                     let mut mm = self.mm.borrow_mut();
-                    let Mm { pages, lruvecs, .. } = &mut *mm;
-                    lruvec_del_folio(pages, &mut lruvecs[lv as usize], pfn);
-                    pages[pfn as usize].clear(PG_LRU);
-                    pages[pfn as usize].memcg
+                    mm.lruvec_del_folio(pfn);
+                    mm.pages[pfn as usize].clear(PG_LRU);
+                    mm.pages[pfn as usize].memcg
                 };
                 self.e.charge(self.c.list_op);
                 self.memcg_stat_update(memcg, super::memcontrol::StatKind::LruPages, -1);
@@ -285,7 +291,15 @@ impl Sim {
     }
 
     /// folio_add_lru(): a new folio goes to the LRU through this CPU's lru_add batch.
-    pub async fn folio_add_lru(&self, pfn: Pfn) {
+    /// `in_fault` is lru_gen_in_fault(): with MGLRU a folio added by a page fault gets
+    /// PG_active, so it starts in a young generation (reclaim never faults folios in).
+    pub async fn folio_add_lru(&self, pfn: Pfn, in_fault: bool) {
+        {
+            let mut mm = self.mm.borrow_mut();
+            if in_fault && mm.lru_gen_enabled() && !mm.pages[pfn as usize].test(PG_UNEVICTABLE) {
+                mm.pages[pfn as usize].set(PG_ACTIVE);
+            }
+        }
         self.batch_add(pfn, BatchOp::Add).await;
     }
 
@@ -302,9 +316,17 @@ impl Sim {
     }
 
     /// folio_activate(): queue a folio on this CPU's lru_activate batch (moved to the
-    /// active list when the batch drains).
+    /// active list, or a young generation, when the batch drains). Only a folio on an LRU
+    /// and in no batch can be queued (folio_test_clear_lru); an active or unevictable one
+    /// is left alone.
     pub async fn folio_activate(&self, pfn: Pfn) {
-        self.batch_add(pfn, BatchOp::Activate).await;
+        let ok = {
+            let p = self.mm.borrow().pages[pfn as usize];
+            p.test(PG_LRU) && !p.test(PG_INBATCH | PG_ACTIVE | PG_UNEVICTABLE)
+        };
+        if ok {
+            self.batch_add(pfn, BatchOp::Activate).await;
+        }
     }
 
     /// folio_rotate_reclaimable(): writeback ended on a PG_reclaim folio; move it to the

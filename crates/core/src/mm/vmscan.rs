@@ -19,6 +19,7 @@
 //! reclaim_throttle on WRITEBACK/CONGESTED/NOPROGRESS are not modeled; the ISOLATED throttle
 //! is), no vmpressure, no demotion, no VM_EXEC or VM_LOCKED mappings.
 
+use super::lru_gen_walk::FolioRef;
 use super::mm_types::*;
 use super::mmzone::*;
 use super::vmstat::{NodeStat, VmEvent};
@@ -133,14 +134,6 @@ impl ScanControl {
     #[inline]
     pub fn target_memcg(&self) -> MemcgId {
         self.target.unwrap_or(0)
-    }
-
-    /// root_reclaim(): reclaim for the whole machine, either global (no target) or through
-    /// a cgroup interface of the root memcg (memory.reclaim on "/", target Some(0)). Such
-    /// reclaim is cgroup_reclaim() too: the target is set.
-    #[inline]
-    pub fn root_reclaim(&self) -> bool {
-        self.target.is_none_or(|m| m == 0)
     }
 
     /// reclaimer_offset(): whose pgscan/pgsteal items count this reclaim: kswapd's,
@@ -280,7 +273,7 @@ impl Mm {
             // Global reclaim ignores swappiness 0 so that OOM is not declared with swap left;
             // a memcg asking for no swap gets file only.
             ScanBalance::File
-        } else if swappiness == super::memcontrol::SWAPPINESS_ANON_ONLY as u64 {
+        } else if swappiness == super::lru_gen::SWAPPINESS_ANON_ONLY as u64 {
             // Proactive reclaim with "swappiness=max": anon only.
             ScanBalance::Anon
         } else if sc.priority == 0 && swappiness != 0 {
@@ -393,7 +386,7 @@ impl Mm {
     }
 
     /// The process whose PTE may map the folio (the rmap walk's only candidate).
-    fn folio_mapper(&self, pfn: Pfn) -> Option<u32> {
+    pub(crate) fn folio_mapper(&self, pfn: Pfn) -> Option<u32> {
         let p = &self.pages[pfn as usize];
         if !p.test(PG_OWNED) {
             return None;
@@ -459,6 +452,9 @@ impl Mm {
     /// reclaim asks. One step per allocation measured best: steps in a row stall on the
     /// load the step before prefetched.
     pub fn lru_prefetch_step(&mut self, lv: LruvecId) {
+        if self.lruvecs[lv as usize].lrugen.enabled {
+            return; // the classic lists are empty
+        }
         for lru in EVICTABLE_LRUS {
             let l = &self.lruvecs[lv as usize];
             let ahead = l.prefetch_ahead[lru];
@@ -500,10 +496,11 @@ impl Mm {
                 dead.push(pfn);
                 continue;
             }
-            let Mm { pages, lruvecs, .. } = self;
-            lruvec_add_folio(pages, &mut lruvecs[lv as usize], pfn);
+            debug_assert_eq!(self.folio_lruvec(pfn), lv);
+            self.lruvec_add_folio(pfn);
             moved += 1;
-            if pages[pfn as usize].test(PG_ACTIVE) {
+            // MGLRU clears PG_active as it places the folio: no aging there.
+            if self.pages[pfn as usize].test(PG_ACTIVE) {
                 self.workingset_age_nonresident(lv, 1);
             }
         }
@@ -513,6 +510,9 @@ impl Mm {
     /// snapshot_refaults(): remember WORKINGSET_ACTIVATE at the end of reclaim so the next
     /// prepare_scan_control can tell whether refaults happened since.
     pub fn snapshot_refaults(&mut self, target: MemcgId, node: u32) {
+        if self.lru_gen_enabled() {
+            return;
+        }
         let lv = self.lruvec_of(target, node) as usize;
         let l = &mut self.lruvecs[lv];
         l.refaults[0] = l.page_state(NodeStat::WorkingsetActivateAnon);
@@ -754,7 +754,7 @@ impl Sim {
     /// on a block device it stays under writeback and is kept. Clean and unmapped ->
     /// __remove_mapping leaves a shadow (workingset_eviction) and the folio is freed.
     /// Reclaimed folios are removed from `list`; the rest go back to the LRU.
-    async fn shrink_folio_list(
+    pub(crate) async fn shrink_folio_list(
         &self,
         list: &mut Vec<Pfn>,
         lv: LruvecId,
@@ -811,35 +811,64 @@ impl Sim {
             KeepThrottled(u64),
             Free,
         }
-        let fate = 'f: {
+        let early = {
             let mut mm = self.mm.borrow_mut();
             let p = mm.pages[pfn as usize];
-            let file = p.is_file_lru();
             if !p.test(PG_OWNED) {
                 // Freed by its owner while isolated: move_folios_to_lru frees it.
-                break 'f Fate::Keep;
-            }
-            if p.test(PG_WRITEBACK) {
+                Some(Fate::Keep)
+            } else if p.test(PG_WRITEBACK) {
                 // Case 2 of the writeback handling: mark for immediate reclaim and move on.
                 mm.pages[pfn as usize].set(PG_RECLAIM);
                 stat.nr_writeback += 1;
-                break 'f Fate::Activate;
+                Some(Fate::Activate)
+            } else {
+                None
             }
-            // folio_check_references()
-            let referenced_ptes = mm.folio_referenced(pfn);
-            self.e.charge(self.c.pte_referenced);
-            let referenced_folio = mm.pages[pfn as usize].test_clear(PG_REFERENCED);
-            if referenced_ptes > 0 {
-                mm.pages[pfn as usize].set(PG_REFERENCED);
-                // Mapped folios start with a young PTE from the fault: activate only on a
-                // second use (referenced before, or several PTEs); else one more trip.
-                if referenced_folio || referenced_ptes > 1 {
-                    break 'f Fate::Activate;
+        };
+        // folio_check_references(), MGLRU: a young PTE gives a second chance or activation
+        // (lru_gen_set_refs); no young PTE: reclaim, PG_referenced or not.
+        let mglru_ref = if early.is_none() && self.mm.borrow().lru_gen_enabled() {
+            Some(
+                self.lru_gen_check_references(pfn, sc.kswapd || sc.proactive)
+                    .await,
+            )
+        } else {
+            None
+        };
+        let fate = 'f: {
+            if let Some(f) = early {
+                break 'f f;
+            }
+            let mut mm = self.mm.borrow_mut();
+            let p = mm.pages[pfn as usize];
+            let file = p.is_file_lru();
+            let reclaim_clean = if let Some(r) = mglru_ref {
+                match r {
+                    FolioRef::Activate => break 'f Fate::Activate,
+                    FolioRef::Keep => {
+                        stat.nr_ref_keep += 1;
+                        break 'f Fate::Keep;
+                    }
+                    FolioRef::Reclaim => false,
                 }
-                stat.nr_ref_keep += 1;
-                break 'f Fate::Keep;
-            }
-            let reclaim_clean = referenced_folio && file;
+            } else {
+                // folio_check_references(), classic
+                let referenced_ptes = mm.folio_referenced(pfn);
+                self.e.charge(self.c.pte_referenced);
+                let referenced_folio = mm.pages[pfn as usize].test_clear(PG_REFERENCED);
+                if referenced_ptes > 0 {
+                    mm.pages[pfn as usize].set(PG_REFERENCED);
+                    // Mapped folios start with a young PTE from the fault: activate only on
+                    // a second use (referenced before, or several PTEs); else one more trip.
+                    if referenced_folio || referenced_ptes > 1 {
+                        break 'f Fate::Activate;
+                    }
+                    stat.nr_ref_keep += 1;
+                    break 'f Fate::Keep;
+                }
+                referenced_folio && file
+            };
             if !file && !p.test(PG_SWAPCACHE) {
                 // add_to_swap() -> folio_alloc_swap(): a slot, charged to the memcg's
                 // swap counter (memory.swap.max); no slot or no room -> activate.
@@ -1043,6 +1072,9 @@ impl Sim {
     /// scans its full targets. Finally rebalance anon if its inactive list is low and
     /// anon can be aged.
     pub async fn shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
+        if self.mm.borrow().lru_gen_enabled() && !sc.root_reclaim() {
+            return self.lru_gen_shrink_lruvec(lv, sc).await;
+        }
         self.e.charge(self.c.shrink_lruvec_setup);
         let (mut nr, _) = self.mm.borrow().get_scan_count(lv, sc);
         let targets = nr;
@@ -1101,6 +1133,9 @@ impl Sim {
     /// under cost_lock instead), decide which active lists may be deactivated (refaults
     /// since the last snapshot, or inactive too small), cache_trim_mode and file_is_tiny.
     async fn prepare_scan_control(&self, node: u32, sc: &mut ScanControl) {
+        if self.mm.borrow().lru_gen_enabled() {
+            return; // MGLRU keeps no scan balance of its own here
+        }
         let target = sc.target_memcg();
         let lv = {
             let mut mm = self.mm.borrow_mut();
@@ -1236,6 +1271,9 @@ impl Sim {
     /// shrink_node(): one reclaim pass over a node for the target. Progress resets the
     /// node's kswapd_failures.
     pub async fn shrink_node(&self, node: u32, sc: &mut ScanControl) {
+        if self.mm.borrow().lru_gen_enabled() && sc.root_reclaim() {
+            return self.lru_gen_shrink_node(node, sc).await;
+        }
         let before = sc.nr_reclaimed;
         sc.nr_taken = 0;
         sc.nr_writeback = 0;
@@ -1501,8 +1539,14 @@ impl Sim {
             if self.mm.borrow().pgdat_balanced(node) {
                 return true;
             }
-            // kswapd_age_node(): keep the anon inactive list balanced across all memcgs.
-            let age: Vec<LruvecId> = {
+            // kswapd_age_node(): keep the anon inactive list balanced across all memcgs
+            // (MGLRU: lru_gen_age_node).
+            if self.mm.borrow().lru_gen_enabled() {
+                self.lru_gen_age_node(node, sc).await;
+            }
+            let age: Vec<LruvecId> = if self.mm.borrow().lru_gen_enabled() {
+                Vec::new()
+            } else {
                 let mm = self.mm.borrow();
                 let root = mm.lruvec_of(0, node);
                 if mm.can_age_anon_pages() && mm.inactive_is_low(root, LRU_INACTIVE_ANON) {

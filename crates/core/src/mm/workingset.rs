@@ -133,8 +133,14 @@ impl Mm {
     }
 
     /// workingset_eviction(): the shadow for a folio being evicted by reclaim targeting
-    /// `target` (the root for global reclaim). Ages the target's lruvec.
+    /// `target` (the root for global reclaim). Ages the target's lruvec. With MGLRU:
+    /// lru_gen_eviction's token, on the folio's own lruvec, with no aging.
     pub fn workingset_eviction(&mut self, pfn: Pfn, target: MemcgId) -> u64 {
+        if self.lru_gen_enabled() {
+            let lv = self.folio_lruvec(pfn);
+            let Mm { pages, lruvecs, .. } = self;
+            return super::lru_gen::lru_gen_eviction(pages, &mut lruvecs[lv as usize], pfn);
+        }
         let node = self.pfn_node(pfn);
         let lv = self.lruvec_of(target, node);
         let eviction = self.lruvecs[lv as usize].nonresident_age;
@@ -168,6 +174,36 @@ impl Mm {
             }
         }
         distance <= size
+    }
+
+    /// lru_gen_refault() (workingset_refault with MGLRU): nothing unless the shadow's
+    /// lruvec (the root's when its memcg is gone) is the refaulting folio's; then
+    /// WORKINGSET_REFAULT, and for a folio evicted less than MAX_NR_GENS generations ago
+    /// the refaulted counter of its tier, WORKINGSET_ACTIVATE in a page fault (where
+    /// folio_add_lru activates it), and PG_workingset with WORKINGSET_RESTORE, or else its
+    /// refs restored.
+    pub fn lru_gen_refault(&mut self, pfn: Pfn, shadow: u64, in_fault: bool) {
+        let (memcg, node, _, _) = unpack_shadow(shadow);
+        let memcg = if (memcg as usize) < self.memcgs.len() {
+            memcg
+        } else {
+            0
+        };
+        let lv = self.lruvec_of(memcg, node.min(self.nodes.len() as u32 - 1));
+        let same = lv == self.folio_lruvec(pfn);
+        let max_seq = self.lruvecs[lv as usize].lrugen.max_seq;
+        let r = super::lru_gen::lru_gen_refault_decide(shadow, same, max_seq, in_fault);
+        let file = self.pages[pfn as usize].is_file_lru();
+        let Mm { pages, lruvecs, .. } = self;
+        super::lru_gen::lru_gen_refault_apply(pages, &mut lruvecs[lv as usize].lrugen, pfn, &r);
+        let mut n = 0;
+        for item in r.items(file) {
+            self.lruvecs[lv as usize].mod_state(item, 1);
+            n += 1;
+        }
+        self.stats_updates += n;
+        let m = self.lruvecs[lv as usize].memcg;
+        self.memcgs[m as usize].stats_updates += n;
     }
 
     /// workingset_activation(): a folio activated by folio_mark_accessed ages its lruvec.
@@ -209,7 +245,11 @@ impl Sim {
     /// workingset before eviction, records it as a restore and charges the IO cost
     /// (lru_note_cost_refault, which takes the lruvec's lru_lock and its ancestors').
     /// Called before the folio is added to the LRU.
-    pub async fn workingset_refault(&self, pfn: Pfn, shadow: u64) {
+    pub async fn workingset_refault(&self, pfn: Pfn, shadow: u64, in_fault: bool) {
+        if self.mm.borrow().lru_gen_enabled() {
+            self.mm.borrow_mut().lru_gen_refault(pfn, shadow, in_fault);
+            return;
+        }
         let restore = {
             let mut mm = self.mm.borrow_mut();
             let file = mm.pages[pfn as usize].is_file_lru();

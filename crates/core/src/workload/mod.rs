@@ -229,6 +229,8 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
         let v = &mut m.ptes[vpn as usize];
         if pte::present(*v) {
             *v |= pte::YOUNG | pte::DIRTY;
+            let t = vpn as usize / crate::mm::PTRS_PER_PTE;
+            m.pmd_young[t / 64] |= 1 << (t % 64);
             true
         } else {
             false
@@ -261,6 +263,37 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
     }
     r.tick(s, cost).await;
     true
+}
+
+/// fio's rate limit: a thread may not run ahead of `bytes_per_s` (one page per access).
+struct Pace {
+    start: u64,
+    bytes_per_s: u64,
+    done: u64,
+}
+
+impl Pace {
+    fn new(start: u64, bytes_per_s: u64) -> Self {
+        Pace {
+            start,
+            bytes_per_s: bytes_per_s.max(1),
+            done: 0,
+        }
+    }
+
+    /// One more access is done: sleep until the pace allows the next.
+    async fn wait(&mut self, s: &Sim, r: &mut Runner) {
+        self.done += crate::scenario::PAGE_SIZE;
+        let due = self.start.saturating_add(
+            (self.done as u128 * 1_000_000_000 / self.bytes_per_s as u128).min(u64::MAX as u128)
+                as u64,
+        );
+        let now = s.e.now() + r.pending;
+        if due > now {
+            r.flush(s);
+            s.e.sleep(due - s.e.now()).await;
+        }
+    }
 }
 
 /// Accesses a usemem thread draws ahead of the one it runs (for prefetching).
@@ -302,9 +335,7 @@ pub fn spawn_usemem(
         let node = s.cpu_node[cpus[ci] as usize];
         let mmid = {
             let mut mm = s.mm.borrow_mut();
-            mm.mms
-                .push(MmStruct::new(pages as usize, memcg, node, wi as u32));
-            let mmid = (mm.mms.len() - 1) as u32;
+            let mmid = mm.mm_alloc(MmStruct::new(pages as usize, memcg, node, wi as u32));
             if u.mapping == MappingKind::SharedFile {
                 // A file of the area's size, mapped MAP_SHARED (will-it-scale page_fault3).
                 mm.files.push(File::new(pages as usize, memcg, Some(mmid)));
@@ -331,6 +362,7 @@ pub fn spawn_usemem(
                     let mut r = Runner::new(s, wi, start);
                     let t = tally(s, wi);
                     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
+                    let mut pace = spec.rate.map(|b| Pace::new(start, b.0));
                     // Accesses drawn ahead so their PTEs (and swap-map entries) are
                     // prefetched while earlier ones run; results do not change.
                     // (Sequential passes need none: the hardware prefetcher sees them.)
@@ -375,6 +407,9 @@ pub fn spawn_usemem(
                         };
                         if !alive || s.e.now() + r.pending >= deadline {
                             break;
+                        }
+                        if let Some(p) = pace.as_mut() {
+                            p.wait(s, &mut r).await;
                         }
                     }
                     r.flush(s);
@@ -491,9 +526,7 @@ pub fn spawn_request_churn(
     let node = s.cpu_node[cpus[0] as usize];
     let mmid = {
         let mut mm = s.mm.borrow_mut();
-        mm.mms
-            .push(MmStruct::new(ring as usize * n, memcg, node, wi as u32));
-        (mm.mms.len() - 1) as u32
+        mm.mm_alloc(MmStruct::new(ring as usize * n, memcg, node, wi as u32))
     };
     // inbox[i]: buffers (vpn ranges) handed to worker i by worker i - 1, to be freed.
     let inbox: Rc<std::cell::RefCell<Vec<Inbox>>> =
@@ -772,10 +805,7 @@ pub fn spawn_trace(
                 mm.files.push(File::new(0, memcg, None));
                 (mm.files.len() - 1) as u32
             }
-            TraceTarget::Anon => {
-                mm.mms.push(MmStruct::new(0, memcg, node, wi as u32));
-                (mm.mms.len() - 1) as u32
-            }
+            TraceTarget::Anon => mm.mm_alloc(MmStruct::new(0, memcg, node, wi as u32)),
         }
     };
     let limit = if spec.requests == 0 {
