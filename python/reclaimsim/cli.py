@@ -75,7 +75,7 @@ def output_problem(path: str) -> str | None:
         return f"{str(parent)!r} is not a directory"
     if p.exists() and not p.is_file():
         return None  # a device or a pipe (/dev/stdout, /dev/null): written as it comes
-    existed = p.exists()
+    existed = os.path.lexists(p)  # a dangling symbolic link is the user's: left as it is
     try:
         os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666))
         if not existed:

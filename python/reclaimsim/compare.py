@@ -325,17 +325,18 @@ def _fmt_ns(ns: float) -> str:
 
 def format_compare(c: dict) -> str:
     sw = lambda v: ",".join(f"{k}={json.dumps(x)}" for k, x in v.items()) or "(upstream)"
+    w = max([32] + [len(m["name"]) for m in c["metrics"]])
     lines = [
         f"# compare {c['scenario']}: A = {sw(c['a'])}  B = {sw(c['b'])}  seeds = {c['seeds']}",
         "",
-        f"{'metric':<32} {'A mean':>14} {'± std':>10} {'B mean':>14} {'± std':>10} {'%change':>9} {'p':>8}",
+        f"{'metric':<{w}} {'A mean':>14} {'± std':>10} {'B mean':>14} {'± std':>10} {'%change':>9} {'p':>8}",
     ]
     for m in c["metrics"]:
         pct = "n/a" if m["pct_change"] is None else f"{m['pct_change']:+.2f}%"
         p = "-" if m.get("p_value") is None else f"{m['p_value']:.2g}"
         mark = " *" if m["significant"] else ""
         lines.append(
-            f"{m['name']:<32} {_fmt(m['a_mean']):>14} {_fmt(m['a_std']):>10} {_fmt(m['b_mean']):>14} "
+            f"{m['name']:<{w}} {_fmt(m['a_mean']):>14} {_fmt(m['a_std']):>10} {_fmt(m['b_mean']):>14} "
             f"{_fmt(m['b_std']):>10} {pct:>9} {p:>8}{mark}"
         )
     lines += [
