@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
+import re
 import sys
 import time
 
@@ -65,10 +67,11 @@ OTHER_POLICIES = ("Clock", "SLRU", "TwoQ", "ARC", "S3FIFO")
 def _comment_line(trace: str) -> int | None:
     """The number of the first line of a text trace that starts with '#', or None."""
     with open(trace, "rb") as f:
-        for n, line in enumerate(f, 1):
-            if line.lstrip().startswith(b"#"):
-                return n
-    return None
+        if os.fstat(f.fileno()).st_size == 0:
+            return None
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            hit = re.search(rb"(?m)^[ \t\r]*#", m)
+            return None if hit is None else m[: hit.start()].count(b"\n") + 1
 
 
 @contextlib.contextmanager
