@@ -38,7 +38,9 @@ DEFAULT_METRICS = [
 
 
 def parse_switches(text: str | None) -> dict:
-    """`rotation_cost=false,lru_add_dead_filter=true` -> a variants table."""
+    """`rotation_cost=false,lru_add_dead_filter=true` -> a side's table. Names without a
+    dot or an index are variant switches; others are scenario fields by their `--set`
+    path (`kernel.lru=mglru`, `kernel.lru_gen.enabled=3`)."""
     out: dict[str, Any] = {}
     if not text:
         return out
@@ -53,6 +55,41 @@ def parse_switches(text: str | None) -> dict:
     return out
 
 
+def _flatten(v: dict, prefix: str = "") -> dict:
+    """A side's table with nested tables turned into dotted paths."""
+    out = {}
+    for k, x in v.items():
+        if isinstance(x, dict) and k != "variants":
+            out.update(_flatten(x, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = x
+    return out
+
+
+def _toml_literal(x: Any) -> str:
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (int, float)):
+        return repr(x)
+    return json.dumps(x)
+
+
+def _apply_side(data: dict, variants: dict, side: dict) -> dict:
+    """The scenario of one side: variant switches merged into [variants], other entries
+    set as scenario fields by their `--set` paths."""
+    from .scenario import apply_override
+
+    d = json.loads(json.dumps(data))
+    switches = {}
+    for k, x in _flatten(side).items():
+        if "." in k or "[" in k:
+            apply_override(d, f"{k}={_toml_literal(x)}")
+        else:
+            switches[k] = x
+    d["variants"] = {**variants, **switches}
+    return d
+
+
 def metric(r: dict, name: str) -> float:
     """The value of a metric in a result (JSON dict). Names:
     a /proc/vmstat counter (`pgscan_anon`); `KEY@/cgroup/path` (memory.stat);
@@ -63,9 +100,14 @@ def metric(r: dict, name: str) -> float:
     `lock_acquisitions`, `lock_wait_ns@CALLER`,
     `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
     `mm_lru_insertion_dead`, `lru_add_dead_filtered`); `lru_add_dead_share` (percent of
-    lru_add folios that were dead when inserted); any of them with `/s`
+    lru_add folios that were dead when inserted); across cgroups, `cv:KEY@/glob*` (the
+    population stddev over the mean of memory.stat KEY over the cgroups whose path matches
+    the glob, in percent: seed 001's fairness) and `sum:KEY@/glob*`; any of them with `/s`
     (per virtual second) or `/min` (per virtual minute)."""
     secs = r["end_ns"] / 1e9
+    for agg in ("cv:", "sum:"):
+        if name.startswith(agg):
+            return _across_cgroups(r, name, agg[:-1], name[len(agg):])
     for suffix, per in (("/s", 1.0), ("/min", 60.0)):
         if name.endswith(suffix):
             return metric(r, name[: -len(suffix)]) / max(secs, 1e-12) * per
@@ -121,6 +163,29 @@ def metric(r: dict, name: str) -> float:
     raise ScenarioError(
         f"metric {name!r}: not a vmstat counter nor a known metric; see `reclaimsim compare --help`"
     )
+
+
+def _across_cgroups(r: dict, name: str, agg: str, spec: str) -> float:
+    """`cv` or `sum` of a memory.stat key over the cgroups matching a path glob."""
+    import fnmatch
+    import statistics
+
+    key, _, glob = spec.partition("@")
+    if not glob.startswith("/"):
+        raise ScenarioError(f"metric {name!r}: expected {agg}:KEY@/path/glob, e.g. {agg}:pgsteal@/memcg*")
+    vals = []
+    for c in r["cgroups"]:
+        if fnmatch.fnmatchcase(c["path"], glob):
+            if key not in c["memory.stat"]:
+                raise ScenarioError(f"metric {name!r}: memory.stat has no {key!r}; keys: {', '.join(c['memory.stat'])}")
+            vals.append(float(c["memory.stat"][key]))
+    if not vals:
+        paths = ", ".join(c["path"] for c in r["cgroups"])
+        raise ScenarioError(f"metric {name!r}: no cgroup matches {glob!r}; cgroups: {paths}")
+    if agg == "sum":
+        return sum(vals)
+    mean = statistics.fmean(vals)
+    return 100.0 * statistics.pstdev(vals) / mean if mean else 0.0
 
 
 def _check_metrics(data: dict, names: list[str]) -> None:
@@ -248,9 +313,8 @@ def compare(
     base = json.loads(_core.validate_json(json.dumps(data)))
     sides = []
     for side, v in (("A", va), ("B", vb)):
-        d = json.loads(json.dumps(data))
-        d["variants"] = {**base["variants"], **v}
         try:
+            d = _apply_side(data, base["variants"], v)
             _core.validate_json(json.dumps(d))
         except ScenarioError as e:
             raise ScenarioError(f"compare: side {side}: {e}") from None

@@ -118,3 +118,35 @@ def test_the_report_marks_only_significant_metrics():
     lines = {l.split()[0]: l for l in format_compare(c).splitlines() if l.startswith(("overlapping", "separated"))}
     assert lines["overlapping"].rstrip().endswith("0.29")
     assert lines["separated"].rstrip().endswith("0.021 *")
+
+
+def test_metrics_across_cgroups_are_the_population_cv_and_the_sum():
+    from reclaimsim.compare import metric
+
+    r = {
+        "end_ns": 10**9,
+        "cgroups": [
+            {"path": "/", "memory.stat": {"pgsteal": 100}},
+            {"path": "/memcg0", "memory.stat": {"pgsteal": 10}},
+            {"path": "/memcg1", "memory.stat": {"pgsteal": 30}},
+        ],
+    }
+    # mean 20, population stddev 10: 50%. The root does not match /memcg*.
+    assert metric(r, "cv:pgsteal@/memcg*") == pytest.approx(50.0)
+    assert metric(r, "sum:pgsteal@/memcg*") == 40.0
+    with pytest.raises(Exception, match="no cgroup matches"):
+        metric(r, "sum:pgsteal@/nothing*")
+
+
+def test_a_side_sets_switches_and_scenario_fields():
+    from reclaimsim.compare import _apply_side, parse_switches
+
+    data = {"kernel": {"swappiness": 60}, "variants": {}}
+    side = parse_switches("kernel.lru=mglru,kernel.lru_gen.enabled=3,mglru_memcg_iter=true")
+    d = _apply_side(data, {"rotation_cost": True}, side)
+    assert d["kernel"] == {"swappiness": 60, "lru": "mglru", "lru_gen": {"enabled": 3}}
+    assert d["variants"] == {"rotation_cost": True, "mglru_memcg_iter": True}
+    # A [compare] table may nest: { kernel = { lru = "mglru" } }.
+    d = _apply_side(data, {}, {"kernel": {"lru": "mglru"}})
+    assert d["kernel"]["lru"] == "mglru"
+    assert data["kernel"] == {"swappiness": 60}
