@@ -1,29 +1,106 @@
 """The `reclaimsim` command. Data goes to stdout; progress and errors to stderr.
 
-Exit codes: 0 ok, 1 simulation error, 2 bad input (scenario or arguments), 130 interrupted.
+Exit codes: 0 ok, 1 simulation error, 2 bad input (scenario, arguments, or an output path
+that cannot be written), 130 interrupted. Every error is one line on stderr, never a
+traceback.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
 from . import _core
 from ._core import ScenarioError, SimulationError
+from ._interrupt import call_interruptibly
 from .compare import _fmt_ns
 from .scenario import builtin_scenarios, load_scenario, run as run_scenario
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    click.echo(f"error: {msg}", err=True)
+    click.echo(f"error: {_one_line(msg)}", err=True)
     sys.exit(code)
 
 
+def _one_line(msg: str) -> str:
+    return "; ".join(line.strip() for line in str(msg).strip().splitlines() if line.strip())
+
+
+class _Main(click.Group):
+    """The command group, with reclaimsim's exit codes: a usage error, a bad scenario or
+    a bad output path is 2, a simulation error 1, Ctrl-C 130; each one line on stderr."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as e:
+            cmd = e.ctx.command_path if e.ctx else "reclaimsim"
+            _fail(f"{_one_line(e.format_message())} (see `{cmd} --help`)", e.exit_code)
+        except click.ClickException as e:
+            _fail(e.format_message(), e.exit_code)
+        except ScenarioError as e:
+            _fail(str(e), 2)
+        except SimulationError as e:
+            _fail(str(e), 1)
+        except (KeyboardInterrupt, click.Abort):
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _writable(ctx, param, value):
+    """Option callback: refuse, before anything runs, an output path that cannot be written."""
+    if value is None or value == "-":
+        return value
+    problem = output_problem(value)
+    if problem:
+        raise click.BadParameter(f"{value}: {problem}", ctx, param)
+    return value
+
+
+def output_problem(path: str) -> str | None:
+    """Why `path` cannot be written as an output file, or None when it can (as far as can
+    be told before writing: a filesystem can still fill up meanwhile)."""
+    p = Path(path)
+    parent = p.parent
+    if p.is_dir():
+        return "is a directory"
+    if not parent.exists():
+        return f"directory {str(parent)!r} does not exist"
+    if not parent.is_dir():
+        return f"{str(parent)!r} is not a directory"
+    if p.exists() and not p.is_file():
+        return None  # a device or a pipe (/dev/stdout, /dev/null): written as it comes
+    existed = os.path.lexists(p)  # a dangling symbolic link is the user's: left as it is
+    try:
+        os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666))
+        if not existed:
+            os.unlink(p)
+        st = os.statvfs(parent)
+    except OSError as e:
+        return e.strerror.lower() if e.strerror else str(e)
+    if (st.f_bfree if os.geteuid() == 0 else st.f_bavail) == 0:
+        return "its filesystem is full"
+    return None
+
+
+def write_output(path: str, text: str, option: str = "--json") -> None:
+    """Write an output file; a late failure (a full filesystem) is one line, exit 2, and
+    leaves no truncated file behind."""
+    if path == "-":
+        click.echo(text)
+        return
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as e:
+        if Path(path).is_file():
+            Path(path).unlink(missing_ok=True)
+        _fail(f"{option} {path}: cannot write: {e.strerror or e}", 2)
 
 
 def _progress_cb(disabled: bool):
@@ -47,19 +124,6 @@ def _progress_cb(disabled: bool):
         prog.update(task, completed=now / max(end, 1), v=f"{now / 1e9:.2f} / {end / 1e9:.2f} s virtual")
 
     return cb, prog
-
-
-@contextlib.contextmanager
-def _user_errors():
-    """Map errors to exit codes: bad input 2, simulation error 1, Ctrl-C 130; no traceback."""
-    try:
-        yield
-    except ScenarioError as e:
-        _fail(str(e))
-    except SimulationError as e:
-        _fail(str(e), 1)
-    except KeyboardInterrupt:
-        sys.exit(130)
 
 
 def print_report(r, show_all: bool = False) -> None:
@@ -118,35 +182,43 @@ def print_report(r, show_all: bool = False) -> None:
         )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(_core.__version__, prog_name="reclaimsim")
 def main() -> None:
     """reclaimsim: a deterministic simulator of Linux page reclaim."""
 
 
+# Seeds are u64 in the core.
+SEED = click.IntRange(0, 2**64 - 1)
+
+
+def _json_option(what: str):
+    return click.option(
+        "--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), callback=_writable,
+        help=f"Write {what} as JSON here ('-' = stdout); checked writable before anything runs.",
+    )
+
+
 @main.command()
 @click.argument("scenario", default="default")
-@click.option("--seed", type=int, help="Override the scenario's seed.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the result JSON here ('-' = stdout).")
+@click.option("--seed", type=SEED, help="Override the scenario's seed.")
+@_json_option("the result")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field, e.g. machine.cpus=64 or cgroup[1].memory.max=1G.")
 @click.option("--all", "show_all", is_flag=True, help="Print zero counters too.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
 def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale):
-    """Run SCENARIO (a TOML file or a built-in name; default: `default`)."""
+    """Run SCENARIO (a TOML file, a JSON file as `validate` prints, or a built-in name; default: `default`)."""
     cb, prog = _progress_cb(no_progress)
     try:
-        with _user_errors():
-            r = run_scenario(scenario, seed=seed, overrides=sets, progress=cb, full_scale=full_scale)
+        r = run_scenario(scenario, seed=seed, overrides=sets, progress=cb, full_scale=full_scale)
     finally:
         if prog:
             prog.stop()
-    if json_path == "-":
-        click.echo(r.to_json())
-        return
     if json_path:
-        with open(json_path, "w") as f:
-            f.write(r.to_json())
+        write_output(json_path, r.to_json())
+        if json_path == "-":
+            return
     print_report(r, show_all)
 
 
@@ -159,7 +231,7 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale):
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--jobs", type=click.IntRange(1, 256), help="Parallel runs (default: CPUs).")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the comparison as JSON.")
+@_json_option("the comparison")
 def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_path):
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
@@ -169,26 +241,23 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_pat
     """
     from .compare import compare, format_compare
 
-    with _user_errors():
-        c = compare(
-            scenario, a=a, b=b, seeds=seeds, overrides=sets, metrics=list(metrics) or None, jobs=jobs,
-            full_scale=full_scale,
-        )
-    if json_path == "-":
-        click.echo(json.dumps(c, indent=2))
-        return
+    c = compare(
+        scenario, a=a, b=b, seeds=seeds, overrides=sets, metrics=list(metrics) or None, jobs=jobs,
+        full_scale=full_scale,
+    )
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(c, f, indent=2)
+        write_output(json_path, json.dumps(c, indent=2))
+        if json_path == "-":
+            return
     click.echo(format_compare(c))
 
 
 @main.command(name="kernel-run")
 @click.argument("scenario")
-@click.option("--seed", type=int, help="Override the scenario's seed.")
+@click.option("--seed", type=SEED, help="Override the scenario's seed.")
 @click.option("--reps", type=click.IntRange(1, 100), default=3, show_default=True, help="Runs on the kernel (mean and CV over them).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the side-by-side report as JSON.")
+@_json_option("the side-by-side report")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Where the file_read workloads' files go (a disk filesystem, not tmpfs; default /var/tmp/reclaimsim-PID).")
 @click.option("--swapfile", type=click.Path(dir_okay=False), help="Swap to this file when the scenario has swap and neither host swap nor zram exists.")
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
@@ -205,35 +274,38 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, sho
     def say(msg: str) -> None:
         click.echo(f"kernel-run: {msg}", err=True)
 
-    with _user_errors():
-        try:
-            data = load_scenario(scenario, sets)
-            if seed is not None:
-                data["seed"] = seed
-            rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say)
-        except KernelRunError as e:
-            _fail(str(e))
-        except OSError as e:
-            _fail(f"kernel-run: {e}", 1)
-    if json_path == "-":
-        click.echo(json.dumps(rep, indent=2))
-        return
+    try:
+        data = load_scenario(scenario, sets)
+        if seed is not None:
+            data["seed"] = seed
+        rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say)
+    except KernelRunError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"kernel-run: {e}", 1)
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(rep, f, indent=2)
+        write_output(json_path, json.dumps(rep, indent=2))
+        if json_path == "-":
+            return
     click.echo(format_report(rep, show_all))
 
 
 @main.command(name="trace-gen")
-@click.argument("out", type=click.Path(dir_okay=False))
+@click.argument("out", type=click.Path(dir_okay=False), callback=_writable)
 @click.option("--objects", type=click.IntRange(1, 2**32 - 1), default=1_000_000, show_default=True, help="Distinct 4 KiB objects.")
-@click.option("--requests", type=click.IntRange(1), default=20_000_000, show_default=True)
+@click.option("--requests", type=click.IntRange(1, 2**64 - 1), default=20_000_000, show_default=True)
 @click.option("--zipf", "theta", type=click.FloatRange(0, min_open=True), default=0.9, show_default=True, help="Zipf exponent.")
-@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--seed", type=SEED, default=1, show_default=True)
 def trace_gen(out, objects, requests, theta, seed):
     """Write a zipf trace in libCacheSim's oracleGeneral format (zstd if OUT ends in .zst)."""
-    with _user_errors():
-        n = _core.trace_gen(out, objects, requests, theta, seed)
+    existed = Path(out).exists()
+    try:
+        n = call_interruptibly(_core.trace_gen, out, objects, requests, theta, seed)
+    except BaseException:
+        # No partial trace is left behind (a reader would take it for a short one).
+        if not existed and Path(out).is_file():
+            Path(out).unlink(missing_ok=True)
+        raise
     click.echo(f"{out}: {requests} requests over {objects} objects, zipf {theta} ({n} bytes before compression)")
 
 
@@ -255,22 +327,27 @@ def costs():
 @click.argument("scenario")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
 def validate(scenario, sets):
-    """Validate SCENARIO and print it normalized (every default filled in)."""
-    with _user_errors():
-        data = load_scenario(scenario, sets)
-        click.echo(json.dumps(json.loads(_core.validate_json(json.dumps(data))), indent=2))
+    """Validate SCENARIO and print it normalized, as JSON (every default filled in; `run` takes it back as a .json file)."""
+    data = load_scenario(scenario, sets)
+    click.echo(json.dumps(json.loads(_core.validate_json(json.dumps(data))), indent=2))
+
+
+# bench's options that only mean something with --vs, and the one that only means
+# something without it.
+_VS_ONLY = ("capacity_pages", "capacity_ratio", "policies", "repeat")
 
 
 @main.command()
 @click.argument("trace", required=False, type=click.Path(dir_okay=False))
-@click.option("--scenario", "names", multiple=True, help="Built-ins to measure (default: default and large).")
+@click.option("--scenario", "names", multiple=True, help="Built-ins (or scenario files) to measure (default: default and large).")
 @click.option("--vs", "versus", type=click.Choice(["libcachesim"]), help="Replay TRACE here and in another simulator, side by side.")
 @click.option("--capacity-pages", type=click.IntRange(1), help="--vs: cache size in 4 KiB pages (default: --capacity-ratio of the objects).")
 @click.option("--capacity-ratio", type=click.FloatRange(0, 1, min_open=True), default=0.1, show_default=True, help="--vs: cache size as a fraction of the trace's distinct objects.")
 @click.option("--policies", is_flag=True, help="--vs: also show the miss ratios of libCacheSim's Clock, SLRU, 2Q, ARC and S3-FIFO (not timed).")
 @click.option("--repeat", type=click.IntRange(1), default=1, show_default=True, help="--vs: run both sides this many times, alternated, and keep each side's fastest run.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the figures as JSON.")
-def bench(trace, names, versus, capacity_pages, capacity_ratio, policies, repeat, json_path):
+@_json_option("the figures")
+@click.pass_context
+def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, repeat, json_path):
     """Measure speed and memory: events per wall second, virtual/wall ratio, RSS per page.
 
     Each scenario runs in its own process so its peak RSS is its own; the first row is
@@ -280,32 +357,36 @@ def bench(trace, names, versus, capacity_pages, capacity_ratio, policies, repeat
     trace workload in a cgroup of the capacity) and libCacheSim's LRU, one core each:
     requests per second of both, their ratio, and both miss ratios.
     """
+    given = lambda name: ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     if versus:
         from .tracebench import BenchError, bench_vs_libcachesim, format_bench
 
         if not trace:
             _fail("--vs libcachesim needs a TRACE (e.g. made by `reclaimsim trace-gen`)")
-        with _user_errors():
-            try:
-                b = bench_vs_libcachesim(trace, capacity_pages, capacity_ratio, policies, repeat)
-            except BenchError as e:
-                _fail(str(e))
-        if json_path == "-":
-            click.echo(json.dumps(b, indent=2))
-            return
+        if names:
+            _fail("--scenario does not go with --vs (the scenario is the trace's own)")
+        try:
+            b = bench_vs_libcachesim(trace, capacity_pages, capacity_ratio, policies, repeat)
+        except BenchError as e:
+            _fail(str(e))
         if json_path:
-            with open(json_path, "w") as f:
-                json.dump(b, f, indent=2)
+            write_output(json_path, json.dumps(b, indent=2))
+            if json_path == "-":
+                return
         click.echo(format_bench(b))
         return
     if trace:
         _fail("a TRACE argument goes with --vs libcachesim")
+    for name in _VS_ONLY:
+        if given(name):
+            _fail(f"--{name.replace('_', '-')} goes with --vs libcachesim TRACE")
     names = names or ("default", "large")
-    rows = []
-    base = _measure(None)
-    rows.append(base)
     for n in names:
-        rows.append(_measure(n))
+        load_scenario(n)  # a name that is no scenario is refused before anything is measured
+    rows = [_measure(None)] + [_measure(n) for n in names]
+    if json_path == "-":
+        write_output(json_path, json.dumps(rows, indent=2))
+        return
     click.echo(f"{'scenario':<12} {'wall s':>8} {'virtual s':>10} {'virt/wall':>10} {'events/s':>12} {'peak RSS':>12} {'B/page':>8}")
     for r in rows:
         click.echo(
@@ -313,8 +394,7 @@ def bench(trace, names, versus, capacity_pages, capacity_ratio, policies, repeat
             f"{r['events_per_wall_s']:>12.0f} {r['peak_rss_bytes'] >> 20:>10}M {r['rss_bytes_per_page']:>8.1f}"
         )
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(rows, f, indent=2)
+        write_output(json_path, json.dumps(rows, indent=2))
 
 
 _CHILD = r"""
@@ -326,7 +406,13 @@ if name == "-":
                       "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 else:
     t = time.perf_counter()
-    r = reclaimsim.run(name)
+    try:
+        r = reclaimsim.run(name)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (reclaimsim.ScenarioError, reclaimsim.SimulationError) as e:
+        print(e, file=sys.stderr)
+        sys.exit(2 if isinstance(e, reclaimsim.ScenarioError) else 1)
     wall = time.perf_counter() - t
     e = r.engine
     print(json.dumps({"wall_s": wall, "end_ns": r.end_ns, "events": e["polls"] + e["events"],
@@ -337,8 +423,10 @@ else:
 
 def _measure(name):
     p = subprocess.run([sys.executable, "-c", _CHILD, name or "-"], capture_output=True, text=True)
+    if p.returncode in (130, -2):
+        raise KeyboardInterrupt
     if p.returncode != 0:
-        _fail(f"bench of {name}: {p.stderr.strip()}", 1)
+        _fail(f"bench of {name}: {p.stderr.strip() or f'exit code {p.returncode}'}", 2 if p.returncode == 2 else 1)
     d = json.loads(p.stdout)
     wall = max(d["wall_s"], 1e-9)
     return {

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import signal
+import warnings
 from typing import Any, Iterable
 
 from . import _core
-from ._core import ScenarioError
-from .scenario import _parse_value, load_scenario
+from ._core import ScenarioError, SimulationError
+from .scenario import _parse_value, compare_table, load_scenario
 
 DEFAULT_METRICS = [
     "pgscan_kswapd",
@@ -36,7 +38,9 @@ DEFAULT_METRICS = [
 
 
 def parse_switches(text: str | None) -> dict:
-    """`rotation_cost=false,lru_add_dead_filter=true` -> a variants table."""
+    """`rotation_cost=false,lru_add_dead_filter=true` -> a side's table. Names without a
+    dot or an index are variant switches; others are scenario fields by their `--set`
+    path (`kernel.lru=mglru`, `kernel.lru_gen.enabled=3`)."""
     out: dict[str, Any] = {}
     if not text:
         return out
@@ -51,6 +55,41 @@ def parse_switches(text: str | None) -> dict:
     return out
 
 
+def _flatten(v: dict, prefix: str = "") -> dict:
+    """A side's table with nested tables turned into dotted paths."""
+    out = {}
+    for k, x in v.items():
+        if isinstance(x, dict) and k != "variants":
+            out.update(_flatten(x, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = x
+    return out
+
+
+def _toml_literal(x: Any) -> str:
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (int, float)):
+        return repr(x)
+    return json.dumps(x)
+
+
+def _apply_side(data: dict, variants: dict, side: dict) -> dict:
+    """The scenario of one side: variant switches merged into [variants], other entries
+    set as scenario fields by their `--set` paths."""
+    from .scenario import apply_override
+
+    d = json.loads(json.dumps(data))
+    switches = {}
+    for k, x in _flatten(side).items():
+        if "." in k or "[" in k:
+            apply_override(d, f"{k}={_toml_literal(x)}")
+        else:
+            switches[k] = x
+    d["variants"] = {**variants, **switches}
+    return d
+
+
 def metric(r: dict, name: str) -> float:
     """The value of a metric in a result (JSON dict). Names:
     a /proc/vmstat counter (`pgscan_anon`); `KEY@/cgroup/path` (memory.stat);
@@ -61,9 +100,14 @@ def metric(r: dict, name: str) -> float:
     `lock_acquisitions`, `lock_wait_ns@CALLER`,
     `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
     `mm_lru_insertion_dead`, `lru_add_dead_filtered`); `lru_add_dead_share` (percent of
-    lru_add folios that were dead when inserted); any of them with `/s`
+    lru_add folios that were dead when inserted); across cgroups, `cv:KEY@/glob*` (the
+    population stddev over the mean of memory.stat KEY over the cgroups whose path matches
+    the glob, in percent: seed 001's fairness) and `sum:KEY@/glob*`; any of them with `/s`
     (per virtual second) or `/min` (per virtual minute)."""
     secs = r["end_ns"] / 1e9
+    for agg in ("cv:", "sum:"):
+        if name.startswith(agg):
+            return _across_cgroups(r, name, agg[:-1], name[len(agg):])
     for suffix, per in (("/s", 1.0), ("/min", 60.0)):
         if name.endswith(suffix):
             return metric(r, name[: -len(suffix)]) / max(secs, 1e-12) * per
@@ -72,8 +116,13 @@ def metric(r: dict, name: str) -> float:
         if where.startswith("/"):
             for c in r["cgroups"]:
                 if c["path"] == where:
+                    if key not in c["memory.stat"]:
+                        raise ScenarioError(
+                            f"metric {name!r}: memory.stat has no {key!r}; keys: {', '.join(c['memory.stat'])}"
+                        )
                     return float(c["memory.stat"][key])
-            raise ScenarioError(f"metric {name!r}: no cgroup {where!r}")
+            paths = ", ".join(c["path"] for c in r["cgroups"])
+            raise ScenarioError(f"metric {name!r}: no cgroup {where!r}; cgroups: {paths}")
         if key in ("lock_wait_ns", "lock_acquisitions"):
             f = "total_wait_ns" if key == "lock_wait_ns" else "acquisitions"
             return float(sum(l[f] for l in r["locks"] if l["caller"] == where))
@@ -82,15 +131,16 @@ def metric(r: dict, name: str) -> float:
                 if key == "per_process_ops":
                     # will-it-scale's figure: operations per second per task.
                     return float(w["throughput"]) / max(w["tasks"], 1)
-                if key in w:
-                    return float(w[key])
+                numeric = {k: v for k, v in w.items() if isinstance(v, (int, float))}
+                if key in numeric:
+                    return float(numeric[key])
                 if key in (w.get("trace") or {}):
                     # Trace workloads: request-level figures (miss_ratio, requests, ...).
                     return float(w["trace"][key])
-                fields = sorted(k for k, v in w.items() if isinstance(v, (int, float)))
-                fields += sorted((w.get("trace") or {}).keys())
+                fields = sorted(numeric) + ["per_process_ops"] + sorted((w.get("trace") or {}).keys())
                 raise ScenarioError(f"metric {name!r}: workload {where!r} has no {key!r}; fields: {', '.join(fields)}")
-        raise ScenarioError(f"metric {name!r}: no workload {where!r}")
+        names = ", ".join(w["name"] for w in r["workloads"])
+        raise ScenarioError(f"metric {name!r}: no workload {where!r} (a cgroup path starts with /); workloads: {names}")
     if name == "kswapd_cpu_ns":
         return float(sum(r["reclaim"]["kswapd_cpu_ns"]))
     if name in ("direct_reclaim_ns", "direct_reclaims"):
@@ -115,33 +165,114 @@ def metric(r: dict, name: str) -> float:
     )
 
 
-def _run_one(args: tuple[str]) -> str:
-    return _core.run_json(args[0])
+def _across_cgroups(r: dict, name: str, agg: str, spec: str) -> float:
+    """`cv` or `sum` of a memory.stat key over the cgroups matching a path glob."""
+    import fnmatch
+    import statistics
+
+    key, _, glob = spec.partition("@")
+    if not glob.startswith("/"):
+        raise ScenarioError(f"metric {name!r}: expected {agg}:KEY@/path/glob, e.g. {agg}:pgsteal@/memcg*")
+    vals = []
+    for c in r["cgroups"]:
+        if fnmatch.fnmatchcase(c["path"], glob):
+            if key not in c["memory.stat"]:
+                raise ScenarioError(f"metric {name!r}: memory.stat has no {key!r}; keys: {', '.join(c['memory.stat'])}")
+            vals.append(float(c["memory.stat"][key]))
+    if not vals:
+        paths = ", ".join(c["path"] for c in r["cgroups"])
+        raise ScenarioError(f"metric {name!r}: no cgroup matches {glob!r}; cgroups: {paths}")
+    if agg == "sum":
+        return sum(vals)
+    mean = statistics.fmean(vals)
+    return 100.0 * statistics.pstdev(vals) / mean if mean else 0.0
+
+
+def _check_metrics(data: dict, names: list[str]) -> None:
+    """Refuse an unknown metric before the runs: each one is read off a run of the
+    scenario cut to one virtual millisecond (its result has every counter, cgroup,
+    workload and tracepoint the full runs will have)."""
+    probe = json.loads(json.dumps(data))
+    probe["duration"] = probe["sample_interval"] = 1_000_000
+    r = json.loads(_core.run_json(json.dumps(probe)))
+    for name in names:
+        metric(r, name)
+
+
+def _run_one(scenario_json: str) -> tuple[str, str]:
+    """One run in a worker: ("ok", result JSON) or (error class name, message).
+
+    Errors travel back as text: the core's exception classes are not picklable, and a
+    worker's error must reach the user as its own message."""
+    try:
+        return "ok", _core.run_json(scenario_json)
+    except (ScenarioError, SimulationError) as e:
+        return type(e).__name__, str(e)
+
+
+def _ignore_sigint() -> None:
+    # Workers leave Ctrl-C to the parent, which terminates them.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_all(jobs: list[str], workers: int) -> list[str]:
+    """Run every job (scenario JSON), `workers` at a time; the results in job order.
+    The first error is raised with its own class and message; Ctrl-C stops the workers."""
+    if workers <= 1:
+        outs = map(_run_one, jobs)
+        pool = None
+    else:
+        pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_ignore_sigint)
+        outs = pool.imap(_run_one, jobs)
+    texts = []
+    try:
+        for i, (kind, text) in enumerate(outs):
+            if kind != "ok":
+                raise {"ScenarioError": ScenarioError, "SimulationError": SimulationError}[kind](text)
+            texts.append(text)
+        if pool:
+            pool.close()
+    except BaseException:
+        if pool:
+            pool.terminate()
+        raise
+    finally:
+        if pool:
+            pool.join()
+    return texts
 
 
 def _stats(xs: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (n - 1 in the denominator; 0 for one sample)."""
     n = len(xs)
     m = sum(xs) / n
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
     return m, sd
 
 
-def _significant(a: list[float], b: list[float]) -> bool:
-    """Welch's t-test at p < 0.05; identical samples on each side compare exactly."""
+ALPHA = 0.05
+
+
+def significance(a: list[float], b: list[float]) -> tuple[bool, float | None]:
+    """Whether A and B differ at p < ALPHA, and the p-value of Welch's t-test (scipy).
+
+    - Fewer than two samples on a side: no test (False, None).
+    - Neither side varies (deterministic runs): the samples compare exactly; a
+      difference is significant, with no p-value (True or False, None).
+    - Otherwise Welch's t-test, two-sided (one side may have zero variance).
+    """
     from scipy import stats
 
+    if len(a) < 2 or len(b) < 2:
+        return False, None
     (ma, sa), (mb, sb) = _stats(a), _stats(b)
     if sa == 0 and sb == 0:
-        return ma != mb
-    if len(a) < 2 or len(b) < 2:
-        return False
-    import warnings
-
+        return ma != mb, None
     with warnings.catch_warnings():
         # Nearly identical samples make scipy warn about precision; the test still answers.
         warnings.simplefilter("ignore", RuntimeWarning)
-        p = stats.ttest_ind(a, b, equal_var=False).pvalue
-    return bool(p < 0.05)
+        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    return p < ALPHA, p
 
 
 def _pct(a: float, b: float) -> float | None:
@@ -164,7 +295,8 @@ def compare(
     """Run `scenario` under variant sets A and B over `seeds` seeds; returns the comparison
     (the same data as `reclaimsim compare --json`)."""
     data = load_scenario(scenario, overrides, full_scale)
-    spec = data.pop("compare", None) or {}
+    spec = compare_table(data)
+    data.pop("compare", None)
     va = parse_switches(a) if isinstance(a, str) or a is None else dict(a)
     vb = parse_switches(b) if isinstance(b, str) or b is None else dict(b)
     if a is None:
@@ -173,27 +305,25 @@ def compare(
         vb = dict(spec.get("b", {}))
     if va == vb:
         raise ScenarioError("compare: A and B are the same variant set; give --a/--b (e.g. --b rotation_cost=false)")
-    k = seeds or int(spec.get("seeds", 3))
-    if k < 1:
-        raise ScenarioError(f"compare: --seeds {k}: need at least 1")
+    k = seeds if seeds is not None else spec.get("seeds", 3)
+    if not 1 <= k <= 1000:
+        raise ScenarioError(f"compare: --seeds {k}: allowed 1 to 1000")
     names = metrics or list(spec.get("metrics", DEFAULT_METRICS))
-    base_seed = int(data.get("seed", 1))
-    jobs_in = []
-    for side, v in (("a", va), ("b", vb)):
-        for i in range(k):
-            d = json.loads(json.dumps(data))
-            d["variants"] = {**d.get("variants", {}), **v}
-            d["seed"] = base_seed + i
-            jobs_in.append((json.dumps(d),))
-    # Validate once in this process so a bad switch is a clear error, not a worker crash.
-    for j in (jobs_in[0], jobs_in[k]):
-        _core.validate_json(j[0])
-    workers = jobs or min(len(jobs_in), os.cpu_count() or 1)
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as ex:
-            texts = list(ex.map(_run_one, jobs_in))
-    else:
-        texts = [_run_one(j) for j in jobs_in]
+    # Validate in this process first, so a bad field or switch is its own clear error.
+    base = json.loads(_core.validate_json(json.dumps(data)))
+    sides = []
+    for side, v in (("A", va), ("B", vb)):
+        try:
+            d = _apply_side(data, base["variants"], v)
+            _core.validate_json(json.dumps(d))
+        except ScenarioError as e:
+            raise ScenarioError(f"compare: side {side}: {e}") from None
+        sides.append(d)
+    _check_metrics(sides[0], names)
+    if base["seed"] + k - 1 >= 2**64:
+        raise ScenarioError(f"compare: seeds {base['seed']} to {base['seed'] + k - 1}: a seed is at most 2^64 - 1")
+    jobs_in = [json.dumps({**d, "seed": base["seed"] + i}) for d in sides for i in range(k)]
+    texts = _run_all(jobs_in, jobs or min(len(jobs_in), os.cpu_count() or 1))
     results = [json.loads(t) for t in texts]
     ra, rb = results[:k], results[k:]
     out_metrics = []
@@ -201,6 +331,7 @@ def compare(
         xa = [metric(r, name) for r in ra]
         xb = [metric(r, name) for r in rb]
         (ma, sa), (mb, sb) = _stats(xa), _stats(xb)
+        sig, p = significance(xa, xb)
         out_metrics.append(
             {
                 "name": name,
@@ -209,7 +340,8 @@ def compare(
                 "b_mean": mb,
                 "b_std": sb,
                 "pct_change": _pct(ma, mb),
-                "significant": _significant(xa, xb),
+                "significant": sig,
+                "p_value": p,
             }
         )
     sites = sorted({l["caller"] for r in results for l in r["locks"]})
@@ -257,19 +389,27 @@ def _fmt_ns(ns: float) -> str:
 
 def format_compare(c: dict) -> str:
     sw = lambda v: ",".join(f"{k}={json.dumps(x)}" for k, x in v.items()) or "(upstream)"
+    w = max([32] + [len(m["name"]) for m in c["metrics"]])
     lines = [
         f"# compare {c['scenario']}: A = {sw(c['a'])}  B = {sw(c['b'])}  seeds = {c['seeds']}",
         "",
-        f"{'metric':<32} {'A mean':>14} {'± std':>10} {'B mean':>14} {'± std':>10} {'%change':>9}",
+        f"{'metric':<{w}} {'A mean':>14} {'± std':>10} {'B mean':>14} {'± std':>10} {'%change':>9} {'p':>8}",
     ]
     for m in c["metrics"]:
         pct = "n/a" if m["pct_change"] is None else f"{m['pct_change']:+.2f}%"
+        p = "-" if m.get("p_value") is None else f"{m['p_value']:.2g}"
         mark = " *" if m["significant"] else ""
         lines.append(
-            f"{m['name']:<32} {_fmt(m['a_mean']):>14} {_fmt(m['a_std']):>10} {_fmt(m['b_mean']):>14} "
-            f"{_fmt(m['b_std']):>10} {pct:>9}{mark}"
+            f"{m['name']:<{w}} {_fmt(m['a_mean']):>14} {_fmt(m['a_std']):>10} {_fmt(m['b_mean']):>14} "
+            f"{_fmt(m['b_std']):>10} {pct:>9} {p:>8}{mark}"
         )
-    lines += ["", "* = significant (Welch's t-test, p < 0.05)", "", "## lock contention: total wait (mean over seeds)"]
+    lines += [
+        "",
+        f"* = significant: Welch's t-test p < {ALPHA}, or samples that do not vary and differ (p -); "
+        "fewer than 2 seeds: no test",
+        "",
+        "## lock contention: total wait (mean over seeds)",
+    ]
     lines.append(f"{'caller':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} {'A acq':>12} {'B acq':>12}")
     for l in c["locks"]:
         pct = "n/a" if l["pct_change"] is None else f"{l['pct_change']:+.2f}%"

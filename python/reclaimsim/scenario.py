@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import json
+import math
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -33,23 +35,60 @@ def _parse_toml(text: str, origin: str) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{origin}: invalid TOML: {e}") from None
+    except RecursionError:
+        raise ScenarioError(f"{origin}: invalid TOML: nested too deeply") from None
+
+
+def _parse_json(text: str, origin: str) -> dict:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScenarioError(f"{origin}: invalid JSON: {e}") from None
+    except RecursionError:
+        raise ScenarioError(f"{origin}: invalid JSON: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{origin}: a JSON scenario is an object, not {type(data).__name__}")
+    return data
+
+
+def _read_text(p: Path) -> str:
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ScenarioError(f"{p}: cannot read: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(
+            f"{p}: not a TOML scenario: byte 0x{raw[e.start]:02x} at offset {e.start} is not UTF-8 text"
+        ) from None
 
 
 def load_scenario(
     scenario: str | Path | dict, overrides: Iterable[str] = (), full_scale: bool = False
 ) -> dict:
-    """Resolve a scenario (path, built-in name or dict) and apply `key=value` overrides.
+    """Resolve a scenario (a TOML file, a JSON file such as `reclaimsim validate` prints, a
+    built-in name or a dict) and apply `key=value` overrides.
 
     With `full_scale`, first apply the scenario's `[compare].full_scale` overrides (a seed
-    experiment scaled down to run in seconds, taken back to the seed's size).
+    experiment scaled down to run in seconds, taken back to the seed's size). The result
+    holds only values JSON can carry (checked here, naming the field), and a `[compare]`
+    table, if any, of the fields `compare` reads (see `compare_table`).
     """
     if isinstance(scenario, dict):
         data = copy.deepcopy(scenario)
     else:
         s = str(scenario)
         p = Path(s)
+        if not s:
+            raise ScenarioError("scenario '': give a TOML file or a built-in name (`reclaimsim scenarios`)")
+        if p.is_dir():
+            raise ScenarioError(f"scenario {s!r} is a directory; give a TOML file or a built-in name")
         if p.is_file():
-            data = _parse_toml(p.read_text(), s)
+            if p.suffix == ".json":  # e.g. what `reclaimsim validate` prints
+                data = _parse_json(_read_text(p), s)
+            else:
+                data = _parse_toml(_read_text(p), s)
             _resolve_trace_paths(data, p.parent)
         else:
             f = _builtin_dir() / f"{s}.toml"
@@ -60,14 +99,74 @@ def load_scenario(
                 )
             data = _parse_toml(f.read_text(), f"built-in {s}")
     if full_scale:
-        fs = (data.get("compare") or {}).get("full_scale")
+        fs = compare_table(data).get("full_scale")
         if fs is None:
             raise ScenarioError("--full-scale: this scenario runs at its full scale already (no [compare].full_scale)")
         for o in fs:
             apply_override(data, o)
     for o in overrides:
         apply_override(data, o)
+    _check_values(data, [])
+    compare_table(data)
     return data
+
+
+# The [compare] table: field -> (what it must be, check).
+_COMPARE_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "a": ("a table of variant switches (NAME = value)", lambda v: isinstance(v, dict)),
+    "b": ("a table of variant switches (NAME = value)", lambda v: isinstance(v, dict)),
+    "seeds": ("an integer from 1 to 1000", lambda v: type(v) is int and 1 <= v <= 1000),
+    "metrics": (
+        "a list of metric names (see `reclaimsim compare --help`)",
+        lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v),
+    ),
+    "full_scale": (
+        'a list of "KEY=VALUE" overrides',
+        lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    ),
+}
+
+
+def compare_table(data: dict) -> dict:
+    """The scenario's `[compare]` table (empty when it has none), checked field by field:
+    `a` and `b` (variant switch tables), `seeds`, `metrics` and `full_scale`."""
+    spec = data.get("compare")
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise ScenarioError(
+            f"scenario.compare = {_show(spec)}: expected a table with fields {', '.join(_COMPARE_FIELDS)}"
+        )
+    for k, v in spec.items():
+        if k not in _COMPARE_FIELDS:
+            raise ScenarioError(f"scenario.compare.{k}: unknown field; allowed: {', '.join(_COMPARE_FIELDS)}")
+        what, ok = _COMPARE_FIELDS[k]
+        if not ok(v):
+            raise ScenarioError(f"scenario.compare.{k} = {_show(v)}: expected {what}")
+    return spec
+
+
+def _show(v: Any) -> str:
+    s = json.dumps(v, default=str)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _check_values(v: Any, path: list) -> None:
+    """Refuse, naming the field, values a scenario never takes and JSON cannot carry:
+    TOML dates and times, NaN and infinities."""
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _check_values(x, path + [k])
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            _check_values(x, path + [i])
+    elif isinstance(v, (datetime.date, datetime.time)):
+        raise ScenarioError(
+            f"{_fmt_path(path)} = {v.isoformat()}: a TOML date or time; no scenario field takes one "
+            '(durations are numbers of ns or strings such as "30s")'
+        )
+    elif isinstance(v, float) and not math.isfinite(v):
+        raise ScenarioError(f"{_fmt_path(path)} = {v}: not a finite number")
 
 
 def _resolve_trace_paths(data: dict, base: Path) -> None:

@@ -93,3 +93,23 @@ def test_run_dict_and_dataframes():
     assert {"caller", "total_wait_ns", "contended"} <= set(ldf.columns)
     with pytest.raises(KeyError):
         r.cgroup("/nope")
+
+
+def test_validate_prints_a_scenario_that_run_and_validate_take_back(tmp_path):
+    for name in ["default", "seed-003", "calib-zipf"]:
+        p = cli("validate", name)
+        assert p.returncode == 0, p.stderr
+        f = tmp_path / f"{name}.json"
+        f.write_text(p.stdout)
+        again = cli("validate", str(f))
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout) == json.loads(p.stdout)
+    # The normalized scenario runs to the same bytes as the built-in it came from.
+    from_json = cli("run", str(tmp_path / "default.json"), "--set", "duration=100ms", "--json", "-")
+    direct = cli("run", "default", "--set", "duration=100ms", "--json", "-")
+    assert from_json.returncode == 0, from_json.stderr
+    assert from_json.stdout == direct.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    p = cli("run", str(bad))
+    assert p.returncode == 2 and p.stderr.strip() == f"error: {bad}: a JSON scenario is an object, not list"

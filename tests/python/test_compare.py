@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 
 import reclaimsim
 
@@ -56,7 +57,7 @@ def test_compare_cli_json_and_errors(tmp_path):
     assert p.returncode == 0, p.stderr
     c = json.loads(out.read_text())
     assert set(c) == {"scenario", "a", "b", "seeds", "metrics", "locks"}
-    assert set(c["metrics"][0]) == {"name", "a_mean", "a_std", "b_mean", "b_std", "pct_change", "significant"}
+    assert set(c["metrics"][0]) == {"name", "a_mean", "a_std", "b_mean", "b_std", "pct_change", "significant", "p_value"}
     assert c["locks"] and set(c["locks"][0]) == {
         "site", "a_total_wait_ns", "b_total_wait_ns", "a_acquisitions", "b_acquisitions", "pct_change"}
     bad = subprocess.run(
@@ -89,3 +90,32 @@ def test_seed_004_batched_local_stats_are_slower_than_percpu_local():
     assert c["a"] == {"memcg_stats": "batched_local"} and c["b"] == {"memcg_stats": "percpu_local"}
     # The fix is faster: batched local counters bounce an extra shared line per spill.
     assert ops["b_mean"] > 1.05 * ops["a_mean"] and ops["significant"]
+
+
+def test_an_error_inside_a_worker_arrives_as_its_own_message(tmp_path):
+    from test_trace import TRACES, _scenario
+
+    # The bad record is read when the workload starts, at 10 ms: after the 1 ms probe
+    # that checks the metrics, so the error is raised inside the worker processes.
+    sc = _scenario(tmp_path, TRACES / "bad.txt", 'start = "10ms"')
+    for jobs in ("1", "2"):
+        p = subprocess.run(
+            [sys.executable, "-m", "reclaimsim.cli", "compare", sc, "--b", "rotation_cost=false", "--seeds", "2",
+             "--jobs", jobs, "--metric", "pgscan_file"],
+            capture_output=True, text=True,
+        )
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.strip().splitlines() == [
+            f"error: trace {TRACES / 'bad.txt'}: record 3: \"three\" is not a "
+            "page or object id (an unsigned integer, decimal or 0x hex)"
+        ], p.stderr
+
+
+def test_run_all_raises_the_workers_error_class():
+    from reclaimsim.compare import _run_all
+
+    good = json.dumps(reclaimsim.load_scenario("file-fits", ["duration=1ms"]))
+    bad = json.dumps(reclaimsim.load_scenario("file-fits", ["duration=1ms", "machine.cpus=0"]))
+    assert len(_run_all([good, good], 2)) == 2
+    with pytest.raises(reclaimsim.ScenarioError, match="scenario.machine.cpus"):
+        _run_all([good, bad, good], 2)

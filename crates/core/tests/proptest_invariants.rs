@@ -1,5 +1,6 @@
 //! Random small machines, cgroup trees and workloads: every run must keep the model's
 //! invariants after every reclaim pass (checked by `run_checked`) and end without an error.
+//! Cases: PROPTEST_CASES (default 24); seed: PROPTEST_RNG_SEED (docs/testing.md).
 
 use proptest::prelude::*;
 use reclaimsim_core::{sim, Scenario};
@@ -92,7 +93,7 @@ fn toml(c: &Case) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(24), .. ProptestConfig::default() })]
     #[test]
     fn invariants_hold_on_random_scenarios(c in case()) {
         let t = toml(&c);

@@ -1,0 +1,54 @@
+# Shared by scripts/install and scripts/test (sourced, from the project root).
+#
+# The environment: a virtual environment (default .venv in the project; RECLAIMSIM_VENV
+# to put it elsewhere) holds the package, installed editable: the Python sources are read
+# from python/ where they are, and the Rust core is a compiled module built into
+# python/reclaimsim/. A build stamp in the virtual environment records the hash of the
+# files the compiled module is built from (`source_hash`: crates/, Cargo.toml,
+# Cargo.lock, pyproject.toml; tracked and untracked files, ignored ones left out) and
+# which build it is (pgo or plain); the build is up to date while that hash is unchanged.
+# (Python sources need no build: the editable install reads them from python/.)
+
+venv="${RECLAIMSIM_VENV:-$PWD/.venv}"
+stamp="$venv/reclaimsim-build.stamp"
+t_start=$SECONDS
+
+# say MESSAGE: one line of progress on stderr, prefixed with the script's name.
+say() { echo "scripts/$(basename "$0"): $*" >&2; }
+
+# since T0: the seconds since T0, as "42 s" or "3 min 5 s".
+since() {
+    local s=$((SECONDS - $1))
+    if [ "$s" -ge 60 ]; then echo "$((s / 60)) min $((s % 60)) s"; else echo "$s s"; fi
+}
+
+# source_hash: one hash over the paths and contents of the compiled module's sources:
+# each crate's src/, Cargo.toml and build.rs, the workspace's Cargo.toml and Cargo.lock,
+# and pyproject.toml (tests, examples and docs are not built into it).
+source_hash() {
+    {
+        if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+            git ls-files -z --cached --others --exclude-standard -- ':(glob)crates/*/src/**' \
+                ':(glob)crates/*/Cargo.toml' ':(glob)crates/*/build.rs' Cargo.toml Cargo.lock pyproject.toml
+        else
+            find crates/*/src crates/*/Cargo.toml crates/*/build.rs Cargo.toml Cargo.lock pyproject.toml \
+                -type f -print0 2>/dev/null
+        fi
+    } | sort -z | while IFS= read -r -d '' f; do
+        # A tracked file deleted in the work tree is gone from the build too.
+        if [ -f "$f" ]; then printf '%s %s\n' "$(sha256sum < "$f" | cut -c1-64)" "$f"; fi
+    done | sha256sum | cut -c1-16
+}
+
+# build_state: "current", "missing" or "stale" (with the reason on stdout after a colon).
+build_state() {
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import reclaimsim._core' 2>/dev/null; then
+        echo "missing: no reclaimsim in $venv"
+    elif [ ! -f "$stamp" ]; then
+        echo "missing: no build stamp in $venv"
+    elif [ "$(cut -d' ' -f1 "$stamp")" != "$(source_hash)" ]; then
+        echo "stale: the Rust sources changed since the $(cut -d' ' -f2 "$stamp") build of $(cut -d' ' -f3- "$stamp")"
+    else
+        echo "current: the $(cut -d' ' -f2 "$stamp") build of $(cut -d' ' -f3- "$stamp")"
+    fi
+}
