@@ -125,9 +125,7 @@ impl Sim {
         let now = self.e.now();
         let mut mm = self.mm.borrow_mut();
         for &pfn in pfns {
-            let lv = mm.folio_lruvec(pfn);
-            let crate::mm::Mm { pages, lruvecs, .. } = &mut *mm;
-            crate::mm::mmzone::lruvec_del_folio(pages, &mut lruvecs[lv as usize], pfn);
+            mm.lruvec_del_folio(pfn);
             let p = &mut mm.pages[pfn as usize];
             p.clear(PG_LRU);
             p.set(PG_INBATCH);

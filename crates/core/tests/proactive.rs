@@ -219,6 +219,33 @@ fn root_memory_reclaim_walks_the_whole_tree_as_cgroup_reclaim() {
 }
 
 #[test]
+fn mglru_counts_memory_reclaim_as_proactive_too() {
+    for target in [A, 0] {
+        let s = reclaimsim_core::fixture::one_node_machine("4G", None, "lru = \"mglru\"");
+        s.fixture_file_folios(A, 0, 1 << 17, 0);
+        let out = write(&s, "128K", target);
+        // memcg reclaim (lru_gen_shrink_lruvec) for /a, root reclaim (lru_gen_shrink_node)
+        // for /: either way evict_folios counts what it scans and reclaims under the
+        // proactive items of /a's memcg, and not in the global per-reclaimer items.
+        assert_eq!(out.result, Ok(()), "target {target}");
+        assert!(out.nr_reclaimed >= 32, "target {target}");
+        assert_eq!(
+            memcg_event(&s, A, VmEvent::PgstealProactive),
+            out.nr_reclaimed,
+            "target {target}"
+        );
+        assert_eq!(
+            memcg_event(&s, A, VmEvent::PgscanProactive),
+            event(&s, VmEvent::PgscanFile),
+            "target {target}"
+        );
+        assert_eq!(memcg_event(&s, A, VmEvent::PgscanDirect), 0);
+        assert_eq!(event(&s, VmEvent::PgscanProactive), 0);
+        assert_eq!(event(&s, VmEvent::PgstealProactive), 0);
+    }
+}
+
+#[test]
 fn invalid_buffers_are_refused_without_reclaim() {
     let s = machine("1G", None);
     s.fixture_file_folios(A, 0, 1024, 0);
