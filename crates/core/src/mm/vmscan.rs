@@ -137,8 +137,8 @@ impl ScanControl {
     }
 
     /// reclaimer_offset(): whose pgscan/pgsteal items count this reclaim: kswapd's,
-    /// proactive reclaim's (memory.reclaim, since 6.15) or else direct reclaim's.
-    /// Simplified: no khugepaged.
+    /// proactive reclaim's (memory.reclaim; the PROACTIVE items of recent kernels, v6.18
+    /// among them) or else direct reclaim's. Simplified: no khugepaged.
     #[inline]
     pub fn reclaimer_offset(&self) -> Reclaimer {
         if self.kswapd {
