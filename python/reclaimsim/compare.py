@@ -143,6 +143,13 @@ def metric(r: dict, name: str) -> float:
         raise ScenarioError(f"metric {name!r}: no workload {where!r} (a cgroup path starts with /); workloads: {names}")
     if name == "kswapd_cpu_ns":
         return float(sum(r["reclaim"]["kswapd_cpu_ns"]))
+    if name == "reclaim_cpu_ns":
+        # kswapd's reclaim time plus every task's direct reclaim time.
+        return float(sum(r["reclaim"]["kswapd_cpu_ns"]) + r["reclaim"]["direct_reclaim_ns"])
+    if name == "direct_reclaim_latency_ns":
+        # Allocation latency: time per direct reclaim (global and memcg).
+        n = r["reclaim"]["direct_reclaims"]
+        return float(r["reclaim"]["direct_reclaim_ns"]) / n if n else 0.0
     if name in ("direct_reclaim_ns", "direct_reclaims"):
         return float(r["reclaim"][name])
     if name == "lock_wait_total_ns":
@@ -171,10 +178,20 @@ def _across_cgroups(r: dict, name: str, agg: str, spec: str) -> float:
     import statistics
 
     key, _, glob = spec.partition("@")
-    if not glob.startswith("/"):
-        raise ScenarioError(f"metric {name!r}: expected {agg}:KEY@/path/glob, e.g. {agg}:pgsteal@/memcg*")
+    if not glob:
+        raise ScenarioError(f"metric {name!r}: expected {agg}:KEY@/cgroup/glob or {agg}:FIELD@workload-glob")
     vals = []
-    for c in r["cgroups"]:
+    if not glob.startswith("/"):
+        # Workloads by name.
+        for w in r["workloads"]:
+            if fnmatch.fnmatchcase(w["name"], glob):
+                if not isinstance(w.get(key), (int, float)):
+                    raise ScenarioError(f"metric {name!r}: workload {w['name']!r} has no numeric {key!r}")
+                vals.append(float(w[key]))
+        if not vals:
+            names = ", ".join(w["name"] for w in r["workloads"])
+            raise ScenarioError(f"metric {name!r}: no workload matches {glob!r}; workloads: {names}")
+    for c in r["cgroups"] if glob.startswith("/") else []:
         if fnmatch.fnmatchcase(c["path"], glob):
             if key not in c["memory.stat"]:
                 raise ScenarioError(f"metric {name!r}: memory.stat has no {key!r}; keys: {', '.join(c['memory.stat'])}")

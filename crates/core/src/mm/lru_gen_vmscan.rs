@@ -96,7 +96,8 @@ impl Mm {
     }
 
     /// scan_folios(): sort or isolate folios from the tail of the oldest generation of
-    /// `ty`, at most MAX_LRU_BATCH of them, stopping at MIN_LRU_BATCH isolated or skipped.
+    /// `ty`, at most min(nr_to_scan, MAX_LRU_BATCH) of them (v6.18; older kernels always
+    /// MAX_LRU_BATCH), stopping at MIN_LRU_BATCH isolated or skipped.
     /// Counts PGSCAN_* (isolated) and PGREFILL (sorted), globally only for global reclaim.
     /// Returns the folios scanned (0 when the type has only MIN_NR_GENS generations, or
     /// when nothing was isolated although the batch was not used up). Caller holds
@@ -107,6 +108,7 @@ impl Mm {
         sc: &ScanControl,
         ty: usize,
         tier: usize,
+        nr_to_scan: u64,
         list: &mut Vec<Pfn>,
     ) -> u64 {
         let l = lv as usize;
@@ -115,7 +117,7 @@ impl Mm {
         }
         let gen = lru_gen_from_seq(self.lruvecs[l].lrugen.min_seq[ty]);
         let (mut scanned, mut sorted, mut isolated, mut skipped) = (0u64, 0u64, 0u64, 0u64);
-        let mut remaining = MAX_LRU_BATCH;
+        let mut remaining = nr_to_scan.clamp(1, MAX_LRU_BATCH);
         let mut moved = self.pfn_vec();
         loop {
             let pfn = self.lruvecs[l].lrugen.folios[gen][ty].tail;
@@ -170,6 +172,7 @@ impl Mm {
         sc: &ScanControl,
         swappiness: u32,
         tiers: bool,
+        nr_to_scan: u64,
         list: &mut Vec<Pfn>,
     ) -> Isolated {
         let mut ty = get_type_to_scan(&self.lruvecs[lv as usize].lrugen, swappiness);
@@ -181,7 +184,7 @@ impl Mm {
                 MAX_NR_TIERS - 1
             };
             out.ty = ty;
-            out.scanned = self.scan_folios(lv, sc, ty, tier, list);
+            out.scanned = self.scan_folios(lv, sc, ty, tier, nr_to_scan, list);
             if out.scanned > 0 {
                 return out;
             }
@@ -457,7 +460,7 @@ impl Sim {
             let Some(nr) = nr_to_scan.filter(|&n| n > 0) else {
                 return nr_to_scan.is_none();
             };
-            let delta = self.evict_folios(lv, sc, swappiness).await;
+            let delta = self.evict_folios(nr, lv, sc, swappiness).await;
             if delta == 0 {
                 return false;
             }
@@ -526,12 +529,19 @@ impl Sim {
     /// it, retry once the clean folios that may have missed folio_rotate_reclaimable, and
     /// put the rest back (none into the oldest generation). Returns the folios scanned
     /// (plus one when min_seq advanced), 0 when eviction must wait for aging.
-    async fn evict_folios(&self, lv: LruvecId, sc: &mut ScanControl, swappiness: u32) -> u64 {
+    async fn evict_folios(
+        &self,
+        nr_to_scan: u64,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+        swappiness: u32,
+    ) -> u64 {
         self.lock_lruvec(lv, Site::EvictFolios).await;
         let mut list = self.mm.borrow_mut().pfn_vec();
         let (ty, scanned) = {
             let mut mm = self.mm.borrow_mut();
-            let iso = mm.isolate_folios(lv, sc, swappiness, self.v.mglru_tiers, &mut list);
+            let tiers = self.v.mglru_tiers;
+            let iso = mm.isolate_folios(lv, sc, swappiness, tiers, nr_to_scan, &mut list);
             let g = &mut mm.lruvecs[lv as usize].lrugen;
             let mut scanned = iso.scanned + try_to_inc_min_seq(g, swappiness) as u64;
             if evictable_min_seq(g.min_seq, swappiness) + MIN_NR_GENS > g.max_seq {
