@@ -218,3 +218,44 @@ fn calibration_cases_run_with_mglru() {
     }
     assert_eq!(n, 6, "calibration scenarios found");
 }
+
+/// Two processes whose anonymous memory overflows the node into a zram swap that holds it
+/// all: direct reclaimers find both generations too young and wait on an aging that
+/// kswapd has under way. The kernel finishes that walk on another CPU (or a late joiner
+/// completes the mm_list iteration); it never OOMs with swap to spare. A model in which the
+/// walker ran ahead of the reclaimers in virtual time left them no aged generation and
+/// killed a process after MAX_RECLAIM_RETRIES.
+#[test]
+fn global_anon_overflow_into_ample_swap_never_ooms() {
+    let sc = Scenario::from_toml(
+        r#"
+duration = "400ms"
+sample_interval = "100ms"
+[kernel]
+lru = "mglru"
+[machine]
+cpus = 4
+memory_per_node = "512M"
+[machine.swap]
+size = "1G"
+device = "zram"
+[[workload]]
+type = "usemem"
+processes = 2
+size = "300M"
+random = true
+repeat = 0
+"#,
+    )
+    .expect("valid scenario");
+    let r = serde_json::to_value(sim::run(&sc, &mut |_, _| true).expect("run")).unwrap();
+    assert_eq!(vm(&r, "oom_kill"), 0);
+    // 2 x 300M = 153,600 pages against a 512M node of 131,072: at least the difference
+    // has gone out to swap once the whole region has been touched.
+    let overflow = 2 * (300 << 8) - (512 << 8);
+    assert!(
+        vm(&r, "pswpout") >= overflow,
+        "pswpout {} < {overflow}",
+        vm(&r, "pswpout")
+    );
+}

@@ -235,6 +235,9 @@ impl Sim {
         let mut walk = LruGenMmWalk::new(seq, swappiness, force_scan);
         let mut prev = None;
         loop {
+            // iterate_mm_list() runs under the mm_list lock: join the iteration in
+            // virtual-time order, so a task behind this one can finish it first.
+            self.e.sync().await;
             let (last, mm) = {
                 let mut mm = self.mm.borrow_mut();
                 let (memcg, node) = {
@@ -284,6 +287,8 @@ impl Sim {
         }
         self.mm.borrow_mut().lru_gen_walks[lv as usize] += 1;
         for pmd in 0..tables {
+            // Each PTE table is read under its PTE lock: touch it in virtual-time order.
+            self.e.sync().await;
             if self.mm.borrow().lruvecs[lv as usize].lrugen.max_seq != walk.seq {
                 break;
             }

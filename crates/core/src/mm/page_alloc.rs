@@ -160,8 +160,12 @@ impl Sim {
             if self.current_killed() {
                 return None;
             }
-            // __alloc_pages_direct_reclaim()
+            // __alloc_pages_direct_reclaim() -> __perform_reclaim(), whose cond_resched()
+            // on either side of try_to_free_pages lets the other CPUs run: an aging that
+            // another task has under way (MGLRU) completes before this one tries again.
+            self.e.sync().await;
             let progress = self.try_to_free_pages(node).await;
+            self.e.sync().await;
             if let Some(p) = self.mm.borrow_mut().get_page_from_freelist(node, WMARK_MIN) {
                 return Some(p);
             }
