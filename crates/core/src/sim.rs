@@ -146,13 +146,13 @@ impl Sim {
         // The memcg tree: the root, then the scenario's cgroups (parents first).
         let mut memcgs = vec![Memcg::new(0, "/".into(), None, nodes)];
         memcgs[0].swappiness = sc.kernel.swappiness;
+        let mut ids: std::collections::HashMap<&str, MemcgId> =
+            std::collections::HashMap::with_capacity(sc.cgroups.len() + 1);
+        ids.insert("/", 0);
         for (i, c) in sc.cgroups.iter().enumerate() {
             let id = (i + 1) as MemcgId;
-            let parent = memcgs
-                .iter()
-                .find(|x| x.path == parent_path(&c.path))
-                .map(|x| x.id)
-                .unwrap_or(0);
+            let parent = ids.get(parent_path(&c.path)).copied().unwrap_or(0);
+            ids.insert(&c.path, id);
             let mut mc = Memcg::new(id, c.path.clone(), Some(parent), nodes);
             mc.max = c.memory.max.map_or(u64::MAX, |l| l.pages());
             mc.high = c.memory.high.map_or(u64::MAX, |l| l.pages());
@@ -350,26 +350,17 @@ impl Sim {
     }
 
     fn spawn_workloads(self: &Rc<Self>, sc: &Scenario) -> Result<()> {
-        let (placement, _) = sc.workload_cpus();
+        // Placed by the function validation checked, so run and validate agree.
+        let (placements, _) = sc.workload_cpus();
         let mut stream = 0u64;
-        for (wi, w) in sc.workloads.iter().enumerate() {
+        for ((wi, w), cpus) in sc.workloads.iter().enumerate().zip(placements) {
             let pl = w.common();
-            let n = w.nr_tasks() as usize;
-            let cpus: Vec<u32> = placement[wi].clone();
-            if cpus.len() < n {
-                return Err(Error::scenario(
-                    format!("scenario.workload[{wi}].cpus"),
-                    "not enough free CPUs for the workload's tasks",
-                ));
-            }
-            let memcg = {
-                let mm = self.mm.borrow();
-                mm.memcgs
-                    .iter()
-                    .find(|m| m.path == pl.cgroup)
-                    .map(|m| m.id)
-                    .unwrap_or(0)
-            };
+            let n = cpus.len();
+            let memcg = sc
+                .cgroups
+                .iter()
+                .position(|c| c.path == pl.cgroup)
+                .map_or(0, |i| (i + 1) as MemcgId);
             let name = if pl.name.is_empty() {
                 format!("{}{}", w.type_name(), wi)
             } else {

@@ -509,7 +509,7 @@ type Inbox = std::collections::VecDeque<(u32, u32)>;
 
 /// Requests in flight per worker ring: a buffer's virtual range is reused after this many
 /// of the worker's requests (long after it was freed).
-const REQUEST_RING: u64 = 64;
+pub const REQUEST_RING: u64 = 64;
 
 /// Create request_churn's process and its pipeline of workers.
 pub fn spawn_request_churn(
@@ -575,7 +575,8 @@ pub fn spawn_request_churn(
                     let busy = s.e.now() - t0;
                     let mean_idle = busy as f64 * (1.0 / spec.load - 1.0);
                     let u: f64 = rng.random_range(f64::EPSILON..1.0);
-                    let idle = (-u.ln() * mean_idle) as u64;
+                    // At most past the longest run: a tiny load must not overflow a clock.
+                    let idle = ((-u.ln() * mean_idle) as u64).min(crate::scenario::MAX_DURATION);
                     if idle > 0 {
                         s.e.sleep(idle).await;
                     }
