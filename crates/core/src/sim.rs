@@ -7,7 +7,7 @@
 
 use crate::engine::cost::CostTable;
 use crate::engine::TaskId;
-use crate::engine::{Engine, EngineCosts, Time};
+use crate::engine::{Engine, EngineCosts, RunEnd, Time};
 use crate::error::{Error, Result};
 use crate::mm::memcontrol::{Memcg, FLUSH_TIME};
 use crate::mm::mmzone::{default_min_free_kbytes, setup_zone_wmarks, Lruvec, PgData};
@@ -568,10 +568,52 @@ pub fn record_accesses(sc: &Scenario) -> Result<Vec<(u64, Vec<Access>)>> {
     *sim.access_log.borrow_mut() = Some(BTreeMap::new());
     sim.recording.set(true);
     let end = sim.end;
-    sim.e.run_until(end, 1 << 14, &mut |_| true);
+    match sim.e.run_until(end, 1 << 14, &mut |_| true) {
+        RunEnd::Stalled(t) => return Err(stalled(sc, t)),
+        RunEnd::Interrupted | RunEnd::Done => {}
+    }
     let log = sim.access_log.borrow_mut().take().unwrap_or_default();
     Ok(log.into_iter().collect())
 }
+
+/// The error of a run whose virtual time stopped advancing at `t`: bad input when the
+/// scenario sets costs or latencies to zero (the likely cause), else a bug.
+fn stalled(sc: &Scenario, t: Time) -> Error {
+    let mut zeros: Vec<String> = sc
+        .costs
+        .iter()
+        .filter(|(_, v)| **v == 0)
+        .map(|(k, _)| format!("costs.{k}"))
+        .collect();
+    if let Some(sw) = &sc.machine.swap {
+        for (f, l) in [
+            ("read_latency", sw.read_latency),
+            ("write_latency", sw.write_latency),
+        ] {
+            if l == Some(crate::scenario::Dur(0)) {
+                zeros.push(format!("machine.swap.{f}"));
+            }
+        }
+    }
+    let what = format!(
+        "virtual time stopped advancing at t={t} ns ({} steps without a clock moving)",
+        crate::engine::STALL_TICKS as u64 * TICK_EVERY
+    );
+    if zeros.is_empty() {
+        Error::Internal(what)
+    } else {
+        Error::scenario(
+            "scenario.costs",
+            format!(
+                "{what}: likely because {} = 0, which makes work take no time; allowed: costs that let time advance (at least 1 ns)",
+                zeros.join(", ")
+            ),
+        )
+    }
+}
+
+/// Work units (polls, work points) between two calls of the progress callback.
+const TICK_EVERY: u64 = 1 << 14;
 
 /// Run a validated scenario to the end (or until every workload task has finished).
 pub fn run(sc: &Scenario, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<Report> {
@@ -589,9 +631,13 @@ pub fn run_checked(
     sim.check.set(check);
     sim.mm.borrow_mut().track_draining = check;
     let end = sim.end;
-    let completed = sim.e.run_until(end, 1 << 14, &mut |now| progress(now, end));
-    if !completed {
-        return Err(Error::Interrupted);
+    match sim
+        .e
+        .run_until(end, TICK_EVERY, &mut |now| progress(now, end))
+    {
+        RunEnd::Done => {}
+        RunEnd::Interrupted => return Err(Error::Interrupted),
+        RunEnd::Stalled(t) => return Err(stalled(sc, t)),
     }
     if let Some(e) = sim.failure.borrow_mut().take() {
         return Err(e);

@@ -405,7 +405,7 @@ pub fn spawn_usemem(
                             }
                             Access::Read { .. } => unreachable!("usemem reads no files"),
                         };
-                        if !alive || s.e.now() + r.pending >= deadline {
+                        if !alive || s.e.now() + r.pending >= deadline || !s.e.work_point() {
                             break;
                         }
                         if let Some(p) = pace.as_mut() {
@@ -494,7 +494,7 @@ pub fn spawn_file_read(
                     Read::Oom => break,
                 }
                 r.tick(s, 0).await;
-                if s.e.now() >= s.end {
+                if s.e.now() >= s.end || !s.e.work_point() {
                     break;
                 }
             }
@@ -549,7 +549,11 @@ pub fn spawn_request_churn(
                 let base = i as u32 * ring;
                 let mut k = 0u64;
                 let mut alive = true;
-                while alive && (spec.requests == 0 || k < spec.requests) && s.e.now() < s.end {
+                while alive
+                    && (spec.requests == 0 || k < spec.requests)
+                    && s.e.now() < s.end
+                    && s.e.work_point()
+                {
                     let t0 = s.e.now() + r.pending;
                     // A request arrived: first free the buffers the previous worker handed us
                     // (munmap), then serve it.
@@ -696,6 +700,9 @@ impl Replay {
     /// with an error naming the record).
     #[inline]
     fn next_page(&mut self, s: &Sim, t: &Tally) -> Option<u32> {
+        if !s.e.work_point() {
+            return None;
+        }
         if self.next < self.end {
             self.next += 1;
             return Some(self.next - 1);
