@@ -358,7 +358,11 @@ impl Report {
             })
             .collect();
         let stats = sim.stats.borrow();
-        let sampler = sim.sampler.borrow();
+        // The rows move into the report (the run is over): no second copy of them.
+        let (interval, rows) = {
+            let mut sampler = sim.sampler.borrow_mut();
+            (sampler.interval, std::mem::take(&mut sampler.rows))
+        };
         let nr_tasks: u64 = workloads.iter().map(|w| w.tasks as u64).sum();
         Report {
             schema_version: SCHEMA_VERSION,
@@ -377,9 +381,9 @@ impl Report {
             proactive: crate::schedule::report(sim, sc),
             trace: mm.trace,
             timeseries: json!({
-                "interval_ns": sampler.interval,
+                "interval_ns": interval,
                 "columns": TS_COLUMNS,
-                "rows": sampler.rows,
+                "rows": Value::Array(rows),
             }),
             lru_gen: sim.lru_gen_samples.borrow().report(&mm, end_ns),
             engine: json!({

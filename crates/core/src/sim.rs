@@ -75,6 +75,9 @@ pub struct Sim {
     bio_tasks: RefCell<Vec<Option<(TaskId, bool)>>>,
     /// Check the model's invariants after every reclaim pass (tests).
     pub check: Cell<bool>,
+    /// Host memory each trace workload may take for its objects [bytes] (its share of
+    /// the memory budget; `trace::PageMap::limit`).
+    pub trace_memory: Cell<u64>,
     /// The first input error met while running (a malformed trace record); it ends the run.
     pub failure: RefCell<Option<Error>>,
     /// When set, every workload access in issue order, per task stream ([`record_accesses`]).
@@ -278,6 +281,7 @@ impl Sim {
             access_log: RefCell::new(None),
             recording: Cell::new(false),
             failure: RefCell::new(None),
+            trace_memory: Cell::new(u64::MAX),
             sampler: RefCell::new(Sampler::new(sc.sample_interval.0)),
             lru_gen_samples: RefCell::new(Default::default()),
             bio_queues: RefCell::new(vec![VecDeque::new(); all_cpus]),
@@ -621,13 +625,37 @@ pub fn run(sc: &Scenario, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<
 }
 
 /// [`run`], optionally checking the model's invariants after every reclaim pass; a
-/// violation is reported as an internal error.
+/// violation is reported as an internal error. The memory budget is the machine's
+/// available memory.
 pub fn run_checked(
     sc: &Scenario,
     check: bool,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> Result<Report> {
+    run_with(sc, check, None, progress)
+}
+
+/// [`run_checked`] with a memory limit [bytes] (None: the machine's available memory):
+/// a run whose estimate ([`crate::budget::estimate`]) is above it is refused before it
+/// is built, and trace workloads share what the estimate leaves.
+pub fn run_with(
+    sc: &Scenario,
+    check: bool,
+    max_memory: Option<u64>,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> Result<Report> {
+    let limit = crate::budget::limit(max_memory);
+    let estimate = crate::budget::check(sc, limit)?;
+    let traces = sc
+        .workloads
+        .iter()
+        .filter(|w| matches!(w, WorkloadSpec::Trace(_)))
+        .count() as u64;
     let sim = Sim::build(sc)?;
+    if let (Some(l), true) = (limit, traces > 0) {
+        sim.trace_memory
+            .set(l.saturating_sub(estimate.total) / traces);
+    }
     sim.check.set(check);
     sim.mm.borrow_mut().track_draining = check;
     let end = sim.end;

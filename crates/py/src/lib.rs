@@ -23,10 +23,17 @@ create_exception!(
 
 /// Run one scenario given as JSON text (the normalized scenario schema) and return the
 /// result as JSON text. `progress(now_ns, end_ns)` is called every few virtual
-/// milliseconds; an exception it raises (Ctrl-C) stops the run and propagates.
+/// milliseconds; an exception it raises (Ctrl-C) stops the run and propagates. A run whose
+/// estimated memory is above `max_memory` bytes (None: the machine's available memory) is
+/// refused before it starts.
 #[pyfunction]
-#[pyo3(signature = (scenario_json, progress=None))]
-fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> PyResult<String> {
+#[pyo3(signature = (scenario_json, progress=None, max_memory=None))]
+fn run_json(
+    py: Python<'_>,
+    scenario_json: &str,
+    progress: Option<PyObject>,
+    max_memory: Option<u64>,
+) -> PyResult<String> {
     let mut py_err: Option<PyErr> = None;
     let out = {
         let mut cb = |now: u64, end: u64| -> bool {
@@ -41,7 +48,7 @@ fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> 
             }
             true
         };
-        reclaimsim_core::run_json(scenario_json, &mut cb)
+        reclaimsim_core::run_json_limited(scenario_json, max_memory, &mut cb)
     };
     if let Some(e) = py_err {
         return Err(e);
@@ -50,10 +57,20 @@ fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> 
 }
 
 /// Validate a scenario (JSON text) without running it; returns the normalized scenario as
-/// JSON text, with every default filled in.
+/// JSON text, with every default filled in. What `run_json` refuses before running (the
+/// memory budget included, against `max_memory` or the machine's available memory) is
+/// refused here too.
 #[pyfunction]
-fn validate_json(scenario_json: &str) -> PyResult<String> {
-    reclaimsim_core::validate_json(scenario_json).map_err(to_py_err)
+#[pyo3(signature = (scenario_json, max_memory=None))]
+fn validate_json(scenario_json: &str, max_memory: Option<u64>) -> PyResult<String> {
+    reclaimsim_core::validate_json_limited(scenario_json, max_memory).map_err(to_py_err)
+}
+
+/// The estimated host memory of a scenario's run, as JSON text: `total` [bytes] and
+/// `terms` (each `name`, `field`, `bytes`).
+#[pyfunction]
+fn estimate_memory_json(scenario_json: &str) -> PyResult<String> {
+    reclaimsim_core::estimate_memory_json(scenario_json).map_err(to_py_err)
 }
 
 /// The cost table's names, defaults [ns] and one-line documentation, as JSON text.
@@ -153,6 +170,7 @@ fn to_py_err(e: Error) -> PyErr {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(validate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_memory_json, m)?)?;
     m.add_function(wrap_pyfunction!(cost_table_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_processes_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_prepare_json, m)?)?;
