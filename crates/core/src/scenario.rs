@@ -1595,6 +1595,9 @@ impl Scenario {
                             format!("{:?}: no such file", t.path),
                         ));
                     }
+                    // The trace opens and has a first request (an empty trace, a CSV
+                    // with only a header or an empty DAMON list is refused here).
+                    crate::trace::probe(&t.path, t.format, t.csv.as_ref(), self.seed)?;
                 }
                 WorkloadSpec::RequestChurn(r) => {
                     if r.threads < 2 {

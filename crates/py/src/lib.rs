@@ -73,6 +73,18 @@ fn estimate_memory_json(scenario_json: &str) -> PyResult<String> {
     reclaimsim_core::estimate_memory_json(scenario_json).map_err(to_py_err)
 }
 
+/// Python's pending signals (Ctrl-C), checked from a long loop that runs without the GIL:
+/// false once a handler raised, the exception kept in `err`.
+fn signals_ok(err: &mut Option<PyErr>) -> bool {
+    Python::with_gil(|py| match py.check_signals() {
+        Ok(()) => true,
+        Err(e) => {
+            *err = Some(e);
+            false
+        }
+    })
+}
+
 /// The cost table's names, defaults [ns] and one-line documentation, as JSON text.
 #[pyfunction]
 fn cost_table_json() -> String {
@@ -133,7 +145,9 @@ fn host_run_process_json(
 
 /// Write a zipf(`theta`) trace in libCacheSim's oracleGeneral format (zstd when the path
 /// ends in .zst): `requests` requests over `objects` 4 KiB objects. Returns bytes written.
+/// Ctrl-C stops it.
 #[pyfunction]
+#[pyo3(signature = (path, objects, requests, theta, seed, max_memory=None))]
 fn trace_gen(
     py: Python<'_>,
     path: &str,
@@ -141,21 +155,40 @@ fn trace_gen(
     requests: u64,
     theta: f64,
     seed: u64,
+    max_memory: Option<u64>,
 ) -> PyResult<u64> {
-    py.allow_threads(|| {
-        reclaimsim_core::trace::write_zipf_oracle(path, objects, requests, theta, seed)
-    })
-    .map_err(to_py_err)
+    let mut sig: Option<PyErr> = None;
+    let r = py.allow_threads(|| {
+        reclaimsim_core::trace::write_zipf_oracle(
+            path,
+            objects,
+            requests,
+            theta,
+            seed,
+            max_memory,
+            &mut || signals_ok(&mut sig),
+        )
+    });
+    if let Some(e) = sig {
+        return Err(e);
+    }
+    r.map_err(to_py_err)
 }
 
-/// (requests, distinct objects, pages) of a trace, in one streaming pass.
+/// (requests, distinct objects, pages) of a trace, in one streaming pass. Ctrl-C stops it.
 #[pyfunction]
 #[pyo3(signature = (path, format="auto"))]
 fn trace_count(py: Python<'_>, path: &str, format: &str) -> PyResult<(u64, u64, u64)> {
     let f: reclaimsim_core::scenario::TraceFormat = serde_json::from_value(serde_json::Value::String(format.into()))
         .map_err(|_| ScenarioError::new_err(format!("trace format {format:?}: allowed auto, text, csv, oracle_general, oracle_general_zst, damon")))?;
-    py.allow_threads(|| reclaimsim_core::trace::count(path, f, None, 0))
-        .map_err(to_py_err)
+    let mut sig: Option<PyErr> = None;
+    let r = py.allow_threads(|| {
+        reclaimsim_core::trace::count_with(path, f, None, 0, &mut || signals_ok(&mut sig))
+    });
+    if let Some(e) = sig {
+        return Err(e);
+    }
+    r.map_err(to_py_err)
 }
 
 fn to_py_err(e: Error) -> PyErr {

@@ -726,17 +726,30 @@ impl Replay {
         self.start_request(s, t)
     }
 
+    /// Append the next batch of requests to the window.
+    fn refill(&mut self) {
+        match self.src.next_batch(&mut self.window, TRACE_READ_BATCH) {
+            Ok(more) => self.eof = !more,
+            Err(e) => {
+                self.pending_err = Some(e);
+                self.eof = true;
+            }
+        }
+    }
+
     /// Read the next request and map its object; the first page to access.
     fn start_request(&mut self, s: &Sim, t: &Tally) -> Option<u32> {
         if !self.eof && self.window.len() - self.pos < LOOKAHEAD {
             self.window.drain(..self.pos);
             self.pos = 0;
-            match self.src.next_batch(&mut self.window, TRACE_READ_BATCH) {
-                Ok(more) => self.eof = !more,
-                Err(e) => {
-                    self.pending_err = Some(e);
-                    self.eof = true;
+            self.refill();
+            // A source may return with nothing read yet (DAMON regions accessed at tiny
+            // rates): come back, counting the work.
+            while !self.eof && self.window.is_empty() {
+                if !s.e.work_point() {
+                    return None;
                 }
+                self.refill();
             }
         }
         // Three stages, each once the previous line has had time to arrive (none in the
@@ -754,6 +767,13 @@ impl Replay {
         let Some(&req) = self.window.get(self.pos) else {
             if let Some(e) = self.pending_err.take() {
                 s.fail(e);
+            } else if self.requests == 0 {
+                // Validation saw a request to come; a DAMON trace can still draw none.
+                s.fail(crate::error::Error::Trace {
+                    file: self.path.clone(),
+                    record: 0,
+                    msg: "no requests: the trace yielded no access".into(),
+                });
             }
             return None;
         };
@@ -838,6 +858,13 @@ pub fn spawn_trace(
             let mut r = Runner::new(s, wi, start);
             let t = tally(s, wi);
             let mut rp = Replay::new(src, spec_path, limit, kind, target);
+            // The trace's share of the memory budget: its id map and, per page, a
+            // page-cache entry (file) or a PTE (anon).
+            let page_bytes = match kind {
+                TraceTarget::File => 8,
+                TraceTarget::Anon => 4,
+            };
+            rp.ids.limit(s.trace_memory.get(), page_bytes);
             'replay: loop {
                 // Page-cache hits run in this inner loop, which has no await (the hit path
                 // of filemap_read is synchronous); it stops at the first access that needs
