@@ -243,23 +243,44 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
     }
     r.flush(s);
     s.e.sync().await;
-    match s.handle_mm_fault(mmid, vpn, true).await {
-        Fault::Minor => bump(&t.minor),
-        Fault::Major => {
-            bump(&t.major);
-            bump(&t.misses);
-        }
-        Fault::Oom => {
-            // Nothing could be killed for us: the fault kills the task itself.
-            let must_exit = {
-                let mut mm = s.mm.borrow_mut();
-                std::mem::replace(&mut mm.mms[mmid as usize].alive, false)
-            };
-            if must_exit {
-                s.exit_mmap(mmid).await;
+    loop {
+        match s.handle_mm_fault(mmid, vpn, true).await {
+            Fault::Minor => bump(&t.minor),
+            Fault::Major => {
+                bump(&t.major);
+                bump(&t.misses);
             }
-            return false;
+            Fault::Retry { major } => {
+                // The fault backed out: the access runs again (a fault if the PTE is
+                // still not present, e.g. unmapped meanwhile).
+                if major {
+                    bump(&t.major);
+                    bump(&t.misses);
+                } else {
+                    bump(&t.minor);
+                }
+                let mm = s.mm.borrow();
+                let m = &mm.mms[mmid as usize];
+                if !m.alive {
+                    return false;
+                }
+                if !pte::present(m.ptes[vpn as usize]) {
+                    continue;
+                }
+            }
+            Fault::Oom => {
+                // Nothing could be killed for us: the fault kills the task itself.
+                let must_exit = {
+                    let mut mm = s.mm.borrow_mut();
+                    std::mem::replace(&mut mm.mms[mmid as usize].alive, false)
+                };
+                if must_exit {
+                    s.exit_mmap(mmid).await;
+                }
+                return false;
+            }
         }
+        break;
     }
     r.tick(s, cost).await;
     true
