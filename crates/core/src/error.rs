@@ -50,6 +50,17 @@ impl Error {
     }
 }
 
+/// A value from the user's input in a message: quoted, and cut after 60 characters (a
+/// message stays readable whatever the input holds).
+pub fn quoted(s: &str) -> String {
+    if s.chars().count() > 60 {
+        let cut: String = s.chars().take(57).collect();
+        format!("{cut:?}...")
+    } else {
+        format!("{s:?}")
+    }
+}
+
 /// Text from the user's input in a message: control characters (a line break in a CSV
 /// header, say) are escaped, so that a message stays one line.
 struct OneLine<'a>(&'a str);

@@ -9,7 +9,7 @@
 //! Units: sizes are bytes (an integer, or a string with a binary suffix: `"512M"`, `"16G"`);
 //! durations are nanoseconds (an integer, or a string with a unit: `"30s"`, `"80us"`).
 
-use crate::error::{Error, Result};
+use crate::error::{quoted, Error, Result};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 
@@ -55,7 +55,7 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
                 "M" | "MB" | "MIB" => 1 << 20,
                 "G" | "GB" | "GIB" => 1 << 30,
                 "T" | "TB" | "TIB" => 1 << 40,
-                _ => return Err(format!("unknown size unit {unit:?}")),
+                _ => return Err(format!("unknown size unit {}", quoted(&unit))),
             };
             (&t[..i], m)
         }
@@ -63,7 +63,7 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("{num:?} is not a number"))?;
+        .map_err(|_| format!("{} is not a number", quoted(num)))?;
     scaled(v, mult as f64, "size")
 }
 
@@ -115,7 +115,7 @@ impl<'de> Deserialize<'de> for Size {
         match raw(d, expected)? {
             Raw::Int(v) => Ok(Size(v)),
             Raw::Str(s) => parse_size(&s).map(Size).map_err(|e| {
-                serde::de::Error::custom(format!("invalid size {s:?} ({e}): {expected}"))
+                serde::de::Error::custom(format!("invalid size {} ({e}): {expected}", quoted(&s)))
             }),
         }
     }
@@ -151,7 +151,7 @@ impl<'de> Deserialize<'de> for Limit {
             Raw::Int(v) => Ok(Limit::Bytes(v)),
             Raw::Str(s) if s.trim() == "max" => Ok(Limit::Max),
             Raw::Str(s) => parse_size(&s).map(Limit::Bytes).map_err(|e| {
-                serde::de::Error::custom(format!("invalid limit {s:?} ({e}): {expected}"))
+                serde::de::Error::custom(format!("invalid limit {} ({e}): {expected}", quoted(&s)))
             }),
         }
     }
@@ -183,12 +183,12 @@ fn parse_dur(s: &str) -> std::result::Result<u64, String> {
         "ms" => 1e6,
         "s" => 1e9,
         "m" | "min" => 60e9,
-        u => return Err(format!("unknown time unit {u:?}")),
+        u => return Err(format!("unknown time unit {}", quoted(u))),
     };
     let v: f64 = t[..i]
         .trim()
         .parse()
-        .map_err(|_| format!("{:?} is not a number", &t[..i]))?;
+        .map_err(|_| format!("{} is not a number", quoted(&t[..i])))?;
     scaled(v, mult, "duration")
 }
 
@@ -198,7 +198,10 @@ impl<'de> Deserialize<'de> for Dur {
         match raw(d, expected)? {
             Raw::Int(v) => Ok(Dur(v)),
             Raw::Str(s) => parse_dur(&s).map(Dur).map_err(|e| {
-                serde::de::Error::custom(format!("invalid duration {s:?} ({e}): {expected}"))
+                serde::de::Error::custom(format!(
+                    "invalid duration {} ({e}): {expected}",
+                    quoted(&s)
+                ))
             }),
         }
     }
@@ -515,7 +518,8 @@ impl<'de> Deserialize<'de> for WorkloadSpec {
             "request_churn" => variant(map).map(WorkloadSpec::RequestChurn),
             "trace" => variant(map).map(WorkloadSpec::Trace),
             k => Err(D::Error::custom(format!(
-                "unknown type {k:?}: expected {kinds}"
+                "unknown type {}: expected {kinds}",
+                quoted(k)
             ))),
         }
     }
@@ -908,11 +912,16 @@ pub fn parse_cpu_list(s: &str, ncpus: u32) -> std::result::Result<Vec<u32>, Stri
             Some((a, b)) => (a.trim(), b.trim()),
             None => (part, part),
         };
-        let bad = || format!("{part:?} is not a CPU number or range (like \"0-3,8\")");
+        let bad = || {
+            format!(
+                "{} is not a CPU number or range (like \"0-3,8\")",
+                quoted(part)
+            )
+        };
         let a: u32 = a.parse().map_err(|_| bad())?;
         let b: u32 = b.parse().map_err(|_| bad())?;
         if b < a {
-            return Err(format!("range {part:?} is reversed"));
+            return Err(format!("range {} is reversed", quoted(part)));
         }
         if b >= ncpus {
             return Err(format!(
@@ -1246,11 +1255,11 @@ impl Scenario {
             match &w.common().cpus {
                 Some(cl) => {
                     let cpus = parse_cpu_list(cl, ncpu)
-                        .map_err(|e| Error::scenario(&at, format!("{cl:?}: {e}")))?;
+                        .map_err(|e| Error::scenario(&at, format!("{}: {e}", quoted(cl))))?;
                     if (cpus.len() as u64) < n {
                         return Err(Error::scenario(
                             at,
-                            format!("{cl:?} lists {} CPUs for {n} tasks: each task needs its own CPU (time sharing is not modeled)", cpus.len()),
+                            format!("{} lists {} CPUs for {n} tasks: each task needs its own CPU (time sharing is not modeled)", quoted(cl), cpus.len()),
                         ));
                     }
                     let mine: Vec<u32> = cpus.into_iter().take(n as usize).collect();
@@ -1457,11 +1466,18 @@ impl Scenario {
             if !paths.contains(parent) {
                 return Err(Error::scenario(
                     at,
-                    format!("the parent {parent:?} of {p:?} is not listed before it"),
+                    format!(
+                        "the parent {} of {} is not listed before it",
+                        quoted(parent),
+                        quoted(p)
+                    ),
                 ));
             }
             if !paths.insert(p) {
-                return Err(Error::scenario(at, format!("{p:?} is listed twice")));
+                return Err(Error::scenario(
+                    at,
+                    format!("{} is listed twice", quoted(p)),
+                ));
             }
             self.check_cgroup_version(i, &c.memory)?;
             if let Some(s) = c.memory.swappiness {
@@ -1503,8 +1519,8 @@ impl Scenario {
                 return Err(Error::scenario(
                     at("cgroup"),
                     format!(
-                        "{:?} is not a cgroup of the scenario; allowed: {listed}",
-                        pl.cgroup
+                        "{} is not a cgroup of the scenario; allowed: {listed}",
+                        quoted(&pl.cgroup)
                     ),
                 ));
             }
@@ -1566,7 +1582,7 @@ impl Scenario {
                         if c.delimiter.len() != 1 {
                             return Err(Error::scenario(
                                 at("csv.delimiter"),
-                                format!("{:?}: one ASCII character", c.delimiter),
+                                format!("{}: one ASCII character", quoted(&c.delimiter)),
                             ));
                         }
                         for (name, col) in [
@@ -1592,7 +1608,7 @@ impl Scenario {
                     if !std::path::Path::new(&t.path).is_file() {
                         return Err(Error::scenario(
                             at("path"),
-                            format!("{:?}: no such file", t.path),
+                            format!("{}: no such file", quoted(&t.path)),
                         ));
                     }
                     // The trace opens and has a first request (an empty trace, a CSV

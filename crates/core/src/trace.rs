@@ -3,7 +3,7 @@
 //! requests one at a time; a malformed or truncated record is an error naming the file,
 //! the record and what is wrong, never a short replay.
 
-use crate::error::{Error, Result};
+use crate::error::{quoted, Error, Result};
 use crate::scenario::{CsvColumn, CsvColumns, TraceFormat, PAGE_SIZE};
 use rand::Rng;
 use std::fs::File;
@@ -188,16 +188,6 @@ pub const ORACLE_GENERAL_RECORD: usize = 24;
 
 /// zstd's frame magic number, little-endian.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
-
-/// A value from the trace in a message: quoted, and cut after 60 characters.
-fn quoted(s: &str) -> String {
-    if s.chars().count() > 60 {
-        let cut: String = s.chars().take(57).collect();
-        format!("{cut:?}...")
-    } else {
-        format!("{s:?}")
-    }
-}
 
 /// JSON from the trace in a message, cut after 60 characters.
 fn cut(s: String) -> String {
