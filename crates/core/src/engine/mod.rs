@@ -424,6 +424,18 @@ impl Engine {
         self.tick_now()
     }
 
+    /// [`Engine::work_point`] for `n` units of work at once (a loop that checks every
+    /// `n` iterations).
+    #[inline]
+    pub fn work_points(&self, n: u64) -> bool {
+        let w = self.work_left.get();
+        if w > n {
+            self.work_left.set(w - n);
+            return true;
+        }
+        self.tick_now()
+    }
+
     /// Has the run been interrupted or stalled?
     #[inline]
     pub fn halted(&self) -> bool {

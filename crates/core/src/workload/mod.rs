@@ -188,6 +188,19 @@ impl Runner {
     }
 }
 
+/// A loop's work counted for the engine's tick (Ctrl-C, stalled clocks), WORK_BATCH
+/// iterations at a time: `done()` is false once the run must end.
+#[derive(Default)]
+struct Work(u64);
+
+impl Work {
+    #[inline]
+    fn done(&mut self, s: &Sim) -> bool {
+        self.0 += 1;
+        self.0 % WORK_BATCH == 0 && !s.e.work_points(WORK_BATCH)
+    }
+}
+
 /// Workload `wi`'s live counters.
 fn tally(s: &Sim, wi: usize) -> Rc<Tally> {
     s.tallies.borrow()[wi].clone()
@@ -384,6 +397,7 @@ pub fn spawn_usemem(
                     let t = tally(s, wi);
                     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
                     let mut pace = spec.rate.map(|b| Pace::new(start, b.0));
+                    let mut work = Work::default();
                     // Accesses drawn ahead so their PTEs (and swap-map entries) are
                     // prefetched while earlier ones run; results do not change.
                     // (Sequential passes need none: the hardware prefetcher sees them.)
@@ -426,7 +440,7 @@ pub fn spawn_usemem(
                             }
                             Access::Read { .. } => unreachable!("usemem reads no files"),
                         };
-                        if !alive || s.e.now() + r.pending >= deadline || !s.e.work_point() {
+                        if !alive || s.e.now() + r.pending >= deadline || work.done(s) {
                             break;
                         }
                         if let Some(p) = pace.as_mut() {
@@ -483,6 +497,7 @@ pub fn spawn_file_read(
             };
             let mut ahead: std::collections::VecDeque<Access> =
                 std::collections::VecDeque::with_capacity(depth);
+            let mut work = Work::default();
             loop {
                 let next = if depth == 1 {
                     seq.next()
@@ -515,7 +530,7 @@ pub fn spawn_file_read(
                     Read::Oom => break,
                 }
                 r.tick(s, 0).await;
-                if s.e.now() >= s.end || !s.e.work_point() {
+                if s.e.now() >= s.end || work.done(s) {
                     break;
                 }
             }
@@ -620,6 +635,10 @@ const LOOKAHEAD: usize = 32;
 const ENTRY_AHEAD: usize = 20;
 const FOLIO_AHEAD: usize = 10;
 
+/// Iterations a workload loop counts as work at once (see `Engine::work_points`): a
+/// check per access would cost a loop of hits several instructions per access.
+const WORK_BATCH: u64 = 64;
+
 /// Requests a trace task decodes at a time.
 const TRACE_READ_BATCH: usize = 256;
 
@@ -721,10 +740,11 @@ impl Replay {
     /// with an error naming the record).
     #[inline]
     fn next_page(&mut self, s: &Sim, t: &Tally) -> Option<u32> {
-        if !s.e.work_point() {
-            return None;
-        }
         if self.next < self.end {
+            // The pages of a large object count as work, WORK_BATCH at a time.
+            if self.next % WORK_BATCH as u32 == 0 && !s.e.work_points(WORK_BATCH) {
+                return None;
+            }
             self.next += 1;
             return Some(self.next - 1);
         }
@@ -742,6 +762,10 @@ impl Replay {
             }
         }
         if self.requests >= self.limit {
+            return None;
+        }
+        // Requests count as work (Ctrl-C, stalled clocks), WORK_BATCH at a time.
+        if self.requests % WORK_BATCH == 0 && !s.e.work_points(WORK_BATCH) {
             return None;
         }
         self.start_request(s, t)
