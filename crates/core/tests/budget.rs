@@ -95,6 +95,6 @@ files = ["16M"]
     // The swap map: the anonymous pages beyond the cgroup's 8192, 8 bytes each.
     assert_eq!(term("swap map"), (32768 - 8192) * 8);
     // Ten samples of two cgroups.
-    assert_eq!(term("time series"), 10 * 2 * 1536);
+    assert_eq!(term("time series"), 10 * 2 * 2560);
     assert_eq!(e.total, e.terms.iter().map(|t| t.bytes).sum::<u64>());
 }
