@@ -270,7 +270,7 @@ pub fn random_scenario(c: &mut Choices<'_>, trace_path: &str) -> String {
         // The capability bits, the core (0x1) always on; min_ttl_ms sometimes.
         t += &format!(
             "lru_gen = {{ enabled = {}, min_ttl_ms = {} }}\n",
-            1 | 2 * c.below(4),
+            1 | (2 * c.below(4)),
             *c.pick(&[0u64, 0, 1, 1000])
         );
     }

@@ -1338,7 +1338,7 @@ impl Scenario {
                 format!(
                     "{} bytes: allowed 16M..={}G per node with {} node(s): the machine holds at most 2T (a PTE holds a 29-bit page frame number)",
                     m.memory_per_node.0,
-                    max_node * PAGE_SIZE >> 30,
+                    (max_node * PAGE_SIZE) >> 30,
                     m.nodes
                 ),
             ));

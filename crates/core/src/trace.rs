@@ -1032,7 +1032,7 @@ pub fn count_with(
         for r in &batch {
             requests += 1;
             map.map(r).map_err(|m| err(path, requests, m))?;
-            if requests % PROGRESS_EVERY == 0 && !progress() {
+            if requests.is_multiple_of(PROGRESS_EVERY) && !progress() {
                 return Err(Error::Interrupted);
             }
         }

@@ -114,26 +114,17 @@ fn sizes_and_counts_beyond_what_the_model_holds_are_refused_with_field_value_and
     );
     // Time: a duration past 2^62 ns, a cost of more than 2^32 ns.
     assert_refused(
-        &format!(
-            "{}",
-            toml("", "").replace("duration = \"10ms\"", "duration = \"200000000000s\"")
-        ),
+        &toml("", "").replace("duration = \"10ms\"", "duration = \"200000000000s\""),
         "scenario.duration",
         &["200000000000s", "too large"],
     );
     assert_refused(
-        &format!(
-            "{}",
-            toml("", "").replace("duration = \"10ms\"", "duration = \"200y\"")
-        ),
+        &toml("", "").replace("duration = \"10ms\"", "duration = \"200y\""),
         "scenario.duration",
         &["200y", "unknown time unit"],
     );
     assert_refused(
-        &format!(
-            "{}",
-            toml("", "").replace("duration = \"10ms\"", "duration = \"6000000000s\"")
-        ),
+        &toml("", "").replace("duration = \"10ms\"", "duration = \"6000000000s\""),
         "scenario.duration",
         &["6000000000000000000 ns", "4611686018427387904"],
     );

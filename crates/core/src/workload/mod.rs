@@ -197,7 +197,7 @@ impl Work {
     #[inline]
     fn done(&mut self, s: &Sim) -> bool {
         self.0 += 1;
-        self.0 % WORK_BATCH == 0 && !s.e.work_points(WORK_BATCH)
+        self.0.is_multiple_of(WORK_BATCH) && !s.e.work_points(WORK_BATCH)
     }
 }
 
@@ -742,7 +742,7 @@ impl Replay {
     fn next_page(&mut self, s: &Sim, t: &Tally) -> Option<u32> {
         if self.next < self.end {
             // The pages of a large object count as work, WORK_BATCH at a time.
-            if self.next % WORK_BATCH as u32 == 0 && !s.e.work_points(WORK_BATCH) {
+            if self.next.is_multiple_of(WORK_BATCH as u32) && !s.e.work_points(WORK_BATCH) {
                 return None;
             }
             self.next += 1;
@@ -765,7 +765,7 @@ impl Replay {
             return None;
         }
         // Requests count as work (Ctrl-C, stalled clocks), WORK_BATCH at a time.
-        if self.requests % WORK_BATCH == 0 && !s.e.work_points(WORK_BATCH) {
+        if self.requests.is_multiple_of(WORK_BATCH) && !s.e.work_points(WORK_BATCH) {
             return None;
         }
         self.start_request(s, t)
