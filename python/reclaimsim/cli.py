@@ -103,6 +103,31 @@ def write_output(path: str, text: str, option: str = "--json") -> None:
         _fail(f"{option} {path}: cannot write: {e.strerror or e}", 2)
 
 
+def _max_memory(ctx, param, value):
+    """Option callback: --max-memory as bytes, or a number with a binary suffix K, M, G
+    or T (None: the core takes the machine's available memory)."""
+    if value is None:
+        return None
+    v = value.strip().upper().removesuffix("IB").removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(v[-1:], 1)
+    try:
+        n = float(v[:-1] if mult > 1 else v) * mult
+    except ValueError:
+        n = -1.0
+    if not (0 < n < 2**64):
+        raise click.BadParameter(f"{value!r}: expected bytes or a size like 8G", ctx, param)
+    return int(n)
+
+
+_max_memory_option = click.option(
+    "--max-memory",
+    "max_memory",
+    metavar="SIZE",
+    callback=_max_memory,
+    help="Refuse a run whose estimated memory is above this (e.g. 8G; default: the machine's available memory).",
+)
+
+
 def _progress_cb(disabled: bool):
     if disabled or not sys.stderr.isatty():
         return None, None
@@ -207,11 +232,14 @@ def _json_option(what: str):
 @click.option("--all", "show_all", is_flag=True, help="Print zero counters too.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
-def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale):
+@_max_memory_option
+def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, max_memory):
     """Run SCENARIO (a TOML file, a JSON file as `validate` prints, or a built-in name; default: `default`)."""
     cb, prog = _progress_cb(no_progress)
     try:
-        r = run_scenario(scenario, seed=seed, overrides=sets, progress=cb, full_scale=full_scale)
+        r = run_scenario(
+            scenario, seed=seed, overrides=sets, progress=cb, full_scale=full_scale, max_memory=max_memory
+        )
     finally:
         if prog:
             prog.stop()
@@ -326,10 +354,19 @@ def costs():
 @main.command()
 @click.argument("scenario")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
-def validate(scenario, sets):
+@_max_memory_option
+def validate(scenario, sets, max_memory):
     """Validate SCENARIO and print it normalized, as JSON (every default filled in; `run` takes it back as a .json file)."""
     data = load_scenario(scenario, sets)
-    click.echo(json.dumps(json.loads(_core.validate_json(json.dumps(data))), indent=2))
+    text = json.dumps(data)
+    click.echo(json.dumps(json.loads(_core.validate_json(text, max_memory)), indent=2))
+    # The run's estimated memory (the budget `run` checks), on stderr.
+    est = json.loads(_core.estimate_memory_json(text))
+    big = max(est["terms"], key=lambda t: t["bytes"])
+    click.echo(
+        f"estimated memory: {est['total'] / 2**20:.1f} MiB (largest: {big['name']}, {big['bytes'] / 2**20:.1f} MiB)",
+        err=True,
+    )
 
 
 # bench's options that only mean something with --vs, and the one that only means

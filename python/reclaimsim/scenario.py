@@ -251,10 +251,13 @@ def run(
     overrides: Iterable[str] = (),
     progress: Callable[[int, int], None] | None = None,
     full_scale: bool = False,
+    max_memory: int | None = None,
 ) -> Result:
-    """Run a scenario and return its Result (same data as `reclaimsim run --json`)."""
+    """Run a scenario and return its Result (same data as `reclaimsim run --json`).
+    A run whose estimated memory is above `max_memory` bytes (default: the machine's
+    available memory) is refused with a ScenarioError."""
     data = load_scenario(scenario, overrides, full_scale)
     if seed is not None:
         data["seed"] = seed
-    text = _core.run_json(json.dumps(data), progress)
+    text = _core.run_json(json.dumps(data), progress, max_memory)
     return Result(text)

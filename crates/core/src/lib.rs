@@ -14,6 +14,7 @@
 //! batches and lru_note_cost, `mm/memcontrol.rs` the memory cgroup. Each modeled function's
 //! doc comment names the kernel function it models and states what it simplifies.
 
+pub mod budget;
 pub mod engine;
 pub mod error;
 pub mod fixture;
@@ -32,16 +33,41 @@ pub use scenario::Scenario;
 
 /// Run a scenario given as JSON text; returns the result as JSON text (docs/results.md).
 /// `progress(now_ns, end_ns)` is called periodically; returning false interrupts the run.
+/// The memory limit is the machine's available memory.
 pub fn run_json(scenario_json: &str, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<String> {
+    run_json_limited(scenario_json, None, progress)
+}
+
+/// [`run_json`] with a memory limit [bytes] (None: the machine's available memory).
+pub fn run_json_limited(
+    scenario_json: &str,
+    max_memory: Option<u64>,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> Result<String> {
     let sc = Scenario::from_json(scenario_json)?;
-    let report = sim::run(&sc, progress)?;
+    let report = sim::run_with(&sc, false, max_memory, progress)?;
     serde_json::to_string(&report).map_err(|e| Error::Internal(e.to_string()))
 }
 
 /// Validate a scenario given as JSON text; returns it normalized (defaults filled in).
+/// A scenario that `run_json` would refuse before running is refused here too, the
+/// memory budget included (None: the machine's available memory).
 pub fn validate_json(scenario_json: &str) -> Result<String> {
+    validate_json_limited(scenario_json, None)
+}
+
+/// [`validate_json`] with a memory limit [bytes].
+pub fn validate_json_limited(scenario_json: &str, max_memory: Option<u64>) -> Result<String> {
     let sc = Scenario::from_json(scenario_json)?;
+    budget::check(&sc, budget::limit(max_memory))?;
     serde_json::to_string(&sc).map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// The estimated host memory of a scenario's run (JSON text: `total` and `terms`, each
+/// with `name`, `field` and `bytes`), for `validate` to print.
+pub fn estimate_memory_json(scenario_json: &str) -> Result<String> {
+    let sc = Scenario::from_json(scenario_json)?;
+    serde_json::to_string(&budget::estimate(&sc)).map_err(|e| Error::Internal(e.to_string()))
 }
 
 /// The cost table as JSON: a list of {"name", "default_ns", "doc"}.

@@ -11,7 +11,7 @@ use crate::mm::memcontrol::MEMCG_EVENT_NAMES;
 use crate::mm::vmstat::{
     NodeStat, VmEvent, NODE_STAT_NAMES, NR_NODE_STAT, NR_VM_EVENTS, VM_EVENT_NAMES,
 };
-use crate::mm::{MemcgId, Mm};
+use crate::mm::Mm;
 use crate::scenario::{Scenario, PAGE_SIZE};
 use crate::sim::Sim;
 use crate::workload::WorkloadStats;
@@ -21,39 +21,68 @@ use serde_json::{json, Map, Value};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Hierarchical counters of one memcg (itself plus descendants, all nodes).
+#[derive(Clone)]
 struct MemcgView {
     stat: [i64; NR_NODE_STAT],
     events: [u64; NR_VM_EVENTS],
     mem_events: [u64; 5],
     swap: u64,
+    /// Kernel memory charged: slab (xarray nodes) and page tables [bytes].
+    slab: u64,
+    pgtables: u64,
 }
 
-fn memcg_view(mm: &Mm, m: MemcgId) -> MemcgView {
-    let mut v = MemcgView {
-        stat: [0; NR_NODE_STAT],
-        events: [0; NR_VM_EVENTS],
-        mem_events: [0; 5],
-        swap: 0,
-    };
-    for c in &mm.memcg_preorder {
-        if !mm.memcg_in_subtree(m, *c) {
-            continue;
-        }
-        let mc = &mm.memcgs[*c as usize];
-        for &lv in &mc.lruvecs {
-            for (i, s) in mm.lruvecs[lv as usize].stat.iter().enumerate() {
-                v.stat[i] += s;
+/// The hierarchical counters of every memcg, indexed by id: each memcg's own, then
+/// children added into parents bottom-up (linear in the tree's size).
+fn memcg_views(mm: &Mm) -> Vec<MemcgView> {
+    let mut views: Vec<MemcgView> = mm
+        .memcgs
+        .iter()
+        .map(|mc| {
+            let mut v = MemcgView {
+                stat: [0; NR_NODE_STAT],
+                events: [0; NR_VM_EVENTS],
+                mem_events: [0; 5],
+                swap: mc.swap_usage,
+                slab: mc.slab_reclaimable_bytes,
+                pgtables: mc.pagetables_bytes,
+            };
+            for &lv in &mc.lruvecs {
+                for (i, s) in mm.lruvecs[lv as usize].stat.iter().enumerate() {
+                    v.stat[i] += s;
+                }
             }
+            for (i, e) in mc.vm_events.iter().enumerate() {
+                v.events[i] += e;
+            }
+            for (i, e) in mc.events.iter().enumerate() {
+                v.mem_events[i] += e;
+            }
+            v
+        })
+        .collect();
+    // Pre-order lists parents before children: backwards, every child is complete before
+    // it is added to its parent.
+    for &c in mm.memcg_preorder.iter().rev() {
+        if let Some(p) = mm.memcgs[c as usize].parent {
+            let (c, p) = (c as usize, p as usize);
+            let child = views[c].clone();
+            let v = &mut views[p];
+            for (a, b) in v.stat.iter_mut().zip(child.stat.iter()) {
+                *a += b;
+            }
+            for (a, b) in v.events.iter_mut().zip(child.events.iter()) {
+                *a += b;
+            }
+            for (a, b) in v.mem_events.iter_mut().zip(child.mem_events.iter()) {
+                *a += b;
+            }
+            v.swap += child.swap;
+            v.slab += child.slab;
+            v.pgtables += child.pgtables;
         }
-        for (i, e) in mc.vm_events.iter().enumerate() {
-            v.events[i] += e;
-        }
-        for (i, e) in mc.events.iter().enumerate() {
-            v.mem_events[i] += e;
-        }
-        v.swap += mc.swap_usage;
     }
-    v
+    views
 }
 
 fn page_bytes(p: i64) -> u64 {
@@ -106,8 +135,9 @@ impl Sampler {
         let g = [mm.events[Pswpin as usize], mm.events[Pswpout as usize]];
         let dg = [g[0] - self.prev_global[0], g[1] - self.prev_global[1]];
         self.prev_global = g;
+        let views = memcg_views(mm);
         for &m in &mm.memcg_preorder {
-            let v = memcg_view(mm, m);
+            let v = &views[m as usize];
             let ev = |e: VmEvent| v.events[e as usize];
             let cur = [
                 ev(PgscanKswapd) + ev(PgscanDirect) + ev(PgscanProactive),
@@ -196,9 +226,10 @@ impl Report {
         }
         // cgroups
         let mut cgroups = Vec::new();
+        let views = memcg_views(&mm);
         for &m in &mm.memcg_preorder {
             let mc = &mm.memcgs[m as usize];
-            let v = memcg_view(&mm, m);
+            let v = &views[m as usize];
             let st = |s: NodeStat| page_bytes(v.stat[s as usize]);
             let ev = |e: VmEvent| v.events[e as usize];
             let mut stat = Map::new();
@@ -218,14 +249,7 @@ impl Report {
                 stat.insert(k.into(), json!(val));
             }
             // Kernel memory charged to the subtree (hierarchical, as memory.stat shows it).
-            let (slab, pgtables) = mm
-                .memcg_preorder
-                .iter()
-                .filter(|&&c| mm.memcg_in_subtree(m, c))
-                .fold((0, 0), |(a, b), &c| {
-                    let x = &mm.memcgs[c as usize];
-                    (a + x.slab_reclaimable_bytes, b + x.pagetables_bytes)
-                });
+            let (slab, pgtables) = (v.slab, v.pgtables);
             stat.insert("kernel".into(), json!(slab + pgtables));
             stat.insert("pagetables".into(), json!(pgtables));
             stat.insert("slab_reclaimable".into(), json!(slab));
@@ -334,7 +358,11 @@ impl Report {
             })
             .collect();
         let stats = sim.stats.borrow();
-        let sampler = sim.sampler.borrow();
+        // The rows move into the report (the run is over): no second copy of them.
+        let (interval, rows) = {
+            let mut sampler = sim.sampler.borrow_mut();
+            (sampler.interval, std::mem::take(&mut sampler.rows))
+        };
         let nr_tasks: u64 = workloads.iter().map(|w| w.tasks as u64).sum();
         Report {
             schema_version: SCHEMA_VERSION,
@@ -353,9 +381,9 @@ impl Report {
             proactive: crate::schedule::report(sim, sc),
             trace: mm.trace,
             timeseries: json!({
-                "interval_ns": sampler.interval,
+                "interval_ns": interval,
                 "columns": TS_COLUMNS,
-                "rows": sampler.rows,
+                "rows": Value::Array(rows),
             }),
             lru_gen: sim.lru_gen_samples.borrow().report(&mm, end_ns),
             engine: json!({

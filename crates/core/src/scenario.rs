@@ -9,7 +9,7 @@
 //! Units: sizes are bytes (an integer, or a string with a binary suffix: `"512M"`, `"16G"`);
 //! durations are nanoseconds (an integer, or a string with a unit: `"30s"`, `"80us"`).
 
-use crate::error::{Error, Result};
+use crate::error::{quoted, Error, Result};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 
@@ -30,6 +30,19 @@ impl Size {
     }
 }
 
+/// `v * mult` as an integer, or an error when it does not fit in 64 bits.
+fn scaled(v: f64, mult: f64, what: &str) -> std::result::Result<u64, String> {
+    if v.is_nan() || v < 0.0 || !v.is_finite() {
+        return Err(format!("a {what} must be a non-negative number"));
+    }
+    let x = (v * mult).round();
+    // 2^64 as f64 is exact; anything at or above it does not fit.
+    if x >= 18_446_744_073_709_551_616.0 {
+        return Err(format!("too large for a {what} (at most 2^64 - 1)"));
+    }
+    Ok(x as u64)
+}
+
 fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
@@ -42,7 +55,7 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
                 "M" | "MB" | "MIB" => 1 << 20,
                 "G" | "GB" | "GIB" => 1 << 30,
                 "T" | "TB" | "TIB" => 1 << 40,
-                _ => return Err(format!("unknown size unit {unit:?}")),
+                _ => return Err(format!("unknown size unit {}", quoted(&unit))),
             };
             (&t[..i], m)
         }
@@ -50,28 +63,59 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("{num:?} is not a number"))?;
-    if v.is_nan() || v < 0.0 || !v.is_finite() {
-        return Err("a size must be a non-negative number".into());
+        .map_err(|_| format!("{} is not a number", quoted(num)))?;
+    scaled(v, mult as f64, "size")
+}
+
+/// A scenario value as the user wrote it (for messages): strings quoted, tables and lists
+/// abbreviated.
+fn shown(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(_) => "a table".into(),
+        serde_json::Value::Array(_) => "a list".into(),
+        v => {
+            let s = v.to_string();
+            if s.len() > 60 {
+                format!("{}...", &s[..s.floor_char_boundary(57)])
+            } else {
+                s
+            }
+        }
     }
-    Ok((v * mult as f64).round() as u64)
+}
+
+/// The integer or string of a size, duration or limit field; anything else is an error
+/// naming the value and `expected`.
+enum Raw {
+    Int(u64),
+    Str(String),
+}
+
+fn raw<'de, D: Deserializer<'de>>(d: D, expected: &str) -> std::result::Result<Raw, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    match v {
+        serde_json::Value::Number(ref n) => match n.as_u64() {
+            Some(x) => Ok(Raw::Int(x)),
+            None => Err(serde::de::Error::custom(format!(
+                "{}: {expected}",
+                shown(&v)
+            ))),
+        },
+        serde_json::Value::String(s) => Ok(Raw::Str(s)),
+        v => Err(serde::de::Error::custom(format!(
+            "{}: {expected}",
+            shown(&v)
+        ))),
+    }
 }
 
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Str(String),
-        }
-        let expected = "expected bytes as an integer or a string with a binary suffix B, K, M, G or T (e.g. \"512M\")";
-        match Raw::deserialize(d)
-            .map_err(|_| serde::de::Error::custom(format!("invalid size: {expected}")))?
-        {
+        let expected = "expected bytes as a non-negative integer or a string with a binary suffix B, K, M, G or T (e.g. \"512M\")";
+        match raw(d, expected)? {
             Raw::Int(v) => Ok(Size(v)),
             Raw::Str(s) => parse_size(&s).map(Size).map_err(|e| {
-                serde::de::Error::custom(format!("invalid size {s:?} ({e}): {expected}"))
+                serde::de::Error::custom(format!("invalid size {} ({e}): {expected}", quoted(&s)))
             }),
         }
     }
@@ -101,20 +145,13 @@ impl Limit {
 
 impl<'de> Deserialize<'de> for Limit {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Str(String),
-        }
-        let expected = "expected \"max\" or bytes (an integer or a string like \"512M\")";
-        match Raw::deserialize(d)
-            .map_err(|_| serde::de::Error::custom(format!("invalid limit: {expected}")))?
-        {
+        let expected =
+            "expected \"max\" or bytes (a non-negative integer or a string like \"512M\")";
+        match raw(d, expected)? {
             Raw::Int(v) => Ok(Limit::Bytes(v)),
             Raw::Str(s) if s.trim() == "max" => Ok(Limit::Max),
             Raw::Str(s) => parse_size(&s).map(Limit::Bytes).map_err(|e| {
-                serde::de::Error::custom(format!("invalid limit {s:?} ({e}): {expected}"))
+                serde::de::Error::custom(format!("invalid limit {} ({e}): {expected}", quoted(&s)))
             }),
         }
     }
@@ -146,33 +183,25 @@ fn parse_dur(s: &str) -> std::result::Result<u64, String> {
         "ms" => 1e6,
         "s" => 1e9,
         "m" | "min" => 60e9,
-        u => return Err(format!("unknown time unit {u:?}")),
+        u => return Err(format!("unknown time unit {}", quoted(u))),
     };
     let v: f64 = t[..i]
         .trim()
         .parse()
-        .map_err(|_| format!("{:?} is not a number", &t[..i]))?;
-    if v.is_nan() || v < 0.0 || !v.is_finite() {
-        return Err("a duration must be a non-negative number".into());
-    }
-    Ok((v * mult).round() as u64)
+        .map_err(|_| format!("{} is not a number", quoted(&t[..i])))?;
+    scaled(v, mult, "duration")
 }
 
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Str(String),
-        }
-        let expected = "expected nanoseconds as an integer or a string with a unit ns, us, ms, s or min (e.g. \"30s\")";
-        match Raw::deserialize(d)
-            .map_err(|_| serde::de::Error::custom(format!("invalid duration: {expected}")))?
-        {
+        let expected = "expected nanoseconds as a non-negative integer or a string with a unit ns, us, ms, s or min (e.g. \"30s\")";
+        match raw(d, expected)? {
             Raw::Int(v) => Ok(Dur(v)),
             Raw::Str(s) => parse_dur(&s).map(Dur).map_err(|e| {
-                serde::de::Error::custom(format!("invalid duration {s:?} ({e}): {expected}"))
+                serde::de::Error::custom(format!(
+                    "invalid duration {} ({e}): {expected}",
+                    quoted(&s)
+                ))
             }),
         }
     }
@@ -434,13 +463,66 @@ pub struct CgroupSwap {
 }
 
 /// A workload: a set of tasks placed in one cgroup, on CPUs.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum WorkloadSpec {
     Usemem(Usemem),
     FileRead(FileRead),
     RequestChurn(RequestChurn),
     Trace(Trace),
+}
+
+/// Marks the path inside a workload in an error message (see `from_json`): serde loses
+/// the path below an internally tagged enum, so the workload reports it itself.
+const INNER_PATH: char = '\u{1}';
+
+/// A workload table: `type` picks the variant, whose fields are then read with their
+/// paths tracked (an error names e.g. `workload[0].size`, not `workload[0]`).
+impl<'de> Deserialize<'de> for WorkloadSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let v = serde_json::Value::deserialize(d)?;
+        let serde_json::Value::Object(mut map) = v else {
+            return Err(D::Error::custom(format!(
+                "{}: expected a workload table with a `type`",
+                shown(&v)
+            )));
+        };
+        let kinds = "`usemem`, `file_read`, `request_churn` or `trace`";
+        let kind = match map.remove("type") {
+            None => return Err(D::Error::custom(format!("missing field `type` ({kinds})"))),
+            Some(serde_json::Value::String(k)) => k,
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "type {}: expected {kinds}",
+                    shown(&other)
+                )))
+            }
+        };
+        fn variant<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+            map: serde_json::Map<String, serde_json::Value>,
+        ) -> std::result::Result<T, E> {
+            serde_path_to_error::deserialize(serde_json::Value::Object(map)).map_err(|e| {
+                let path = e.path().to_string();
+                let msg = plain_words(&e.into_inner().to_string());
+                if path == "." || path.is_empty() {
+                    E::custom(msg)
+                } else {
+                    E::custom(format!("{INNER_PATH}{path}{INNER_PATH}{msg}"))
+                }
+            })
+        }
+        match kind.as_str() {
+            "usemem" => variant(map).map(WorkloadSpec::Usemem),
+            "file_read" => variant(map).map(WorkloadSpec::FileRead),
+            "request_churn" => variant(map).map(WorkloadSpec::RequestChurn),
+            "trace" => variant(map).map(WorkloadSpec::Trace),
+            k => Err(D::Error::custom(format!(
+                "unknown type {}: expected {kinds}",
+                quoted(k)
+            ))),
+        }
+    }
 }
 
 impl WorkloadSpec {
@@ -468,11 +550,12 @@ impl WorkloadSpec {
             WorkloadSpec::Trace(_) => "trace",
         }
     }
-    pub fn nr_tasks(&self) -> u32 {
+    /// Tasks of the workload (usemem: processes * threads, computed without overflow).
+    pub fn nr_tasks(&self) -> u64 {
         match self {
-            WorkloadSpec::Usemem(u) => u.processes * u.threads,
-            WorkloadSpec::FileRead(f) => f.threads,
-            WorkloadSpec::RequestChurn(r) => r.threads,
+            WorkloadSpec::Usemem(u) => u.processes as u64 * u.threads as u64,
+            WorkloadSpec::FileRead(f) => f.threads as u64,
+            WorkloadSpec::RequestChurn(r) => r.threads as u64,
             WorkloadSpec::Trace(_) => 1,
         }
     }
@@ -793,32 +876,174 @@ fn default_hot_ratio() -> u32 {
 }
 
 // ---------------------------------------------------------------------------------------
+// Limits: what the model can represent (docs/scenarios.md, "Limits")
+// ---------------------------------------------------------------------------------------
+
+/// Frames of the whole machine (all nodes): a PTE holds a 29-bit page frame number
+/// (`mm_types::pte::PFN_MASK`), so at most 2^29 pages = 2 TiB.
+pub const MAX_FRAMES: u64 = crate::mm::mm_types::pte::PFN_MASK as u64 + 1;
+/// Swap slots: a swap PTE holds a 30-bit slot (`mm_types::pte::SLOT_MASK`): 4 TiB.
+pub const MAX_SWAP_SLOTS: u64 = crate::mm::mm_types::pte::SLOT_MASK as u64 + 1;
+/// Pages of one address space or one file: page indices are 32-bit (16 TiB - 4 KiB).
+pub const MAX_AREA_PAGES: u64 = u32::MAX as u64;
+/// CPUs of the machine (CPU ids index per-CPU state; each task needs its own CPU).
+pub const MAX_CPUS: u32 = 4096;
+/// Cgroups below the root: memcg ids are 16-bit and the kernel's MEM_CGROUP_ID_MAX
+/// allows 65535, but per-(CPU, memcg) statistics make 4095 the practical bound.
+pub const MAX_CGROUPS: usize = 4095;
+/// Longest run [ns] (about 146 years): virtual clocks are u64 nanoseconds, and a run
+/// ending by 2^62 leaves room for every charge made past the end to stay below 2^64.
+pub const MAX_DURATION: u64 = 1 << 62;
+/// Largest cost-table entry or device latency [ns] (about 4.3 s): 2^29 frames times this
+/// stays below 2^62, so no pass over memory can overflow a clock.
+pub const MAX_COST: u64 = 1 << 32;
+
+// ---------------------------------------------------------------------------------------
 // Parsing and validation
 // ---------------------------------------------------------------------------------------
 
-/// Parse a CPU list like "0-3,8,10-11".
-pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<u32>, String> {
+/// Parse a CPU list like "0-3,8,10-11" of a machine with `ncpus` CPUs: every CPU must
+/// exist and appear once (ranges are checked before they are expanded).
+pub fn parse_cpu_list(s: &str, ncpus: u32) -> std::result::Result<Vec<u32>, String> {
     let mut out = Vec::new();
+    let mut seen = vec![false; ncpus as usize];
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (a, b) = match part.split_once('-') {
             Some((a, b)) => (a.trim(), b.trim()),
             None => (part, part),
         };
-        let a: u32 = a
-            .parse()
-            .map_err(|_| format!("{part:?} is not a CPU number or range"))?;
-        let b: u32 = b
-            .parse()
-            .map_err(|_| format!("{part:?} is not a CPU number or range"))?;
+        let bad = || {
+            format!(
+                "{} is not a CPU number or range (like \"0-3,8\")",
+                quoted(part)
+            )
+        };
+        let a: u32 = a.parse().map_err(|_| bad())?;
+        let b: u32 = b.parse().map_err(|_| bad())?;
         if b < a {
-            return Err(format!("range {part:?} is reversed"));
+            return Err(format!("range {} is reversed", quoted(part)));
         }
-        out.extend(a..=b);
+        if b >= ncpus {
+            return Err(format!(
+                "CPU {b} does not exist: allowed 0..={}",
+                ncpus.saturating_sub(1)
+            ));
+        }
+        for c in a..=b {
+            if std::mem::replace(&mut seen[c as usize], true) {
+                return Err(format!(
+                    "CPU {c} is listed twice: each task needs its own CPU"
+                ));
+            }
+            out.push(c);
+        }
     }
     if out.is_empty() {
         return Err("the CPU list is empty".into());
     }
     Ok(out)
+}
+
+/// A serde message in the scenario's words: no Rust type names.
+fn plain_words(msg: &str) -> String {
+    let mut m = msg.to_string();
+    for (from, to) in [
+        ("floating point `", "number `"),
+        ("invalid type: map,", "invalid type: table,"),
+        ("invalid type: sequence,", "invalid type: list,"),
+        ("expected u8", "expected an integer in 0..=255"),
+        ("expected u16", "expected an integer in 0..=65535"),
+        ("expected u32", "expected an integer in 0..=4294967295"),
+        (
+            "expected u64",
+            "expected an integer in 0..=18446744073709551615",
+        ),
+        (
+            "expected usize",
+            "expected an integer in 0..=18446744073709551615",
+        ),
+        ("expected i64", "expected an integer"),
+        ("expected f64", "expected a number"),
+        ("expected a boolean", "expected true or false"),
+        ("expected a sequence", "expected a list"),
+        ("expected a map", "expected a table"),
+        ("expected variant identifier", "expected a name (a string)"),
+        (
+            "expected internally tagged enum WorkloadSpec",
+            "expected a workload table with a `type`",
+        ),
+        (
+            "data did not match any variant of untagged enum CsvColumn",
+            "expected a column name (a string) or a 1-based column number",
+        ),
+    ] {
+        m = m.replace(from, to);
+    }
+    // "expected struct Machine" -> "expected a table"
+    while let Some(i) = m.find("expected struct ") {
+        let rest = &m[i + "expected struct ".len()..];
+        let n = rest
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(rest.len());
+        m = format!("{}expected a table{}", &m[..i], &rest[n..]);
+    }
+    m
+}
+
+/// A TOML value as JSON; a date or time (no scenario field takes one) is an error at
+/// its path.
+fn toml_to_json(v: toml::Value, path: &mut String) -> Result<serde_json::Value> {
+    use serde_json::Value as J;
+    Ok(match v {
+        toml::Value::String(s) => J::String(s),
+        toml::Value::Integer(i) => J::from(i),
+        toml::Value::Float(f) => match serde_json::Number::from_f64(f) {
+            Some(n) => J::Number(n),
+            None => {
+                return Err(Error::scenario(
+                    path.clone(),
+                    format!("{f}: expected a finite number"),
+                ))
+            }
+        },
+        toml::Value::Boolean(b) => J::Bool(b),
+        toml::Value::Datetime(d) => {
+            return Err(Error::scenario(
+                path.clone(),
+                format!("{d} is a TOML date/time, which no scenario field takes: write a number, or a quoted string like \"30s\" or \"512M\""),
+            ))
+        }
+        toml::Value::Array(a) => {
+            let mut out = Vec::with_capacity(a.len());
+            for (i, x) in a.into_iter().enumerate() {
+                let n = path.len();
+                path.push_str(&format!("[{i}]"));
+                out.push(toml_to_json(x, path)?);
+                path.truncate(n);
+            }
+            J::Array(out)
+        }
+        toml::Value::Table(t) => {
+            let mut out = serde_json::Map::new();
+            for (k, x) in t {
+                let n = path.len();
+                path.push('.');
+                path.push_str(&k);
+                let x = toml_to_json(x, path)?;
+                path.truncate(n);
+                out.insert(k, x);
+            }
+            J::Object(out)
+        }
+    })
+}
+
+/// 1-based line and column of byte `at` in `text`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(at.min(text.len()))];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
 }
 
 impl Scenario {
@@ -832,7 +1057,30 @@ impl Scenario {
             } else {
                 format!("scenario.{path}")
             };
-            Error::scenario(path, e.into_inner().to_string())
+            let mut path = path;
+            let inner = e.into_inner();
+            // The JSON is the front's rendering of the user's TOML: a position in it
+            // means nothing to the user, so only the message is kept.
+            let msg = if inner.is_syntax() || inner.is_eof() {
+                "not a value the scenario can hold here (NaN and infinity are not numbers)"
+                    .to_string()
+            } else {
+                let full = inner.to_string();
+                let suffix = format!(" at line {} column {}", inner.line(), inner.column());
+                let m = full.strip_suffix(&suffix).unwrap_or(&full);
+                // A workload's own path inside it (see WorkloadSpec's Deserialize).
+                match m
+                    .strip_prefix(INNER_PATH)
+                    .and_then(|r| r.split_once(INNER_PATH))
+                {
+                    Some((inner_path, m)) => {
+                        path = format!("{path}.{inner_path}");
+                        m.to_string()
+                    }
+                    None => plain_words(m),
+                }
+            };
+            Error::scenario(path, msg)
         })?;
         let mut s = s;
         s.expand_copies()?;
@@ -840,11 +1088,22 @@ impl Scenario {
         Ok(s)
     }
 
-    /// Parse TOML text (used by Rust tests and benches; the Python front parses TOML itself).
+    /// Parse TOML text (used by Rust tests, benches and the fuzzers; the Python front
+    /// parses TOML itself and hands over JSON).
     pub fn from_toml(text: &str) -> Result<Scenario> {
-        let v: toml::Value =
-            toml::from_str(text).map_err(|e| Error::scenario("scenario", format!("TOML: {e}")))?;
-        let json = serde_json::to_string(&v).map_err(|e| Error::Internal(e.to_string()))?;
+        let v: toml::Value = toml::from_str(text).map_err(|e| {
+            let at = match e.span() {
+                Some(r) => {
+                    let (l, c) = line_col(text, r.start);
+                    format!(" at line {l}, column {c}")
+                }
+                None => String::new(),
+            };
+            let msg = e.message().lines().next().unwrap_or("").trim().to_string();
+            Error::scenario("scenario", format!("invalid TOML{at}: {msg}"))
+        })?;
+        let j = toml_to_json(v, &mut "scenario".to_string())?;
+        let json = serde_json::to_string(&j).map_err(|e| Error::Internal(e.to_string()))?;
         Scenario::from_json(&json)
     }
 
@@ -964,7 +1223,95 @@ impl Scenario {
         Ok(())
     }
 
-    /// Semantic checks that the types cannot express.
+    /// [`Scenario::from_toml`] of a file's bytes, which must be UTF-8.
+    pub fn from_toml_bytes(bytes: &[u8]) -> Result<Scenario> {
+        match std::str::from_utf8(bytes) {
+            Ok(t) => Scenario::from_toml(t),
+            Err(e) => {
+                let at = e.valid_up_to();
+                let good = std::str::from_utf8(&bytes[..at]).unwrap_or("");
+                let (l, c) = line_col(good, at);
+                Err(Error::scenario(
+                    "scenario",
+                    format!(
+                        "not UTF-8 text: byte {:#04x} at line {l}, column {c}; a scenario is a UTF-8 TOML file",
+                        bytes[at]
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// The CPUs of every workload's tasks, in task order: its `cpus` list (the first
+    /// nr_tasks of them), else the lowest CPUs no other workload takes. Errors name the
+    /// field; the run places tasks with this very function.
+    pub fn placements(&self) -> Result<Vec<Vec<u32>>> {
+        let ncpu = self.machine.cpus;
+        let mut taken = vec![false; ncpu as usize];
+        let mut out: Vec<Option<Vec<u32>>> = Vec::with_capacity(self.workloads.len());
+        for (i, w) in self.workloads.iter().enumerate() {
+            let at = format!("scenario.workload[{i}].cpus");
+            let n = w.nr_tasks();
+            match &w.common().cpus {
+                Some(cl) => {
+                    let cpus = parse_cpu_list(cl, ncpu)
+                        .map_err(|e| Error::scenario(&at, format!("{}: {e}", quoted(cl))))?;
+                    if (cpus.len() as u64) < n {
+                        return Err(Error::scenario(
+                            at,
+                            format!("{} lists {} CPUs for {n} tasks: each task needs its own CPU (time sharing is not modeled)", quoted(cl), cpus.len()),
+                        ));
+                    }
+                    let mine: Vec<u32> = cpus.into_iter().take(n as usize).collect();
+                    for &c in &mine {
+                        if std::mem::replace(&mut taken[c as usize], true) {
+                            return Err(Error::scenario(
+                                at,
+                                format!("CPU {c} is already taken by another workload's task"),
+                            ));
+                        }
+                    }
+                    out.push(Some(mine));
+                }
+                None => out.push(None),
+            }
+        }
+        let free = taken.iter().filter(|t| !**t).count() as u64;
+        let wanted: u64 = self
+            .workloads
+            .iter()
+            .filter(|w| w.common().cpus.is_none())
+            .map(|w| w.nr_tasks())
+            .sum();
+        if wanted > free {
+            return Err(Error::scenario(
+                "scenario.machine.cpus",
+                format!("{ncpu} CPUs leave {free} free for {wanted} unplaced tasks: each task needs its own CPU"),
+            )
+            .with_hint("raise machine.cpus or lower the workloads' processes/threads"));
+        }
+        let mut next = 0usize;
+        Ok(out
+            .into_iter()
+            .zip(&self.workloads)
+            .map(|(o, w)| {
+                o.unwrap_or_else(|| {
+                    let mut v = Vec::with_capacity(w.nr_tasks() as usize);
+                    while (v.len() as u64) < w.nr_tasks() {
+                        if !std::mem::replace(&mut taken[next], true) {
+                            v.push(next as u32);
+                        }
+                        next += 1;
+                    }
+                    v
+                })
+            })
+            .collect())
+    }
+
+    /// Semantic checks that the types cannot express. Every limit is checked before any
+    /// work proportional to the value (a million cgroups or a CPU range of billions is
+    /// refused at once), and the checks are linear in the scenario's size.
     pub fn validate(&self) -> Result<()> {
         let m = &self.machine;
         let max_nodes = crate::mm::page_alloc::MAX_NUMNODES as u32;
@@ -974,41 +1321,69 @@ impl Scenario {
                 format!("{} nodes: allowed 1..={max_nodes}", m.nodes),
             ));
         }
-        if m.cpus < m.nodes || m.cpus > 4096 {
+        if m.cpus < m.nodes || m.cpus > MAX_CPUS {
             return Err(Error::scenario(
                 "scenario.machine.cpus",
                 format!(
-                    "{} CPUs: allowed nodes..=4096 (at least one CPU per node)",
+                    "{} CPUs: allowed nodes..={MAX_CPUS} (at least one CPU per node)",
                     m.cpus
                 ),
             ));
         }
         let node_pages = m.memory_per_node.pages();
-        if !(4096..=(1u64 << 31)).contains(&node_pages) {
+        let max_node = MAX_FRAMES / m.nodes as u64;
+        if !(4096..=max_node).contains(&node_pages) {
             return Err(Error::scenario(
                 "scenario.machine.memory_per_node",
-                format!("{} bytes: allowed 16M..=8T per node", m.memory_per_node.0),
-            ));
-        }
-        if node_pages * m.nodes as u64 > (u32::MAX as u64 - 1) {
-            return Err(Error::scenario(
-                "scenario.machine.memory_per_node",
-                "total memory above 16T: the frame table indexes pages with u32",
+                format!(
+                    "{} bytes: allowed 16M..={}G per node with {} node(s): the machine holds at most 2T (a PTE holds a 29-bit page frame number)",
+                    m.memory_per_node.0,
+                    (max_node * PAGE_SIZE) >> 30,
+                    m.nodes
+                ),
             ));
         }
         if let Some(sw) = &m.swap {
-            if sw.size.pages() > (1u64 << 31) {
+            if sw.size.pages() > MAX_SWAP_SLOTS {
                 return Err(Error::scenario(
                     "scenario.machine.swap.size",
-                    "above 8T: not supported",
+                    format!(
+                        "{} bytes: allowed up to 4T (a swap PTE holds a 30-bit slot)",
+                        sw.size.0
+                    ),
                 ));
             }
+            for (f, l) in [
+                ("read_latency", sw.read_latency),
+                ("write_latency", sw.write_latency),
+            ] {
+                if let Some(d) = l {
+                    if d.0 > MAX_COST {
+                        return Err(Error::scenario(
+                            format!("scenario.machine.swap.{f}"),
+                            format!("{} ns: allowed 0..={MAX_COST} (about 4.3 s)", d.0),
+                        ));
+                    }
+                }
+            }
         }
-        if self.duration.0 == 0 {
-            return Err(Error::scenario("scenario.duration", "must be > 0"));
+        if !(1..=MAX_DURATION).contains(&self.duration.0) {
+            return Err(Error::scenario(
+                "scenario.duration",
+                format!(
+                    "{} ns: allowed 1ns..={MAX_DURATION} ns (about 146 years)",
+                    self.duration.0
+                ),
+            ));
         }
-        if self.sample_interval.0 == 0 {
-            return Err(Error::scenario("scenario.sample_interval", "must be > 0"));
+        if !(1..=MAX_DURATION).contains(&self.sample_interval.0) {
+            return Err(Error::scenario(
+                "scenario.sample_interval",
+                format!(
+                    "{} ns: allowed 1ns..={MAX_DURATION} ns",
+                    self.sample_interval.0
+                ),
+            ));
         }
         if self.kernel.swappiness > 200 {
             return Err(Error::scenario(
@@ -1049,35 +1424,61 @@ impl Scenario {
             }
         }
         let names = crate::engine::cost::CostTable::names();
-        for k in self.costs.keys() {
+        for (k, v) in &self.costs {
             if !names.contains(&k.as_str()) {
                 return Err(Error::scenario(
                     format!("scenario.costs.{k}"),
                     format!("unknown cost name; allowed: {}", names.join(", ")),
                 ));
             }
+            if *v > MAX_COST {
+                return Err(Error::scenario(
+                    format!("scenario.costs.{k}"),
+                    format!("{v} ns: allowed 0..={MAX_COST} (about 4.3 s)"),
+                ));
+            }
         }
-        let mut paths: Vec<&str> = vec!["/"];
+        if self.cgroups.len() > MAX_CGROUPS {
+            return Err(Error::scenario(
+                "scenario.cgroup",
+                format!(
+                    "{} cgroups: allowed at most {MAX_CGROUPS} below the root",
+                    self.cgroups.len()
+                ),
+            ));
+        }
+        let mut paths: std::collections::HashSet<&str> =
+            std::collections::HashSet::with_capacity(self.cgroups.len() + 1);
+        paths.insert("/");
         for (i, c) in self.cgroups.iter().enumerate() {
             let p = c.path.as_str();
             let at = format!("scenario.cgroup[{i}].path");
             if !p.starts_with('/') || p == "/" || p.ends_with('/') || p.contains("//") {
                 return Err(Error::scenario(
                     at,
-                    format!("{p:?}: expected an absolute path below the root, like \"/a/b\""),
+                    format!(
+                        "{}: expected an absolute path below the root, like \"/a/b\"",
+                        shown(&serde_json::Value::String(p.into()))
+                    ),
                 ));
-            }
-            if paths.contains(&p) {
-                return Err(Error::scenario(at, format!("{p:?} is listed twice")));
             }
             let parent = parent_path(p);
-            if !paths.contains(&parent) {
+            if !paths.contains(parent) {
                 return Err(Error::scenario(
                     at,
-                    format!("the parent {parent:?} of {p:?} is not listed before it"),
+                    format!(
+                        "the parent {} of {} is not listed before it",
+                        quoted(parent),
+                        quoted(p)
+                    ),
                 ));
             }
-            paths.push(p);
+            if !paths.insert(p) {
+                return Err(Error::scenario(
+                    at,
+                    format!("{} is listed twice", quoted(p)),
+                ));
+            }
             self.check_cgroup_version(i, &c.memory)?;
             if let Some(s) = c.memory.swappiness {
                 if s > 200 {
@@ -1094,74 +1495,94 @@ impl Scenario {
                 "at least one [[workload]] is required",
             ));
         }
-        let mut taken = vec![false; m.cpus as usize];
+        if self.workloads.len() > m.cpus as usize {
+            return Err(Error::scenario(
+                "scenario.workload",
+                format!(
+                    "{} workloads on {} CPUs: each workload's tasks need CPUs of their own",
+                    self.workloads.len(),
+                    m.cpus
+                ),
+            ));
+        }
         for (i, w) in self.workloads.iter().enumerate() {
             let at = |f: &str| format!("scenario.workload[{i}].{f}");
             let pl = w.common();
-            if !paths.contains(&pl.cgroup.as_str()) {
+            if !paths.contains(pl.cgroup.as_str()) {
+                let mut all: Vec<&str> = paths.iter().copied().collect();
+                all.sort_unstable();
+                let listed = if all.len() > 20 {
+                    format!("{} and {} more", all[..20].join(", "), all.len() - 20)
+                } else {
+                    all.join(", ")
+                };
                 return Err(Error::scenario(
                     at("cgroup"),
                     format!(
-                        "{:?} is not a cgroup of the scenario; allowed: {}",
-                        pl.cgroup,
-                        paths.join(", ")
+                        "{} is not a cgroup of the scenario; allowed: {listed}",
+                        quoted(&pl.cgroup)
                     ),
                 ));
             }
             let n = w.nr_tasks();
-            if n == 0 || n > 4096 {
+            if n == 0 || n > MAX_CPUS as u64 {
+                let (field, what) = match w {
+                    WorkloadSpec::Usemem(u) => (
+                        "processes",
+                        format!(
+                            "processes * threads = {} * {} = {n} tasks",
+                            u.processes, u.threads
+                        ),
+                    ),
+                    _ => ("threads", format!("{n} tasks")),
+                };
                 return Err(Error::scenario(
-                    at("processes"),
-                    format!("{n} tasks: allowed 1..=4096"),
+                    at(field),
+                    format!("{what}: allowed 1..={MAX_CPUS} (each task needs its own CPU)"),
                 ));
-            }
-            if let Some(cl) = &pl.cpus {
-                let cpus = parse_cpu_list(cl).map_err(|e| Error::scenario(at("cpus"), e))?;
-                for c in &cpus {
-                    if *c >= m.cpus {
-                        return Err(Error::scenario(
-                            at("cpus"),
-                            format!("CPU {c} does not exist: allowed 0..={}", m.cpus - 1),
-                        ));
-                    }
-                }
-                if (cpus.len() as u32) < n {
-                    return Err(Error::scenario(
-                        at("cpus"),
-                        format!("{} CPUs for {n} tasks: each task needs its own CPU (time sharing is not modeled)", cpus.len()),
-                    ));
-                }
             }
             match w {
                 WorkloadSpec::Usemem(u) => {
-                    if u.size.pages() == 0 {
+                    let pages = u.size.pages();
+                    if !(1..=MAX_AREA_PAGES).contains(&pages) {
                         return Err(Error::scenario(
                             at("size"),
-                            "must be at least one page (4096)",
+                            format!("{} bytes: allowed 4K..=16T - 4K per process (page indices are 32-bit)", u.size.0),
                         ));
                     }
-                    if u.size.pages() / (u.threads as u64) == 0 {
-                        return Err(Error::scenario(at("threads"), "more threads than pages"));
+                    if pages < u.threads as u64 {
+                        return Err(Error::scenario(
+                            at("threads"),
+                            format!(
+                                "{} threads for {pages} pages: each thread needs at least one page",
+                                u.threads
+                            ),
+                        ));
                     }
-                    if u.step.0 == 0 || u.step.0 % PAGE_SIZE != 0 {
+                    if u.step.0 == 0 || u.step.0 % PAGE_SIZE != 0 || u.step.0 > u.size.0 {
                         return Err(Error::scenario(
                             at("step"),
-                            format!("{}: must be a positive multiple of 4096", u.step.0),
+                            format!(
+                                "{}: allowed a multiple of 4096 in 4096..=size ({})",
+                                u.step.0, u.size.0
+                            ),
                         ));
+                    }
+                    if let Some(r) = u.runtime {
+                        if r.0 > MAX_DURATION {
+                            return Err(Error::scenario(
+                                at("runtime"),
+                                format!("{} ns: allowed up to {MAX_DURATION} ns", r.0),
+                            ));
+                        }
                     }
                 }
                 WorkloadSpec::Trace(t) => {
-                    if !std::path::Path::new(&t.path).is_file() {
-                        return Err(Error::scenario(
-                            at("path"),
-                            format!("{:?}: no such file", t.path),
-                        ));
-                    }
                     if let Some(c) = &t.csv {
                         if c.delimiter.len() != 1 {
                             return Err(Error::scenario(
                                 at("csv.delimiter"),
-                                format!("{:?}: one ASCII character", c.delimiter),
+                                format!("{}: one ASCII character", quoted(&c.delimiter)),
                             ));
                         }
                         for (name, col) in [
@@ -1174,7 +1595,7 @@ impl Scenario {
                                 Some(CsvColumn::Number(0)) => {
                                     return Err(Error::scenario(
                                         at(&format!("csv.{name}")),
-                                        "column numbers start at 1",
+                                        "0: column numbers start at 1",
                                     ));
                                 }
                                 Some(CsvColumn::Name(_)) if !c.header => {
@@ -1184,6 +1605,15 @@ impl Scenario {
                             }
                         }
                     }
+                    if !std::path::Path::new(&t.path).is_file() {
+                        return Err(Error::scenario(
+                            at("path"),
+                            format!("{}: no such file", quoted(&t.path)),
+                        ));
+                    }
+                    // The trace opens and has a first request (an empty trace, a CSV
+                    // with only a header or an empty DAMON list is refused here).
+                    crate::trace::probe(&t.path, t.format, t.csv.as_ref(), self.seed)?;
                 }
                 WorkloadSpec::RequestChurn(r) => {
                     if r.threads < 2 {
@@ -1192,8 +1622,26 @@ impl Scenario {
                             format!("{}: a pipeline needs at least 2 workers", r.threads),
                         ));
                     }
-                    if r.request_size.pages() == 0 || r.request_size.pages() > 65536 {
-                        return Err(Error::scenario(at("request_size"), "allowed 4K..=256M"));
+                    let req = r.request_size.pages();
+                    if req == 0 || req > 65536 {
+                        return Err(Error::scenario(
+                            at("request_size"),
+                            format!("{} bytes: allowed 4K..=256M", r.request_size.0),
+                        ));
+                    }
+                    // Each worker's buffers are a ring of REQUEST_RING requests in the
+                    // process's one address space.
+                    let area = req * crate::workload::REQUEST_RING * r.threads as u64;
+                    if area > MAX_AREA_PAGES {
+                        return Err(Error::scenario(
+                            at("request_size"),
+                            format!(
+                                "{} bytes * {} buffers * {} workers = {area} pages: the process's area holds at most {MAX_AREA_PAGES} pages (page indices are 32-bit)",
+                                r.request_size.0,
+                                crate::workload::REQUEST_RING,
+                                r.threads
+                            ),
+                        ));
                     }
                     if !(r.load > 0.0 && r.load <= 1.0) {
                         return Err(Error::scenario(
@@ -1201,62 +1649,48 @@ impl Scenario {
                             format!("{}: allowed (0, 1]", r.load),
                         ));
                     }
+                    if r.service.0 > MAX_DURATION {
+                        return Err(Error::scenario(
+                            at("service"),
+                            format!("{} ns: allowed up to {MAX_DURATION} ns", r.service.0),
+                        ));
+                    }
                 }
                 WorkloadSpec::FileRead(f) => {
-                    if f.files.is_empty() || f.files.iter().any(|s| s.pages() == 0) {
+                    if f.files.is_empty() {
                         return Err(Error::scenario(
                             at("files"),
-                            "one or more file sizes of at least one page",
+                            "an empty list: one or more file sizes of at least one page",
                         ));
+                    }
+                    for (j, sz) in f.files.iter().enumerate() {
+                        if !(1..=MAX_AREA_PAGES).contains(&sz.pages()) {
+                            return Err(Error::scenario(
+                                at(&format!("files[{j}]")),
+                                format!("{} bytes: allowed 4K..=16T - 4K per file (page indices are 32-bit)", sz.0),
+                            ));
+                        }
                     }
                     if f.pattern == FilePattern::Hotscan && f.files.len() != 2 {
                         return Err(Error::scenario(
                             at("files"),
-                            "pattern \"hotscan\" needs exactly two files: [hot set, streamed file]",
+                            format!("{} files: pattern \"hotscan\" needs exactly two: [hot set, streamed file]", f.files.len()),
                         ));
                     }
                     if f.pattern == FilePattern::Zipf && !(f.theta > 0.0 && f.theta.is_finite()) {
                         return Err(Error::scenario(
                             at("theta"),
-                            format!("{}: must be > 0", f.theta),
+                            format!("{}: allowed a finite number > 0", f.theta),
                         ));
                     }
                 }
             }
         }
         // CPU placement must fit, also for the default (next free CPUs) placement.
-        for (i, w) in self.workloads.iter().enumerate() {
-            if let Some(cl) = &w.common().cpus {
-                for c in parse_cpu_list(cl)
-                    .unwrap()
-                    .into_iter()
-                    .take(w.nr_tasks() as usize)
-                {
-                    if taken[c as usize] {
-                        return Err(Error::scenario(
-                            format!("scenario.workload[{i}].cpus"),
-                            format!("CPU {c} is already taken by another workload's task"),
-                        ));
-                    }
-                    taken[c as usize] = true;
-                }
-            }
-        }
-        let free = taken.iter().filter(|t| !**t).count() as u32;
-        let wanted: u32 = self
-            .workloads
-            .iter()
-            .filter(|w| w.common().cpus.is_none())
-            .map(|w| w.nr_tasks())
-            .sum();
-        if wanted > free {
-            return Err(Error::scenario(
-                "scenario.machine.cpus",
-                format!("{} CPUs leave {free} free for {wanted} unplaced tasks: each task needs its own CPU", m.cpus),
-            )
-            .with_hint("raise machine.cpus or lower the workloads' processes/threads"));
-        }
-        self.validate_reclaim(&paths)?;
+        self.placements()?;
+        let mut sorted: Vec<&str> = paths.iter().copied().collect();
+        sorted.sort_unstable();
+        self.validate_reclaim(&sorted)?;
         Ok(())
     }
 }
@@ -1357,38 +1791,17 @@ impl ReclaimSchedule {
 }
 
 impl Scenario {
-    /// The CPUs of each workload's tasks, as the workloads are spawned: explicit `cpus`
-    /// lists first (their first `tasks` CPUs), then every other workload, in order, on the
-    /// lowest CPUs still free (fewer than its tasks when too few are). Also returns which
-    /// CPUs are taken.
+    /// The CPUs of each workload's tasks, as the workloads are spawned, and which CPUs
+    /// are taken: [`Scenario::placements`], which validation checked (explicit `cpus`
+    /// lists first, then every other workload, in order, on the lowest CPUs still free).
+    /// A scenario whose placement does not fit (refused by validation) places nothing.
     pub fn workload_cpus(&self) -> (Vec<Vec<u32>>, Vec<bool>) {
+        let placement = self
+            .placements()
+            .unwrap_or_else(|_| vec![Vec::new(); self.workloads.len()]);
         let mut taken = vec![false; self.machine.cpus as usize];
-        let explicit = |w: &WorkloadSpec| -> Option<Vec<u32>> {
-            let cl = w.common().cpus.as_ref()?;
-            let list = parse_cpu_list(cl).unwrap_or_default();
-            Some(list.into_iter().take(w.nr_tasks() as usize).collect())
-        };
-        for c in self.workloads.iter().filter_map(explicit).flatten() {
-            if let Some(t) = taken.get_mut(c as usize) {
-                *t = true;
-            }
-        }
-        let mut placement = Vec::with_capacity(self.workloads.len());
-        for w in &self.workloads {
-            placement.push(explicit(w).unwrap_or_else(|| {
-                let n = w.nr_tasks() as usize;
-                let mut v = Vec::with_capacity(n);
-                for (c, t) in taken.iter_mut().enumerate() {
-                    if v.len() == n {
-                        break;
-                    }
-                    if !*t {
-                        *t = true;
-                        v.push(c as u32);
-                    }
-                }
-                v
-            }));
+        for &c in placement.iter().flatten() {
+            taken[c as usize] = true;
         }
         (placement, taken)
     }

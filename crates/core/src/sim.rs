@@ -7,7 +7,7 @@
 
 use crate::engine::cost::CostTable;
 use crate::engine::TaskId;
-use crate::engine::{Engine, EngineCosts, Time};
+use crate::engine::{Engine, EngineCosts, RunEnd, Time};
 use crate::error::{Error, Result};
 use crate::mm::memcontrol::{Memcg, FLUSH_TIME};
 use crate::mm::mmzone::{default_min_free_kbytes, setup_zone_wmarks, Lruvec, PgData};
@@ -75,6 +75,9 @@ pub struct Sim {
     bio_tasks: RefCell<Vec<Option<(TaskId, bool)>>>,
     /// Check the model's invariants after every reclaim pass (tests).
     pub check: Cell<bool>,
+    /// Host memory each trace workload may take for its objects [bytes] (its share of
+    /// the memory budget; `trace::PageMap::limit`).
+    pub trace_memory: Cell<u64>,
     /// The first input error met while running (a malformed trace record); it ends the run.
     pub failure: RefCell<Option<Error>>,
     /// When set, every workload access in issue order, per task stream ([`record_accesses`]).
@@ -146,13 +149,13 @@ impl Sim {
         // The memcg tree: the root, then the scenario's cgroups (parents first).
         let mut memcgs = vec![Memcg::new(0, "/".into(), None, nodes)];
         memcgs[0].swappiness = sc.kernel.swappiness;
+        let mut ids: std::collections::HashMap<&str, MemcgId> =
+            std::collections::HashMap::with_capacity(sc.cgroups.len() + 1);
+        ids.insert("/", 0);
         for (i, c) in sc.cgroups.iter().enumerate() {
             let id = (i + 1) as MemcgId;
-            let parent = memcgs
-                .iter()
-                .find(|x| x.path == parent_path(&c.path))
-                .map(|x| x.id)
-                .unwrap_or(0);
+            let parent = ids.get(parent_path(&c.path)).copied().unwrap_or(0);
+            ids.insert(&c.path, id);
             let mut mc = Memcg::new(id, c.path.clone(), Some(parent), nodes);
             mc.max = c.memory.max.map_or(u64::MAX, |l| l.pages());
             mc.high = c.memory.high.map_or(u64::MAX, |l| l.pages());
@@ -278,6 +281,7 @@ impl Sim {
             access_log: RefCell::new(None),
             recording: Cell::new(false),
             failure: RefCell::new(None),
+            trace_memory: Cell::new(u64::MAX),
             sampler: RefCell::new(Sampler::new(sc.sample_interval.0)),
             lru_gen_samples: RefCell::new(Default::default()),
             bio_queues: RefCell::new(vec![VecDeque::new(); all_cpus]),
@@ -350,26 +354,17 @@ impl Sim {
     }
 
     fn spawn_workloads(self: &Rc<Self>, sc: &Scenario) -> Result<()> {
-        let (placement, _) = sc.workload_cpus();
+        // Placed by the function validation checked, so run and validate agree.
+        let (placements, _) = sc.workload_cpus();
         let mut stream = 0u64;
-        for (wi, w) in sc.workloads.iter().enumerate() {
+        for ((wi, w), cpus) in sc.workloads.iter().enumerate().zip(placements) {
             let pl = w.common();
-            let n = w.nr_tasks() as usize;
-            let cpus: Vec<u32> = placement[wi].clone();
-            if cpus.len() < n {
-                return Err(Error::scenario(
-                    format!("scenario.workload[{wi}].cpus"),
-                    "not enough free CPUs for the workload's tasks",
-                ));
-            }
-            let memcg = {
-                let mm = self.mm.borrow();
-                mm.memcgs
-                    .iter()
-                    .find(|m| m.path == pl.cgroup)
-                    .map(|m| m.id)
-                    .unwrap_or(0)
-            };
+            let n = cpus.len();
+            let memcg = sc
+                .cgroups
+                .iter()
+                .position(|c| c.path == pl.cgroup)
+                .map_or(0, |i| (i + 1) as MemcgId);
             let name = if pl.name.is_empty() {
                 format!("{}{}", w.type_name(), wi)
             } else {
@@ -577,10 +572,52 @@ pub fn record_accesses(sc: &Scenario) -> Result<Vec<(u64, Vec<Access>)>> {
     *sim.access_log.borrow_mut() = Some(BTreeMap::new());
     sim.recording.set(true);
     let end = sim.end;
-    sim.e.run_until(end, 1 << 14, &mut |_| true);
+    match sim.e.run_until(end, 1 << 14, &mut |_| true) {
+        RunEnd::Stalled(t) => return Err(stalled(sc, t)),
+        RunEnd::Interrupted | RunEnd::Done => {}
+    }
     let log = sim.access_log.borrow_mut().take().unwrap_or_default();
     Ok(log.into_iter().collect())
 }
+
+/// The error of a run whose virtual time stopped advancing at `t`: bad input when the
+/// scenario sets costs or latencies to zero (the likely cause), else a bug.
+fn stalled(sc: &Scenario, t: Time) -> Error {
+    let mut zeros: Vec<String> = sc
+        .costs
+        .iter()
+        .filter(|(_, v)| **v == 0)
+        .map(|(k, _)| format!("costs.{k}"))
+        .collect();
+    if let Some(sw) = &sc.machine.swap {
+        for (f, l) in [
+            ("read_latency", sw.read_latency),
+            ("write_latency", sw.write_latency),
+        ] {
+            if l == Some(crate::scenario::Dur(0)) {
+                zeros.push(format!("machine.swap.{f}"));
+            }
+        }
+    }
+    let what = format!(
+        "virtual time stopped advancing at t={t} ns ({} steps without a clock moving)",
+        crate::engine::STALL_TICKS as u64 * TICK_EVERY
+    );
+    if zeros.is_empty() {
+        Error::Internal(what)
+    } else {
+        Error::scenario(
+            "scenario.costs",
+            format!(
+                "{what}: likely because {} = 0, which makes work take no time; allowed: costs that let time advance (at least 1 ns)",
+                zeros.join(", ")
+            ),
+        )
+    }
+}
+
+/// Work units (polls, work points) between two calls of the progress callback.
+const TICK_EVERY: u64 = 1 << 14;
 
 /// Run a validated scenario to the end (or until every workload task has finished).
 pub fn run(sc: &Scenario, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<Report> {
@@ -588,19 +625,47 @@ pub fn run(sc: &Scenario, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<
 }
 
 /// [`run`], optionally checking the model's invariants after every reclaim pass; a
-/// violation is reported as an internal error.
+/// violation is reported as an internal error. The memory budget is the machine's
+/// available memory.
 pub fn run_checked(
     sc: &Scenario,
     check: bool,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> Result<Report> {
+    run_with(sc, check, None, progress)
+}
+
+/// [`run_checked`] with a memory limit [bytes] (None: the machine's available memory):
+/// a run whose estimate ([`crate::budget::estimate`]) is above it is refused before it
+/// is built, and trace workloads share what the estimate leaves.
+pub fn run_with(
+    sc: &Scenario,
+    check: bool,
+    max_memory: Option<u64>,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> Result<Report> {
+    let limit = crate::budget::limit(max_memory);
+    let estimate = crate::budget::check(sc, limit)?;
+    let traces = sc
+        .workloads
+        .iter()
+        .filter(|w| matches!(w, WorkloadSpec::Trace(_)))
+        .count() as u64;
     let sim = Sim::build(sc)?;
+    if let (Some(l), true) = (limit, traces > 0) {
+        sim.trace_memory
+            .set(l.saturating_sub(estimate.total) / traces);
+    }
     sim.check.set(check);
     sim.mm.borrow_mut().track_draining = check;
     let end = sim.end;
-    let completed = sim.e.run_until(end, 1 << 14, &mut |now| progress(now, end));
-    if !completed {
-        return Err(Error::Interrupted);
+    match sim
+        .e
+        .run_until(end, TICK_EVERY, &mut |now| progress(now, end))
+    {
+        RunEnd::Done => {}
+        RunEnd::Interrupted => return Err(Error::Interrupted),
+        RunEnd::Stalled(t) => return Err(stalled(sc, t)),
     }
     if let Some(e) = sim.failure.borrow_mut().take() {
         return Err(e);

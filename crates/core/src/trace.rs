@@ -3,7 +3,7 @@
 //! requests one at a time; a malformed or truncated record is an error naming the file,
 //! the record and what is wrong, never a short replay.
 
-use crate::error::{Error, Result};
+use crate::error::{quoted, Error, Result};
 use crate::scenario::{CsvColumn, CsvColumns, TraceFormat, PAGE_SIZE};
 use rand::Rng;
 use std::fs::File;
@@ -48,12 +48,28 @@ pub trait Source {
 /// native runner map ids with this one type, so both touch the same pages. Ids below
 /// DENSE_IDS are looked up by index (traces usually number objects densely), the rest in
 /// a hash map.
-#[derive(Default)]
 pub struct PageMap {
     dense: Vec<(u32, u32)>,
     sparse: rustc_hash::FxHashMap<u64, (u32, u32)>,
     next_page: u64,
     objects: u64,
+    /// Most bytes the map and the pages it hands out may take (see [`PageMap::limit`]).
+    limit_bytes: u64,
+    /// Host bytes each page handed out costs its user (a page-cache entry or a PTE).
+    page_bytes: u64,
+}
+
+impl Default for PageMap {
+    fn default() -> Self {
+        PageMap {
+            dense: Vec::new(),
+            sparse: Default::default(),
+            next_page: 0,
+            objects: 0,
+            limit_bytes: u64::MAX,
+            page_bytes: 0,
+        }
+    }
 }
 
 /// Ids below this are looked up by index (8 bytes per id up to the largest seen).
@@ -62,7 +78,31 @@ const DENSE_IDS: u64 = 1 << 26;
 /// An empty dense slot (no object has zero pages).
 const NO_OBJECT: (u32, u32) = (0, 0);
 
+/// Host bytes of one sparse id (a hash entry of 16 bytes at its load factor, and the
+/// table's doubling).
+const SPARSE_ID_BYTES: u64 = 40;
+
+/// Pages of an object of `size` bytes (at least one).
+fn object_pages(size: u64) -> u64 {
+    size.div_ceil(PAGE_SIZE).max(1)
+}
+
 impl PageMap {
+    /// Refuse objects that would take the map, plus `page_bytes` per page handed out,
+    /// above `limit_bytes` (the run's memory budget).
+    pub fn limit(&mut self, limit_bytes: u64, page_bytes: u64) {
+        self.limit_bytes = limit_bytes;
+        self.page_bytes = page_bytes;
+    }
+
+    /// Host bytes the map and its pages take with `pages` pages and `dense` dense slots.
+    fn bytes(&self, pages: u64, dense: u64) -> u64 {
+        pages
+            .saturating_mul(self.page_bytes)
+            .saturating_add(dense * 8)
+            .saturating_add(self.sparse.len() as u64 * SPARSE_ID_BYTES)
+    }
+
     /// The (first page, pages) of a known object.
     #[inline]
     pub fn get(&self, id: u64) -> Option<(u32, u32)> {
@@ -86,19 +126,40 @@ impl PageMap {
         if let Some((b, p)) = self.get(req.obj) {
             return Ok((b, p, false));
         }
-        let pages = req.pages();
-        if self.next_page + pages as u64 > u32::MAX as u64 {
-            return Err("more than 2^32 distinct pages".into());
+        let pages = object_pages(req.size);
+        let end = self.next_page.saturating_add(pages);
+        if end > u32::MAX as u64 {
+            return Err(format!(
+                "object {} of {} bytes takes the trace's distinct objects to {end} pages: allowed at most {} (page indices are 32-bit)",
+                req.obj,
+                req.size,
+                u32::MAX
+            ));
+        }
+        let dense = if req.obj < DENSE_IDS && req.obj as usize >= self.dense.len() {
+            (req.obj + 1).next_power_of_two().min(DENSE_IDS)
+        } else {
+            self.dense.len() as u64
+        };
+        let need = self.bytes(end, dense);
+        if need > self.limit_bytes {
+            return Err(format!(
+                "object {} of {} bytes takes the trace's distinct objects to {end} pages, {} MiB of host memory: above the run's memory budget of {} MiB for this trace (--max-memory)",
+                req.obj,
+                req.size,
+                need >> 20,
+                self.limit_bytes >> 20
+            ));
         }
         let base = self.next_page as u32;
-        self.next_page += pages as u64;
+        let pages = pages as u32;
+        self.next_page = end;
         self.objects += 1;
         let v = (base, pages);
         if req.obj < DENSE_IDS {
             let i = req.obj as usize;
             if i >= self.dense.len() {
-                let n = (i + 1).next_power_of_two().min(DENSE_IDS as usize);
-                self.dense.resize(n, NO_OBJECT);
+                self.dense.resize(dense as usize, NO_OBJECT);
             }
             self.dense[i] = v;
         } else {
@@ -128,6 +189,15 @@ pub const ORACLE_GENERAL_RECORD: usize = 24;
 /// zstd's frame magic number, little-endian.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
+/// JSON from the trace in a message, cut after 60 characters.
+fn cut(s: String) -> String {
+    if s.chars().count() > 60 {
+        format!("{}...", s.chars().take(57).collect::<String>())
+    } else {
+        s
+    }
+}
+
 fn err(file: &str, record: u64, msg: impl Into<String>) -> Error {
     Error::Trace {
         file: file.into(),
@@ -136,12 +206,13 @@ fn err(file: &str, record: u64, msg: impl Into<String>) -> Error {
     }
 }
 
-/// The format of `path`: `format` unless auto, else from the name, else from the content.
-pub fn detect(path: &str, format: TraceFormat) -> Result<TraceFormat> {
+/// The format of a trace named `name` whose content starts with `head`: `format` unless
+/// auto, else from the name, else from the content.
+pub fn detect_in(name: &str, head: &[u8], format: TraceFormat) -> TraceFormat {
     if format != TraceFormat::Auto {
-        return Ok(format);
+        return format;
     }
-    let lower = path.to_ascii_lowercase();
+    let lower = name.to_ascii_lowercase();
     let by_name = [
         (".zst", TraceFormat::OracleGeneralZst),
         (".txt", TraceFormat::Text),
@@ -152,34 +223,91 @@ pub fn detect(path: &str, format: TraceFormat) -> Result<TraceFormat> {
     ];
     for (ext, f) in by_name {
         if lower.ends_with(ext) {
-            return Ok(f);
+            return f;
         }
     }
-    let mut head = [0u8; 512];
-    let n = File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .map_err(|e| err(path, 0, e.to_string()))?;
-    let head = &head[..n];
     if head.starts_with(&ZSTD_MAGIC) {
-        return Ok(TraceFormat::OracleGeneralZst);
+        return TraceFormat::OracleGeneralZst;
     }
     let trimmed = head.iter().skip_while(|b| b.is_ascii_whitespace()).copied();
     match trimmed.clone().next() {
-        Some(b'[') | Some(b'{') => return Ok(TraceFormat::Damon),
-        None => return Ok(TraceFormat::Text),
+        Some(b'[') | Some(b'{') => return TraceFormat::Damon,
+        None => return TraceFormat::Text,
         _ => {}
     }
     if head
         .iter()
         .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
     {
-        return Ok(if head.contains(&b',') {
+        return if head.contains(&b',') {
             TraceFormat::Csv
         } else {
             TraceFormat::Text
-        });
+        };
     }
-    Ok(TraceFormat::OracleGeneral)
+    TraceFormat::OracleGeneral
+}
+
+/// The format of `path`: `format` unless auto, else from the name, else from the content.
+pub fn detect(path: &str, format: TraceFormat) -> Result<TraceFormat> {
+    if format != TraceFormat::Auto {
+        return Ok(format);
+    }
+    let mut head = [0u8; 512];
+    let mut n = 0;
+    let mut f = File::open(path).map_err(|e| err(path, 0, e.to_string()))?;
+    // Fill the head (a short read is not the end of the file).
+    while n < head.len() {
+        match f.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(err(path, 0, e.to_string())),
+        }
+    }
+    Ok(detect_in(path, &head[..n], format))
+}
+
+/// Longest line of a text or CSV trace [bytes]: a file without line breaks must not be
+/// read whole into one line.
+pub const MAX_LINE: u64 = 1 << 20;
+
+/// A reader that fails on a line longer than [`MAX_LINE`].
+struct LineCap<R> {
+    inner: R,
+    run: u64,
+}
+
+impl<R: Read> Read for LineCap<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                self.run = 0;
+            } else {
+                self.run += 1;
+            }
+        }
+        if self.run > MAX_LINE {
+            return Err(std::io::Error::other(format!(
+                "a line longer than {MAX_LINE} bytes: not a text or CSV trace"
+            )));
+        }
+        Ok(n)
+    }
+}
+
+/// A trace file's resolved format and content.
+fn file_reader(path: &str, format: TraceFormat) -> Result<(TraceFormat, Box<dyn Read>)> {
+    let format = detect(path, format)?;
+    let file = File::open(Path::new(path)).map_err(|e| err(path, 0, e.to_string()))?;
+    Ok((format, Box::new(file)))
+}
+
+/// A trace held in memory, its format resolved (`name` stands for its file name).
+fn bytes_reader(name: &str, data: Vec<u8>, format: TraceFormat) -> (TraceFormat, Box<dyn Read>) {
+    let format = detect_in(name, &data[..data.len().min(512)], format);
+    (format, Box::new(std::io::Cursor::new(data)))
 }
 
 /// Open a trace. `seed` drives DAMON's expansion of access rates into accesses.
@@ -189,24 +317,46 @@ pub fn open(
     csv: Option<&CsvColumns>,
     seed: u64,
 ) -> Result<Box<dyn Source>> {
-    let format = detect(path, format)?;
-    let file = File::open(Path::new(path)).map_err(|e| err(path, 0, e.to_string()))?;
+    let (format, rd) = file_reader(path, format)?;
+    open_reader(path, format, rd, csv, seed)
+}
+
+/// A trace held in memory (`name` stands for its file name in messages and detection).
+pub fn from_bytes(
+    name: &str,
+    data: Vec<u8>,
+    format: TraceFormat,
+    csv: Option<&CsvColumns>,
+    seed: u64,
+) -> Result<Box<dyn Source>> {
+    let (format, rd) = bytes_reader(name, data, format);
+    open_reader(name, format, rd, csv, seed)
+}
+
+/// Open a trace of a resolved format from a reader.
+fn open_reader(
+    path: &str,
+    format: TraceFormat,
+    rd: Box<dyn Read>,
+    csv: Option<&CsvColumns>,
+    seed: u64,
+) -> Result<Box<dyn Source>> {
     Ok(match format {
         TraceFormat::Auto => unreachable!("resolved by detect"),
         TraceFormat::Text => Box::new(TextSource {
             file: path.into(),
-            rd: BufReader::with_capacity(1 << 16, file),
+            rd: BufReader::with_capacity(1 << 16, LineCap { inner: rd, run: 0 }),
             line: String::new(),
             record: 0,
         }),
-        TraceFormat::Csv => Box::new(CsvSource::new(path, file, csv)?),
+        TraceFormat::Csv => Box::new(CsvSource::new(path, LineCap { inner: rd, run: 0 }, csv)?),
         TraceFormat::OracleGeneral => Box::new(OracleSource {
             file: path.into(),
-            rd: BufReader::with_capacity(1 << 16, Box::new(file)),
+            rd: BufReader::with_capacity(1 << 16, rd),
             record: 0,
         }),
         TraceFormat::OracleGeneralZst => {
-            let dec = zstd::stream::read::Decoder::new(file)
+            let dec = zstd::stream::read::Decoder::new(rd)
                 .map_err(|e| err(path, 0, format!("not a zstd stream: {e}")))?;
             Box::new(OracleSource {
                 file: path.into(),
@@ -214,14 +364,69 @@ pub fn open(
                 record: 0,
             })
         }
-        TraceFormat::Damon => Box::new(DamonSource::new(path, file, seed)?),
+        TraceFormat::Damon => Box::new(DamonSource::new(path, rd, seed)?),
     })
+}
+
+/// Check that a trace opens and has a request (validation): an empty trace, a CSV with
+/// only a header, or DAMON records without an accessed region are errors.
+pub fn probe(path: &str, format: TraceFormat, csv: Option<&CsvColumns>, seed: u64) -> Result<()> {
+    let (format, rd) = file_reader(path, format)?;
+    probe_reader(path, format, rd, csv, seed)
+}
+
+/// [`probe`] of a trace held in memory.
+pub fn probe_bytes(
+    name: &str,
+    data: Vec<u8>,
+    format: TraceFormat,
+    csv: Option<&CsvColumns>,
+    seed: u64,
+) -> Result<()> {
+    let (format, rd) = bytes_reader(name, data, format);
+    probe_reader(name, format, rd, csv, seed)
+}
+
+fn probe_reader(
+    path: &str,
+    format: TraceFormat,
+    rd: Box<dyn Read>,
+    csv: Option<&CsvColumns>,
+    seed: u64,
+) -> Result<()> {
+    if format == TraceFormat::Damon {
+        // Expanding rates into accesses may take long; a region accessed at a positive
+        // rate is what makes requests.
+        let d = DamonSource::new(path, rd, seed)?;
+        if d.snapshots.iter().all(|s| s.is_empty()) {
+            return Err(err(
+                path,
+                0,
+                "no requests: no snapshot has a region with nr_accesses > 0",
+            ));
+        }
+        return Ok(());
+    }
+    let mut src = open_reader(path, format, rd, csv, seed)?;
+    match src.next_request()? {
+        Some(_) => Ok(()),
+        None => Err(err(
+            path,
+            0,
+            match format {
+                TraceFormat::Csv if csv.is_none_or(|c| c.header) => {
+                    "no requests: a header and no rows"
+                }
+                _ => "no requests: the trace is empty",
+            },
+        )),
+    }
 }
 
 /// One id per line.
 struct TextSource {
     file: String,
-    rd: BufReader<File>,
+    rd: BufReader<LineCap<Box<dyn Read>>>,
     line: String,
     record: u64,
 }
@@ -254,7 +459,8 @@ impl Source for TextSource {
                     &self.file,
                     self.record,
                     format!(
-                        "{t:?} is not a page or object id (an unsigned integer, decimal or 0x hex)"
+                        "{} is not a page or object id (an unsigned integer, decimal or 0x hex)",
+                        quoted(t)
                     ),
                 )
             })?;
@@ -270,7 +476,7 @@ impl Source for TextSource {
 /// CSV with mapped columns.
 struct CsvSource {
     file: String,
-    rd: csv::Reader<File>,
+    rd: csv::Reader<LineCap<Box<dyn Read>>>,
     rec: csv::StringRecord,
     obj_id: usize,
     obj_size: Option<usize>,
@@ -280,7 +486,7 @@ struct CsvSource {
 }
 
 impl CsvSource {
-    fn new(path: &str, file: File, cols: Option<&CsvColumns>) -> Result<Self> {
+    fn new(path: &str, file: LineCap<Box<dyn Read>>, cols: Option<&CsvColumns>) -> Result<Self> {
         let default = CsvColumns {
             obj_id: CsvColumn::Name("obj_id".into()),
             obj_size: None,
@@ -312,8 +518,15 @@ impl CsvSource {
                         path,
                         1,
                         format!(
-                            "no column {name:?} for {what} in the header; columns: {}",
-                            headers.join(", ")
+                            "no column {} for {what} in the header; columns: {}{}",
+                            quoted(name),
+                            headers
+                                .iter()
+                                .take(20)
+                                .map(|h| quoted(h))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            if headers.len() > 20 { ", ..." } else { "" }
                         ),
                     )
                 }),
@@ -370,7 +583,7 @@ impl Source for CsvSource {
             err(
                 &self.file,
                 self.record,
-                format!("obj_id {id:?} is not an unsigned integer"),
+                format!("obj_id {} is not an unsigned integer", quoted(id)),
             )
         })?;
         let size = match self.obj_size {
@@ -380,7 +593,7 @@ impl Source for CsvSource {
                     err(
                         &self.file,
                         self.record,
-                        format!("obj_size {s:?} is not a size in bytes"),
+                        format!("obj_size {} is not a size in bytes", quoted(s)),
                     )
                 })?
             }
@@ -392,7 +605,7 @@ impl Source for CsvSource {
                 return Err(err(
                     &self.file,
                     self.record,
-                    format!("time {t:?} is not a number"),
+                    format!("time {} is not a number", quoted(t)),
                 ));
             }
         }
@@ -526,13 +739,24 @@ fn num(v: &serde_json::Value) -> Option<f64> {
     }
 }
 
+/// 2^64 as f64 (exact): DAMON addresses are 64-bit.
+const TWO_64: f64 = 18_446_744_073_709_551_616.0;
+
+/// Pages a DAMON trace's expansion visits per `next_batch` call at most, so that a
+/// region accessed at a tiny rate returns control (to the interrupt check) regularly.
+const DAMON_VISITS_PER_BATCH: u64 = 1 << 16;
+
 impl DamonSource {
-    fn new(path: &str, file: File, seed: u64) -> Result<Self> {
+    fn new(path: &str, file: impl Read, seed: u64) -> Result<Self> {
         let v: serde_json::Value = serde_json::from_reader(BufReader::new(file))
             .map_err(|e| err(path, 0, format!("not DAMON records (damo JSON): {e}")))?;
-        let records = match &v {
-            serde_json::Value::Array(a) => a.clone(),
-            serde_json::Value::Object(o) if o.contains_key("snapshots") => vec![v.clone()],
+        let one;
+        let records: &[serde_json::Value] = match &v {
+            serde_json::Value::Array(a) => a,
+            serde_json::Value::Object(o) if o.contains_key("snapshots") => {
+                one = [v.clone()];
+                &one
+            }
             _ => {
                 return Err(err(
                     path,
@@ -545,14 +769,21 @@ impl DamonSource {
         for (ri, r) in records.iter().enumerate() {
             let rec = ri as u64 + 1;
             let iv = r.get("intervals");
-            let sample = iv
-                .and_then(|i| i.get("sample_us"))
-                .and_then(num)
-                .unwrap_or(5000.0);
-            let aggr = iv
-                .and_then(|i| i.get("aggr_us"))
-                .and_then(num)
-                .unwrap_or(100_000.0);
+            let interval = |name: &str, default: f64| -> Result<f64> {
+                match iv.and_then(|i| i.get(name)) {
+                    None => Ok(default),
+                    Some(x) => match num(x) {
+                        Some(t) if t > 0.0 && t.is_finite() => Ok(t),
+                        _ => Err(err(
+                            path,
+                            rec,
+                            format!("intervals.{name} {x}: expected a number of microseconds > 0"),
+                        )),
+                    },
+                }
+            };
+            let sample = interval("sample_us", 5000.0)?;
+            let aggr = interval("aggr_us", 100_000.0)?;
             let max_acc = (aggr / sample).max(1.0);
             let snaps = r
                 .get("snapshots")
@@ -572,9 +803,19 @@ impl DamonSource {
                         return Err(err(
                             path,
                             rec,
-                            format!("region {g} lacks numeric start, end or nr_accesses"),
+                            format!(
+                                "region {} lacks numeric start, end or nr_accesses",
+                                cut(g.to_string())
+                            ),
                         ));
                     };
+                    if !(0.0..TWO_64).contains(&start) || !(0.0..TWO_64).contains(&end) {
+                        return Err(err(
+                            path,
+                            rec,
+                            format!("region [{start}, {end}): addresses must be in 0..2^64"),
+                        ));
+                    }
                     if end < start {
                         return Err(err(
                             path,
@@ -582,13 +823,29 @@ impl DamonSource {
                             format!("region end {end} before start {start}"),
                         ));
                     }
+                    if !(acc >= 0.0 && acc.is_finite()) {
+                        return Err(err(
+                            path,
+                            rec,
+                            format!("region nr_accesses {acc}: expected a count >= 0"),
+                        ));
+                    }
+                    let (first, last) =
+                        (start as u64 / PAGE_SIZE, (end as u64).div_ceil(PAGE_SIZE));
+                    if last - first > u32::MAX as u64 {
+                        return Err(err(
+                            path,
+                            rec,
+                            format!(
+                                "region [{start}, {end}) spans {} pages: allowed at most {} (16 TiB; page indices are 32-bit)",
+                                last - first,
+                                u32::MAX
+                            ),
+                        ));
+                    }
                     let p = (acc / max_acc).clamp(0.0, 1.0);
                     if p > 0.0 {
-                        out.push((
-                            start as u64 / PAGE_SIZE,
-                            (end as u64).div_ceil(PAGE_SIZE),
-                            p,
-                        ));
+                        out.push((first, last, p));
                     }
                 }
                 snapshots.push(out);
@@ -604,15 +861,12 @@ impl DamonSource {
             record: 0,
         })
     }
-}
 
-impl Source for DamonSource {
-    fn next_request(&mut self) -> Result<Option<Request>> {
-        let _ = (&self.file, self.record);
+    /// The next accessed page, visiting at most `*visits` pages (counted down); None at
+    /// the end of the trace or when the visits run out (then `*visits` is 0).
+    fn next_page(&mut self, visits: &mut u64) -> Option<Request> {
         loop {
-            let Some(snap) = self.snapshots.get(self.snap) else {
-                return Ok(None);
-            };
+            let snap = self.snapshots.get(self.snap)?;
             let Some(&(start, end, p)) = snap.get(self.region) else {
                 self.snap += 1;
                 self.region = 0;
@@ -627,39 +881,92 @@ impl Source for DamonSource {
                 self.page = u64::MAX;
                 continue;
             }
+            if *visits == 0 {
+                return None;
+            }
+            *visits -= 1;
             let page = self.page;
             self.page += 1;
             if p >= 1.0 || self.rng.random::<f64>() < p {
-                return Ok(Some(Request {
+                return Some(Request {
                     obj: page,
                     size: PAGE_SIZE,
                     write: false,
-                }));
+                });
             }
         }
     }
 }
 
+impl Source for DamonSource {
+    fn next_request(&mut self) -> Result<Option<Request>> {
+        let _ = (&self.file, self.record);
+        let mut unlimited = u64::MAX;
+        Ok(self.next_page(&mut unlimited))
+    }
+
+    /// Up to `max` accesses, visiting at most DAMON_VISITS_PER_BATCH pages: a region
+    /// accessed at a tiny rate may yield none, and the caller comes back.
+    fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<bool> {
+        let mut visits = DAMON_VISITS_PER_BATCH;
+        for _ in 0..max {
+            match self.next_page(&mut visits) {
+                Some(r) => out.push(r),
+                None if visits == 0 => return Ok(true),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Records between two calls of a long loop's `progress` callback.
+const PROGRESS_EVERY: u64 = 1 << 20;
+
 /// Write a zipf(`theta`) trace of `requests` requests over `objects` 4 KiB objects in
 /// oracleGeneral format (zstd-compressed when `path` ends in .zst); object ids are
 /// ranks 1..=objects shuffled by a seeded permutation so that popularity is not ordered
-/// by id. Returns the bytes written.
+/// by id. Returns the bytes written. The permutation takes 4 bytes per object: more than
+/// `max_memory` (None: the machine's available memory) is refused. `progress()` is
+/// called every 2^20 records; false stops with [`Error::Interrupted`].
 pub fn write_zipf_oracle(
     path: &str,
     objects: u64,
     requests: u64,
     theta: f64,
     seed: u64,
+    max_memory: Option<u64>,
+    progress: &mut dyn FnMut() -> bool,
 ) -> Result<u64> {
     use rand::seq::SliceRandom;
     use rand_distr::{Distribution, Zipf};
     use std::io::Write;
-    let bad = |m: String| Error::scenario("trace-gen", m);
     if objects == 0 || objects > u32::MAX as u64 {
-        return Err(bad(format!("{objects} objects: allowed 1..=4294967295")));
+        return Err(Error::scenario(
+            "trace-gen --objects",
+            format!("{objects}: allowed 1..=4294967295"),
+        ));
     }
-    let z =
-        Zipf::new(objects as f64, theta).map_err(|e| bad(format!("zipf theta {theta}: {e}")))?;
+    let perm_bytes = objects * 4;
+    if let Some(limit) = max_memory.or_else(crate::budget::available_memory) {
+        if perm_bytes > limit {
+            return Err(Error::scenario(
+                "trace-gen --objects",
+                format!(
+                    "{objects}: shuffling the ids takes {} MiB (4 bytes per object), more than the {} MiB of memory available: allowed up to {} objects here",
+                    perm_bytes >> 20,
+                    limit >> 20,
+                    limit / 4
+                ),
+            ));
+        }
+    }
+    let z = Zipf::new(objects as f64, theta).map_err(|e| {
+        Error::scenario(
+            "trace-gen --zipf",
+            format!("{theta}: {e}; allowed a finite number > 0"),
+        )
+    })?;
     let mut rng = crate::engine::rng::stream(seed, 0);
     let mut perm: Vec<u32> = (1..=objects as u32).collect();
     perm.shuffle(&mut rng);
@@ -675,6 +982,9 @@ pub fn write_zipf_oracle(
     };
     let mut rec = [0u8; ORACLE_GENERAL_RECORD];
     for i in 0..requests {
+        if i % PROGRESS_EVERY == PROGRESS_EVERY - 1 && !progress() {
+            return Err(Error::Interrupted);
+        }
         let rank = (z.sample(&mut rng) as u64).clamp(1, objects);
         let obj = perm[(rank - 1) as usize] as u64;
         rec[0..4].copy_from_slice(&(i as u32).to_le_bytes());
@@ -699,12 +1009,40 @@ pub fn count(
     csv: Option<&CsvColumns>,
     seed: u64,
 ) -> Result<(u64, u64, u64)> {
+    count_with(path, format, csv, seed, &mut || true)
+}
+
+/// [`count`], calling `progress()` every 2^20 requests; false stops with
+/// [`Error::Interrupted`].
+pub fn count_with(
+    path: &str,
+    format: TraceFormat,
+    csv: Option<&CsvColumns>,
+    seed: u64,
+    progress: &mut dyn FnMut() -> bool,
+) -> Result<(u64, u64, u64)> {
     let mut src = open(path, format, csv, seed)?;
     let mut map = PageMap::default();
     let mut requests = 0u64;
-    while let Some(r) = src.next_request()? {
-        requests += 1;
-        map.map(&r).map_err(|m| err(path, requests, m))?;
+    let mut batch = Vec::with_capacity(256);
+    loop {
+        batch.clear();
+        // Requests read before an error come first (a bad object before a bad record).
+        let read = src.next_batch(&mut batch, 256);
+        for r in &batch {
+            requests += 1;
+            map.map(r).map_err(|m| err(path, requests, m))?;
+            if requests.is_multiple_of(PROGRESS_EVERY) && !progress() {
+                return Err(Error::Interrupted);
+            }
+        }
+        let more = read?;
+        if !more {
+            break;
+        }
+        if batch.is_empty() && !progress() {
+            return Err(Error::Interrupted);
+        }
     }
     Ok((requests, map.len(), map.pages()))
 }

@@ -107,7 +107,7 @@ fn native_runner_issues_the_simulated_sequences() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 
-    let tasks: u64 = sc.workloads.iter().map(|w| w.nr_tasks() as u64).sum();
+    let tasks: u64 = sc.workloads.iter().map(|w| w.nr_tasks()).sum();
     assert_eq!(native.len() as u64, tasks, "one native log per task");
     assert_eq!(
         simulated.keys().collect::<Vec<_>>(),

@@ -23,10 +23,17 @@ create_exception!(
 
 /// Run one scenario given as JSON text (the normalized scenario schema) and return the
 /// result as JSON text. `progress(now_ns, end_ns)` is called every few virtual
-/// milliseconds; an exception it raises (Ctrl-C) stops the run and propagates.
+/// milliseconds; an exception it raises (Ctrl-C) stops the run and propagates. A run whose
+/// estimated memory is above `max_memory` bytes (None: the machine's available memory) is
+/// refused before it starts.
 #[pyfunction]
-#[pyo3(signature = (scenario_json, progress=None))]
-fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> PyResult<String> {
+#[pyo3(signature = (scenario_json, progress=None, max_memory=None))]
+fn run_json(
+    py: Python<'_>,
+    scenario_json: &str,
+    progress: Option<PyObject>,
+    max_memory: Option<u64>,
+) -> PyResult<String> {
     let mut py_err: Option<PyErr> = None;
     let out = {
         let mut cb = |now: u64, end: u64| -> bool {
@@ -41,7 +48,7 @@ fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> 
             }
             true
         };
-        reclaimsim_core::run_json(scenario_json, &mut cb)
+        reclaimsim_core::run_json_limited(scenario_json, max_memory, &mut cb)
     };
     if let Some(e) = py_err {
         return Err(e);
@@ -50,10 +57,32 @@ fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> 
 }
 
 /// Validate a scenario (JSON text) without running it; returns the normalized scenario as
-/// JSON text, with every default filled in.
+/// JSON text, with every default filled in. What `run_json` refuses before running (the
+/// memory budget included, against `max_memory` or the machine's available memory) is
+/// refused here too.
 #[pyfunction]
-fn validate_json(scenario_json: &str) -> PyResult<String> {
-    reclaimsim_core::validate_json(scenario_json).map_err(to_py_err)
+#[pyo3(signature = (scenario_json, max_memory=None))]
+fn validate_json(scenario_json: &str, max_memory: Option<u64>) -> PyResult<String> {
+    reclaimsim_core::validate_json_limited(scenario_json, max_memory).map_err(to_py_err)
+}
+
+/// The estimated host memory of a scenario's run, as JSON text: `total` [bytes] and
+/// `terms` (each `name`, `field`, `bytes`).
+#[pyfunction]
+fn estimate_memory_json(scenario_json: &str) -> PyResult<String> {
+    reclaimsim_core::estimate_memory_json(scenario_json).map_err(to_py_err)
+}
+
+/// Python's pending signals (Ctrl-C), checked from a long loop that runs without the GIL:
+/// false once a handler raised, the exception kept in `err`.
+fn signals_ok(err: &mut Option<PyErr>) -> bool {
+    Python::with_gil(|py| match py.check_signals() {
+        Ok(()) => true,
+        Err(e) => {
+            *err = Some(e);
+            false
+        }
+    })
 }
 
 /// The cost table's names, defaults [ns] and one-line documentation, as JSON text.
@@ -116,7 +145,9 @@ fn host_run_process_json(
 
 /// Write a zipf(`theta`) trace in libCacheSim's oracleGeneral format (zstd when the path
 /// ends in .zst): `requests` requests over `objects` 4 KiB objects. Returns bytes written.
+/// Ctrl-C stops it.
 #[pyfunction]
+#[pyo3(signature = (path, objects, requests, theta, seed, max_memory=None))]
 fn trace_gen(
     py: Python<'_>,
     path: &str,
@@ -124,21 +155,40 @@ fn trace_gen(
     requests: u64,
     theta: f64,
     seed: u64,
+    max_memory: Option<u64>,
 ) -> PyResult<u64> {
-    py.allow_threads(|| {
-        reclaimsim_core::trace::write_zipf_oracle(path, objects, requests, theta, seed)
-    })
-    .map_err(to_py_err)
+    let mut sig: Option<PyErr> = None;
+    let r = py.allow_threads(|| {
+        reclaimsim_core::trace::write_zipf_oracle(
+            path,
+            objects,
+            requests,
+            theta,
+            seed,
+            max_memory,
+            &mut || signals_ok(&mut sig),
+        )
+    });
+    if let Some(e) = sig {
+        return Err(e);
+    }
+    r.map_err(to_py_err)
 }
 
-/// (requests, distinct objects, pages) of a trace, in one streaming pass.
+/// (requests, distinct objects, pages) of a trace, in one streaming pass. Ctrl-C stops it.
 #[pyfunction]
 #[pyo3(signature = (path, format="auto"))]
 fn trace_count(py: Python<'_>, path: &str, format: &str) -> PyResult<(u64, u64, u64)> {
     let f: reclaimsim_core::scenario::TraceFormat = serde_json::from_value(serde_json::Value::String(format.into()))
         .map_err(|_| ScenarioError::new_err(format!("trace format {format:?}: allowed auto, text, csv, oracle_general, oracle_general_zst, damon")))?;
-    py.allow_threads(|| reclaimsim_core::trace::count(path, f, None, 0))
-        .map_err(to_py_err)
+    let mut sig: Option<PyErr> = None;
+    let r = py.allow_threads(|| {
+        reclaimsim_core::trace::count_with(path, f, None, 0, &mut || signals_ok(&mut sig))
+    });
+    if let Some(e) = sig {
+        return Err(e);
+    }
+    r.map_err(to_py_err)
 }
 
 fn to_py_err(e: Error) -> PyErr {
@@ -153,6 +203,7 @@ fn to_py_err(e: Error) -> PyErr {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(validate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_memory_json, m)?)?;
     m.add_function(wrap_pyfunction!(cost_table_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_processes_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_prepare_json, m)?)?;

@@ -48,6 +48,25 @@ pub type LockId = u32;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
 
+/// The tick of the running `run_until`, its lifetime erased (see `run_until`).
+type TickFn = *mut (dyn FnMut(Time) -> bool + 'static);
+
+/// How a `run_until` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The run reached its end, was stopped, or ran out of tasks.
+    Done,
+    /// The tick returned false (the progress callback asked to stop: Ctrl-C).
+    Interrupted,
+    /// Virtual time stopped advancing at this time: STALL_TICKS ticks in a row saw the
+    /// same clocks (a zero cost can make work take no time).
+    Stalled(Time),
+}
+
+/// Ticks in a row without any clock moving after which the run is declared stalled:
+/// 64 ticks of 2^14 work units (polls or work points) each, about a million steps.
+pub const STALL_TICKS: u32 = 64;
+
 /// Lock classes, as `perf lock contention` would name the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
@@ -205,6 +224,19 @@ pub struct Engine {
     costs: EngineCosts,
     /// Node of every CPU id, to tell local from remote cache-line transfers.
     cpu_node: Vec<u32>,
+    /// The running `run_until`'s tick, callable from inside a poll ([`Engine::work_point`]).
+    tick_fn: Cell<Option<TickFn>>,
+    /// Work units (polls and work points) left before the next tick, and the period.
+    work_left: Cell<u64>,
+    tick_every: Cell<u64>,
+    /// The clocks at the last tick (the polled task's key and current clock), and how
+    /// many ticks in a row found them unchanged.
+    last_tick: Cell<(Time, Time)>,
+    still_ticks: Cell<u32>,
+    /// The clock of the task being polled when its poll began.
+    poll_clock: Cell<Time>,
+    /// Why the run must end now (interrupted, or virtual time stalled), once known.
+    halt: Cell<Option<RunEnd>>,
     /// Set to end the run at the next poll.
     pub stop: Cell<bool>,
     stop_at: Cell<Option<Time>>,
@@ -245,6 +277,13 @@ impl Engine {
             ]),
             costs,
             cpu_node,
+            tick_fn: Cell::new(None),
+            work_left: Cell::new(u64::MAX),
+            tick_every: Cell::new(u64::MAX),
+            last_tick: Cell::new((0, 0)),
+            still_ticks: Cell::new(0),
+            poll_clock: Cell::new(0),
+            halt: Cell::new(None),
             stop: Cell::new(false),
             stop_at: Cell::new(None),
             polls: Cell::new(0),
@@ -334,40 +373,126 @@ impl Engine {
     }
 
     /// Run until the smallest ready clock reaches `end` or nothing is runnable.
-    /// `tick(now)` is called every `tick_every` polls; returning false stops the run.
+    /// `tick(now)` is called every `tick_every` work units (task polls, and
+    /// [`Engine::work_point`]s inside long polls); returning false interrupts the run.
+    /// Virtual time that stops advancing ends the run too ([`RunEnd::Stalled`]).
     pub fn run_until(
         &self,
         end: Time,
         tick_every: u64,
         tick: &mut dyn FnMut(Time) -> bool,
-    ) -> bool {
+    ) -> RunEnd {
+        /// Clears the run's state on every exit, unwinding included.
+        struct Reset<'a>(&'a Engine);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                self.0.run_end.set(0);
+                self.0.tick_fn.set(None);
+                self.0.work_left.set(u64::MAX);
+                self.0.tick_every.set(u64::MAX);
+            }
+        }
+        let tick: *mut (dyn FnMut(Time) -> bool + '_) = tick;
+        // SAFETY: only the lifetime of the trait object is erased. The pointer is set
+        // here and cleared by `Reset` before `run_until` returns or unwinds, so it is
+        // only called while `tick` is borrowed by this call; it is called from one place
+        // at a time (`tick_now`, never re-entered: the tick does not run the engine).
+        let tick: TickFn = unsafe { std::mem::transmute(tick) };
+        let _reset = Reset(self);
         self.run_end.set(end);
-        let r = self.run_loop(end, tick_every, tick);
-        self.run_end.set(0);
-        r
+        self.tick_fn.set(Some(tick));
+        self.tick_every.set(tick_every.max(1));
+        self.work_left.set(tick_every.max(1));
+        self.halt.set(None);
+        self.last_tick.set((Time::MAX, Time::MAX));
+        self.still_ticks.set(0);
+        self.run_loop(end);
+        self.halt.get().unwrap_or(RunEnd::Done)
     }
 
-    fn run_loop(&self, end: Time, tick_every: u64, tick: &mut dyn FnMut(Time) -> bool) -> bool {
+    /// Count one unit of work done inside a poll (an access of a workload, a page of a
+    /// trace); false when the run must end (interrupted or stalled): the caller's loop
+    /// stops. Long loops that do not yield call this, so that Ctrl-C is seen and a clock
+    /// that does not advance is caught within a bounded amount of work.
+    #[inline]
+    pub fn work_point(&self) -> bool {
+        let w = self.work_left.get();
+        if w > 1 {
+            self.work_left.set(w - 1);
+            return true;
+        }
+        self.tick_now()
+    }
+
+    /// [`Engine::work_point`] for `n` units of work at once (a loop that checks every
+    /// `n` iterations).
+    #[inline]
+    pub fn work_points(&self, n: u64) -> bool {
+        let w = self.work_left.get();
+        if w > n {
+            self.work_left.set(w - n);
+            return true;
+        }
+        self.tick_now()
+    }
+
+    /// Has the run been interrupted or stalled?
+    #[inline]
+    pub fn halted(&self) -> bool {
+        self.halt.get().is_some()
+    }
+
+    /// A tick: check that some clock moved since the last one, then call the tick.
+    #[cold]
+    #[inline(never)]
+    fn tick_now(&self) -> bool {
+        if self.halt.get().is_some() {
+            return false;
+        }
+        self.work_left.set(self.tick_every.get());
+        let Some(tick) = self.tick_fn.get() else {
+            return true;
+        };
+        let clocks = (self.poll_clock.get(), self.cur_clock.get());
+        if clocks == self.last_tick.get() {
+            let n = self.still_ticks.get() + 1;
+            self.still_ticks.set(n);
+            if n >= STALL_TICKS {
+                self.halt.set(Some(RunEnd::Stalled(clocks.1)));
+                return false;
+            }
+        } else {
+            self.last_tick.set(clocks);
+            self.still_ticks.set(0);
+        }
+        // SAFETY: see `run_until`: set only while the tick it points to is borrowed.
+        if !unsafe { (*tick)(clocks.0) } {
+            self.halt.set(Some(RunEnd::Interrupted));
+            return false;
+        }
+        true
+    }
+
+    fn run_loop(&self, end: Time) {
         let waker = noop_waker();
         let mut cx = Context::from_waker(&waker);
-        let mut n = 0u64;
         // The task to run next when the previous poll already chose it (see `requeue`).
         let mut next: Option<ReadyKey> = None;
         loop {
             if self.stop.get() {
-                return true;
+                return;
             }
             let key = match next.take() {
                 Some(k) if k.clock < end => k,
                 Some(k) => {
                     self.ready.borrow_mut().push(Reverse(k));
-                    return true;
+                    return;
                 }
                 None => {
                     let mut r = self.ready.borrow_mut();
                     match r.peek() {
                         Some(Reverse(k)) if k.clock < end => r.pop().unwrap().0,
-                        _ => return true,
+                        _ => return,
                     }
                 }
             };
@@ -381,6 +506,7 @@ impl Engine {
                 self.cur_clock.set(t.clock);
                 self.cur_cpu.set(t.cpu);
             }
+            self.poll_clock.set(key.clock);
             let mut fut = self.futures.borrow_mut()[id as usize]
                 .take()
                 .expect("ready task has a future");
@@ -403,12 +529,11 @@ impl Engine {
                 });
             }
             self.polls.set(self.polls.get() + 1);
-            n += 1;
-            if n.is_multiple_of(tick_every) && !tick(key.clock) {
+            if !self.work_point() {
                 if let Some(k) = next.take() {
                     self.ready.borrow_mut().push(Reverse(k));
                 }
-                return false;
+                return;
             }
         }
     }

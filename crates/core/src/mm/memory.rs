@@ -26,6 +26,10 @@ pub enum Fault {
     Major,
     /// VM_FAULT_OOM: no memory could be allocated or charged; the task is killed.
     Oom,
+    /// The fault backed out because the PTE changed under it (do_swap_page's pte_same
+    /// check failed: a munmap or another fault got there first); `major` if it read from
+    /// swap. The access is retried, as the CPU re-executes the faulting instruction.
+    Retry { major: bool },
 }
 
 impl Mm {
@@ -256,11 +260,18 @@ impl Sim {
         let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
             return Fault::Oom;
         };
+        let orig_pte = pte::mk_swap(slot);
         let read_ns = {
             let mut mm = self.mm.borrow_mut();
             if !mm.mms[mmid as usize].alive {
                 mm.free_folio(pfn);
                 return Fault::Oom;
+            }
+            if mm.mms[mmid as usize].ptes[vpn as usize] != orig_pte {
+                // The entry went while we allocated (a munmap freed the slot): the swapin
+                // finds no entry and do_swap_page backs out (pte_same fails).
+                mm.free_folio(pfn);
+                return Fault::Retry { major: false };
             }
             mm.count_event(VmEvent::Pgmajfault, 1);
             mm.count_memcg_event(memcg, VmEvent::Pgmajfault, 1);
@@ -295,6 +306,13 @@ impl Sim {
             // Killed during the read: exit_mmap dropped the mapping side; drop ours.
             self.folio_put_last(pfn).await;
             return Fault::Oom;
+        }
+        // pte_same() under the page-table lock: a munmap during the read zapped the swap
+        // entry (and took the folio out of the swap cache); back out, dropping our
+        // reference (out_nomap), and let the access fault again.
+        if self.mm.borrow().mms[mmid as usize].ptes[vpn as usize] != orig_pte {
+            self.folio_put_last(pfn).await;
+            return Fault::Retry { major: true };
         }
         let mut mm = self.mm.borrow_mut();
         mm.map_anon(mmid, vpn, pfn, write);
@@ -332,7 +350,13 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             let memcg = mm.mms[mmid as usize].memcg as usize;
             for vpn in lo..hi {
-                let v = std::mem::take(&mut mm.mms[mmid as usize].ptes[vpn as usize]);
+                // Only PTEs in use are written: a large area's never-touched page table
+                // stays untouched (no host memory).
+                let slot = &mut mm.mms[mmid as usize].ptes[vpn as usize];
+                if *slot == 0 {
+                    continue;
+                }
+                let v = std::mem::take(slot);
                 if pte::present(v) && mm.pages[pte::pfn(v) as usize].is_file_lru() {
                     // A shared file page: unmap it; it stays in the page cache.
                     let pfn = pte::pfn(v);

@@ -148,6 +148,11 @@ impl Sim {
     async fn alloc_pages_slowpath(&self, node: u32) -> Option<Pfn> {
         let mut no_progress_loops = 0u32;
         loop {
+            // The retries run inside one poll: count them as work, so that Ctrl-C and a
+            // clock that stops moving are seen (no effect on the model).
+            if !self.e.work_point() {
+                return None;
+            }
             // wake_all_kswapds(): each node of the zonelist.
             let zl = self.mm.borrow().zonelist(node);
             for &n in zl.iter() {

@@ -27,7 +27,7 @@ pub enum Access {
 /// The random stream of thread `thread` of workload `wi`: tasks number their streams in
 /// creation order, workload by workload (usemem: process-major, then thread).
 pub fn task_stream(sc: &Scenario, wi: usize, thread: u32) -> u64 {
-    let before: u64 = sc.workloads[..wi].iter().map(|w| w.nr_tasks() as u64).sum();
+    let before: u64 = sc.workloads[..wi].iter().map(|w| w.nr_tasks()).sum();
     before + thread as u64
 }
 

@@ -188,6 +188,19 @@ impl Runner {
     }
 }
 
+/// A loop's work counted for the engine's tick (Ctrl-C, stalled clocks), WORK_BATCH
+/// iterations at a time: `done()` is false once the run must end.
+#[derive(Default)]
+struct Work(u64);
+
+impl Work {
+    #[inline]
+    fn done(&mut self, s: &Sim) -> bool {
+        self.0 += 1;
+        self.0.is_multiple_of(WORK_BATCH) && !s.e.work_points(WORK_BATCH)
+    }
+}
+
 /// Workload `wi`'s live counters.
 fn tally(s: &Sim, wi: usize) -> Rc<Tally> {
     s.tallies.borrow()[wi].clone()
@@ -243,23 +256,44 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
     }
     r.flush(s);
     s.e.sync().await;
-    match s.handle_mm_fault(mmid, vpn, true).await {
-        Fault::Minor => bump(&t.minor),
-        Fault::Major => {
-            bump(&t.major);
-            bump(&t.misses);
-        }
-        Fault::Oom => {
-            // Nothing could be killed for us: the fault kills the task itself.
-            let must_exit = {
-                let mut mm = s.mm.borrow_mut();
-                std::mem::replace(&mut mm.mms[mmid as usize].alive, false)
-            };
-            if must_exit {
-                s.exit_mmap(mmid).await;
+    loop {
+        match s.handle_mm_fault(mmid, vpn, true).await {
+            Fault::Minor => bump(&t.minor),
+            Fault::Major => {
+                bump(&t.major);
+                bump(&t.misses);
             }
-            return false;
+            Fault::Retry { major } => {
+                // The fault backed out: the access runs again (a fault if the PTE is
+                // still not present, e.g. unmapped meanwhile).
+                if major {
+                    bump(&t.major);
+                    bump(&t.misses);
+                } else {
+                    bump(&t.minor);
+                }
+                let mm = s.mm.borrow();
+                let m = &mm.mms[mmid as usize];
+                if !m.alive {
+                    return false;
+                }
+                if !pte::present(m.ptes[vpn as usize]) {
+                    continue;
+                }
+            }
+            Fault::Oom => {
+                // Nothing could be killed for us: the fault kills the task itself.
+                let must_exit = {
+                    let mut mm = s.mm.borrow_mut();
+                    std::mem::replace(&mut mm.mms[mmid as usize].alive, false)
+                };
+                if must_exit {
+                    s.exit_mmap(mmid).await;
+                }
+                return false;
+            }
         }
+        break;
     }
     r.tick(s, cost).await;
     true
@@ -363,6 +397,7 @@ pub fn spawn_usemem(
                     let t = tally(s, wi);
                     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
                     let mut pace = spec.rate.map(|b| Pace::new(start, b.0));
+                    let mut work = Work::default();
                     // Accesses drawn ahead so their PTEs (and swap-map entries) are
                     // prefetched while earlier ones run; results do not change.
                     // (Sequential passes need none: the hardware prefetcher sees them.)
@@ -405,7 +440,7 @@ pub fn spawn_usemem(
                             }
                             Access::Read { .. } => unreachable!("usemem reads no files"),
                         };
-                        if !alive || s.e.now() + r.pending >= deadline {
+                        if !alive || s.e.now() + r.pending >= deadline || work.done(s) {
                             break;
                         }
                         if let Some(p) = pace.as_mut() {
@@ -462,6 +497,7 @@ pub fn spawn_file_read(
             };
             let mut ahead: std::collections::VecDeque<Access> =
                 std::collections::VecDeque::with_capacity(depth);
+            let mut work = Work::default();
             loop {
                 let next = if depth == 1 {
                     seq.next()
@@ -494,7 +530,7 @@ pub fn spawn_file_read(
                     Read::Oom => break,
                 }
                 r.tick(s, 0).await;
-                if s.e.now() >= s.end {
+                if s.e.now() >= s.end || work.done(s) {
                     break;
                 }
             }
@@ -509,7 +545,7 @@ type Inbox = std::collections::VecDeque<(u32, u32)>;
 
 /// Requests in flight per worker ring: a buffer's virtual range is reused after this many
 /// of the worker's requests (long after it was freed).
-const REQUEST_RING: u64 = 64;
+pub const REQUEST_RING: u64 = 64;
 
 /// Create request_churn's process and its pipeline of workers.
 pub fn spawn_request_churn(
@@ -549,7 +585,11 @@ pub fn spawn_request_churn(
                 let base = i as u32 * ring;
                 let mut k = 0u64;
                 let mut alive = true;
-                while alive && (spec.requests == 0 || k < spec.requests) && s.e.now() < s.end {
+                while alive
+                    && (spec.requests == 0 || k < spec.requests)
+                    && s.e.now() < s.end
+                    && s.e.work_point()
+                {
                     let t0 = s.e.now() + r.pending;
                     // A request arrived: first free the buffers the previous worker handed us
                     // (munmap), then serve it.
@@ -575,7 +615,8 @@ pub fn spawn_request_churn(
                     let busy = s.e.now() - t0;
                     let mean_idle = busy as f64 * (1.0 / spec.load - 1.0);
                     let u: f64 = rng.random_range(f64::EPSILON..1.0);
-                    let idle = (-u.ln() * mean_idle) as u64;
+                    // At most past the longest run: a tiny load must not overflow a clock.
+                    let idle = ((-u.ln() * mean_idle) as u64).min(crate::scenario::MAX_DURATION);
                     if idle > 0 {
                         s.e.sleep(idle).await;
                     }
@@ -593,6 +634,10 @@ pub fn spawn_request_churn(
 const LOOKAHEAD: usize = 32;
 const ENTRY_AHEAD: usize = 20;
 const FOLIO_AHEAD: usize = 10;
+
+/// Iterations a workload loop counts as work at once (see `Engine::work_points`): a
+/// check per access would cost a loop of hits several instructions per access.
+const WORK_BATCH: u64 = 64;
 
 /// Requests a trace task decodes at a time.
 const TRACE_READ_BATCH: usize = 256;
@@ -696,6 +741,10 @@ impl Replay {
     #[inline]
     fn next_page(&mut self, s: &Sim, t: &Tally) -> Option<u32> {
         if self.next < self.end {
+            // The pages of a large object count as work, WORK_BATCH at a time.
+            if self.next.is_multiple_of(WORK_BATCH as u32) && !s.e.work_points(WORK_BATCH) {
+                return None;
+            }
             self.next += 1;
             return Some(self.next - 1);
         }
@@ -715,7 +764,22 @@ impl Replay {
         if self.requests >= self.limit {
             return None;
         }
+        // Requests count as work (Ctrl-C, stalled clocks), WORK_BATCH at a time.
+        if self.requests.is_multiple_of(WORK_BATCH) && !s.e.work_points(WORK_BATCH) {
+            return None;
+        }
         self.start_request(s, t)
+    }
+
+    /// Append the next batch of requests to the window.
+    fn refill(&mut self) {
+        match self.src.next_batch(&mut self.window, TRACE_READ_BATCH) {
+            Ok(more) => self.eof = !more,
+            Err(e) => {
+                self.pending_err = Some(e);
+                self.eof = true;
+            }
+        }
     }
 
     /// Read the next request and map its object; the first page to access.
@@ -723,12 +787,14 @@ impl Replay {
         if !self.eof && self.window.len() - self.pos < LOOKAHEAD {
             self.window.drain(..self.pos);
             self.pos = 0;
-            match self.src.next_batch(&mut self.window, TRACE_READ_BATCH) {
-                Ok(more) => self.eof = !more,
-                Err(e) => {
-                    self.pending_err = Some(e);
-                    self.eof = true;
+            self.refill();
+            // A source may return with nothing read yet (DAMON regions accessed at tiny
+            // rates): come back, counting the work.
+            while !self.eof && self.window.is_empty() {
+                if !s.e.work_point() {
+                    return None;
                 }
+                self.refill();
             }
         }
         // Three stages, each once the previous line has had time to arrive (none in the
@@ -746,6 +812,13 @@ impl Replay {
         let Some(&req) = self.window.get(self.pos) else {
             if let Some(e) = self.pending_err.take() {
                 s.fail(e);
+            } else if self.requests == 0 {
+                // Validation saw a request to come; a DAMON trace can still draw none.
+                s.fail(crate::error::Error::Trace {
+                    file: self.path.clone(),
+                    record: 0,
+                    msg: "no requests: the trace yielded no access".into(),
+                });
             }
             return None;
         };
@@ -830,6 +903,13 @@ pub fn spawn_trace(
             let mut r = Runner::new(s, wi, start);
             let t = tally(s, wi);
             let mut rp = Replay::new(src, spec_path, limit, kind, target);
+            // The trace's share of the memory budget: its id map and, per page, a
+            // page-cache entry (file) or a PTE (anon).
+            let page_bytes = match kind {
+                TraceTarget::File => 8,
+                TraceTarget::Anon => 4,
+            };
+            rp.ids.limit(s.trace_memory.get(), page_bytes);
             'replay: loop {
                 // Page-cache hits run in this inner loop, which has no await (the hit path
                 // of filemap_read is synchronous); it stops at the first access that needs

@@ -1,0 +1,277 @@
+//! The memory budget: before a run is built, estimate the host memory it will take and
+//! refuse a run beyond the limit (`--max-memory`; default: the machine's MemAvailable).
+//!
+//! The estimate sums the model's large tables, each at the size the run can reach:
+//!
+//! | term | bytes | reached when |
+//! |---|---|---|
+//! | frame table | 24 per frame the workloads can use: their memory, capped by the cgroups' memory.max and by the machine | frames are allocated zeroed and touched in order as they are first used |
+//! | page tables | 4 per page of every usemem area and request_churn buffer ring (PTEs) | areas are written all over (prefault, passes, random writes) |
+//! | page-cache index | 8 per page of every file (file_read files, shared_file mappings) | a read leaves an entry or a shadow per page |
+//! | swap map | 8 per swap slot: the anonymous pages that the cgroups' memory.max and the machine cannot hold | slots are handed out in order |
+//! | memcg state | per cgroup: its lruvecs and locks on every node and its per-CPU statistics deltas (40 bytes per CPU) | built at start |
+//! | tasks | per task: its future, its CPU's batches and run queue entry | built at start |
+//! | time series | per row (one per cgroup per sample): the row, its JSON and the front's copy | one row per cgroup every sample_interval until duration |
+//!
+//! Trace workloads grow as their objects appear: their index is not in the estimate; the
+//! budget left over is shared among them and enforced as objects are mapped
+//! (`trace::PageMap::limit`). The estimate excludes the process's own baseline (the
+//! interpreter and libraries): it is what the run adds, compared with what is available.
+//! docs/bench.md compares it with measured peak RSS.
+
+use crate::error::{Error, Result};
+use crate::scenario::{Limit, MappingKind, Scenario, WorkloadSpec};
+
+/// Host bytes per frame: a 16-byte `Page` and an 8-byte `LruLink`.
+pub const FRAME_BYTES: u64 = 24;
+/// Host bytes per PTE (u32), plus the PTE-table presence map (1 byte per 512 PTEs).
+const PTE_BYTES: f64 = 4.0 + 1.0 / 512.0;
+/// Host bytes per page-cache slot (u64), plus the xarray-node presence maps (1 byte per
+/// 64 slots, and per 64 of those...).
+const CACHE_BYTES: f64 = 8.0 + 1.0 / 63.0;
+/// Host bytes per swap slot used: the swap map's u64 (slots are handed out in order; the
+/// free stack of slots given back stays small next to it).
+const SWAP_SLOT_BYTES: u64 = 8;
+/// Host bytes per cgroup per node (its lruvec and two locks) and per cgroup (struct
+/// memcg, its view in the sampler and the report).
+const MEMCG_NODE_BYTES: u64 = 1_200;
+const MEMCG_BYTES: u64 = 4_096;
+/// Host bytes per cgroup per CPU: the per-CPU statistics deltas ([i64; 4] and a u64).
+const MEMCG_CPU_BYTES: u64 = 40;
+/// Host bytes per workload task (its boxed future, task state, tally) and per CPU (its
+/// LRU batches, charge stock and IO completion queue).
+const TASK_BYTES: u64 = 4_096;
+const CPU_BYTES: u64 = 512;
+/// Host bytes per time-series row: the row as built (a JSON array of 16 values), its
+/// text in the result and the front's parsed copy (measured: 30,000 rows took 72.5 MiB
+/// of peak RSS through `reclaimsim run`, 2,534 bytes each; docs/bench.md).
+const ROW_BYTES: u64 = 2_560;
+
+/// One term of an estimate.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Term {
+    /// What the memory holds, e.g. "page tables of workload[0] (usemem)".
+    pub name: String,
+    /// The scenario field that sets its size, e.g. `scenario.workload[0].size`.
+    pub field: String,
+    pub bytes: u64,
+}
+
+/// The estimated host memory of a run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Estimate {
+    pub total: u64,
+    pub terms: Vec<Term>,
+}
+
+impl Estimate {
+    /// The largest term.
+    pub fn largest(&self) -> Option<&Term> {
+        self.terms.iter().max_by_key(|t| t.bytes)
+    }
+}
+
+/// `n` bytes for people: "512.0 MiB".
+pub fn human(n: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// The machine's available memory (MemAvailable of /proc/meminfo) [bytes]; None where
+/// it cannot be read.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
+/// Pages a workload can keep resident (before its cgroup's limits), and of those, how
+/// many are anonymous. A trace's footprint is unknown until it is read: the machine's
+/// `frames`.
+fn demand(w: &WorkloadSpec, frames: u64) -> (u64, u64) {
+    match w {
+        WorkloadSpec::Usemem(u) => {
+            let p = u.processes as u64 * u.size.pages();
+            match u.mapping {
+                // Shmem folios are swap-backed, on the anon LRU, as anonymous ones.
+                MappingKind::Anon | MappingKind::Shmem => (p, p),
+                MappingKind::SharedFile => (p, 0),
+            }
+        }
+        WorkloadSpec::FileRead(f) => (f.files.iter().map(|s| s.pages()).sum(), 0),
+        WorkloadSpec::RequestChurn(r) => {
+            let p = r.request_size.pages() * crate::workload::REQUEST_RING * r.threads as u64;
+            (p, p)
+        }
+        WorkloadSpec::Trace(t) => match t.target {
+            crate::scenario::TraceTarget::File => (frames, 0),
+            crate::scenario::TraceTarget::Anon => (frames, frames),
+        },
+    }
+}
+
+/// Estimate the host memory of a validated scenario's run.
+pub fn estimate(sc: &Scenario) -> Estimate {
+    let m = &sc.machine;
+    let frames = m.memory_per_node.pages() * m.nodes as u64;
+    let nodes = m.nodes as u64;
+    let cpus = m.cpus as u64 + nodes;
+    let mut terms: Vec<Term> = Vec::new();
+    let mut add = |name: String, field: String, bytes: u64| {
+        if bytes > 0 {
+            terms.push(Term { name, field, bytes });
+        }
+    };
+
+    // Frames: each workload's pages go to its cgroup; a cgroup holds at most its
+    // memory.max and what its subtree asks for (children come after their parents in the
+    // list, so one backward pass sums the tree).
+    let n = sc.cgroups.len();
+    let index: std::collections::HashMap<&str, usize> = sc
+        .cgroups
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.path.as_str(), i + 1))
+        .collect();
+    let mut want = vec![0u64; n + 1];
+    let mut anon = vec![0u64; n + 1];
+    for w in &sc.workloads {
+        let c = index.get(w.common().cgroup.as_str()).copied().unwrap_or(0);
+        let (pages, a) = demand(w, frames);
+        want[c] = want[c].saturating_add(pages);
+        anon[c] = anon[c].saturating_add(a);
+    }
+    // Anonymous pages a cgroup cannot hold go to swap.
+    let mut overflow = 0u64;
+    for i in (1..=n).rev() {
+        let cap = sc.cgroups[i - 1].memory.max.map_or(u64::MAX, Limit::pages);
+        let (held, anon_held) = (want[i].min(cap), anon[i].min(cap));
+        overflow = overflow.saturating_add(anon[i] - anon_held);
+        let parent = index
+            .get(crate::scenario::parent_path(&sc.cgroups[i - 1].path))
+            .copied()
+            .unwrap_or(0);
+        want[parent] = want[parent].saturating_add(held);
+        anon[parent] = anon[parent].saturating_add(anon_held);
+    }
+    overflow = overflow.saturating_add(anon[0] - anon[0].min(frames));
+    let used = want[0].min(frames);
+    add(
+        format!(
+            "frame table ({FRAME_BYTES} bytes per page of the {used} pages the workloads can use)"
+        ),
+        "scenario.machine.memory_per_node".into(),
+        used * FRAME_BYTES,
+    );
+
+    for (i, w) in sc.workloads.iter().enumerate() {
+        let at = |f: &str| format!("scenario.workload[{i}].{f}");
+        match w {
+            WorkloadSpec::Usemem(u) => {
+                let p = u.processes as u64 * u.size.pages();
+                add(
+                    format!("page tables of workload[{i}] (usemem, {p} pages)"),
+                    at("size"),
+                    (p as f64 * PTE_BYTES) as u64,
+                );
+                if u.mapping == MappingKind::SharedFile {
+                    add(
+                        format!("page-cache index of workload[{i}] (shared_file, {p} pages)"),
+                        at("size"),
+                        (p as f64 * CACHE_BYTES) as u64,
+                    );
+                }
+            }
+            WorkloadSpec::RequestChurn(r) => {
+                let p = r.request_size.pages() * crate::workload::REQUEST_RING * r.threads as u64;
+                add(
+                    format!("page tables of workload[{i}] (request_churn, {p} pages)"),
+                    at("request_size"),
+                    (p as f64 * PTE_BYTES) as u64,
+                );
+            }
+            WorkloadSpec::FileRead(f) => {
+                let p: u64 = f.files.iter().map(|s| s.pages()).sum();
+                add(
+                    format!("page-cache index of workload[{i}] (file_read, {p} pages)"),
+                    at("files"),
+                    (p as f64 * CACHE_BYTES) as u64,
+                );
+            }
+            WorkloadSpec::Trace(_) => {}
+        }
+    }
+
+    if let Some(sw) = &m.swap {
+        let slots = sw.size.pages().min(overflow);
+        add(
+            format!("swap map ({slots} slots: the anonymous pages the cgroups and the machine cannot hold)"),
+            "scenario.machine.swap.size".into(),
+            slots * SWAP_SLOT_BYTES,
+        );
+    }
+
+    let memcgs = n as u64 + 1;
+    add(
+        format!("memcg state ({memcgs} cgroups on {nodes} node(s) and {cpus} CPUs)"),
+        "scenario.cgroup".into(),
+        memcgs * (MEMCG_BYTES + nodes * MEMCG_NODE_BYTES + cpus * MEMCG_CPU_BYTES),
+    );
+    let tasks: u64 = sc.workloads.iter().map(|w| w.nr_tasks()).sum::<u64>() + 2 * nodes;
+    add(
+        format!("tasks and CPUs ({tasks} tasks on {cpus} CPUs)"),
+        "scenario.workload".into(),
+        tasks * TASK_BYTES + cpus * CPU_BYTES,
+    );
+    let samples = sc.duration.0 / sc.sample_interval.0;
+    add(
+        format!("time series ({samples} samples of {memcgs} cgroups: duration / sample_interval)"),
+        "scenario.sample_interval".into(),
+        samples.saturating_mul(memcgs).saturating_mul(ROW_BYTES),
+    );
+
+    let total = terms.iter().fold(0u64, |a, t| a.saturating_add(t.bytes));
+    Estimate { total, terms }
+}
+
+/// The memory limit of a run: `max_memory`, else the machine's available memory (None
+/// when neither is known: no limit).
+pub fn limit(max_memory: Option<u64>) -> Option<u64> {
+    max_memory.or_else(available_memory)
+}
+
+/// Refuse a run whose estimate exceeds `limit`; otherwise return the estimate.
+pub fn check(sc: &Scenario, limit: Option<u64>) -> Result<Estimate> {
+    let e = estimate(sc);
+    if let Some(l) = limit {
+        if e.total > l {
+            let big = e.largest().cloned().unwrap_or(Term {
+                name: "nothing".into(),
+                field: "scenario".into(),
+                bytes: 0,
+            });
+            return Err(Error::scenario(
+                big.field,
+                format!(
+                    "the run needs an estimated {} of memory, above the {} allowed (--max-memory; default: the machine's available memory); the largest part is the {}: {}",
+                    human(e.total),
+                    human(l),
+                    big.name,
+                    human(big.bytes)
+                ),
+            ));
+        }
+    }
+    Ok(e)
+}

@@ -1,0 +1,100 @@
+//! The memory budget: the estimate adds up the model's tables, and a run beyond the
+//! limit is refused (by validate too) with the estimate and its largest term.
+
+mod common;
+
+use common::toml;
+use reclaimsim_core::{sim, Scenario};
+
+#[test]
+fn the_memory_budget_refuses_with_the_estimate_and_its_largest_term() {
+    // A century sampled every second: billions of time-series rows.
+    let t = toml("", "").replace("duration = \"10ms\"", "duration = \"3155760000s\"");
+    let sc = Scenario::from_toml(&t).unwrap();
+    let e = sim::run_with(&sc, false, Some(8 << 30), &mut |_, _| true)
+        .map(|_| ())
+        .expect_err("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("scenario.sample_interval: the run needs an estimated")
+            && msg.contains("above the 8.0 GiB allowed")
+            && msg.contains("time series (3155760000 samples of 2 cgroups"),
+        "{msg}"
+    );
+    // validate refuses it the same way.
+    let json = serde_json::to_string(&sc).unwrap();
+    assert_eq!(
+        reclaimsim_core::validate_json_limited(&json, Some(8 << 30))
+            .unwrap_err()
+            .to_string(),
+        msg
+    );
+    // A 1 ns sample interval over 10 s, and a usemem area of terabytes on a small node.
+    let t = toml("sample_interval = 1", "").replace("\"10ms\"", "\"10s\"");
+    let e = sim::run_with(
+        &Scenario::from_toml(&t).unwrap(),
+        false,
+        Some(8 << 30),
+        &mut |_, _| true,
+    )
+    .map(|_| ())
+    .expect_err("refused");
+    assert!(e.to_string().contains("10000000000 samples"), "{e}");
+    let t = toml("", "").replace("size = \"1M\"", "size = \"8T\"");
+    let e = sim::run_with(
+        &Scenario::from_toml(&t).unwrap(),
+        false,
+        Some(8 << 30),
+        &mut |_, _| true,
+    )
+    .map(|_| ())
+    .expect_err("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("scenario.workload[0].size:")
+            && msg.contains("page tables of workload[0] (usemem, 2147483648 pages): 8.0 GiB"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn the_estimate_adds_up_the_models_tables() {
+    // Two usemem processes of 64M in a cgroup limited to 32M, 1G of swap, one file of
+    // 16M at the root, on a 256M node with 4 CPUs, 100 ms sampled every 10 ms.
+    let t = r#"duration = "100ms"
+sample_interval = "10ms"
+[machine]
+cpus = 4
+memory_per_node = "256M"
+[machine.swap]
+size = "1G"
+[[cgroup]]
+path = "/a"
+memory.max = "32M"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+processes = 2
+size = "64M"
+[[workload]]
+type = "file_read"
+files = ["16M"]
+"#;
+    let e = reclaimsim_core::budget::estimate(&Scenario::from_toml(t).unwrap());
+    let term = |prefix: &str| {
+        e.terms
+            .iter()
+            .find(|t| t.name.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{prefix}: {:?}", e.terms))
+            .bytes
+    };
+    // Frames: 32M of the cgroup (8192 pages) plus the 16M file (4096), 24 bytes each.
+    assert_eq!(term("frame table"), (8192 + 4096) * 24);
+    // PTEs: 2 * 16384 pages, 4 bytes each and a byte per 512.
+    assert_eq!(term("page tables of workload[0]"), 32768 * 4 + 32768 / 512);
+    // The swap map: the anonymous pages beyond the cgroup's 8192, 8 bytes each.
+    assert_eq!(term("swap map"), (32768 - 8192) * 8);
+    // Ten samples of two cgroups.
+    assert_eq!(term("time series"), 10 * 2 * 2560);
+    assert_eq!(e.total, e.terms.iter().map(|t| t.bytes).sum::<u64>());
+}

@@ -1,0 +1,45 @@
+//! Helpers shared by the bad-input tests.
+
+#![allow(dead_code)]
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A small valid scenario with `extra` at the top level (before any table) and `tail`
+/// appended to its one usemem workload, 1M in cgroup /a.
+pub fn toml(extra: &str, tail: &str) -> String {
+    format!(
+        r#"duration = "10ms"
+{extra}
+[machine]
+cpus = 4
+memory_per_node = "64M"
+[[cgroup]]
+path = "/a"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "1M"
+{tail}"#
+    )
+}
+
+/// Run `f` on another thread and wait for it at most `secs` (a guard against hangs: no
+/// test asserts a time, only that the call returns).
+pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .expect("the call did not return within the guard timeout")
+}
+
+/// Write `data` to a file `name` in this test process's temporary directory.
+pub fn tmp(name: &str, data: &[u8]) -> String {
+    let dir = std::env::temp_dir().join(format!("reclaimsim-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, data).unwrap();
+    p.to_string_lossy().into_owned()
+}

@@ -1,0 +1,265 @@
+//! Hostile and careless scenarios: each is refused with one line that names the field,
+//! the value and what is allowed; the checks stay fast on huge inputs.
+
+mod common;
+
+use common::{toml, within};
+use reclaimsim_core::{sim, Error, Scenario};
+
+/// The scenario error of `t`: (path, message).
+fn refused(t: &str) -> (String, String) {
+    match Scenario::from_toml(t) {
+        Err(e @ Error::Scenario { .. }) => {
+            let s = e.to_string();
+            assert!(!s.contains('\n'), "one line: {s:?}");
+            let Error::Scenario { path, msg, .. } = e else {
+                unreachable!()
+            };
+            (path, msg)
+        }
+        other => panic!("expected a scenario error, got {other:?}\n{t}"),
+    }
+}
+
+fn assert_refused(t: &str, path: &str, parts: &[&str]) {
+    let (p, m) = refused(t);
+    assert_eq!(p, path, "{m}");
+    for x in parts {
+        assert!(m.contains(x), "{path}: {x:?} not in {m:?}");
+    }
+}
+
+#[test]
+fn sizes_and_counts_beyond_what_the_model_holds_are_refused_with_field_value_and_range() {
+    let base = |machine: &str, workload: &str| {
+        format!("duration = \"10ms\"\n[machine]\n{machine}\n[[workload]]\n{workload}\n")
+    };
+    let m = "cpus = 4\nmemory_per_node = \"64M\"";
+    // A node of 8 TiB: the PTE holds a 29-bit pfn, 2 TiB in all.
+    assert_refused(
+        &base(
+            "cpus = 4\nmemory_per_node = \"8T\"",
+            "type = \"usemem\"\nsize = \"1M\"",
+        ),
+        "scenario.machine.memory_per_node",
+        &["8796093022208", "2T", "29-bit"],
+    );
+    // 2 TiB is the whole machine: two nodes of 2 TiB are too much, two of 1 TiB fit.
+    assert_refused(
+        &base(
+            "nodes = 2\ncpus = 4\nmemory_per_node = \"2T\"",
+            "type = \"usemem\"\nsize = \"1M\"",
+        ),
+        "scenario.machine.memory_per_node",
+        &["1024G per node with 2 node(s)"],
+    );
+    assert!(Scenario::from_toml(&base(
+        "nodes = 2\ncpus = 4\nmemory_per_node = \"1T\"",
+        "type = \"usemem\"\nsize = \"1M\""
+    ))
+    .is_ok());
+    // Swap beyond the 30-bit slot.
+    assert_refused(
+        &base(
+            "cpus = 4\nmemory_per_node = \"64M\"\n[machine.swap]\nsize = \"5T\"",
+            "type = \"usemem\"\nsize = \"1M\"",
+        ),
+        "scenario.machine.swap.size",
+        &["5497558138880", "4T", "30-bit"],
+    );
+    // processes * threads overflowing 32 bits (65536 * 65536 wraps to 0).
+    assert_refused(
+        &base(
+            m,
+            "type = \"usemem\"\nsize = \"1M\"\nprocesses = 65536\nthreads = 65536",
+        ),
+        "scenario.workload[0].processes",
+        &["65536 * 65536 = 4294967296 tasks", "1..=4096"],
+    );
+    // A CPU range of billions is refused without being expanded.
+    assert_refused(
+        &base(
+            m,
+            "type = \"usemem\"\nsize = \"1M\"\ncpus = \"0-4000000000\"",
+        ),
+        "scenario.workload[0].cpus",
+        &["CPU 4000000000 does not exist", "0..=3"],
+    );
+    assert_refused(
+        &base(
+            m,
+            "type = \"usemem\"\nsize = \"1M\"\nprocesses = 2\ncpus = \"1,1\"",
+        ),
+        "scenario.workload[0].cpus",
+        &["CPU 1 is listed twice"],
+    );
+    // An area whose page indices do not fit in 32 bits (16 TiB wraps to 0 pages).
+    assert_refused(
+        &base(m, "type = \"usemem\"\nsize = \"16T\""),
+        "scenario.workload[0].size",
+        &["17592186044416", "16T - 4K"],
+    );
+    assert_refused(
+        &base(m, "type = \"file_read\"\nfiles = [\"1M\", \"20T\"]"),
+        "scenario.workload[0].files[1]",
+        &["21990232555520", "16T - 4K"],
+    );
+    assert_refused(
+        &base(
+            "cpus = 4096\nmemory_per_node = \"64M\"",
+            "type = \"request_churn\"\nthreads = 2048\nrequest_size = \"256M\"",
+        ),
+        "scenario.workload[0].request_size",
+        &["2048 workers", "page indices are 32-bit"],
+    );
+    // Time: a duration past 2^62 ns, a cost of more than 2^32 ns.
+    assert_refused(
+        &toml("", "").replace("duration = \"10ms\"", "duration = \"200000000000s\""),
+        "scenario.duration",
+        &["200000000000s", "too large"],
+    );
+    assert_refused(
+        &toml("", "").replace("duration = \"10ms\"", "duration = \"200y\""),
+        "scenario.duration",
+        &["200y", "unknown time unit"],
+    );
+    assert_refused(
+        &toml("", "").replace("duration = \"10ms\"", "duration = \"6000000000s\""),
+        "scenario.duration",
+        &["6000000000000000000 ns", "4611686018427387904"],
+    );
+    assert_refused(
+        &toml("", "").replace("[machine]", "[costs]\npage_alloc = 9000000000\n[machine]"),
+        "scenario.costs.page_alloc",
+        &["9000000000 ns", "0..=4294967296"],
+    );
+    // Sizes beyond 64 bits are not silently saturated.
+    assert_refused(
+        &toml("", "").replace("size = \"1M\"", "size = \"100000000000G\""),
+        "scenario.workload[0].size",
+        &["100000000000G", "too large"],
+    );
+    // A million cgroups: refused before any per-cgroup work.
+    let mut t = String::from(
+        "duration = \"1ms\"\n[machine]\ncpus = 1\nmemory_per_node = \"64M\"\n[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\n",
+    );
+    for i in 0..1_000_000 {
+        t += &format!("[[cgroup]]\npath = \"/c{i}\"\n");
+    }
+    let (p, msg) = within(300, move || refused(&t));
+    assert_eq!(p, "scenario.cgroup");
+    assert!(
+        msg.contains("1000000 cgroups") && msg.contains("4095"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_deep_cgroup_tree_is_validated_and_built_in_linear_time() {
+    // 4095 levels: the paths alone are 4095 * 4096 / 2 * 3 bytes; a quadratic check of
+    // paths against paths would compare far more.
+    let mut t =
+        String::from("duration = \"1ms\"\n[machine]\ncpus = 1\nmemory_per_node = \"64M\"\n");
+    let mut p = String::new();
+    for i in 0..4095 {
+        p += &format!("/{}", i % 10);
+        t += &format!("[[cgroup]]\npath = \"{p}\"\n");
+    }
+    t += &format!("[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\ncgroup = \"{p}\"\n");
+    let r = within(300, move || {
+        let sc = Scenario::from_toml(&t).map_err(|e| e.to_string())?;
+        sim::Sim::build(&sc)
+            .map(|s| s.mm.borrow().memcgs.len())
+            .map_err(|e| e.to_string())
+    });
+    assert_eq!(r, Ok(4096));
+    // One more is refused.
+    let mut t = String::from(
+        "duration = \"1ms\"\n[machine]\ncpus = 1\nmemory_per_node = \"64M\"\n[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\n",
+    );
+    for i in 0..4096 {
+        t += &format!("[[cgroup]]\npath = \"/c{i}\"\n");
+    }
+    assert_refused(&t, "scenario.cgroup", &["4096 cgroups", "4095"]);
+}
+
+#[test]
+fn malformed_values_are_named_in_the_scenarios_words() {
+    // A date where a size is expected (TOML has dates; no scenario field takes one).
+    assert_refused(
+        &toml("", "").replace("size = \"1M\"", "size = 1979-05-27"),
+        "scenario.workload[0].size",
+        &["1979-05-27", "date/time"],
+    );
+    // Not UTF-8.
+    let mut bytes = toml("", "").into_bytes();
+    bytes.extend_from_slice(b"name = \"\xff\"\n");
+    match Scenario::from_toml_bytes(&bytes) {
+        Err(Error::Scenario { path, msg, .. }) => {
+            assert_eq!(path, "scenario");
+            assert!(msg.contains("not UTF-8") && msg.contains("0xff"), "{msg}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Deep nesting in a field nobody reads still ends in an error, not a stack overflow.
+    let deep = format!("x = {}1{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    let (p, _) = refused(&toml(&deep, ""));
+    assert!(p.starts_with("scenario"), "{p}");
+    // Types: no Rust type names, no position in the internal JSON, the value shown.
+    for (t, path, parts) in [
+        (
+            toml("", "").replace("cpus = 4", "cpus = 2.5"),
+            "scenario.machine.cpus",
+            &["2.5", "an integer in 0..=4294967295"][..],
+        ),
+        (
+            toml("", "").replace("cpus = 4", "cpus = -1"),
+            "scenario.machine.cpus",
+            &["-1", "an integer in 0..=4294967295"][..],
+        ),
+        (
+            toml("", "").replace("[machine]", "[machine]\nnodes = \"two\""),
+            "scenario.machine.nodes",
+            &["\"two\"", "an integer"][..],
+        ),
+        (
+            toml("seed = true", ""),
+            "scenario.seed",
+            &["true", "an integer"][..],
+        ),
+        (
+            toml("", "").replace("size = \"1M\"", "size = [1]"),
+            "scenario.workload[0].size",
+            &["a list", "expected bytes"][..],
+        ),
+        (
+            toml("", "prefault = 3"),
+            "scenario.workload[0].prefault",
+            &["3", "true or false"][..],
+        ),
+        (
+            toml("", "").replace("[machine]", "machine = 3\n[x]"),
+            "scenario.machine",
+            &["a table"][..],
+        ),
+    ] {
+        let (p, m) = refused(&t);
+        assert_eq!(p, path, "{m}");
+        for x in parts {
+            assert!(m.contains(x), "{x:?} not in {m:?}");
+        }
+        for w in ["u32", "u64", "f64", "struct", " at line "] {
+            assert!(!m.contains(w), "{w:?} in {m:?}");
+        }
+    }
+    // JSON the front may hand over: NaN is not a number, and the position in the JSON
+    // text is not shown.
+    let j = r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "1G"}, "workload": [{"type": "request_churn", "load": NaN}]}"#;
+    match Scenario::from_json(j) {
+        Err(Error::Scenario { path, msg, .. }) => {
+            assert_eq!(path, "scenario.workload[0].load", "{msg}");
+            assert!(!msg.contains("line"), "{msg}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

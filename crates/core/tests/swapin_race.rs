@@ -1,0 +1,108 @@
+//! do_swap_page racing zap_pte_range: a munmap of the page while its swap-in read is in
+//! flight. The kernel rechecks the PTE under the page-table lock after the read
+//! (pte_same) and backs out when it changed; the fault must not map the folio into the
+//! unmapped range nor drop the process's swap-entry count a second time.
+
+use reclaimsim_core::mm::memory::Fault;
+use reclaimsim_core::mm::mm_types::pte;
+use reclaimsim_core::mm::MmStruct;
+use reclaimsim_core::sim::Sim;
+use reclaimsim_core::Scenario;
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// A machine with an SSD swap (asynchronous reads, 80 us) and no workload running (the
+/// scenario's only one starts after the end).
+fn sim() -> Rc<Sim> {
+    let t = r#"
+duration = "1ms"
+[machine]
+cpus = 2
+memory_per_node = "64M"
+[machine.swap]
+size = "64M"
+device = "ssd"
+[[cgroup]]
+path = "/a"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "4K"
+start = "10s"
+"#;
+    Sim::build(&Scenario::from_toml(t).unwrap()).unwrap()
+}
+
+/// A process of memcg /a (id 1) with page 0 swapped out (its slot holds a shadow).
+fn swapped_out_process(s: &Sim) -> (u32, u32) {
+    let mut mm = s.mm.borrow_mut();
+    mm.mms.push(MmStruct::new(16, 1, 0, 0));
+    let mmid = (mm.mms.len() - 1) as u32;
+    let sw = mm.swap.as_mut().unwrap();
+    let slot = sw.alloc_slot(0).unwrap();
+    sw.set_shadow(slot, 0);
+    mm.mms[mmid as usize].ptes[0] = pte::mk_swap(slot);
+    mm.mms[mmid as usize].swapents = 1;
+    mm.memcgs[1].swap_usage = 1;
+    (mmid, slot)
+}
+
+/// A write fault on page 0 by a thread of `mmid` on CPU 0 at t=0; then its CPU's LRU
+/// batches are drained (the folio of a swap-in goes to the lru_add batch before the read).
+fn write_fault(s: &Rc<Sim>, mmid: u32) -> Rc<Cell<Option<Fault>>> {
+    let fault = Rc::new(Cell::new(None));
+    let (s2, f2) = (s.clone(), fault.clone());
+    s.e.spawn_tagged(0, 0, mmid, async move {
+        f2.set(Some(s2.handle_mm_fault(mmid, 0, true).await));
+        s2.lru_add_drain().await;
+    });
+    fault
+}
+
+#[test]
+fn a_munmap_during_the_swapin_read_makes_the_fault_back_out() {
+    let s = sim();
+    let (mmid, _) = swapped_out_process(&s);
+    let fault = write_fault(&s, mmid);
+    // 10 us later, while the 80 us read is in flight, another thread unmaps the page.
+    {
+        let s2 = s.clone();
+        s.e.spawn_tagged(10_000, 1, mmid, async move {
+            s2.zap_pte_range(mmid, 0, 1).await;
+        });
+    }
+    s.e.run_until(1_000_000, 1 << 20, &mut |_| true);
+    assert_eq!(fault.get(), Some(Fault::Retry { major: true }));
+    let mm = s.mm.borrow();
+    let m = &mm.mms[mmid as usize];
+    // The zap dropped the one swap entry; the fault did not drop it again, nor map the
+    // folio into the range that is gone.
+    assert_eq!(m.swapents, 0);
+    assert_eq!(m.ptes[0], 0);
+    assert_eq!(m.rss, 0);
+    // The slot and the folio read into it are freed.
+    assert_eq!(mm.swap.as_ref().unwrap().nr_used(), 0);
+    assert_eq!(mm.memcgs[1].swap_usage, 0);
+    assert_eq!(
+        mm.used_frames, 0,
+        "the folio read for the gone PTE is freed"
+    );
+    mm.check_invariants().unwrap();
+}
+
+#[test]
+fn without_a_munmap_the_swapin_maps_the_page() {
+    let s = sim();
+    let (mmid, _) = swapped_out_process(&s);
+    let fault = write_fault(&s, mmid);
+    s.e.run_until(1_000_000, 1 << 20, &mut |_| true);
+    assert_eq!(fault.get(), Some(Fault::Major));
+    let mm = s.mm.borrow();
+    let m = &mm.mms[mmid as usize];
+    assert_eq!(m.swapents, 0);
+    assert!(pte::present(m.ptes[0]));
+    assert_eq!(m.rss, 1);
+    // A write fault frees the swap slot (should_try_to_free_swap).
+    assert_eq!(mm.swap.as_ref().unwrap().nr_used(), 0);
+    assert_eq!(mm.used_frames, 1);
+}

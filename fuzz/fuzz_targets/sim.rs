@@ -1,0 +1,7 @@
+//! Fuzz target `sim`: see fuzz/harness.rs.
+#![no_main]
+
+#[path = "../harness.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::sim(data));
