@@ -259,3 +259,30 @@ repeat = 0
         vm(&r, "pswpout")
     );
 }
+
+/// Seed 001's memcg walk on a machine that runs out of memory with no swap: three
+/// processes of 16,068K (4,017 pages each) on a 21M node (5,376 pages). Only one fits, so
+/// the OOM killer must take exactly two, and the run must end: the allocator used to
+/// retry for ever inside one poll, never yielding.
+#[test]
+fn memcg_iter_without_swap_ooms_twice_and_ends() {
+    let sc = Scenario::from_toml(
+        r#"
+duration = "14ms"
+[machine]
+cpus = 7
+memory_per_node = "21M"
+[kernel]
+lru = "mglru"
+[variants]
+mglru_memcg_iter = true
+[[workload]]
+type = "usemem"
+processes = 3
+size = "16068K"
+"#,
+    )
+    .expect("valid scenario");
+    let r = serde_json::to_value(sim::run(&sc, &mut |_, _| true).expect("run")).unwrap();
+    assert_eq!(vm(&r, "oom_kill"), 2);
+}
