@@ -374,7 +374,7 @@ impl Report {
             workloads,
             oom_kills,
             reclaim: json!({
-                "kswapd_cpu_ns": stats.kswapd_ns,
+                "kswapd_cpu_ns": sim.kswapd_cpu_ns(end_ns),
                 "direct_reclaim_ns": stats.direct_reclaim_ns,
                 "direct_reclaims": stats.direct_reclaims,
             }),

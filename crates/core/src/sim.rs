@@ -29,8 +29,11 @@ const FLUSH_PHASE_STREAM: u64 = u64::MAX - 1;
 /// Run-wide measurements that are not kernel counters.
 #[derive(Debug, Default, Clone)]
 pub struct SimStats {
-    /// CPU time kswapd spent in balance_pgdat, per node [ns].
+    /// CPU time kswapd spent in balance_pgdat, per node [ns] (finished runs).
     pub kswapd_ns: Vec<u64>,
+    /// Start of the balance_pgdat run under way on each node, if any: the report adds
+    /// its time up to the end, so a kswapd that never returns still shows its CPU.
+    pub kswapd_since: Vec<Option<u64>>,
     /// Time tasks spent in direct (global or memcg) reclaim [ns], and how often.
     pub direct_reclaim_ns: u64,
     pub direct_reclaims: u64,
@@ -272,6 +275,7 @@ impl Sim {
             oom_wait: Default::default(),
             stats: RefCell::new(SimStats {
                 kswapd_ns: vec![0; nodes],
+                kswapd_since: vec![None; nodes],
                 ..Default::default()
             }),
             schedules: RefCell::new(Vec::new()),
@@ -523,8 +527,24 @@ impl Sim {
         s.direct_reclaims += 1;
     }
 
+    pub fn note_kswapd_start(&self, node: u32, t0: u64) {
+        self.stats.borrow_mut().kswapd_since[node as usize] = Some(t0);
+    }
+
     pub fn note_kswapd_run(&self, node: u32, ns: u64) {
-        self.stats.borrow_mut().kswapd_ns[node as usize] += ns;
+        let mut st = self.stats.borrow_mut();
+        st.kswapd_ns[node as usize] += ns;
+        st.kswapd_since[node as usize] = None;
+    }
+
+    /// kswapd's CPU per node up to `end`: finished balance_pgdat runs plus the one under way.
+    pub fn kswapd_cpu_ns(&self, end: u64) -> Vec<u64> {
+        let st = self.stats.borrow();
+        st.kswapd_ns
+            .iter()
+            .zip(&st.kswapd_since)
+            .map(|(&done, since)| done + since.map_or(0, |t0| end.saturating_sub(t0)))
+            .collect()
     }
 
     /// A workload task finished: the run ends when the last one does.

@@ -286,3 +286,61 @@ size = "16068K"
     let r = serde_json::to_value(sim::run(&sc, &mut |_, _| true).expect("run")).unwrap();
     assert_eq!(vm(&r, "oom_kill"), 2);
 }
+
+/// kswapd's CPU includes the balance_pgdat run still under way when the run ends: under
+/// sustained pressure from many memcgs kswapd may never return from it, and then its
+/// CPU read 0 while it scanned millions of folios. Each folio it scanned took at least
+/// one list operation (cost `list_op`), and it cannot have run longer than the run.
+#[test]
+fn kswapd_cpu_counts_the_balance_pgdat_run_under_way() {
+    let sc = Scenario::from_toml(
+        r#"
+duration = "1s"
+[machine]
+nodes = 2
+cpus = 16
+memory_per_node = "2G"
+[machine.swap]
+size = "8G"
+device = "zram"
+[kernel]
+lru = "mglru"
+[variants]
+mglru_memcg_iter = true
+[[cgroup]]
+path = "/server{i}"
+copies = 16
+[[workload]]
+type = "usemem"
+name = "server{i}"
+cgroup = "/server{i}"
+copies = 16
+size = "320M"
+prefault = true
+random = true
+repeat = 0
+rate = "1G"
+"#,
+    )
+    .expect("valid scenario");
+    let r = serde_json::to_value(sim::run(&sc, &mut |_, _| true).expect("run")).unwrap();
+    let cpu: u64 = r["reclaim"]["kswapd_cpu_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let scanned = vm(&r, "pgscan_kswapd");
+    assert!(
+        scanned > 10_000,
+        "the scenario must keep kswapd busy: {scanned}"
+    );
+    assert!(
+        cpu >= scanned * 6,
+        "kswapd CPU {cpu} ns for {scanned} folios scanned"
+    );
+    assert!(
+        cpu <= 2 * 1_000_000_000,
+        "two kswapds cannot run longer than the run: {cpu}"
+    );
+}

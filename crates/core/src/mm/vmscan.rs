@@ -1494,6 +1494,7 @@ impl Sim {
         loop {
             self.kswapd_try_to_sleep(node).await;
             let t0 = self.e.now();
+            self.note_kswapd_start(node, t0);
             self.balance_pgdat(node).await;
             self.note_kswapd_run(node, self.e.now() - t0);
             self.e.sync().await;
