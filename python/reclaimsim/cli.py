@@ -264,8 +264,14 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_pat
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
     Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload,
-    kswapd_cpu_ns, lock_wait_total_ns, lock_wait_ns@CALLER, lru_add_dead_share; add /s
-    or /min for rates per virtual second or minute.
+    kswapd_cpu_ns, reclaim_cpu_ns, direct_reclaim_latency_ns, lock_wait_total_ns,
+    lock_wait_ns@CALLER, lock_acquisitions@CALLER, lru_add_dead_share,
+    proactive_accuracy, proactive_latency_ns, proactive_ns_per_page; across cgroups or
+    workloads cv:KEY@/glob* (stddev over mean, %) and sum:KEY@/glob*; add /s or /min for
+    rates per virtual second or minute.
+
+    A and B (--a/--b, or the scenario's [compare] a and b) are switches
+    (rotation_cost=false) or scenario fields by their --set path (kernel.lru=mglru).
     """
     from .compare import compare, format_compare
 

@@ -97,7 +97,8 @@ def metric(r: dict, name: str) -> float:
     `miss_ratio@NAME`, or `per_process_ops@NAME`,
     throughput per task as will-it-scale reports it); `kswapd_cpu_ns`,
     `direct_reclaim_ns`; `proactive_accuracy` (memory.reclaim's reclaimed over requested
-    bytes, in percent) and `proactive_latency_ns` (mean write time); `lock_wait_total_ns` (all locks), `lru_lock_wait_total_ns`,
+    bytes, in percent), `proactive_latency_ns` (mean write time) and `proactive_ns_per_page`
+    (the writers' time per reclaimed page); `lock_wait_total_ns` (all locks), `lru_lock_wait_total_ns`,
     `lock_acquisitions`, `lock_wait_ns@CALLER`,
     `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
     `mm_lru_insertion_dead`, `lru_add_dead_filtered`); `lru_add_dead_share` (percent of
@@ -151,12 +152,17 @@ def metric(r: dict, name: str) -> float:
         # Allocation latency: time per direct reclaim (global and memcg).
         n = r["reclaim"]["direct_reclaims"]
         return float(r["reclaim"]["direct_reclaim_ns"]) / n if n else 0.0
-    if name in ("proactive_accuracy", "proactive_latency_ns"):
+    if name in ("proactive_accuracy", "proactive_latency_ns", "proactive_ns_per_page"):
         p = r.get("proactive")
         if not p:
             raise ScenarioError(f"metric {name!r}: the scenario has no [[reclaim]] schedule")
         if name == "proactive_latency_ns":
             return float(p["latency_ns"]["mean"])
+        if name == "proactive_ns_per_page":
+            # Reclaim CPU per reclaimed page: the writers' time in memory.reclaim.
+            busy = p["latency_ns"]["mean"] * p["writes"]
+            pages = p["reclaimed_bytes"] / 4096
+            return busy / pages if pages else 0.0
         # Seed 001's accuracy: what memory.reclaim reclaimed over what it was asked for.
         return 100.0 * p["reclaimed_bytes"] / p["requested_bytes"] if p["requested_bytes"] else 0.0
     if name in ("direct_reclaim_ns", "direct_reclaims"):

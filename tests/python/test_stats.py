@@ -150,3 +150,23 @@ def test_a_side_sets_switches_and_scenario_fields():
     d = _apply_side(data, {}, {"kernel": {"lru": "mglru"}})
     assert d["kernel"]["lru"] == "mglru"
     assert data["kernel"] == {"swappiness": 60}
+
+
+def test_proactive_metrics_by_hand():
+    from reclaimsim.compare import metric
+
+    # 4 writes of 2 MiB (512 pages each) that reclaimed 2,100 pages in all, 3 ms each.
+    r = {
+        "end_ns": 10**9,
+        "proactive": {
+            "writes": 4,
+            "requested_bytes": 4 * 2 * 2**20,
+            "reclaimed_bytes": 2100 * 4096,
+            "latency_ns": {"mean": 3_000_000},
+        },
+    }
+    assert metric(r, "proactive_accuracy") == pytest.approx(100.0 * 2100 / 2048)
+    assert metric(r, "proactive_latency_ns") == 3_000_000
+    assert metric(r, "proactive_ns_per_page") == pytest.approx(4 * 3_000_000 / 2100)
+    with pytest.raises(Exception, match="no \\[\\[reclaim\\]\\] schedule"):
+        metric({"end_ns": 1, "proactive": None}, "proactive_accuracy")
