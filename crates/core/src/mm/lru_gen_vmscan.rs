@@ -125,6 +125,14 @@ impl Mm {
                 break;
             }
             scanned += 1;
+            let next = self.pages.links[pfn as usize].prev;
+            if next != super::NIL {
+                // The folio scanned after this one: its frame, generation byte and links.
+                let n = next as usize;
+                super::prefetch(&self.pages[n]);
+                super::prefetch(&self.pages.lru_gen[n]);
+                super::prefetch(&self.pages.links[n]);
+            }
             let Mm { pages, lruvecs, .. } = self;
             if sort_folio(pages, &mut lruvecs[l], pfn, tier, true).sorted() {
                 sorted += 1;

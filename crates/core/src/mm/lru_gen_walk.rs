@@ -35,6 +35,9 @@ struct PteScan {
     young: u64,
 }
 
+/// How many PTEs ahead walk_pte_range prefetches the frame a PTE points to.
+const WALK_PREFETCH: usize = 8;
+
 impl Mm {
     /// Does the folio at `pfn` belong to lruvec `lv`'s memcg and node, on its MGLRU lists
     /// (get_pfn_folio)?
@@ -61,6 +64,15 @@ impl Mm {
         let mut scan = PteScan { total: 0, young: 0 };
         for vpn in start..end {
             scan.total += 1;
+            // The young PTEs of a random-access workload point all over the frame table:
+            // fetch the frame and its generation byte a few PTEs ahead.
+            if let Some(&ahead) = self.mms[mmid as usize].ptes.get(vpn + WALK_PREFETCH) {
+                if pte::present(ahead) {
+                    let f = pte::pfn(ahead) as usize;
+                    super::prefetch(&self.pages[f]);
+                    super::prefetch(&self.pages.lru_gen[f]);
+                }
+            }
             let v = self.mms[mmid as usize].ptes[vpn];
             if !pte::present(v) || v & pte::YOUNG == 0 {
                 continue;
