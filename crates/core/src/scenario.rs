@@ -1930,6 +1930,9 @@ impl Scenario {
 // /sys/kernel/debug/lru_gen schedules
 // ---------------------------------------------------------------------------------------
 
+/// The most writes of one `[[lru_gen]]` entry that may fall within the run.
+pub const MAX_LRU_GEN_WRITES: u64 = 1_000_000;
+
 /// The command of a `[[lru_gen]]` entry: `"+"` ages (run_aging), `"-"` evicts
 /// (run_eviction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -2074,6 +2077,7 @@ impl Scenario {
             }
             self.validate_lru_gen_opt(&at, g)?;
             self.validate_timing(&at, g.at, g.every, g.times)?;
+            self.validate_lru_gen_writes(&at, g)?;
         }
         if !self.lru_gens.is_empty() && self.lru_gen_cpus().is_none() {
             return Err(Error::scenario(
@@ -2086,6 +2090,27 @@ impl Scenario {
             .with_hint("raise machine.cpus: each task needs its own CPU"));
         }
         Ok(())
+    }
+
+    /// A failing write takes no virtual time, so the writes that fall within the run are
+    /// bounded by the schedule alone: at most MAX_LRU_GEN_WRITES of them (each is logged).
+    fn validate_lru_gen_writes(
+        &self,
+        at: &dyn Fn(&str) -> String,
+        g: &LruGenSchedule,
+    ) -> Result<()> {
+        let span = self.duration.0 - g.at.0 - 1;
+        let within = g.every.map_or(1, |e| span / e.0 + 1).min(g.times);
+        if within <= MAX_LRU_GEN_WRITES {
+            return Ok(());
+        }
+        Err(Error::scenario(
+            at("every"),
+            format!(
+                "{} ns: {within} writes within the run; allowed at most {MAX_LRU_GEN_WRITES} per entry",
+                g.every.map_or(0, |e| e.0)
+            ),
+        ))
     }
 
     /// `force_scan` belongs to "+" and `nr_to_reclaim` to "-", and either needs

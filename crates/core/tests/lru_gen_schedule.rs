@@ -431,6 +431,12 @@ fn schedule_fields_are_checked_by_name() {
             "scenario.lru_gen[0]",
             "can_swap",
         ),
+        (
+            // Due at 1 s + k us: 9,000,000 of them fall within the 10 s run.
+            "cmd = \"-\"\ntimes = 100000000\nevery = \"1us\"",
+            "scenario.lru_gen[0].every",
+            "9000000 writes within the run; allowed at most 1000000",
+        ),
         ("", "scenario.lru_gen[0]", "cmd"),
     ] {
         let e = error_of(mg, &entry(extra), 2);
