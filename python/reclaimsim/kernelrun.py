@@ -482,9 +482,9 @@ def check_lru(norm: dict) -> None:
     """Refuse, before the host is touched, what the host kernel cannot run or kernel-run does
     not replay: MGLRU without CONFIG_LRU_GEN, and [[lru_gen]] debugfs schedules."""
     if norm["kernel"].get("lru") == "mglru" and not LRU_GEN_ENABLED.exists():
-        what = "[[lru_gen]] schedules and " if norm.get("lru_gen") else ""
+        what = '[[lru_gen]] schedules and kernel.lru = "mglru" need' if norm.get("lru_gen") else 'kernel.lru = "mglru" needs'
         raise KernelRunError(
-            f"the scenario's {what}kernel.lru = \"mglru\" need the multi-gen LRU, but this host kernel "
+            f"the scenario's {what} the multi-gen LRU, but this host kernel "
             f"({os.uname().release}) has no {LRU_GEN_ENABLED}: kernel-run needs a kernel with CONFIG_LRU_GEN "
             "(a VM kernel-run is not available yet)"
         )
