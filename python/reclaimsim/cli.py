@@ -205,6 +205,12 @@ def print_report(r, show_all: bool = False) -> None:
             f"{s['reclaimed_bytes'] >> 20}M of {s['requested_bytes'] >> 20}M reclaimed; write time mean "
             f"{_fmt_ns(lat['mean'])} p50 {_fmt_ns(lat['p50'])} p99 {_fmt_ns(lat['p99'])} max {_fmt_ns(lat['max'])}"
         )
+    for s in (r.data.get("lru_gen_writes") or {}).get("schedules", []):
+        lat = s["latency_ns"]
+        out(
+            f"lru_gen \"{s['cmd']}\" {s['cgroup']} node {s['node']}: {s['writes']} writes, {s['failures']} failed, "
+            f"{s['reclaimed_pages']} pages reclaimed; write time mean {_fmt_ns(lat['mean'])} max {_fmt_ns(lat['max'])}"
+        )
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})

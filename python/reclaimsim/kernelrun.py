@@ -475,6 +475,25 @@ def _has_anon(scenario: dict) -> bool:
     return any(w.get("type") == "usemem" for w in scenario.get("workload", []))
 
 
+LRU_GEN_ENABLED = Path("/sys/kernel/mm/lru_gen/enabled")
+
+
+def check_lru(norm: dict) -> None:
+    """Refuse, before the host is touched, what the host kernel cannot run or kernel-run does
+    not replay: MGLRU without CONFIG_LRU_GEN, and [[lru_gen]] debugfs schedules."""
+    if norm["kernel"].get("lru") == "mglru" and not LRU_GEN_ENABLED.exists():
+        what = '[[lru_gen]] schedules and kernel.lru = "mglru" need' if norm.get("lru_gen") else 'kernel.lru = "mglru" needs'
+        raise KernelRunError(
+            f"the scenario's {what} the multi-gen LRU, but this host kernel "
+            f"({os.uname().release}) has no {LRU_GEN_ENABLED}: kernel-run needs a kernel with CONFIG_LRU_GEN "
+            "(a VM kernel-run is not available yet)"
+        )
+    if norm.get("lru_gen"):
+        raise KernelRunError(
+            "the scenario has [[lru_gen]] (/sys/kernel/debug/lru_gen) schedules, which kernel-run does not replay"
+        )
+
+
 def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = None, progress=None) -> dict:
     """Run `scenario` `reps` times on the host kernel and `reps` times in the simulator
     (flush phases spread, unless pinned); return the side-by-side report."""
@@ -486,6 +505,7 @@ def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = N
             "the scenario has [[reclaim]] (memory.reclaim) schedules, which kernel-run does not replay; "
             "a cgroup v1 host has no memory.reclaim at all"
         )
+    check_lru(norm)
     cg = check_host()
     notes = cg.notes
     if any(w.get("start", 0) for w in norm["workload"]):

@@ -80,6 +80,61 @@ def test_unreplayable_scenarios_exit_2_naming_the_field(args, needle):
     assert "Traceback" not in p.stderr
 
 
+MGLRU_SCENARIO = """
+name = "mglru-refusal"
+duration = "1s"
+[machine]
+cpus = 2
+memory_per_node = "256M"
+[kernel]
+lru = "mglru"
+[[cgroup]]
+path = "/a"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "1M"
+"""
+
+LRU_GEN_ENTRY = """
+[[lru_gen]]
+cmd = "+"
+cgroup = "/a"
+at = "100ms"
+"""
+
+
+@pytest.mark.parametrize("extra", ["", LRU_GEN_ENTRY], ids=["mglru", "lru_gen"])
+def test_mglru_without_config_lru_gen_is_refused_before_touching_the_host(extra, tmp_path, monkeypatch):
+    monkeypatch.setattr(kernelrun, "LRU_GEN_ENABLED", tmp_path / "absent")
+
+    def touched(*a, **kw):
+        raise AssertionError("the host was touched")
+
+    monkeypatch.setattr(kernelrun, "check_host", touched)
+    f = tmp_path / "mglru.toml"
+    f.write_text(MGLRU_SCENARIO + extra)
+    r = CliRunner().invoke(cli_mod.main, ["kernel-run", str(f)])
+    assert r.exit_code == 2, r.output
+    line = r.output.strip()
+    assert "\n" not in line, line
+    assert str(tmp_path / "absent") in line and "CONFIG_LRU_GEN" in line, line
+    assert "VM kernel-run is not available yet" in line
+    assert ("[[lru_gen]]" in line) == bool(extra), line
+
+
+def test_lru_gen_schedules_are_refused_even_with_mglru(tmp_path, monkeypatch):
+    present = tmp_path / "enabled"
+    present.write_text("0x0007\n")
+    monkeypatch.setattr(kernelrun, "LRU_GEN_ENABLED", present)
+    monkeypatch.setattr(kernelrun, "check_host", lambda: (_ for _ in ()).throw(AssertionError("touched")))
+    f = tmp_path / "mglru.toml"
+    f.write_text(MGLRU_SCENARIO + LRU_GEN_ENTRY)
+    r = CliRunner().invoke(cli_mod.main, ["kernel-run", str(f)])
+    assert r.exit_code == 2, r.output
+    assert "[[lru_gen]]" in r.output and "does not replay" in r.output, r.output
+
+
 def _counters(rep):
     return {c["name"]: c for c in rep["counters"]}
 

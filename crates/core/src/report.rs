@@ -188,6 +188,9 @@ pub struct Report {
     /// memory.reclaim writes of the `[[reclaim]]` schedules (absent without any).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proactive: Option<Value>,
+    /// /sys/kernel/debug/lru_gen writes of the `[[lru_gen]]` schedules (absent without any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lru_gen_writes: Option<Value>,
     /// Tracepoint-derived counters (mm_lru_insertion and its dead share, seed 003).
     pub trace: crate::mm::TraceCounters,
     pub timeseries: Value,
@@ -379,6 +382,7 @@ impl Report {
                 "direct_reclaims": stats.direct_reclaims,
             }),
             proactive: crate::schedule::report(sim, sc),
+            lru_gen_writes: crate::schedule::lru_gen_report(sim, sc),
             trace: mm.trace,
             timeseries: json!({
                 "interval_ns": interval,

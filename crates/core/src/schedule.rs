@@ -8,13 +8,20 @@
 //! the next starts the moment it returns. Each write runs user_proactive_reclaim() and is
 //! logged with its virtual start time, how long it took and what it returned.
 //!
+//! The `[[lru_gen]]` entries work the same way: a user task per entry (on the free CPUs
+//! after the `[[reclaim]]` writers') writes its command to /sys/kernel/debug/lru_gen at
+//! each due time (lru_gen_seq_write()), with the generation read from debugfs just before
+//! when the entry gives none.
+//!
 //! Simplified: the write(2) itself (syscall entry, kernfs, copying the buffer) costs
 //! nothing; only the reclaim it does takes time.
 
 use crate::engine::Time;
+use crate::mm::lru_gen_debugfs::LruGenCommand;
 use crate::mm::memcontrol::{Errno, ProactiveReclaim};
+use crate::mm::LruvecId;
 use crate::mm::MemcgId;
-use crate::scenario::{ReclaimSchedule, Scenario, PAGE_SIZE};
+use crate::scenario::{LruGenSchedule, ReclaimSchedule, Scenario, PAGE_SIZE};
 use crate::sim::Sim;
 use serde_json::{json, Value};
 use std::rc::Rc;
@@ -115,23 +122,25 @@ fn summary<'a>(writes: impl Iterator<Item = &'a WriteRecord>) -> serde_json::Map
         requested += w.requested;
         reclaimed += w.reclaimed;
     }
-    lat.sort_unstable();
-    let n = lat.len() as u64;
     let mut m = serde_json::Map::new();
-    m.insert("writes".into(), json!(n));
+    m.insert("writes".into(), json!(lat.len()));
     m.insert("failures".into(), json!(failures));
     m.insert("requested_bytes".into(), json!(requested * PAGE_SIZE));
     m.insert("reclaimed_bytes".into(), json!(reclaimed * PAGE_SIZE));
-    m.insert(
-        "latency_ns".into(),
-        json!({
-            "mean": lat.iter().sum::<u64>().checked_div(n).unwrap_or(0),
-            "p50": percentile(&lat, 50),
-            "p99": percentile(&lat, 99),
-            "max": lat.last().copied().unwrap_or(0),
-        }),
-    );
+    m.insert("latency_ns".into(), latency(lat));
     m
+}
+
+/// Mean, p50, p99 and max of write durations.
+fn latency(mut lat: Vec<u64>) -> Value {
+    lat.sort_unstable();
+    let n = lat.len() as u64;
+    json!({
+        "mean": lat.iter().sum::<u64>().checked_div(n).unwrap_or(0),
+        "p50": percentile(&lat, 50),
+        "p99": percentile(&lat, 99),
+        "max": lat.last().copied().unwrap_or(0),
+    })
 }
 
 /// The report's `proactive` section (None without `[[reclaim]]` entries): totals over all
@@ -181,6 +190,197 @@ pub fn report(sim: &Sim, sc: &Scenario) -> Option<Value> {
                 ]),
             );
             m.insert("log".into(), json!(log));
+            Value::Object(m)
+        })
+        .collect();
+    total.insert("schedules".into(), json!(schedules));
+    Some(Value::Object(total))
+}
+
+// ---------------------------------------------------------------------------------------
+// [[lru_gen]]: /sys/kernel/debug/lru_gen writes
+// ---------------------------------------------------------------------------------------
+
+/// One debugfs write as the writer saw it, with the lruvec's generations around it.
+#[derive(Debug, Clone)]
+pub struct LruGenWriteRecord {
+    /// When the write started, and how long it took [ns, virtual time].
+    pub t_ns: Time,
+    pub duration_ns: Time,
+    /// The line written.
+    pub line: String,
+    pub result: Result<(), Errno>,
+    /// max_seq and min_seq ([anon, file]) of the lruvec before and after.
+    pub max_seq: [u64; 2],
+    pub min_seq_before: [u64; 2],
+    pub min_seq_after: [u64; 2],
+    /// Pages the eviction reclaimed (0 for "+").
+    pub reclaimed: u64,
+}
+
+/// The writes of one `[[lru_gen]]` entry.
+#[derive(Debug, Clone, Default)]
+pub struct LruGenLog {
+    /// Finished writes, in order.
+    pub writes: Vec<LruGenWriteRecord>,
+    /// Start time of a write still running when the run ended.
+    pub in_flight: Option<Time>,
+}
+
+/// Start the writer task of every `[[lru_gen]]` entry of a validated scenario.
+pub fn spawn_lru_gen_schedules(sim: &Rc<Sim>, sc: &Scenario) {
+    if sc.lru_gens.is_empty() {
+        return;
+    }
+    let cpus = sc
+        .lru_gen_cpus()
+        .expect("a validated scenario has a free CPU per schedule entry");
+    *sim.lru_gen_logs.borrow_mut() = vec![LruGenLog::default(); sc.lru_gens.len()];
+    for (i, (g, cpu)) in sc.lru_gens.iter().zip(cpus).enumerate() {
+        let (memcg, lv) = {
+            let mm = sim.mm.borrow();
+            let m = mm
+                .memcgs
+                .iter()
+                .find(|m| m.path == g.cgroup)
+                .map(|m| m.id)
+                .expect("a validated scenario names existing cgroups");
+            (m, mm.lruvec_of(m, g.node))
+        };
+        let (s, g) = (sim.clone(), g.clone());
+        sim.e.spawn(g.at.0, cpu, async move {
+            s.lru_gen_writer(i, &g, memcg as u32 + 1, lv).await;
+        });
+    }
+}
+
+impl Sim {
+    /// The agent of one `[[lru_gen]]` entry: sleep until each write is due (or go on at
+    /// once when late), read the generation if the entry gives none, write, log.
+    async fn lru_gen_writer(&self, idx: usize, g: &LruGenSchedule, memcg_id: u32, lv: LruvecId) {
+        for k in 0..g.times {
+            let Some(due) = g.due(k) else { break };
+            let now = self.e.now();
+            if due > now {
+                self.e.sleep(due - now).await;
+            }
+            let t0 = self.e.now();
+            self.lru_gen_logs.borrow_mut()[idx].in_flight = Some(t0);
+            let c = self.lru_gen_command(g, memcg_id, lv);
+            let before = self.lru_gen_seqs(lv);
+            let out = self.lru_gen_seq_write(&c).await;
+            let after = self.lru_gen_seqs(lv);
+            let rec = LruGenWriteRecord {
+                t_ns: t0,
+                duration_ns: self.e.now() - t0,
+                line: g.line(memcg_id, c.seq),
+                result: out.result,
+                max_seq: [before.0, after.0],
+                min_seq_before: before.1,
+                min_seq_after: after.1,
+                reclaimed: out.nr_reclaimed,
+            };
+            let mut logs = self.lru_gen_logs.borrow_mut();
+            logs[idx].in_flight = None;
+            logs[idx].writes.push(rec);
+        }
+    }
+
+    /// The command an entry writes now: its generation, or the one debugfs shows.
+    fn lru_gen_command(&self, g: &LruGenSchedule, memcg_id: u32, lv: LruvecId) -> LruGenCommand {
+        let field = g.swappiness_field();
+        let seq = g
+            .gen
+            .unwrap_or_else(|| self.mm.borrow().lru_gen_current_gen(g.cmd, lv, field));
+        LruGenCommand {
+            cmd: g.cmd,
+            memcg_id,
+            nid: g.node,
+            seq,
+            swappiness: field,
+            opt: g.opt_field(),
+        }
+    }
+
+    /// (max_seq, min_seq) of an lruvec.
+    fn lru_gen_seqs(&self, lv: LruvecId) -> (u64, [u64; 2]) {
+        let mm = self.mm.borrow();
+        let g = &mm.lruvecs[lv as usize].lrugen;
+        (g.max_seq, g.min_seq)
+    }
+}
+
+/// Columns of an `[[lru_gen]]` entry's log.
+const LRU_GEN_LOG_COLUMNS: [&str; 11] = [
+    "t_ns",
+    "duration_ns",
+    "command",
+    "result",
+    "max_seq_before",
+    "max_seq_after",
+    "min_seq_anon_before",
+    "min_seq_file_before",
+    "min_seq_anon_after",
+    "min_seq_file_after",
+    "reclaimed_pages",
+];
+
+/// Count, failures, pages reclaimed and write latency of a set of debugfs writes.
+fn lru_gen_summary<'a>(
+    writes: impl Iterator<Item = &'a LruGenWriteRecord>,
+) -> serde_json::Map<String, Value> {
+    let (mut lat, mut failures, mut reclaimed) = (Vec::new(), 0u64, 0u64);
+    for w in writes {
+        lat.push(w.duration_ns);
+        failures += w.result.is_err() as u64;
+        reclaimed += w.reclaimed;
+    }
+    let mut m = serde_json::Map::new();
+    m.insert("writes".into(), json!(lat.len()));
+    m.insert("failures".into(), json!(failures));
+    m.insert("reclaimed_pages".into(), json!(reclaimed));
+    m.insert("latency_ns".into(), latency(lat));
+    m
+}
+
+/// One log row of a debugfs write.
+fn lru_gen_row(w: &LruGenWriteRecord) -> Value {
+    json!([
+        w.t_ns,
+        w.duration_ns,
+        w.line,
+        w.result.map_or_else(|e| e.name(), |()| "ok"),
+        w.max_seq[0],
+        w.max_seq[1],
+        w.min_seq_before[0],
+        w.min_seq_before[1],
+        w.min_seq_after[0],
+        w.min_seq_after[1],
+        w.reclaimed,
+    ])
+}
+
+/// The report's `lru_gen_writes` section (None without `[[lru_gen]]` entries): totals
+/// over all entries, then per entry its schedule, totals and every write.
+pub fn lru_gen_report(sim: &Sim, sc: &Scenario) -> Option<Value> {
+    if sc.lru_gens.is_empty() {
+        return None;
+    }
+    let logs = sim.lru_gen_logs.borrow();
+    let mut total = lru_gen_summary(logs.iter().flat_map(|l| l.writes.iter()));
+    let schedules: Vec<Value> = sc
+        .lru_gens
+        .iter()
+        .zip(logs.iter())
+        .map(|(g, l)| {
+            let mut m = serde_json::Map::new();
+            m.insert("cmd".into(), json!(g.cmd));
+            m.insert("cgroup".into(), json!(g.cgroup));
+            m.insert("node".into(), json!(g.node));
+            m.extend(lru_gen_summary(l.writes.iter()));
+            m.insert("in_flight_since_ns".into(), json!(l.in_flight));
+            m.insert("log_columns".into(), json!(LRU_GEN_LOG_COLUMNS));
+            m.insert("log".into(), l.writes.iter().map(lru_gen_row).collect());
             Value::Object(m)
         })
         .collect();

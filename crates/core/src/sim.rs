@@ -64,6 +64,8 @@ pub struct Sim {
     pub stats: RefCell<SimStats>,
     /// The memory.reclaim writes of each `[[reclaim]]` entry (schedule.rs).
     pub schedules: RefCell<Vec<crate::schedule::ScheduleLog>>,
+    /// The /sys/kernel/debug/lru_gen writes of each `[[lru_gen]]` entry (schedule.rs).
+    pub lru_gen_logs: RefCell<Vec<crate::schedule::LruGenLog>>,
     pub workloads: RefCell<Vec<WorkloadStats>>,
     /// Each workload's live counters (its tasks count into them; the report reads them).
     pub tallies: RefCell<Vec<Rc<workload::Tally>>>,
@@ -279,6 +281,7 @@ impl Sim {
                 ..Default::default()
             }),
             schedules: RefCell::new(Vec::new()),
+            lru_gen_logs: RefCell::new(Vec::new()),
             workloads: RefCell::new(Vec::new()),
             tallies: RefCell::new(Vec::new()),
             live_tasks: Cell::new(0),
@@ -299,6 +302,7 @@ impl Sim {
         sim.spawn_kernel_tasks();
         sim.spawn_workloads(sc)?;
         crate::schedule::spawn_reclaim_schedules(&sim, sc);
+        crate::schedule::spawn_lru_gen_schedules(&sim, sc);
         Ok(sim)
     }
 

@@ -14,9 +14,20 @@
 //! pages. The report carries the same rows as data: (memcg id, path, node, seq, age_ms,
 //! nr_anon, nr_file). Memcg ids are the kernel's (mem_cgroup_id: the root is 1, then the
 //! scenario's cgroups in order); ages are virtual time.
+//!
+//! The write side (lru_gen_seq_write(): `+ memcg_id node_id gen [swappiness [force_scan]]`
+//! ages, `- memcg_id node_id gen [swappiness [nr_to_reclaim]]` evicts) is modeled one
+//! command at a time, already parsed: [`Sim::lru_gen_seq_write`].
 
-use super::lru_gen::{evictable_min_seq, lru_gen_from_seq, ANON_AND_FILE, MAX_SWAPPINESS};
-use super::{LruvecId, Mm};
+use super::lru_gen::{
+    evictable_min_seq, lru_gen_from_seq, ANON_AND_FILE, MAX_SWAPPINESS, MIN_NR_GENS,
+    SWAPPINESS_ANON_ONLY,
+};
+use super::memcontrol::Errno;
+use super::vmscan::ScanControl;
+use super::{LruvecId, MemcgId, Mm};
+use crate::scenario::LruGenCmd;
+use crate::sim::Sim;
 use serde_json::{json, Value};
 
 /// Columns of the lru_gen rows, in the report and its time series (after `t_ns`).
@@ -96,5 +107,162 @@ impl LruGenSamples {
             "rows": mm.lru_gen_debugfs(end),
             "timeseries": { "columns": ts_cols, "rows": self.rows },
         })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The write side
+// ---------------------------------------------------------------------------------------
+
+/// One command line of a write to /sys/kernel/debug/lru_gen, as sscanf() leaves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LruGenCommand {
+    pub cmd: LruGenCmd,
+    /// The kernel memcg id (mem_cgroup_id: the root is 1).
+    pub memcg_id: u32,
+    pub nid: u32,
+    pub seq: u64,
+    /// The swappiness field (None: omitted, the kernel's -1; "max" is 201).
+    pub swappiness: Option<u32>,
+    /// The last field: force_scan for "+", nr_to_reclaim for "-" (None: omitted, -1).
+    pub opt: Option<u64>,
+}
+
+/// What a write did: its return value and the pages its eviction reclaimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LruGenWrite {
+    pub result: Result<(), Errno>,
+    pub nr_reclaimed: u64,
+}
+
+impl Mm {
+    /// The swappiness run_cmd() works with: the field as given, else get_swappiness() of a
+    /// reclaim that may swap (the memcg's swappiness, 0 without swap space). Above
+    /// SWAPPINESS_ANON_ONLY: None (the kernel's -EINVAL).
+    pub fn lru_gen_cmd_swappiness(&self, lv: LruvecId, field: Option<u32>) -> Option<u32> {
+        match field {
+            None => Some(self.lru_gen_swappiness(lv, &ScanControl::new(0, None, false))),
+            Some(s) if s > SWAPPINESS_ANON_ONLY => None,
+            Some(s) => Some(s),
+        }
+    }
+
+    /// The generation a script that reads debugfs just before writing puts in its command:
+    /// max_seq for "+", for "-" the oldest generation evictable at the swappiness the
+    /// command runs with (evict one generation).
+    pub fn lru_gen_current_gen(&self, cmd: LruGenCmd, lv: LruvecId, field: Option<u32>) -> u64 {
+        let g = &self.lruvecs[lv as usize].lrugen;
+        match cmd {
+            LruGenCmd::Age => g.max_seq,
+            LruGenCmd::Evict => {
+                let sw = self.lru_gen_cmd_swappiness(lv, field).unwrap_or(0);
+                evictable_min_seq(g.min_seq, sw)
+            }
+        }
+    }
+}
+
+impl Sim {
+    /// lru_gen_seq_write() of one command: a proactive scan_control that may write, unmap
+    /// and swap, then run_cmd(). sc.priority stays 0 and sc.nr_to_reclaim 0, as the kernel
+    /// leaves them.
+    ///
+    /// Simplified: the text is not parsed (the command comes as sscanf() leaves it), a
+    /// write carries one command, and the write(2) itself costs nothing.
+    pub async fn lru_gen_seq_write(&self, c: &LruGenCommand) -> LruGenWrite {
+        let mut sc = ScanControl::new(0, None, false);
+        sc.proactive = true;
+        sc.priority = 0;
+        let result = self.lru_gen_run_cmd(c, &mut sc).await;
+        LruGenWrite {
+            result,
+            nr_reclaimed: sc.nr_reclaimed,
+        }
+    }
+
+    /// run_cmd(): -EINVAL for a node or memcg id that does not exist or a swappiness above
+    /// 201; the memcg becomes the reclaim's target (its statistics count the eviction);
+    /// then run_aging or run_eviction on the memcg's lruvec of the node.
+    async fn lru_gen_run_cmd(&self, c: &LruGenCommand, sc: &mut ScanControl) -> Result<(), Errno> {
+        let (lv, swappiness) = {
+            let mm = self.mm.borrow();
+            let memcg = (c.memcg_id as usize)
+                .checked_sub(1)
+                .filter(|&m| m < mm.memcgs.len())
+                .ok_or(Errno::Einval)?;
+            if c.nid as usize >= mm.nodes.len() {
+                return Err(Errno::Einval);
+            }
+            sc.target = Some(memcg as MemcgId);
+            let lv = mm.lruvec_of(memcg as MemcgId, c.nid);
+            let sw = mm.lru_gen_cmd_swappiness(lv, c.swappiness);
+            (lv, sw.ok_or(Errno::Einval)?)
+        };
+        match c.cmd {
+            LruGenCmd::Age => {
+                let force_scan = c.opt.is_none_or(|o| o != 0);
+                self.run_aging(lv, c.seq, swappiness, force_scan).await
+            }
+            LruGenCmd::Evict => {
+                let nr_to_reclaim = c.opt.unwrap_or(u64::MAX);
+                self.run_eviction(lv, c.seq, sc, swappiness, nr_to_reclaim)
+                    .await
+            }
+        }
+    }
+
+    /// run_aging(): -EINVAL for a generation beyond max_seq; otherwise age from the current
+    /// max_seq (whatever older generation was written), -EEXIST when try_to_inc_max_seq
+    /// fails (another aging got there first).
+    async fn run_aging(
+        &self,
+        lv: LruvecId,
+        seq: u64,
+        swappiness: u32,
+        force_scan: bool,
+    ) -> Result<(), Errno> {
+        let max_seq = self.mm.borrow().lruvecs[lv as usize].lrugen.max_seq;
+        if seq > max_seq {
+            return Err(Errno::Einval);
+        }
+        if self
+            .try_to_inc_max_seq(lv, max_seq, swappiness, force_scan)
+            .await
+        {
+            Ok(())
+        } else {
+            Err(Errno::Eexist)
+        }
+    }
+
+    /// run_eviction(): -EINVAL unless `seq` is at least MIN_NR_GENS older than max_seq;
+    /// then evict_folios() of what is left of nr_to_reclaim (v6.16+; each call takes at
+    /// most MAX_LRU_BATCH of it and isolates at most MIN_LRU_BATCH) until the evictable
+    /// min_seq has passed `seq`, nr_to_reclaim is met, or evict_folios finds nothing.
+    ///
+    /// Simplified: no signals, so never -EINTR.
+    async fn run_eviction(
+        &self,
+        lv: LruvecId,
+        seq: u64,
+        sc: &mut ScanControl,
+        swappiness: u32,
+        nr_to_reclaim: u64,
+    ) -> Result<(), Errno> {
+        if seq + MIN_NR_GENS > self.mm.borrow().lruvecs[lv as usize].lrugen.max_seq {
+            return Err(Errno::Einval);
+        }
+        sc.nr_reclaimed = 0;
+        loop {
+            let min_seq = self.mm.borrow().lruvecs[lv as usize].lrugen.min_seq;
+            if seq < evictable_min_seq(min_seq, swappiness) || sc.nr_reclaimed >= nr_to_reclaim {
+                return Ok(());
+            }
+            let left = nr_to_reclaim - sc.nr_reclaimed;
+            if self.evict_folios(left, lv, sc, swappiness).await == 0 {
+                return Ok(());
+            }
+            self.e.sync().await;
+        }
     }
 }

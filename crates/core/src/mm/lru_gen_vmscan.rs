@@ -537,7 +537,7 @@ impl Sim {
     /// it, retry once the clean folios that may have missed folio_rotate_reclaimable, and
     /// put the rest back (none into the oldest generation). Returns the folios scanned
     /// (plus one when min_seq advanced), 0 when eviction must wait for aging.
-    async fn evict_folios(
+    pub(crate) async fn evict_folios(
         &self,
         nr_to_scan: u64,
         lv: LruvecId,

@@ -850,6 +850,9 @@ pub enum Errno {
     Einval,
     /// -EAGAIN: the amount could not be reclaimed within the retries.
     Eagain,
+    /// -EEXIST: an lru_gen "+" command found the lruvec aged already
+    /// (try_to_inc_max_seq failed).
+    Eexist,
 }
 
 impl Errno {
@@ -858,6 +861,7 @@ impl Errno {
         match self {
             Errno::Einval => "-EINVAL",
             Errno::Eagain => "-EAGAIN",
+            Errno::Eexist => "-EEXIST",
         }
     }
 }
