@@ -657,6 +657,13 @@ pub struct Usemem {
     /// possible.
     #[serde(default)]
     pub rate: Option<Size>,
+    /// With `rate`: whether a thread that fell behind its pace (stalled in a fault or in
+    /// reclaim) catches up by running unpaced until it is back on schedule, as fio's rate
+    /// does (true, the default: an open loop), or resumes the pace from where it is (false:
+    /// a closed loop, a server whose client waits for each answer; time lost to stalls is
+    /// work not done).
+    #[serde(default = "yes")]
+    pub rate_catch_up: bool,
 }
 
 fn page_step() -> Size {
@@ -1579,6 +1586,12 @@ impl Scenario {
                                 format!("{} ns: allowed up to {MAX_DURATION} ns", r.0),
                             ));
                         }
+                    }
+                    if !u.rate_catch_up && u.rate.is_none() {
+                        return Err(Error::scenario(
+                            at("rate_catch_up"),
+                            "false: needs a `rate` (an unpaced thread has no schedule to keep)",
+                        ));
                     }
                 }
                 WorkloadSpec::Trace(t) => {

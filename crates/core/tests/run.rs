@@ -463,3 +463,73 @@ repeat = 1
     assert_eq!(st["pagetables"], 0, "freed at exit");
     assert!(r["vmstat"]["pswpout"].as_u64().unwrap() > 0);
 }
+
+/// A paced usemem thread under memcg limit reclaim: its faults and reclaim stall it now
+/// and then. fio's open-loop pace catches up after each stall, so it makes exactly
+/// duration x rate / 4096 accesses (1 ms at 1 GB/s: 244,140.625, so 244,140 or 244,141);
+/// a closed loop (rate_catch_up = false) loses the stalled time and makes fewer.
+#[test]
+fn a_closed_loop_pace_loses_the_time_of_its_stalls() {
+    let t = |catch_up: bool| {
+        format!(
+            r#"
+duration = "1s"
+[machine]
+cpus = 2
+memory_per_node = "1G"
+[machine.swap]
+size = "1G"
+device = "zram"
+[[cgroup]]
+path = "/a"
+memory.max = "32M"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "48M"
+random = true
+repeat = 0
+rate = "1000000000"
+rate_catch_up = {catch_up}
+"#
+        )
+    };
+    let accesses = |r: &Value| r["workloads"][0]["accesses"].as_u64().unwrap();
+    let open = run_toml(&t(true), false);
+    let closed = run_toml(&t(false), false);
+    let cap = 1_000_000_000u64 / 4096;
+    assert!(
+        (cap..=cap + 1).contains(&accesses(&open)),
+        "open loop: {}",
+        accesses(&open)
+    );
+    assert!(
+        accesses(&closed) < cap - cap / 100,
+        "closed loop: {} of {cap}",
+        accesses(&closed)
+    );
+    // The stalls are real: the run reclaimed from the limit.
+    assert!(closed["vmstat"]["pswpout"].as_u64().unwrap() > 1000);
+}
+
+#[test]
+fn rate_catch_up_without_a_rate_is_refused() {
+    let t = r#"
+duration = "1s"
+[machine]
+cpus = 1
+memory_per_node = "1G"
+[[workload]]
+type = "usemem"
+size = "4M"
+rate_catch_up = false
+"#;
+    let e = Scenario::from_toml(t)
+        .and_then(|sc| sc.validate().map(|_| sc))
+        .err();
+    let msg = e.map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        msg.contains("workload[0].rate_catch_up") && msg.contains("needs a `rate`"),
+        "{msg}"
+    );
+}

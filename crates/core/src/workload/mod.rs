@@ -300,18 +300,21 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
 }
 
 /// fio's rate limit: a thread may not run ahead of `bytes_per_s` (one page per access).
+/// Without catch-up, a thread that fell behind moves its schedule to the present.
 struct Pace {
     start: u64,
     bytes_per_s: u64,
     done: u64,
+    catch_up: bool,
 }
 
 impl Pace {
-    fn new(start: u64, bytes_per_s: u64) -> Self {
+    fn new(start: u64, bytes_per_s: u64, catch_up: bool) -> Self {
         Pace {
             start,
             bytes_per_s: bytes_per_s.max(1),
             done: 0,
+            catch_up,
         }
     }
 
@@ -326,6 +329,10 @@ impl Pace {
         if due > now {
             r.flush(s);
             s.e.sleep(due - s.e.now()).await;
+        } else if !self.catch_up {
+            // Closed loop: restart the schedule at this access, done now.
+            self.start = now;
+            self.done = 0;
         }
     }
 }
@@ -396,7 +403,7 @@ pub fn spawn_usemem(
                     let mut r = Runner::new(s, wi, start);
                     let t = tally(s, wi);
                     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
-                    let mut pace = spec.rate.map(|b| Pace::new(start, b.0));
+                    let mut pace = spec.rate.map(|b| Pace::new(start, b.0, spec.rate_catch_up));
                     let mut work = Work::default();
                     // Accesses drawn ahead so their PTEs (and swap-map entries) are
                     // prefetched while earlier ones run; results do not change.
