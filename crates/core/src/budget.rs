@@ -5,7 +5,7 @@
 //!
 //! | term | bytes | reached when |
 //! |---|---|---|
-//! | frame table | 24 per frame the workloads can use: their memory, capped by the cgroups' memory.max and by the machine | frames are allocated zeroed and touched in order as they are first used |
+//! | frame table | 24 per frame the workloads can use (25 with MGLRU's generation byte): their memory, capped by the cgroups' memory.max and by the machine | frames are allocated zeroed and touched in order as they are first used |
 //! | page tables | 4 per page of every usemem area and request_churn buffer ring (PTEs) | areas are written all over (prefault, passes, random writes) |
 //! | page-cache index | 8 per page of every file (file_read files, shared_file mappings) | a read leaves an entry or a shadow per page |
 //! | swap map | 8 per swap slot: the anonymous pages that the cgroups' memory.max and the machine cannot hold | slots are handed out in order |
@@ -167,12 +167,12 @@ pub fn estimate(sc: &Scenario) -> Estimate {
     }
     overflow = overflow.saturating_add(anon[0] - anon[0].min(frames));
     let used = want[0].min(frames);
+    // MGLRU writes a generation byte per frame beside the table (Frames::lru_gen).
+    let per = FRAME_BYTES + u64::from(sc.kernel.lru == crate::scenario::LruKind::Mglru);
     add(
-        format!(
-            "frame table ({FRAME_BYTES} bytes per page of the {used} pages the workloads can use)"
-        ),
+        format!("frame table ({per} bytes per page of the {used} pages the workloads can use)"),
         "scenario.machine.memory_per_node".into(),
-        used * FRAME_BYTES,
+        used * per,
     );
 
     for (i, w) in sc.workloads.iter().enumerate() {

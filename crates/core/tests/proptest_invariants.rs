@@ -1,5 +1,7 @@
-//! Random small machines, cgroup trees and workloads: every run must keep the model's
-//! invariants after every reclaim pass (checked by `run_checked`) and end without an error.
+//! Random small machines, cgroup trees and workloads, on the classic LRU or MGLRU (with
+//! seed 001's iterator or the ablations): every run must keep the model's invariants after
+//! every reclaim pass (checked by `run_checked`), end without an error, and give the same
+//! bytes as the same run without the checks (determinism).
 //! Cases: PROPTEST_CASES (default 24); seed: PROPTEST_RNG_SEED (docs/testing.md).
 
 use proptest::prelude::*;
@@ -12,6 +14,9 @@ struct Case {
     swap: u8,
     limits: Vec<(u32, u32, u32, u32)>,
     workloads: Vec<(bool, u32, u32, u8)>,
+    /// 0: classic; 1: MGLRU; 2: MGLRU with mglru_memcg_iter; 3: MGLRU without tiers,
+    /// look-around and Bloom filters, and without the page-table walk (enabled = 0x1).
+    lru: u8,
     seed: u64,
 }
 
@@ -22,14 +27,16 @@ fn case() -> impl Strategy<Value = Case> {
         0u8..3,
         prop::collection::vec((0u32..48, 0u32..48, 0u32..16, 0u32..16), 0..3),
         prop::collection::vec((any::<bool>(), 1u32..3, 4u32..48, 0u8..4), 1..3),
+        0u8..4,
         0u64..(i64::MAX as u64),
     )
-        .prop_map(|(nodes, mem_mb, swap, limits, workloads, seed)| Case {
+        .prop_map(|(nodes, mem_mb, swap, limits, workloads, lru, seed)| Case {
             nodes,
             mem_mb,
             swap,
             limits,
             workloads,
+            lru,
             seed,
         })
 }
@@ -39,6 +46,12 @@ fn toml(c: &Case) -> String {
         "duration = \"60ms\"\nseed = {}\nsample_interval = \"10ms\"\n[machine]\nnodes = {}\ncpus = 16\nmemory_per_node = \"{}M\"\n",
         c.seed, c.nodes, c.mem_mb
     );
+    t += match c.lru {
+        0 => "",
+        1 => "[kernel]\nlru = \"mglru\"\n",
+        2 => "[kernel]\nlru = \"mglru\"\n[variants]\nmglru_memcg_iter = true\n",
+        _ => "[kernel]\nlru = \"mglru\"\n[kernel.lru_gen]\nenabled = 1\n[variants]\nmglru_tiers = false\nmglru_look_around = false\nmglru_bloom = false\n",
+    };
     match c.swap {
         1 => t += "[machine.swap]\nsize = \"256M\"\ndevice = \"zram\"\n",
         2 => t += "[machine.swap]\nsize = \"256M\"\ndevice = \"ssd\"\n",
@@ -100,5 +113,8 @@ proptest! {
         let sc = Scenario::from_toml(&t).map_err(|e| TestCaseError::fail(format!("{e}\n{t}")))?;
         let r = sim::run_checked(&sc, true, &mut |_, _| true);
         prop_assert!(r.is_ok(), "{:?}\n{}", r.err(), t);
+        let plain = sim::run(&sc, &mut |_, _| true).map_err(|e| TestCaseError::fail(format!("{e}\n{t}")))?;
+        let (a, b) = (serde_json::to_string(&r.unwrap()).unwrap(), serde_json::to_string(&plain).unwrap());
+        prop_assert!(a == b, "the run with checks differs from the run without\n{}", t);
     }
 }
