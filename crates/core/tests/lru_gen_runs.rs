@@ -2,13 +2,12 @@
 //! after every reclaim pass (generation windows, list sizes against the folios' gen
 //! counters, compatibility sizes, memcg LRU membership), and the ablation switches.
 
+mod common;
 use reclaimsim_core::{sim, Scenario};
 use serde_json::Value;
 
 fn run(t: &str) -> Value {
-    let sc = Scenario::from_toml(t).expect("valid scenario");
-    let r = sim::run_checked(&sc, true, &mut |_, _| true).expect("run");
-    serde_json::to_value(&r).unwrap()
+    common::run_checked_json(t)
 }
 
 /// The run's result without the echo of its scenario (which names the switches).
@@ -342,5 +341,59 @@ rate = "1G"
     assert!(
         cpu <= 2 * 1_000_000_000,
         "two kswapds cannot run longer than the run: {cpu}"
+    );
+}
+
+/// kswapd's finished balance_pgdat runs are counted, and only their time: one pass of a
+/// process larger than its node wakes kswapd; the run then idles (a second workload keeps
+/// it alive to 3 s) with kswapd asleep. kswapd's CPU lies between a list operation per
+/// folio it scanned and the time the pass took (plus 100 ms for kswapd to finish its
+/// last balance), far below the 3 s an unfinished run would add up to.
+#[test]
+fn kswapd_cpu_counts_finished_runs_and_not_its_sleep() {
+    let sc = Scenario::from_toml(
+        r#"
+duration = "3s"
+[machine]
+cpus = 2
+memory_per_node = "256M"
+[machine.swap]
+size = "1G"
+device = "zram"
+[kernel]
+lru = "mglru"
+[[workload]]
+type = "usemem"
+name = "pass"
+size = "320M"
+[[workload]]
+type = "usemem"
+name = "later"
+size = "4K"
+start = "2900ms"
+"#,
+    )
+    .expect("valid scenario");
+    let r = serde_json::to_value(sim::run(&sc, &mut |_, _| true).expect("run")).unwrap();
+    let cpu: u64 = r["reclaim"]["kswapd_cpu_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let scanned = vm(&r, "pgscan_kswapd");
+    let pass = r["workloads"][0]["runtime_ns"].as_u64().unwrap();
+    assert!(scanned > 1000, "kswapd must have reclaimed: {scanned}");
+    assert!(
+        pass < 2_000_000_000,
+        "the pass must end well before the run: {pass}"
+    );
+    assert!(
+        cpu >= scanned * 6,
+        "kswapd CPU {cpu} ns for {scanned} folios scanned"
+    );
+    assert!(
+        cpu <= pass + 100_000_000,
+        "kswapd CPU {cpu} ns for a pass of {pass} ns"
     );
 }

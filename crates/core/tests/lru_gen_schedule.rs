@@ -2,13 +2,14 @@
 //! hand-built lruvecs (reclaimsim_core::fixture), and the `[[lru_gen]]` schedule end to end.
 //! Expected values follow the kernel's arithmetic (derivations in the comments).
 
+mod common;
 use reclaimsim_core::fixture::{one_node_machine, run_probe};
 use reclaimsim_core::mm::lru_gen::{LRU_GEN_ANON, LRU_GEN_FILE, MAX_NR_GENS};
 use reclaimsim_core::mm::lru_gen_debugfs::{LruGenCommand, LruGenWrite};
 use reclaimsim_core::mm::memcontrol::Errno;
 use reclaimsim_core::mm::vmstat::VmEvent;
 use reclaimsim_core::scenario::LruGenCmd;
-use reclaimsim_core::sim::{self, Sim};
+use reclaimsim_core::sim::Sim;
 use reclaimsim_core::Scenario;
 use serde_json::Value;
 use std::cell::RefCell;
@@ -244,9 +245,7 @@ start = "900s"
 }
 
 fn run(t: &str) -> Value {
-    let sc = Scenario::from_toml(t).expect("valid scenario");
-    let r = sim::run_checked(&sc, true, &mut |_, _| true).expect("run");
-    serde_json::to_value(&r).unwrap()
+    common::run_checked_json(t)
 }
 
 fn log(r: &Value, i: usize) -> Vec<Value> {

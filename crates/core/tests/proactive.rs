@@ -2,12 +2,13 @@
 //! (reclaimsim_core::fixture), its counters, and the `[[reclaim]]` schedule end to end.
 //! Expected values follow the kernel's arithmetic (derivations in the comments).
 
+mod common;
 use reclaimsim_core::engine::Site;
 use reclaimsim_core::fixture::run_probe;
 use reclaimsim_core::mm::memcontrol::{Errno, ProactiveCall, ProactiveReclaim};
 use reclaimsim_core::mm::vmscan::MEMCG_RECLAIM_MAY_SWAP;
 use reclaimsim_core::mm::vmstat::VmEvent;
-use reclaimsim_core::sim::{self, Sim};
+use reclaimsim_core::sim::Sim;
 use reclaimsim_core::Scenario;
 use serde_json::Value;
 use std::cell::RefCell;
@@ -284,9 +285,7 @@ start = "900s"
 }
 
 fn run(t: &str) -> Value {
-    let sc = Scenario::from_toml(t).expect("valid scenario");
-    let r = sim::run_checked(&sc, true, &mut |_, _| true).expect("run");
-    serde_json::to_value(&r).unwrap()
+    common::run_checked_json(t)
 }
 
 /// (start, duration) of each logged write of schedule `i`.

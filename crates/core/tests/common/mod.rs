@@ -1,4 +1,4 @@
-//! Helpers shared by the bad-input tests.
+//! Helpers shared by the integration tests.
 
 #![allow(dead_code)]
 
@@ -42,4 +42,12 @@ pub fn tmp(name: &str, data: &[u8]) -> String {
     let p = dir.join(name);
     std::fs::write(&p, data).unwrap();
     p.to_string_lossy().into_owned()
+}
+
+/// Run the scenario `t` (TOML) with every invariant checked after every reclaim pass; the
+/// result as JSON.
+pub fn run_checked_json(t: &str) -> serde_json::Value {
+    let sc = reclaimsim_core::Scenario::from_toml(t).expect("valid scenario");
+    let r = reclaimsim_core::sim::run_checked(&sc, true, &mut |_, _| true).expect("run");
+    serde_json::to_value(&r).unwrap()
 }
