@@ -531,10 +531,13 @@ impl Sim {
         s.direct_reclaims += 1;
     }
 
+    /// A balance_pgdat run of `node`'s kswapd starts at `t0` (a measurement, not a kernel
+    /// counter: the kernel's equivalent is kswapd's task CPU time).
     pub fn note_kswapd_start(&self, node: u32, t0: u64) {
         self.stats.borrow_mut().kswapd_since[node as usize] = Some(t0);
     }
 
+    /// That run ended after `ns`.
     pub fn note_kswapd_run(&self, node: u32, ns: u64) {
         let mut st = self.stats.borrow_mut();
         st.kswapd_ns[node as usize] += ns;

@@ -23,6 +23,16 @@ fn same(a: &str, b: &str) -> bool {
     bytes(a) == bytes(b)
 }
 
+/// kswapd's CPU summed over the nodes [ns].
+fn kswapd_cpu(r: &Value) -> u64 {
+    r["reclaim"]["kswapd_cpu_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum()
+}
+
 fn vm(r: &Value, k: &str) -> u64 {
     r["vmstat"][k]
         .as_u64()
@@ -226,7 +236,7 @@ fn calibration_cases_run_with_mglru() {
 /// killed a process after MAX_RECLAIM_RETRIES.
 #[test]
 fn global_anon_overflow_into_ample_swap_never_ooms() {
-    let sc = Scenario::from_toml(
+    let r = common::run_json(
         r#"
 duration = "400ms"
 sample_interval = "100ms"
@@ -245,9 +255,7 @@ size = "300M"
 random = true
 repeat = 0
 "#,
-    )
-    .expect("valid scenario");
-    let r = serde_json::to_value(sim::run(&sc, &mut |_, _| true).expect("run")).unwrap();
+    );
     assert_eq!(vm(&r, "oom_kill"), 0);
     // 2 x 300M = 153,600 pages against a 512M node of 131,072: at least the difference
     // has gone out to swap once the whole region has been touched.
@@ -265,7 +273,7 @@ repeat = 0
 /// retry for ever inside one poll, never yielding.
 #[test]
 fn memcg_iter_without_swap_ooms_twice_and_ends() {
-    let sc = Scenario::from_toml(
+    let r = common::run_json(
         r#"
 duration = "14ms"
 [machine]
@@ -280,9 +288,7 @@ type = "usemem"
 processes = 3
 size = "16068K"
 "#,
-    )
-    .expect("valid scenario");
-    let r = serde_json::to_value(sim::run(&sc, &mut |_, _| true).expect("run")).unwrap();
+    );
     assert_eq!(vm(&r, "oom_kill"), 2);
 }
 
@@ -292,7 +298,7 @@ size = "16068K"
 /// one list operation (cost `list_op`), and it cannot have run longer than the run.
 #[test]
 fn kswapd_cpu_counts_the_balance_pgdat_run_under_way() {
-    let sc = Scenario::from_toml(
+    let r = common::run_json(
         r#"
 duration = "1s"
 [machine]
@@ -320,15 +326,8 @@ random = true
 repeat = 0
 rate = "1G"
 "#,
-    )
-    .expect("valid scenario");
-    let r = serde_json::to_value(sim::run(&sc, &mut |_, _| true).expect("run")).unwrap();
-    let cpu: u64 = r["reclaim"]["kswapd_cpu_ns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    );
+    let cpu = kswapd_cpu(&r);
     let scanned = vm(&r, "pgscan_kswapd");
     assert!(
         scanned > 10_000,
@@ -351,7 +350,7 @@ rate = "1G"
 /// last balance), far below the 3 s an unfinished run would add up to.
 #[test]
 fn kswapd_cpu_counts_finished_runs_and_not_its_sleep() {
-    let sc = Scenario::from_toml(
+    let r = common::run_json(
         r#"
 duration = "3s"
 [machine]
@@ -372,15 +371,8 @@ name = "later"
 size = "4K"
 start = "2900ms"
 "#,
-    )
-    .expect("valid scenario");
-    let r = serde_json::to_value(sim::run(&sc, &mut |_, _| true).expect("run")).unwrap();
-    let cpu: u64 = r["reclaim"]["kswapd_cpu_ns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    );
+    let cpu = kswapd_cpu(&r);
     let scanned = vm(&r, "pgscan_kswapd");
     let pass = r["workloads"][0]["runtime_ns"].as_u64().unwrap();
     assert!(scanned > 1000, "kswapd must have reclaimed: {scanned}");

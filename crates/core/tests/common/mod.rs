@@ -51,3 +51,10 @@ pub fn run_checked_json(t: &str) -> serde_json::Value {
     let r = reclaimsim_core::sim::run_checked(&sc, true, &mut |_, _| true).expect("run");
     serde_json::to_value(&r).unwrap()
 }
+
+/// Run the scenario `t` (TOML) without the invariant checks; the result as JSON.
+pub fn run_json(t: &str) -> serde_json::Value {
+    let sc = reclaimsim_core::Scenario::from_toml(t).expect("valid scenario");
+    let r = reclaimsim_core::sim::run(&sc, &mut |_, _| true).expect("run");
+    serde_json::to_value(&r).unwrap()
+}
