@@ -29,10 +29,11 @@ source_hash() {
     {
         if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
             git ls-files -z --cached --others --exclude-standard -- ':(glob)crates/*/src/**' \
-                ':(glob)crates/*/Cargo.toml' ':(glob)crates/*/build.rs' Cargo.toml Cargo.lock pyproject.toml
+                ':(glob)crates/*/Cargo.toml' ':(glob)crates/*/build.rs' Cargo.toml Cargo.lock pyproject.toml \
+                ':(exclude)crates/guest'
         else
             find crates/*/src crates/*/Cargo.toml crates/*/build.rs Cargo.toml Cargo.lock pyproject.toml \
-                -type f -print0 2>/dev/null
+                -type f -not -path 'crates/guest/*' -print0 2>/dev/null
         fi
     } | sort -z | while IFS= read -r -d '' f; do
         # A tracked file deleted in the work tree is gone from the build too.
@@ -51,4 +52,23 @@ build_state() {
     else
         echo "current: the $(cut -d' ' -f2 "$stamp") build of $(cut -d' ' -f3- "$stamp")"
     fi
+}
+
+# install_vm_packages: QEMU (kernel-run --vm boots kernels under it) and cpio (the
+# initramfs test's reference reader), from Debian's packages, when missing and this is
+# root with apt-get; otherwise the VM tests say they are skipped and why.
+install_vm_packages() {
+    local missing=()
+    command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+    command -v cpio >/dev/null || missing+=(cpio)
+    [ ${#missing[@]} -gt 0 ] || return 0
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        say "not installing ${missing[*]} (needs root and apt-get): kernel-run --vm's boot tests will be skipped"
+        return 0
+    fi
+    say "installing ${missing[*]} for kernel-run --vm (apt-get; a minute or two, once)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; } ||
+        say "apt-get install ${missing[*]} failed: kernel-run --vm's boot tests will be skipped"
 }

@@ -298,27 +298,45 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_pat
 @click.option("--reps", type=click.IntRange(1, 100), default=3, show_default=True, help="Runs on the kernel (mean and CV over them).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @_json_option("the side-by-side report")
-@click.option("--workdir", type=click.Path(file_okay=False), help="Where the file_read workloads' files go (a disk filesystem, not tmpfs; default /var/tmp/reclaimsim-PID).")
-@click.option("--swapfile", type=click.Path(dir_okay=False), help="Swap to this file when the scenario has swap and neither host swap nor zram exists.")
+@click.option("--workdir", type=click.Path(file_okay=False), help="Where the file_read workloads' files go (a disk filesystem, not tmpfs; default /var/tmp/reclaimsim-PID). Host runs only.")
+@click.option("--swapfile", type=click.Path(dir_okay=False), help="Swap to this file when the scenario has swap and neither host swap nor zram exists. Host runs only.")
+@click.option("--vm", is_flag=True, help="Boot a kernel under QEMU and run there (cgroup v2, the scenario's LRU, memory.reclaim schedules); nothing on the host changes.")
+@click.option("--kernel", "kernel_image", type=click.Path(dir_okay=False), help="With --vm: the bzImage to boot (default: Debian's 6.12 cloud kernel, fetched into the cache).")
+@click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="With --vm: QEMU's accelerator; auto probes KVM once and caches the answer.")
+@click.option("--timeout", type=click.FloatRange(10, 86400), default=1800, show_default=True, help="With --vm: stop a guest that has not finished after this many seconds.")
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
-def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, show_all):
-    """Run SCENARIO's workloads on this machine's kernel, in real memory cgroups, and print
-    the kernel's counters beside the simulator's for the same scenario and seed.
+def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, show_all):
+    """Run SCENARIO's workloads on a real kernel, in real memory cgroups, and print the
+    kernel's counters beside the simulator's for the same scenario and seed.
 
-    Needs root and a memory cgroup controller (v2, else v1). Workloads must end by
-    themselves (usemem repeat, file_read passes or accesses). The cgroups, swap and files
-    it creates are removed afterwards, also after an error or Ctrl-C.
+    Without --vm, on this machine's kernel: needs root and a memory cgroup controller (v2,
+    else v1); the cgroups, swap and files it creates are removed afterwards, also after an
+    error or Ctrl-C. With --vm, in a QEMU guest (TCG runs the workloads 2-7x slower than
+    the host): cgroup v2 with per-cgroup rows, the scenario's LRU, its memory.reclaim
+    schedule. Workloads must end by themselves (usemem repeat, file_read passes or
+    accesses).
     """
     from .kernelrun import KernelRunError, format_report, kernel_run
 
     def say(msg: str) -> None:
         click.echo(f"kernel-run: {msg}", err=True)
 
+    if not vm:
+        for name, value in (("--kernel", kernel_image), ("--accel", None if accel == "auto" else accel)):
+            if value is not None:
+                _fail(f"{name} {value}: only with --vm (this machine's kernel runs without it)")
+    elif workdir or swapfile:
+        _fail(f"{'--workdir' if workdir else '--swapfile'}: not with --vm (the guest has its own disk and zram)")
     try:
         data = load_scenario(scenario, sets)
         if seed is not None:
             data["seed"] = seed
-        rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say)
+        if vm:
+            from .vm import kernel_run_vm
+
+            rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say)
+        else:
+            rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say)
     except KernelRunError as e:
         _fail(str(e))
     except OSError as e:

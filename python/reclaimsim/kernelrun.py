@@ -406,8 +406,22 @@ def run_rep(
     return {"wall_s": wall, "counters": counters}
 
 
-def sim_counters(result) -> dict[str, float]:
-    """The simulator's values of the counters kernel-run collects."""
+# Per-cgroup counters of cgroup v2's memory.stat and memory.events, as NAME@/cgroup rows
+# (kernel-run --vm; a v1 host has no per-memcg reclaim counters).
+CG_STAT_COUNTERS = [
+    "pgscan", "pgsteal", "pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct",
+    "pgscan_proactive", "pgsteal_proactive",
+    "workingset_refault_anon", "workingset_refault_file",
+    "workingset_activate_anon", "workingset_activate_file",
+    "workingset_restore_anon", "workingset_restore_file",
+    "pgrefill", "pgactivate", "pgdeactivate", "pgmajfault",
+]
+CG_EVENTS = ["high", "max", "oom", "oom_kill"]
+
+
+def sim_counters(result, per_cgroup: bool = False) -> dict[str, float]:
+    """The simulator's values of the counters kernel-run collects (with `per_cgroup`,
+    also each cgroup's memory.stat and memory.events counters)."""
     out = {}
     for k in ("accesses", "hits", "misses", "major_faults", "minor_faults"):
         out[k] = sum(w[k] for w in result.workloads)
@@ -419,6 +433,11 @@ def sim_counters(result) -> dict[str, float]:
         out[f"file@{c['path']}"] = st.get("file", 0)
         out[f"anon@{c['path']}"] = st.get("anon", 0)
         out[f"kernel@{c['path']}"] = st.get("kernel", 0)
+        if per_cgroup:
+            for k in CG_STAT_COUNTERS:
+                out[f"{k}@{c['path']}"] = st.get(k, 0)
+            for k in CG_EVENTS:
+                out[f"memory.events.{k}@{c['path']}"] = c["memory.events"].get(k, 0)
     out["oom_killed_processes"] = len(result.oom_kills)
     return out
 
@@ -427,7 +446,7 @@ def sim_counters(result) -> dict[str, float]:
 # the command
 
 
-def simulate(norm: dict, runs: int, progress=None) -> list[dict]:
+def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False) -> list[dict]:
     """The simulator's counters for the scenario, once per kernel rep.
 
     The kernel's periodic memcg flush has an arbitrary phase relative to a workload's
@@ -445,7 +464,7 @@ def simulate(norm: dict, runs: int, progress=None) -> list[dict]:
             d["kernel"]["memcg_flush_phase"] = int((i + 0.5) * FLUSH_TIME_NS / runs)
         if progress:
             progress(f"simulating ({i + 1}/{1 if pinned else runs})")
-        out.append(sim_counters(Result(_core.run_json(json.dumps(d), None))))
+        out.append(sim_counters(Result(_core.run_json(json.dumps(d), None)), per_cgroup))
     return out
 
 
@@ -551,6 +570,13 @@ def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = N
         except OSError:
             pass
     sims = simulate(norm, reps, progress)
+    return assemble(norm, reps_out, sims, notes, cg.version, os.uname().release)
+
+
+def assemble(norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cgroup_version: int, kernel: str, **extra) -> dict:
+    """The side-by-side report from the kernel's reps and the simulator's runs: one row
+    per counter the kernel side has, with mean, CV, the simulator's mean and the
+    difference."""
     rows = []
     names = list(reps_out[0]["counters"])
     for name in names:
@@ -582,11 +608,12 @@ def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = N
     return {
         "scenario": norm.get("name") or "scenario",
         "seed": norm["seed"],
-        "reps": reps,
-        "cgroup_version": cg.version,
-        "kernel": os.uname().release,
+        "reps": len(reps_out),
+        "cgroup_version": cgroup_version,
+        "kernel": kernel,
         "wall_s": [r["wall_s"] for r in reps_out],
         "notes": notes,
+        **extra,
         "counters": rows,
     }
 

@@ -1,0 +1,79 @@
+//! reclaimsim-guest: the init (PID 1) of `reclaimsim kernel-run --vm`'s virtual machine.
+//!
+//! The host (python/reclaimsim/vm.py) boots a kernel under QEMU with an initramfs that
+//! holds this binary as `/init`, the kernel modules it needs and `/plan.json`: what to
+//! set up and run, decided on the host (the cgroup tree with its limits, sysctls, the
+//! LRU, swap, the memory.reclaim schedule, the workloads' processes). This program
+//! carries the plan out, with no shell and no Python in the guest:
+//!
+//! 1. mount proc, sysfs, devtmpfs, a tmpfs for the live counters, cgroup2 (with the
+//!    memory controller) and the data disk (ext4, for the page-cache workloads' files);
+//!    load the modules (zram, virtio_blk, and what they need) with finit_module;
+//! 2. set vm.* sysctls, /sys/kernel/mm/lru_gen/enabled, zram swap (a swap header written
+//!    here, then swapon);
+//! 3. per rep: create the cgroup tree, drop caches, snapshot /proc/vmstat, fork every
+//!    workload process into its cgroup (each replays its access sequence through the
+//!    reclaimsim-host crate, as the host kernel-run does), run the memory.reclaim writes
+//!    on their wall-clock schedule from threads of this process, wait, and read the
+//!    deltas: /proc/vmstat, and each cgroup's memory.stat and memory.events (new cgroups
+//!    start at zero, so their end values are the deltas);
+//! 4. write one JSON document to the second serial port (/dev/ttyS1, a file on the host)
+//!    and power off. Any error becomes `{"error": ...}` there; the host also has the
+//!    console (ttyS0) for a panic.
+
+mod plan;
+mod rep;
+mod sys;
+
+use serde_json::{json, Value};
+use std::io::Write;
+
+const PLAN: &str = "/plan.json";
+const DATA_PORT: &str = "/dev/ttyS1";
+
+fn main() {
+    let out = match run() {
+        Ok(v) => v,
+        Err(e) => json!({ "error": e }),
+    };
+    send(&out);
+    sys::power_off();
+}
+
+fn run() -> Result<Value, String> {
+    sys::mount_base()?;
+    let text = std::fs::read_to_string(PLAN).map_err(|e| format!("{PLAN}: {e}"))?;
+    let plan: plan::Plan = serde_json::from_str(&text).map_err(|e| format!("{PLAN}: {e}"))?;
+    if plan.probe {
+        return Ok(json!({ "probe": true, "kernel": sys::uname_release() }));
+    }
+    sys::load_modules(&plan.modules)?;
+    let setup = sys::setup(&plan)?;
+    let prepared = rep::prepare(&plan)?;
+    let mut reps = Vec::new();
+    for i in 0..plan.reps {
+        eprintln!("reclaimsim-guest: rep {}/{}", i + 1, plan.reps);
+        reps.push(rep::run_rep(&plan, &prepared)?);
+    }
+    Ok(json!({
+        "kernel": sys::uname_release(),
+        "version": std::fs::read_to_string("/proc/version").unwrap_or_default().trim(),
+        "setup": setup,
+        "reps": reps,
+    }))
+}
+
+/// Write the result to the data port, framed so the host can tell a complete document
+/// from a cut one.
+fn send(v: &Value) {
+    let body = v.to_string();
+    let framed = format!("RECLAIMSIM-BEGIN {}\n{body}\nRECLAIMSIM-END\n", body.len());
+    match sys::open_raw_tty(DATA_PORT) {
+        Ok(mut f) => {
+            let _ = f.write_all(framed.as_bytes());
+            let _ = f.flush();
+            sys::tty_drain(&f);
+        }
+        Err(e) => eprintln!("reclaimsim-guest: {DATA_PORT}: {e}"),
+    }
+}

@@ -1,0 +1,73 @@
+//! The plan the host sends in `/plan.json` (built by python/reclaimsim/vm.py `guest_plan`).
+//! Everything kernel-specific is decided on the host; the guest only carries it out.
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// Only boot and answer (the `--accel auto` probe).
+    #[serde(default)]
+    pub probe: bool,
+    /// The normalized scenario, as JSON text (what reclaimsim-host replays).
+    #[serde(default)]
+    pub scenario: String,
+    #[serde(default)]
+    pub reps: u32,
+    /// Module files in the initramfs, in load order (dependencies first).
+    #[serde(default)]
+    pub modules: Vec<String>,
+    /// Files under /proc/sys or /sys with the value to write, in order
+    /// (e.g. "/proc/sys/vm/swappiness" = "60", "/sys/kernel/mm/lru_gen/enabled" = "y").
+    #[serde(default)]
+    pub writes: Vec<(String, String)>,
+    /// The value /sys/kernel/mm/lru_gen/enabled must have: "y"/"n", or absent to leave it.
+    #[serde(default)]
+    pub lru_gen: Option<String>,
+    /// zram swap size [bytes]; 0 = no swap.
+    #[serde(default)]
+    pub swap_bytes: u64,
+    /// The block device holding an empty ext4 filesystem for the workloads' files.
+    #[serde(default)]
+    pub disk: Option<String>,
+    /// The cgroup tree (parents before children) with interface files to write.
+    #[serde(default)]
+    pub cgroups: Vec<Cgroup>,
+    /// Processes to fork per workload.
+    #[serde(default)]
+    pub procs: Vec<Procs>,
+    /// memory.reclaim writes.
+    #[serde(default)]
+    pub reclaim: Vec<Reclaim>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cgroup {
+    /// Path under the cgroup2 mount, e.g. "/reader".
+    pub path: String,
+    /// Interface files and values, in order ("memory.max" = "67108864").
+    #[serde(default)]
+    pub files: Vec<(String, String)>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Procs {
+    pub workload: usize,
+    pub count: u32,
+    pub threads: u32,
+    pub cgroup: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reclaim {
+    pub cgroup: String,
+    /// Due time of the first write after the workloads start [ns].
+    pub at_ns: u64,
+    pub every_ns: u64,
+    pub times: u64,
+    /// The text written to memory.reclaim.
+    pub buffer: String,
+}

@@ -1,0 +1,708 @@
+"""`reclaimsim kernel-run --vm`: the scenario's workloads on a kernel booted under QEMU.
+
+The host kernel is one kernel with one configuration; a virtual machine runs any kernel
+(Debian's 6.12 with MGLRU and cgroup v2, or one `kernel-build` made, patched or not) and
+changes nothing on the host. A run:
+
+1. the kernel: `--kernel IMAGE`, or by default Debian's 6.12 cloud image from
+   bookworm-backports (`apt-get download` with a private apt state, `dpkg-deb -x` into the
+   cache; nothing is installed). The cloud flavour is Debian's 6.12 with ext4 and virtio
+   built in and a small module tree; it has CONFIG_LRU_GEN (enabled by default) and
+   CONFIG_MEMCG. The modules the runner needs (zram, virtio_blk, zram's default
+   compressor) are taken from its tree with their dependencies (modules.dep);
+2. the initramfs: a newc cpio archive with the guest runner (`crates/guest`, a static
+   Rust binary, as /init) and those modules, cached per kernel and runner; a second small
+   archive, appended, carries this run's plan (`guest_plan`);
+3. a data disk (an ext4 image made with mkfs.ext4 in a temporary directory) when the
+   scenario reads files, since tmpfs pages would be shmem, not page cache;
+4. QEMU with the scenario's CPUs, memory (one guest NUMA node per scenario node) and the
+   plan; the console goes to a file (its tail is shown when the guest fails) and the
+   result comes back as one framed JSON document on the second serial port.
+
+Everything is in a temporary directory removed afterwards; QEMU is killed on a timeout,
+an error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import lzma
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .kernelrun import KernelRunError
+
+REPO = Path(__file__).resolve().parents[2]
+GUEST_TARGET = "x86_64-unknown-linux-gnu"
+DEFAULT_FLAVOUR = "cloud-amd64"
+BACKPORTS = "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main"
+# Guest memory the kernel and the initramfs need beside the scenario's machine [bytes].
+GUEST_OVERHEAD = 256 << 20
+# A guest may use at most this share of the host's available memory.
+HOST_MEMORY_SHARE = 0.75
+DATA_BEGIN = b"RECLAIMSIM-BEGIN "
+DATA_END = b"\nRECLAIMSIM-END"
+
+
+def cache_dir() -> Path:
+    """$RECLAIMSIM_CACHE, else $XDG_CACHE_HOME/reclaimsim, else ~/.cache/reclaimsim."""
+    if os.environ.get("RECLAIMSIM_CACHE"):
+        return Path(os.environ["RECLAIMSIM_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "reclaimsim"
+
+
+# ---------------------------------------------------------------------------------------
+# the kernel
+
+
+@dataclass
+class Kernel:
+    image: Path
+    release: str
+    modules: Path | None = None  # lib/modules/RELEASE, when the kernel has modules
+    config: Path | None = None
+
+
+def _need(tool: str, package: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise KernelRunError(f"{tool} not found: install Debian's {package} package (apt-get install {package})")
+    return path
+
+
+def _apt(args: list[str], cwd: Path | None = None) -> str:
+    state = cache_dir() / "apt"
+    (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
+    (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+    src = state / "sources.list"
+    src.write_text(BACKPORTS + "\n")
+    opts = [
+        "-q", "-o", f"Dir::Etc::SourceList={src}", "-o", "Dir::Etc::SourceParts=/dev/null",
+        "-o", f"Dir::State::Lists={state / 'lists'}", "-o", f"Dir::Cache={state / 'cache'}",
+        "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root",
+    ]
+    tool = args[0]
+    p = subprocess.run([_need(tool, "apt"), *opts, *args[1:]], cwd=cwd, capture_output=True, text=True)
+    if p.returncode != 0:
+        tail = (p.stderr.strip().splitlines() or ["?"])[-1]
+        raise KernelRunError(f"{tool} {' '.join(args[1:])}: {tail}")
+    return p.stdout
+
+
+def _apt_update() -> None:
+    stamp = cache_dir() / "apt" / "updated"
+    if stamp.exists() and time.time() - stamp.stat().st_mtime < 86400:
+        return
+    _apt(["apt-get", "update"])
+    stamp.touch()
+
+
+def default_kernel(progress=None) -> Kernel:
+    """Debian's 6.12 cloud kernel from bookworm-backports, fetched and unpacked once."""
+    root = cache_dir() / "kernels"
+    done = sorted(root.glob(f"*{DEFAULT_FLAVOUR}*/ok"))
+    if done and not os.environ.get("RECLAIMSIM_KERNEL_REFRESH"):
+        return _unpacked_kernel(done[-1].parent)
+    _need("dpkg-deb", "dpkg")
+    if progress:
+        progress("fetching Debian's 6.12 kernel image (bookworm-backports, about 35 MB)")
+    _apt_update()
+    show = _apt(["apt-cache", "show", f"linux-image-{DEFAULT_FLAVOUR}"])
+    m = re.search(r"^Depends: (linux-image-[^\s,(]+)", show, re.M)
+    if not m:
+        raise KernelRunError(f"apt-cache show linux-image-{DEFAULT_FLAVOUR}: no linux-image dependency")
+    pkg = m.group(1) + "-unsigned"
+    dest = root / pkg
+    if (dest / "ok").exists():
+        return _unpacked_kernel(dest)
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        _apt(["apt-get", "download", pkg], cwd=Path(tmp))
+        deb = next(Path(tmp).glob("*.deb"))
+        if dest.exists():
+            shutil.rmtree(dest)
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(dest)], check=True)
+    (dest / "ok").touch()
+    return _unpacked_kernel(dest)
+
+
+def _unpacked_kernel(d: Path) -> Kernel:
+    image = next((d / "boot").glob("vmlinuz-*"))
+    release = image.name.removeprefix("vmlinuz-")
+    config = d / "boot" / f"config-{release}"
+    mods = d / "lib" / "modules" / release
+    return Kernel(image, release, mods if mods.exists() else None, config if config.exists() else None)
+
+
+def user_kernel(image: str) -> Kernel:
+    """A bzImage given with --kernel; its .config beside it (IMAGE.config, as kernel-build
+    writes it) if there is one. Such a kernel must have what the runner needs built in."""
+    p = Path(image)
+    if not p.is_file():
+        raise KernelRunError(f"--kernel {image}: no such file (a bzImage is expected)")
+    with open(p, "rb") as f:
+        head = f.read(0x300)
+    if len(head) < 0x206 or head[0x202:0x206] != b"HdrS":
+        raise KernelRunError(f"--kernel {image}: not an x86 bzImage (no 'HdrS' boot header)")
+    cfg = Path(str(p) + ".config")
+    release = _bzimage_release(p) or p.name
+    return Kernel(p, release, None, cfg if cfg.exists() else None)
+
+
+def _bzimage_release(p: Path) -> str | None:
+    """The release string from the bzImage's header (the kernel_version field)."""
+    with open(p, "rb") as f:
+        data = f.read(0x10000)
+    off = int.from_bytes(data[0x20E:0x210], "little") + 0x200
+    if 0x200 <= off < len(data):
+        s = data[off:off + 128].split(b"\0")[0].decode(errors="replace")
+        return s.split()[0] if s else None
+    return None
+
+
+def config_value(kernel: Kernel, option: str) -> str | None:
+    """CONFIG_<option> of the kernel's .config: "y", "m", a value, or None (unset/unknown)."""
+    if kernel.config is None:
+        return None
+    for line in kernel.config.read_text().splitlines():
+        if line.startswith(f"CONFIG_{option}="):
+            return line.split("=", 1)[1].strip('"')
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# modules
+
+
+def module_paths(kernel: Kernel, names: list[str]) -> list[Path]:
+    """The module files for `names` and everything they depend on, dependencies first.
+    A kernel package carries no modules.dep (depmod makes it on install), so the
+    dependencies are read from each module's own .modinfo `depends=` entry."""
+    if kernel.modules is None or not names:
+        return []
+    files = {_module_name(p.name): p for p in (kernel.modules / "kernel").rglob("*.ko*")}
+    order: list[Path] = []
+
+    def visit(name: str, stack: tuple) -> None:
+        key = name.replace("-", "_")
+        if key not in files:
+            raise KernelRunError(f"kernel {kernel.release}: no module {name} under {kernel.modules}")
+        p = files[key]
+        if p in order or key in stack:
+            return
+        for d in _modinfo(p).get("depends", "").split(","):
+            if d:
+                visit(d, stack + (key,))
+        order.append(p)
+
+    for n in names:
+        visit(n, ())
+    return order
+
+
+def _modinfo(p: Path) -> dict[str, str]:
+    """The key=value strings of a module's .modinfo section (found by their keys: each
+    module has `name=`, `vermagic=` and `depends=`)."""
+    data = p.read_bytes()
+    if p.name.endswith(".xz"):
+        data = lzma.decompress(data)
+    elif p.name.endswith(".zst"):
+        raise KernelRunError(f"{p}: zstd-compressed modules are not supported")
+    out = {}
+    for m in re.finditer(rb"(?<=\0)(name|depends|vermagic)=([^\0]*)", data):
+        out.setdefault(m.group(1).decode(), m.group(2).decode(errors="replace"))
+    return out
+
+
+def _module_name(filename: str) -> str:
+    return filename.split(".ko")[0].replace("-", "_")
+
+
+def needed_modules(kernel: Kernel, swap: bool, disk: bool) -> list[str]:
+    """Modules to load: those of zram (and its default compressor) and virtio_blk that
+    the kernel built as modules."""
+    want = []
+    if swap and config_value(kernel, "ZRAM") == "m":
+        want.append("zram")
+    if swap:
+        comp = config_value(kernel, "ZRAM_DEF_COMP")
+        if comp and config_value(kernel, f"CRYPTO_{comp.upper().replace('-', '_')}") == "m":
+            want.append(comp)
+    if disk and config_value(kernel, "VIRTIO_BLK") == "m":
+        want.append("virtio_blk")
+    return want
+
+
+# ---------------------------------------------------------------------------------------
+# initramfs
+
+
+def cpio_newc(entries: list[tuple[str, int, bytes]]) -> bytes:
+    """A cpio archive in the "newc" format the kernel unpacks into its initramfs
+    (Documentation/driver-api/early-userspace/buffer-format.rst): each entry a 110-byte
+    ASCII header (magic 070701, 13 eight-digit hex fields), the name with its NUL, padded
+    to 4 bytes, then the data, padded to 4 bytes; a "TRAILER!!!" entry ends it.
+    `entries` are (path, mode, data); directories have mode 0o040xxx and no data."""
+    out = bytearray()
+    ino = 1
+
+    def entry(name: str, mode: int, data: bytes, nlink: int) -> None:
+        nonlocal ino
+        nb = name.encode() + b"\0"
+        fields = [ino, mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(nb), 0]
+        out.extend(b"070701" + b"".join(b"%08X" % f for f in fields) + nb)
+        out.extend(b"\0" * (-len(out) % 4))
+        out.extend(data)
+        out.extend(b"\0" * (-len(out) % 4))
+        ino += 1
+
+    for name, mode, data in entries:
+        is_dir = (mode & 0o170000) == 0o040000
+        entry(name.lstrip("/"), mode, b"" if is_dir else data, 2 if is_dir else 1)
+    entry("TRAILER!!!", 0, b"", 1)
+    return bytes(out)
+
+
+def _with_parents(files: list[tuple[str, int, bytes]]) -> list[tuple[str, int, bytes]]:
+    """Add the directory entries the files need, parents first."""
+    dirs: list[str] = []
+    for name, _, _ in files:
+        parts = name.strip("/").split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = "/".join(parts[:i])
+            if d not in dirs:
+                dirs.append(d)
+    return [(d, 0o040755, b"") for d in dirs] + files
+
+
+def guest_binary(progress=None) -> Path:
+    """The guest runner, statically linked; built with cargo when missing or stale (cargo
+    checks, in about a second when nothing changed)."""
+    if not (REPO / "crates" / "guest" / "Cargo.toml").exists():
+        raise KernelRunError(
+            "kernel-run --vm builds its guest runner from the project's source tree (crates/guest), "
+            f"which is not at {REPO}"
+        )
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not Path(cargo).exists():
+        raise KernelRunError("kernel-run --vm needs cargo to build its guest runner: install Rust (rustup)")
+    if progress:
+        progress("building the guest runner (cargo, static; about a minute the first time)")
+    env = dict(os.environ, RUSTFLAGS="-C target-feature=+crt-static")
+    p = subprocess.run(
+        [cargo, "build", "--quiet", "--profile", "guest", "--target", GUEST_TARGET, "-p", "reclaimsim-guest"],
+        cwd=REPO, env=env, capture_output=True, text=True,
+    )
+    if p.returncode != 0:
+        tail = (p.stderr.strip().splitlines() or ["?"])[-1]
+        raise KernelRunError(f"building the guest runner failed: {tail}")
+    return REPO / "target" / GUEST_TARGET / "guest" / "reclaimsim-guest"
+
+
+def base_initramfs(kernel: Kernel, modules: list[Path], runner: Path) -> Path:
+    """The cached archive with /init and the modules (under /modules, in load order)."""
+    h = hashlib.sha256()
+    h.update(runner.read_bytes())
+    for m in modules:
+        h.update(str(m).encode())
+        h.update(str(m.stat().st_mtime_ns).encode())
+    out = cache_dir() / "initramfs" / f"{h.hexdigest()[:20]}.cpio"
+    if out.exists():
+        return out
+    files = [("init", 0o100755, runner.read_bytes())]
+    for i, m in enumerate(modules):
+        files.append((f"modules/{i:02d}-{m.name}", 0o100644, m.read_bytes()))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_bytes(cpio_newc(_with_parents(files)))
+    tmp.rename(out)
+    return out
+
+
+def plan_initramfs(base: Path, plan: dict, dest: Path) -> Path:
+    """The base archive with this run's /plan.json appended (the kernel unpacks
+    concatenated archives in order)."""
+    dest.write_bytes(base.read_bytes() + cpio_newc([("plan.json", 0o100644, json.dumps(plan).encode())]))
+    return dest
+
+
+# ---------------------------------------------------------------------------------------
+# the plan
+
+
+def _cg_files(mem: dict) -> list[tuple[str, str]]:
+    files = []
+    for k in ("max", "high", "low", "min"):
+        v = mem.get(k)
+        if v not in (None, "max"):
+            files.append((f"memory.{k}", str(v)))
+    swap_max = (mem.get("swap") or {}).get("max")
+    if swap_max not in (None, "max"):
+        files.append(("memory.swap.max", str(swap_max)))
+    return files
+
+
+def check_scenario(norm: dict, host_mem_available: int) -> list[str]:
+    """Refuse what the VM cannot run; return notes on what it runs differently."""
+    notes = []
+    for i, cg in enumerate(norm.get("cgroup", [])):
+        if cg.get("memory", {}).get("swappiness") is not None:
+            raise KernelRunError(
+                f"scenario.cgroup[{i}].memory.swappiness = {cg['memory']['swappiness']} ({cg['path']}): "
+                "cgroup v2 has no per-cgroup swappiness, so kernel-run --vm cannot apply it; "
+                "remove it (kernel.swappiness sets vm.swappiness for all)"
+            )
+    for i, w in enumerate(norm["workload"]):
+        if w.get("type") == "trace":
+            raise KernelRunError(
+                f"scenario.workload[{i}]: type = \"trace\" is not replayed in the VM yet "
+                "(usemem and file_read are); run it with kernel-run on the host"
+            )
+    if norm.get("lru_gen"):
+        raise KernelRunError(
+            "the scenario has [[lru_gen]] (/sys/kernel/debug/lru_gen) schedules, which kernel-run does not replay"
+        )
+    m = norm["machine"]
+    need = m["memory_per_node"] * m["nodes"] + GUEST_OVERHEAD
+    if need > host_mem_available * HOST_MEMORY_SHARE:
+        raise KernelRunError(
+            f"machine: {m['nodes']} x {m['memory_per_node'] >> 20} MiB needs a {need >> 20} MiB guest, "
+            f"more than {int(HOST_MEMORY_SHARE * 100)}% of this host's available memory "
+            f"({host_mem_available >> 20} MiB); run a smaller scale of the scenario"
+        )
+    swap = m.get("swap")
+    if swap and swap.get("device") != "zram":
+        notes.append(f"swap: the guest swaps to zram, the scenario's device is {swap.get('device')}")
+    if any(w.get("start", 0) for w in norm["workload"]):
+        notes.append("workload start times are not replayed: every workload starts at once")
+    if norm.get("reclaim"):
+        notes.append(
+            "memory.reclaim writes are made at their wall-clock times in the guest; under TCG the workloads "
+            "run slower than on hardware, so a write meets them earlier in their run than in virtual time; "
+            "writes stop when the workloads end"
+        )
+    return notes
+
+
+def guest_plan(norm: dict, reps: int, nprocs: list[int], modules: list[str], disk: bool) -> dict:
+    """What the guest runner does (crates/guest/src/plan.rs)."""
+    k = norm["kernel"]
+    writes = [("/proc/sys/vm/swappiness", str(k["swappiness"]))]
+    if k.get("min_free_kbytes") is not None:
+        writes.append(("/proc/sys/vm/min_free_kbytes", str(k["min_free_kbytes"])))
+    writes.append(("/proc/sys/vm/watermark_scale_factor", str(k["watermark_scale_factor"])))
+    lru_gen = None
+    if k.get("lru") == "mglru":
+        enabled = (k.get("lru_gen") or {}).get("enabled")
+        lru_gen = "y" if enabled is None else hex(enabled)
+        writes.append(("/sys/kernel/mm/lru_gen/min_ttl_ms", str((k.get("lru_gen") or {}).get("min_ttl_ms", 0))))
+    else:
+        lru_gen = "n"
+    cgroups = sorted(norm.get("cgroup", []), key=lambda c: c["path"].count("/"))
+    procs = [
+        {"workload": wi, "count": nprocs[wi], "threads": w.get("threads", 1), "cgroup": w.get("cgroup", "/")}
+        for wi, w in enumerate(norm["workload"])
+    ]
+    reclaim = []
+    for r in norm.get("reclaim", []):
+        buf = str(r["bytes"])
+        if r.get("swappiness") is not None:
+            buf += f" swappiness={r['swappiness']}"
+        reclaim.append({
+            "cgroup": r.get("cgroup", "/"), "at_ns": r["at"], "every_ns": r.get("every") or 0,
+            "times": r.get("times", 1), "buffer": buf,
+        })
+    swap = norm["machine"].get("swap")
+    return {
+        "scenario": json.dumps(norm),
+        "reps": reps,
+        "modules": modules,
+        "writes": writes,
+        "lru_gen": lru_gen,
+        "swap_bytes": swap["size"] if swap else 0,
+        "disk": "/dev/vda" if disk else None,
+        "cgroups": [{"path": c["path"], "files": _cg_files(c.get("memory", {}))} for c in cgroups],
+        "procs": procs,
+        "reclaim": reclaim,
+    }
+
+
+def _file_bytes(norm: dict) -> int:
+    return sum(sum(w.get("files", [])) for w in norm["workload"] if w.get("type") == "file_read")
+
+
+def make_disk(path: Path, data_bytes: int) -> None:
+    """A sparse raw image with an empty ext4 filesystem for the workloads' files."""
+    mkfs = _need("mkfs.ext4", "e2fsprogs")
+    size = data_bytes + data_bytes // 8 + (64 << 20)
+    with open(path, "wb") as f:
+        f.truncate(size)
+    p = subprocess.run([mkfs, "-q", "-F", "-m", "0", str(path)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise KernelRunError(f"mkfs.ext4 {path}: {p.stderr.strip()}")
+
+
+# ---------------------------------------------------------------------------------------
+# QEMU
+
+
+def qemu_command(kernel: Kernel, initrd: Path, norm: dict, accel: str, console: Path, data: Path, disk: Path | None) -> list[str]:
+    m = norm["machine"]
+    nodes, cpus = m["nodes"], m["cpus"]
+    per_node = (m["memory_per_node"] >> 20)
+    total = per_node * nodes + (GUEST_OVERHEAD >> 20)
+    cmd = [
+        _need("qemu-system-x86_64", "qemu-system-x86"),
+        "-accel", "kvm" if accel == "kvm" else "tcg,thread=multi",
+        "-cpu", "host" if accel == "kvm" else "qemu64,-cx16",
+        "-m", f"{total}M", "-smp", str(cpus),
+        "-kernel", str(kernel.image), "-initrd", str(initrd),
+        "-append", "console=ttyS0 panic=-1 loglevel=4 rdinit=/init transparent_hugepage=madvise",
+        "-display", "none", "-monitor", "none", "-no-reboot", "-nodefaults",
+        "-serial", f"file:{console}", "-serial", f"file:{data}",
+    ]
+    if nodes > 1:
+        # One guest node per scenario node; the kernel and initramfs overhead on node 0.
+        for n in range(nodes):
+            size = per_node + ((GUEST_OVERHEAD >> 20) if n == 0 else 0)
+            lo, hi = n * cpus // nodes, (n + 1) * cpus // nodes - 1
+            cmd += ["-object", f"memory-backend-ram,id=m{n},size={size}M",
+                    "-numa", f"node,nodeid={n},cpus={lo}-{hi},memdev=m{n}"]
+    if disk is not None:
+        cmd += ["-drive", f"file={disk},if=virtio,format=raw,cache=unsafe"]
+    return cmd
+
+
+def _tail(p: Path, lines: int = 8) -> str:
+    """The console's last lines, and where the whole console was kept."""
+    try:
+        text = p.read_text(errors="replace")
+    except OSError:
+        return "(no console output)"
+    keep = cache_dir() / "last-console.log"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(p, keep)
+    tail = [l for l in text.splitlines() if l.strip()][-lines:]
+    return (" | ".join(tail) or "(no console output)") + f" (whole console: {keep})"
+
+
+def parse_data(raw: bytes) -> dict | None:
+    """The framed JSON document from the data port, or None when it is missing or cut."""
+    i = raw.find(DATA_BEGIN)
+    if i < 0:
+        return None
+    head_end = raw.find(b"\n", i)
+    try:
+        n = int(raw[i + len(DATA_BEGIN):head_end])
+    except ValueError:
+        return None
+    body = raw[head_end + 1:head_end + 1 + n]
+    if len(body) != n or not raw[head_end + 1 + n:].startswith(DATA_END):
+        return None
+    return json.loads(body)
+
+
+def boot(kernel: Kernel, initrd: Path, norm: dict, accel: str, workdir: Path, disk: Path | None, timeout: float, progress=None) -> dict:
+    """Boot the guest, wait for it to power off (or the timeout), return its document."""
+    console, data = workdir / "console.log", workdir / "data.out"
+    cmd = qemu_command(kernel, initrd, norm, accel, console, data, disk)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    t0 = time.monotonic()
+    try:
+        while proc.poll() is None:
+            if time.monotonic() - t0 > timeout:
+                raise KernelRunError(
+                    f"the guest did not finish within --timeout {timeout:g} s; console: {_tail(console)}"
+                )
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = proc.stderr.read().decode(errors="replace").strip()
+    doc = parse_data(data.read_bytes()) if data.exists() else None
+    if doc is None:
+        why = f"qemu: {err.splitlines()[-1]}" if proc.returncode != 0 and err else "no result from the guest"
+        raise KernelRunError(f"{why}; console: {_tail(console)}")
+    if "error" in doc:
+        raise KernelRunError(f"in the guest ({kernel.release}): {doc['error']}")
+    doc["boot_s"] = time.monotonic() - t0
+    return doc
+
+
+# ---------------------------------------------------------------------------------------
+# acceleration
+
+
+def _kvm_usable() -> bool:
+    return os.path.exists("/dev/kvm") and os.access("/dev/kvm", os.R_OK | os.W_OK)
+
+
+def resolve_accel(accel: str, kernel: Kernel, initrd_base: Path, progress=None) -> tuple[str, str]:
+    """(accel to use, how it was chosen). `auto` boots the kernel once under KVM with a
+    probe plan and a short timeout, and caches the answer per host kernel, QEMU and guest
+    kernel."""
+    if accel == "tcg":
+        return "tcg", "tcg (asked)"
+    if accel == "kvm":
+        if not _kvm_usable():
+            raise KernelRunError("--accel kvm: /dev/kvm is missing or not accessible")
+        return "kvm", "kvm (asked)"
+    if not _kvm_usable():
+        return "tcg", "tcg (no usable /dev/kvm)"
+    qemu = _need("qemu-system-x86_64", "qemu-system-x86")
+    qv = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    key = hashlib.sha256(f"{os.uname().release}|{qv}|{kernel.image}|{kernel.image.stat().st_size}".encode()).hexdigest()[:16]
+    cache = cache_dir() / "accel" / key
+    if cache.exists():
+        got = cache.read_text().strip()
+        return got, f"{got} (probed before: {cache})"
+    if progress:
+        progress("probing KVM with a short boot (once; the answer is cached)")
+    with tempfile.TemporaryDirectory(prefix="reclaimsim-vm-") as tmp:
+        t = Path(tmp)
+        initrd = plan_initramfs(initrd_base, {"probe": True}, t / "probe.cpio")
+        probe_norm = {"machine": {"nodes": 1, "cpus": 1, "memory_per_node": 256 << 20}}
+        try:
+            boot(kernel, initrd, probe_norm, "kvm", t, None, 30.0)
+            got = "kvm"
+        except KernelRunError:
+            got = "tcg"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(got + "\n")
+    return got, f"{got} (probed: KVM {'boots' if got == 'kvm' else 'did not boot this kernel within 30 s'})"
+
+
+# ---------------------------------------------------------------------------------------
+# kernel-run --vm
+
+
+def _host_mem_available() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def rep_counters(rep: dict, norm: dict) -> dict:
+    """One guest rep's counters, named as kernel-run names them (sim_counters' names)."""
+    from .kernelrun import CG_EVENTS, CG_STAT_COUNTERS, VMSTAT_COUNTERS
+
+    threads = [t for p in rep["processes"] for t in p["threads"]]
+    c = {k: sum(t[k] for t in threads) for k in ("accesses", "hits", "misses", "major_faults", "minor_faults")}
+    vm = dict(rep["vmstat"])
+    vm["allocstall"] = sum(v for k, v in vm.items() if k.startswith("allocstall_"))
+    for k in VMSTAT_COUNTERS:
+        c[k] = vm.get(k, 0)
+    for cg in norm.get("cgroup", []):
+        d = rep["cgroups"].get(cg["path"], {})
+        st, ev = d.get("memory.stat", {}), d.get("memory.events", {})
+        c[f"file@{cg['path']}"] = st.get("file", 0)
+        c[f"anon@{cg['path']}"] = st.get("anon", 0)
+        c[f"kernel@{cg['path']}"] = st.get("kernel", 0)
+        for k in CG_STAT_COUNTERS:
+            if k in st:
+                c[f"{k}@{cg['path']}"] = st[k]
+        for k in CG_EVENTS:
+            c[f"memory.events.{k}@{cg['path']}"] = ev.get(k, 0)
+    c["oom_killed_processes"] = sum(1 for p in rep["processes"] if p.get("killed") == signal.SIGKILL)
+    return c
+
+
+def _has_proactive_counters(doc: dict) -> bool:
+    return any("pgscan_proactive" in c.get("memory.stat", {}) for r in doc["reps"] for c in r["cgroups"].values())
+
+
+def fold_proactive(sim: dict) -> dict:
+    """The simulator's counters as a kernel without the proactive reclaim counters shows
+    them: memory.reclaim's scans and steals under direct."""
+    out = dict(sim)
+    for name, v in sim.items():
+        for what in ("pgscan", "pgsteal"):
+            if name.startswith(f"{what}_proactive@"):
+                cg = name.split("@", 1)[1]
+                out[f"{what}_direct@{cg}"] = out.get(f"{what}_direct@{cg}", 0) + v
+                del out[name]
+    return out
+
+
+def prepare(scenario: dict) -> tuple[dict, list[int], list[str]]:
+    """Validate the scenario for a VM run before anything is fetched or booted: the
+    normalized scenario, the processes per workload, and the notes."""
+    from . import _core
+
+    scenario_json = json.dumps(scenario)
+    nprocs = _core.host_processes_json(scenario_json)
+    norm = json.loads(_core.validate_json(scenario_json))
+    notes = check_scenario(norm, _host_mem_available())
+    return norm, nprocs, notes
+
+
+def run_in_vm(norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: str, timeout: float, progress=None) -> dict:
+    """Boot `kernel`, run the scenario `reps` times in it; return the guest's document
+    (with "accel", how it was chosen)."""
+    if norm["kernel"].get("lru") == "mglru" and kernel.config and config_value(kernel, "LRU_GEN") != "y":
+        raise KernelRunError(
+            f'kernel.lru = "mglru": the kernel {kernel.release} was built without CONFIG_LRU_GEN ({kernel.config})'
+        )
+    swap = bool(norm["machine"].get("swap"))
+    disk_bytes = _file_bytes(norm)
+    mods = module_paths(kernel, needed_modules(kernel, swap, disk_bytes > 0))
+    base = base_initramfs(kernel, mods, guest_binary(progress))
+    accel, how = resolve_accel(accel, kernel, base, progress)
+    guest_mods = [f"/modules/{i:02d}-{m.name}" for i, m in enumerate(mods)]
+    plan = guest_plan(norm, reps, nprocs, guest_mods, disk_bytes > 0)
+    with tempfile.TemporaryDirectory(prefix="reclaimsim-vm-") as tmp:
+        t = Path(tmp)
+        disk = None
+        if disk_bytes:
+            disk = t / "disk.img"
+            make_disk(disk, disk_bytes)
+        initrd = plan_initramfs(base, plan, t / "initrd.cpio")
+        if progress:
+            progress(f"booting {kernel.release} ({accel}, {norm['machine']['cpus']} CPUs), {reps} rep(s)")
+        doc = boot(kernel, initrd, norm, accel, t, disk, timeout, progress)
+    doc["accel"] = accel
+    doc["accel_how"] = how
+    return doc
+
+
+def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None) -> dict:
+    """kernel-run's report, with the kernel side from a VM and per-cgroup rows."""
+    from .kernelrun import assemble, simulate
+
+    norm, nprocs, notes = prepare(scenario)
+    kernel = user_kernel(kernel_image) if kernel_image else default_kernel(progress)
+    doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress)
+    notes.append(f"accel: {doc['accel_how']}")
+    sim_norm = json.loads(json.dumps(norm))
+    if sim_norm["kernel"].get("cgroup_version") != 2:
+        notes.append("the guest mounts cgroup v2: the simulator runs with kernel.cgroup_version = 2 too")
+        sim_norm["kernel"]["cgroup_version"] = 2
+    reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm)} for r in doc["reps"]]
+    sims = simulate(sim_norm, reps, progress, per_cgroup=True)
+    if norm.get("cgroup") and not _has_proactive_counters(doc):
+        notes.append(
+            "this kernel's memory.stat has no pgscan_proactive/pgsteal_proactive (v6.16 added them): "
+            "it counts memory.reclaim's scans as direct, so the simulator's proactive counts are added to its direct ones"
+        )
+        sims = [fold_proactive(s) for s in sims]
+    writes = [len(r["reclaim_writes"]) for r in doc["reps"]]
+    if norm.get("reclaim"):
+        notes.append(f"memory.reclaim writes made per rep: {', '.join(map(str, writes))}")
+    return assemble(
+        norm, reps_out, sims, notes, 2, doc["kernel"],
+        vm={
+            "image": str(kernel.image), "accel": doc["accel"], "version": doc.get("version"),
+            "setup": doc.get("setup"), "boot_s": doc.get("boot_s"),
+            "reclaim_writes": [r["reclaim_writes"] for r in doc["reps"]],
+        },
+    )

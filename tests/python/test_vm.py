@@ -1,0 +1,213 @@
+"""`reclaimsim kernel-run --vm`: the initramfs builder, module resolution, the guest plan,
+the refusals, and (where QEMU is installed) real boots of Debian's 6.12 kernel under TCG."""
+
+import json
+import lzma
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reclaimsim import _core, vm
+from reclaimsim.kernelrun import KernelRunError
+from reclaimsim.scenario import load_scenario
+
+
+def cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "reclaimsim.cli", *args], capture_output=True, text=True, env=env
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# the initramfs
+
+
+@pytest.mark.skipif(shutil.which("cpio") is None, reason="needs Debian's cpio as the reference reader")
+def test_cpio_newc_unpacks_with_gnu_cpio_and_appended_archives_override(tmp_path):
+    files = [("init", 0o100755, b"\x7fELF-runner"), ("modules/00-zram.ko.xz", 0o100644, b"x" * 4097)]
+    base = vm.cpio_newc(vm._with_parents(files))
+    plan = vm.cpio_newc([("plan.json", 0o100644, b'{"reps": 3}'), ("init", 0o100755, b"new")])
+    out = tmp_path / "root"
+    out.mkdir()
+    for archive in (base, plan):  # the kernel unpacks concatenated archives in order
+        p = subprocess.run(["cpio", "-idmu", "--quiet"], input=archive, cwd=out, capture_output=True)
+        assert p.returncode == 0, p.stderr
+    assert (out / "modules" / "00-zram.ko.xz").read_bytes() == b"x" * 4097
+    assert (out / "plan.json").read_bytes() == b'{"reps": 3}'
+    assert (out / "init").read_bytes() == b"new"
+    assert os.stat(out / "init").st_mode & 0o777 == 0o755
+    assert (out / "modules").is_dir()
+
+
+def test_cpio_newc_header_fields_and_alignment():
+    data = b"abcde"
+    a = vm.cpio_newc([("f", 0o100644, data)])
+    assert a[:6] == b"070701"
+    fields = [int(a[6 + 8 * i:14 + 8 * i], 16) for i in range(13)]
+    # mode, filesize and namesize (with its NUL) as the newc format defines them
+    assert fields[1] == 0o100644 and fields[6] == len(data) and fields[11] == 2
+    name_end = 110 + 2
+    data_at = name_end + (-name_end % 4)
+    assert a[data_at:data_at + 5] == data
+    trailer = a.index(b"TRAILER!!!")
+    assert (trailer - 110) % 4 == 0  # each header starts 4-byte aligned
+    assert len(a) % 4 == 0
+
+
+def _fake_module(path: Path, name: str, depends: str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = b"\0ELFstuff\0" + f"name={name}\0depends={depends}\0vermagic=6.12 SMP\0".encode() + b"tail"
+    path.write_bytes(lzma.compress(body))
+
+
+def test_module_paths_put_dependencies_first_and_name_missing_modules(tmp_path):
+    mods = tmp_path / "lib" / "modules" / "6.12-test"
+    _fake_module(mods / "kernel/drivers/block/zram/zram.ko.xz", "zram", "zsmalloc,lz4_compress")
+    _fake_module(mods / "kernel/mm/zsmalloc.ko.xz", "zsmalloc", "")
+    _fake_module(mods / "kernel/lib/lz4/lz4_compress.ko.xz", "lz4_compress", "")
+    _fake_module(mods / "kernel/drivers/block/virtio_blk.ko.xz", "virtio_blk", "")
+    k = vm.Kernel(tmp_path / "bzImage", "6.12-test", mods, None)
+    got = [p.name for p in vm.module_paths(k, ["zram", "virtio-blk"])]
+    assert got == ["zsmalloc.ko.xz", "lz4_compress.ko.xz", "zram.ko.xz", "virtio_blk.ko.xz"]
+    with pytest.raises(KernelRunError, match="no module ext4"):
+        vm.module_paths(k, ["ext4"])
+
+
+def test_needed_modules_follow_the_kernel_config(tmp_path):
+    cfg = tmp_path / "config"
+    cfg.write_text('CONFIG_ZRAM=m\nCONFIG_ZRAM_DEF_COMP="lz4"\nCONFIG_CRYPTO_LZ4=m\nCONFIG_VIRTIO_BLK=y\n')
+    k = vm.Kernel(tmp_path / "bzImage", "t", tmp_path, cfg)
+    assert vm.needed_modules(k, swap=True, disk=True) == ["zram", "lz4"]
+    assert vm.needed_modules(k, swap=False, disk=True) == []
+
+
+# ---------------------------------------------------------------------------------------
+# the plan and the data port
+
+
+def _norm(name, *sets):
+    return json.loads(_core.validate_json(json.dumps(load_scenario(name, list(sets)))))
+
+
+def test_guest_plan_applies_limits_lru_swap_and_the_reclaim_schedule():
+    norm = _norm(
+        "calib-mglru-reclaim",
+        "kernel.swappiness=133",
+        'reclaim[0].swappiness="max"',
+        "machine.swap.size=64M",
+        "machine.swap.device=zram",
+    )
+    plan = vm.guest_plan(norm, 3, [1], ["/modules/00-zram.ko.xz"], True)
+    assert plan["reps"] == 3 and plan["disk"] == "/dev/vda"
+    assert ["/proc/sys/vm/swappiness", "133"] in [list(w) for w in plan["writes"]]
+    assert plan["lru_gen"] == "y"
+    assert plan["swap_bytes"] == 64 << 20
+    assert plan["cgroups"] == [{"path": "/reader", "files": [("memory.max", str(96 << 20))]}]
+    r = plan["reclaim"][0]
+    assert (r["at_ns"], r["every_ns"], r["times"]) == (500_000_000, 250_000_000, 8)
+    assert r["buffer"] == f"{8 << 20} swappiness=max"
+    assert plan["procs"] == [{"workload": 0, "count": 1, "threads": 1, "cgroup": "/reader"}]
+    classic = vm.guest_plan(_norm("calib-zipf"), 1, [1], [], True)
+    assert classic["lru_gen"] == "n" and classic["swap_bytes"] == 0
+
+
+def test_parse_data_takes_only_a_complete_framed_document():
+    body = json.dumps({"reps": [1, 2]}).encode()
+    framed = b"noise\r\n" + vm.DATA_BEGIN + str(len(body)).encode() + b"\n" + body + vm.DATA_END + b"\n"
+    assert vm.parse_data(framed) == {"reps": [1, 2]}
+    assert vm.parse_data(framed[: len(framed) - 30]) is None  # cut by a power-off
+    assert vm.parse_data(b"[    1.0] Kernel panic") is None
+
+
+def test_fold_proactive_moves_proactive_counts_into_direct():
+    sim = {"pgscan_direct@/a": 10, "pgscan_proactive@/a": 5, "pgsteal_proactive@/a": 4, "pgsteal_direct@/a": 1}
+    assert vm.fold_proactive(sim) == {"pgscan_direct@/a": 15, "pgsteal_direct@/a": 5}
+
+
+# ---------------------------------------------------------------------------------------
+# refusals (nothing is fetched or booted)
+
+
+def _refused(*args):
+    p = cli("kernel-run", *args)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    return p.stderr
+
+
+def test_a_machine_the_host_cannot_hold_is_refused_before_anything_runs(tmp_path):
+    err = _refused("calib-zipf", "--vm", "--set", "machine.memory_per_node=1T", "--set", "machine.nodes=2")
+    assert "machine: 2 x 1048576 MiB" in err and "available memory" in err
+
+
+def test_per_cgroup_swappiness_is_refused_under_vm_naming_the_field():
+    err = _refused("calib-anon-zram", "--vm", "--set", "cgroup[0].memory.swappiness=30")
+    assert "scenario.cgroup[0].memory.swappiness = 30" in err and "cgroup v2" in err
+
+
+def test_vm_options_need_vm_and_host_options_are_refused_with_it(tmp_path):
+    assert "--kernel" in _refused("calib-zipf", "--kernel", str(tmp_path / "x"))
+    assert "--accel tcg" in _refused("calib-zipf", "--accel", "tcg")
+    assert "--workdir" in _refused("calib-zipf", "--vm", "--workdir", str(tmp_path))
+
+
+def test_a_kernel_that_is_not_a_bzimage_is_refused(tmp_path):
+    bad = tmp_path / "vmlinux"
+    bad.write_bytes(b"\x7fELF" + b"\0" * 2000)
+    err = _refused("calib-zipf", "--vm", "--kernel", str(bad))
+    assert "not an x86 bzImage" in err
+
+
+# ---------------------------------------------------------------------------------------
+# real boots (Debian's 6.12 under TCG): CI installs QEMU; elsewhere they need it
+
+
+QEMU = shutil.which("qemu-system-x86_64")
+needs_qemu = pytest.mark.skipif(QEMU is None, reason="needs qemu-system-x86 (apt-get install qemu-system-x86)")
+
+
+def _vm_leftovers():
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    dirs = sorted(str(p) for p in tmp.glob("reclaimsim-vm-*"))
+    procs = subprocess.run(["pgrep", "-f", "qemu-system-x86_64 .*reclaimsim-vm-"], capture_output=True, text=True).stdout.split()
+    return dirs, procs
+
+
+def _boot(tmp_path, scenario, *sets):
+    out = tmp_path / "rep.json"
+    args = ["kernel-run", scenario, "--vm", "--accel", "tcg", "--reps", "1", "--timeout", "600", "--json", str(out)]
+    for s in sets:
+        args += ["--set", s]
+    before = _vm_leftovers()
+    p = cli(*args)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert _vm_leftovers() == before  # temporary directory removed, QEMU gone
+    return json.loads(out.read_text())
+
+
+@needs_qemu
+def test_vm_page_cache_case_reports_kernel_and_per_cgroup_counters(tmp_path):
+    rep = _boot(tmp_path, "calib-zipf", "workload[0].accesses=40000", "cgroup[0].memory.max=16M")
+    assert rep["cgroup_version"] == 2 and rep["kernel"].startswith("6.12")
+    rows = {r["name"]: r for r in rep["counters"]}
+    assert rows["accesses"]["kernel_mean"] == 40000  # every access replayed in the guest
+    assert rows["hits"]["kernel_mean"] + rows["misses"]["kernel_mean"] == 40000
+    # zipf reads over a 256M file through a 16M limit: the kernel reclaimed inside the cgroup, and the
+    # cgroup's memory.stat agrees with /proc/vmstat (no other reclaim in the guest)
+    assert rows["pgsteal@/reader"]["kernel_mean"] == rows["pgsteal_file"]["kernel_mean"] > 0
+    assert rows["memory.events.max@/reader"]["kernel_mean"] >= 1
+    assert rep["vm"]["setup"]["lru_gen_enabled"] == "0x0000"  # classic LRU, as the scenario asks
+
+
+@needs_qemu
+def test_vm_anon_zram_case_swaps_to_the_guests_zram(tmp_path):
+    rep = _boot(tmp_path, "calib-anon-zram", "workload[0].repeat=1")
+    rows = {r["name"]: r for r in rep["counters"]}
+    # 48M written by two threads into a 32M cgroup: at least the overflow goes to zram
+    assert rows["pswpout"]["kernel_mean"] >= (16 << 20) // 4096
+    assert rows["pgsteal@/anon"]["kernel_mean"] == rows["pgsteal_anon"]["kernel_mean"]
+    assert rep["vm"]["setup"]["swap_bytes"] == 256 << 20
