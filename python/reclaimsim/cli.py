@@ -348,6 +348,42 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
     click.echo(format_report(rep, show_all))
 
 
+@main.command(name="kernel-compare")
+@click.argument("scenario")
+@click.option("--kernel-a", required=True, metavar="IMAGE", help="Kernel A: a bzImage (e.g. kernel-build without the patch), or 'debian' for Debian's 6.12.")
+@click.option("--kernel-b", required=True, metavar="IMAGE", help="Kernel B: a bzImage (e.g. kernel-build with the patch), or 'debian'.")
+@click.option("--reps", type=click.IntRange(2, 100), default=3, show_default=True, help="Boots per kernel, interleaved A, B, A, B...")
+@click.option("--a", "a", metavar="SWITCHES", help="The model's side A (default: the scenario's [compare] a), e.g. rotation_cost=true.")
+@click.option("--b", "b", metavar="SWITCHES", help="The model's side B (default: the scenario's [compare] b), matching what kernel B changes.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="QEMU's accelerator; auto probes KVM once and caches the answer.")
+@click.option("--timeout", type=click.FloatRange(10, 86400), default=1800, show_default=True, help="Stop a guest that has not finished after this many seconds.")
+@_json_option("both A/Bs")
+def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, timeout, json_path):
+    """Boot two kernels under QEMU, run SCENARIO on each (kernel-run --vm), and print the
+    real A/B beside the simulator's A/B of the scenario's [compare] switch sets: per
+    counter, each side's mean and std, %change and Welch's mark, and whether the model's
+    change goes the kernels' way."""
+    from .kernelcompare import format_kernel_compare, kernel_compare
+    from .kernelrun import KernelRunError
+
+    def say(msg: str) -> None:
+        click.echo(f"kernel-compare: {msg}", err=True)
+
+    try:
+        data = load_scenario(scenario, sets)
+        rep = kernel_compare(data, kernel_a, kernel_b, reps, accel, timeout, a, b, say)
+    except KernelRunError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"kernel-compare: {e}", 1)
+    if json_path:
+        write_output(json_path, json.dumps(rep, indent=2))
+        if json_path == "-":
+            return
+    click.echo(format_kernel_compare(rep))
+
+
 @main.command(name="trace-gen")
 @click.argument("out", type=click.Path(dir_okay=False), callback=_writable)
 @click.option("--objects", type=click.IntRange(1, 2**32 - 1), default=1_000_000, show_default=True, help="Distinct 4 KiB objects.")

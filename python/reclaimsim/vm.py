@@ -563,8 +563,8 @@ def resolve_accel(accel: str, kernel: Kernel, initrd_base: Path, progress=None) 
     key = hashlib.sha256(f"{os.uname().release}|{qv}|{kernel.image}|{kernel.image.stat().st_size}".encode()).hexdigest()[:16]
     cache = cache_dir() / "accel" / key
     if cache.exists():
-        got = cache.read_text().strip()
-        return got, f"{got} (probed before: {cache})"
+        got, _, why = cache.read_text().partition("\n")
+        return got, f"{got} (probed before: {why.strip()}; {cache})"
     if progress:
         progress("probing KVM with a short boot (once; the answer is cached)")
     with tempfile.TemporaryDirectory(prefix="reclaimsim-vm-") as tmp:
@@ -573,12 +573,12 @@ def resolve_accel(accel: str, kernel: Kernel, initrd_base: Path, progress=None) 
         probe_norm = {"machine": {"nodes": 1, "cpus": 1, "memory_per_node": 256 << 20}}
         try:
             boot(kernel, initrd, probe_norm, "kvm", t, None, 30.0)
-            got = "kvm"
-        except KernelRunError:
-            got = "tcg"
+            got, why = "kvm", "KVM boots this kernel"
+        except KernelRunError as e:
+            got, why = "tcg", "KVM did not boot this kernel: " + str(e).split("; console:")[0]
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(got + "\n")
-    return got, f"{got} (probed: KVM {'boots' if got == 'kvm' else 'did not boot this kernel within 30 s'})"
+    cache.write_text(f"{got}\n{why}\n")
+    return got, f"{got} (probed: {why})"
 
 
 # ---------------------------------------------------------------------------------------

@@ -211,3 +211,62 @@ def test_vm_anon_zram_case_swaps_to_the_guests_zram(tmp_path):
     assert rows["pswpout"]["kernel_mean"] >= (16 << 20) // 4096
     assert rows["pgsteal@/anon"]["kernel_mean"] == rows["pgsteal_anon"]["kernel_mean"]
     assert rep["vm"]["setup"]["swap_bytes"] == 256 << 20
+
+
+# ---------------------------------------------------------------------------------------
+# kernel-compare (the kernel side faked: no boot)
+
+
+def test_agreement_compares_the_direction_of_significant_changes():
+    from reclaimsim.kernelcompare import agreement
+
+    up = {"significant": True, "a_mean": 1, "b_mean": 2}
+    down = {"significant": True, "a_mean": 2, "b_mean": 1}
+    flat = {"significant": False, "a_mean": 1, "b_mean": 1}
+    assert agreement(up, up) == "yes"
+    assert agreement(up, down) == "no (opposite)"
+    assert agreement(flat, flat) == "yes (neither changes)"
+    assert agreement(up, flat) == "no (kernel only)"
+    assert agreement(flat, down) == "no (model only)"
+
+
+def test_kernel_compare_interleaves_boots_and_sets_kernel_stats_beside_the_models(monkeypatch, tmp_path):
+    from reclaimsim import kernelcompare
+
+    boots = []
+    # pgscan_anon per boot: kernel A 100, 110, 120; kernel B 200, 220, 240
+    values = {"A": [100, 110, 120], "B": [200, 220, 240]}
+
+    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None):
+        side = kernel.release
+        boots.append(side)
+        n = values[side][sum(1 for b in boots if b == side) - 1]
+        rep = {
+            "wall_s": 1.0,
+            "vmstat": {"pgscan_anon": n},
+            "cgroups": {"/anon": {"memory.stat": {"pgscan": n, "pgscan_proactive": 0}, "memory.events": {}}},
+            "processes": [{"threads": [{"accesses": 5, "hits": 1, "misses": 4, "major_faults": 4, "minor_faults": 0}]}],
+            "reclaim_writes": [],
+        }
+        return {"reps": [rep], "accel_how": "tcg (asked)", "accel": "tcg"}
+
+    monkeypatch.setattr(kernelcompare.vm, "run_in_vm", fake_run_in_vm)
+    monkeypatch.setattr(kernelcompare, "_kernel", lambda spec, progress: kernelcompare.vm.Kernel(tmp_path / spec, spec))
+    data = load_scenario("calib-anon-zram", ["workload[0].repeat=1", "kernel.cgroup_version=2"])
+    c = kernelcompare.kernel_compare(data, "A", "B", 3, "tcg", 60, "rotation_cost=true", "rotation_cost=false")
+    assert boots == ["A", "B", "A", "B", "A", "B"]
+    row = {r["name"]: r for r in c["metrics"]}["pgscan_anon"]
+    k = row["kernel"]
+    assert (k["a_mean"], k["b_mean"]) == (110, 220)
+    assert k["a_std"] == pytest.approx(10.0) and k["b_std"] == pytest.approx(20.0)  # sample std (n - 1)
+    assert k["pct_change"] == pytest.approx(100.0) and k["significant"]
+    assert row["model"] is not None and row["agree"] is not None
+    assert "kernel-compare calib-anon-zram" in kernelcompare.format_kernel_compare(c)
+
+
+def test_kernel_compare_refuses_equal_model_sides():
+    from reclaimsim import kernelcompare
+
+    data = load_scenario("calib-zipf", [])
+    with pytest.raises(KernelRunError, match="same switch set"):
+        kernelcompare.kernel_compare(data, "debian", "debian", 2)

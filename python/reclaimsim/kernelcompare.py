@@ -1,0 +1,147 @@
+"""`reclaimsim kernel-compare`: a patch's effect measured on two real kernels and in the
+model, side by side.
+
+Kernel A and kernel B (bzImages, e.g. from `kernel-build` without and with a patch) each
+boot in a VM and run the scenario once per rep, interleaved (A, B, A, B, ...) so that a
+drift of the host's speed falls on both. The simulator runs the scenario's `[compare]`
+switch sets (or --a/--b), one run per rep with the memcg flush phase spread as kernel-run
+does. Each metric gets compare's columns twice, kernel then model: A mean +- std,
+B mean +- std, %change, Welch's p and mark; the last column says whether the model's
+A/B moves the way the kernels' does (both significant in the same direction, or both
+not significant).
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import _core, vm
+from .compare import _apply_side, _fmt, _pct, _stats, parse_switches, significance, ALPHA
+from .kernelrun import KernelRunError, simulate, why_not_comparable
+from .scenario import compare_table
+
+DEFAULT_KERNEL = "debian"
+
+
+def _kernel(spec: str, progress) -> vm.Kernel:
+    return vm.default_kernel(progress) if spec == DEFAULT_KERNEL else vm.user_kernel(spec)
+
+
+def kernel_sides(scenario: dict, norm: dict, nprocs: list[int], ka: vm.Kernel, kb: vm.Kernel, reps: int, accel: str, timeout: float, progress=None) -> tuple[dict, list[str]]:
+    """The counters of each rep on each kernel, reps interleaved."""
+    runs: dict[str, list[dict]] = {"A": [], "B": []}
+    how = []
+    for i in range(reps):
+        for side, k in (("A", ka), ("B", kb)):
+            if progress:
+                progress(f"rep {i + 1}/{reps}, kernel {side} ({k.release})")
+            doc = vm.run_in_vm(norm, nprocs, 1, k, accel, timeout, progress)
+            r = doc["reps"][0]
+            c = vm.rep_counters(r, norm)
+            c["wall_s"] = r["wall_s"]
+            c["_proactive"] = vm._has_proactive_counters(doc)
+            runs[side].append(c)
+            if doc["accel_how"] not in how:
+                how.append(doc["accel_how"])
+    return runs, how
+
+
+def model_sides(scenario: dict, sa: dict, sb: dict, reps: int, fold: bool, progress=None) -> dict:
+    """The simulator's counters under switch sets `sa` and `sb`, `reps` runs each."""
+    base = json.loads(_core.validate_json(json.dumps(scenario)))
+    out = {}
+    for side, v in (("A", sa), ("B", sb)):
+        d = json.loads(_core.validate_json(json.dumps(_apply_side(scenario, base["variants"], v))))
+        d["kernel"]["cgroup_version"] = 2
+        sims = simulate(d, reps, progress, per_cgroup=True)
+        out[side] = [vm.fold_proactive(s) for s in sims] if fold else sims
+    return out
+
+
+def _row(name: str, xa: list[float], xb: list[float]) -> dict:
+    (ma, sa), (mb, sb) = _stats(xa), _stats(xb)
+    sig, p = significance(xa, xb)
+    return {"a_mean": ma, "a_std": sa, "b_mean": mb, "b_std": sb, "pct_change": _pct(ma, mb), "significant": sig, "p_value": p}
+
+
+def agreement(k: dict, m: dict) -> str:
+    """Whether the model's A/B moves as the kernels' does."""
+    if not k["significant"] and not m["significant"]:
+        return "yes (neither changes)"
+    if k["significant"] and m["significant"]:
+        same = (k["b_mean"] - k["a_mean"]) * (m["b_mean"] - m["a_mean"]) > 0
+        return "yes" if same else "no (opposite)"
+    return "no (kernel only)" if k["significant"] else "no (model only)"
+
+
+def kernel_compare(
+    scenario: dict, kernel_a: str, kernel_b: str, reps: int, accel: str = "auto", timeout: float = 1800,
+    a: str | None = None, b: str | None = None, progress=None,
+) -> dict:
+    if reps < 2:
+        raise KernelRunError(f"--reps {reps}: kernel-compare needs at least 2 reps per kernel for its t-test")
+    spec = compare_table(scenario)
+    scenario = {k: v for k, v in scenario.items() if k != "compare"}
+    sa = parse_switches(a) if a is not None else dict(spec.get("a", {}))
+    sb = parse_switches(b) if b is not None else dict(spec.get("b", {}))
+    if sa == sb:
+        raise KernelRunError(
+            "kernel-compare: the model's A and B are the same switch set; give the scenario a [compare] table "
+            "or --a/--b (e.g. --b rotation_cost=false) matching what kernel B changes"
+        )
+    norm, nprocs, notes = vm.prepare(scenario)
+    ka, kb = _kernel(kernel_a, progress), _kernel(kernel_b, progress)
+    runs, how = kernel_sides(scenario, norm, nprocs, ka, kb, reps, accel, timeout, progress)
+    fold = not all(c.pop("_proactive") for side in runs.values() for c in side)
+    model = model_sides(scenario, sa, sb, reps, fold, progress)
+    names = [n for n in runs["A"][0] if why_not_comparable(n) is None]
+    rows = []
+    for n in names:
+        kx = [[c.get(n, 0) for c in runs[s]] for s in ("A", "B")]
+        mx = [[c.get(n, 0) for c in model[s]] for s in ("A", "B")] if n != "wall_s" else None
+        if not any(kx[0] + kx[1]) and not (mx and any(mx[0] + mx[1])):
+            continue
+        k = _row(n, *kx)
+        m = _row(n, *mx) if mx else None
+        rows.append({"name": n, "kernel": k, "model": m, "agree": agreement(k, m) if m else None})
+    notes.append(f"accel: {'; '.join(how)}")
+    if fold:
+        notes.append("a kernel without pgscan_proactive in memory.stat: the model's proactive counts are shown under direct")
+    return {
+        "scenario": norm.get("name") or "scenario",
+        "reps": reps,
+        "kernel_a": {"image": str(ka.image), "release": ka.release},
+        "kernel_b": {"image": str(kb.image), "release": kb.release},
+        "model_a": sa,
+        "model_b": sb,
+        "notes": notes,
+        "metrics": rows,
+    }
+
+
+def format_kernel_compare(c: dict) -> str:
+    sw = lambda v: ",".join(f"{k}={json.dumps(x)}" for k, x in v.items()) or "(upstream)"
+    w = max([28] + [len(r["name"]) for r in c["metrics"]])
+    lines = [
+        f"# kernel-compare {c['scenario']}: reps = {c['reps']} per kernel, interleaved",
+        f"#   kernel A = {c['kernel_a']['release']} ({c['kernel_a']['image']})",
+        f"#   kernel B = {c['kernel_b']['release']} ({c['kernel_b']['image']})",
+        f"#   model  A = {sw(c['model_a'])}   model B = {sw(c['model_b'])}",
+    ]
+    lines += [f"note: {n}" for n in c["notes"]]
+    head = f"{'A mean':>12} {'± std':>9} {'B mean':>12} {'± std':>9} {'%change':>9} {'p':>7}  "
+    lines += ["", f"{'':<{w}} {'--- kernels ---':^62}{'--- model ---':^62}",
+              f"{'metric':<{w}} {head}{head}{'model agrees'}"]
+
+    def cols(s: dict | None) -> str:
+        if s is None:
+            return f"{'-':>12} {'':>9} {'-':>12} {'':>9} {'':>9} {'':>7}  "
+        pct = "n/a" if s["pct_change"] is None else f"{s['pct_change']:+.1f}%"
+        p = "-" if s["p_value"] is None else f"{s['p_value']:.2g}"
+        mark = "*" if s["significant"] else " "
+        return f"{_fmt(s['a_mean']):>12} {_fmt(s['a_std']):>9} {_fmt(s['b_mean']):>12} {_fmt(s['b_std']):>9} {pct:>9} {p:>6}{mark}  "
+
+    for r in c["metrics"]:
+        lines.append(f"{r['name']:<{w}} {cols(r['kernel'])}{cols(r['model'])}{r['agree'] or ''}")
+    lines += ["", f"* = significant: Welch's t-test p < {ALPHA} (p -: samples that do not vary and differ)"]
+    return "\n".join(lines)
