@@ -304,8 +304,9 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_pat
 @click.option("--kernel", "kernel_image", type=click.Path(dir_okay=False), help="With --vm: the bzImage to boot (default: Debian's 6.12 cloud kernel, fetched into the cache).")
 @click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="With --vm: QEMU's accelerator; auto probes KVM once and caches the answer.")
 @click.option("--timeout", type=click.FloatRange(10, 86400), default=1800, show_default=True, help="With --vm: stop a guest that has not finished after this many seconds.")
+@click.option("--reclaim-timing", type=click.Choice(["progress", "wall"]), default="progress", show_default=True, help="With --vm: make each memory.reclaim write when the workloads reach the accesses the simulator had done by its due time (progress), or at its wall-clock due time (wall).")
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
-def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, show_all):
+def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, reclaim_timing, show_all):
     """Run SCENARIO's workloads on a real kernel, in real memory cgroups, and print the
     kernel's counters beside the simulator's for the same scenario and seed.
 
@@ -322,7 +323,11 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
         click.echo(f"kernel-run: {msg}", err=True)
 
     if not vm:
-        for name, value in (("--kernel", kernel_image), ("--accel", None if accel == "auto" else accel)):
+        for name, value in (
+            ("--kernel", kernel_image),
+            ("--accel", None if accel == "auto" else accel),
+            ("--reclaim-timing", None if reclaim_timing == "progress" else reclaim_timing),
+        ):
             if value is not None:
                 _fail(f"{name} {value}: only with --vm (this machine's kernel runs without it)")
     elif workdir or swapfile:
@@ -334,7 +339,7 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
         if vm:
             from .vm import kernel_run_vm
 
-            rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say)
+            rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say, reclaim_timing)
         else:
             rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say)
     except KernelRunError as e:

@@ -27,7 +27,7 @@ def _kernel(spec: str, progress) -> vm.Kernel:
     return vm.default_kernel(progress) if spec == DEFAULT_KERNEL else vm.user_kernel(spec)
 
 
-def kernel_sides(scenario: dict, norm: dict, nprocs: list[int], ka: vm.Kernel, kb: vm.Kernel, reps: int, accel: str, timeout: float, progress=None) -> tuple[dict, list[str]]:
+def kernel_sides(norm: dict, nprocs: list[int], ka: vm.Kernel, kb: vm.Kernel, reps: int, accel: str, timeout: float, progress=None, after=None) -> tuple[dict, list[str]]:
     """The counters of each rep on each kernel, reps interleaved."""
     runs: dict[str, list[dict]] = {"A": [], "B": []}
     how = []
@@ -35,7 +35,7 @@ def kernel_sides(scenario: dict, norm: dict, nprocs: list[int], ka: vm.Kernel, k
         for side, k in (("A", ka), ("B", kb)):
             if progress:
                 progress(f"rep {i + 1}/{reps}, kernel {side} ({k.release})")
-            doc = vm.run_in_vm(norm, nprocs, 1, k, accel, timeout, progress)
+            doc = vm.run_in_vm(norm, nprocs, 1, k, accel, timeout, progress, after)
             r = doc["reps"][0]
             c = vm.rep_counters(r, norm)
             c["wall_s"] = r["wall_s"]
@@ -91,7 +91,8 @@ def kernel_compare(
         )
     norm, nprocs, notes = vm.prepare(scenario)
     ka, kb = _kernel(kernel_a, progress), _kernel(kernel_b, progress)
-    runs, how = kernel_sides(scenario, norm, nprocs, ka, kb, reps, accel, timeout, progress)
+    after = vm.reclaim_timing(norm, "progress", notes, progress)
+    runs, how = kernel_sides(norm, nprocs, ka, kb, reps, accel, timeout, progress, after)
     fold = not all(c.pop("_proactive") for side in runs.values() for c in side)
     model = model_sides(scenario, sa, sb, reps, fold, progress)
     names = [n for n in runs["A"][0] if why_not_comparable(n) is None]

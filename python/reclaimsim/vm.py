@@ -294,8 +294,9 @@ def guest_binary(progress=None) -> Path:
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     if not Path(cargo).exists():
         raise KernelRunError("kernel-run --vm needs cargo to build its guest runner: install Rust (rustup)")
-    if progress:
-        progress("building the guest runner (cargo, static; about a minute the first time)")
+    out = REPO / "target" / GUEST_TARGET / "guest" / "reclaimsim-guest"
+    if progress and _older_than_sources(out):
+        progress("building the guest runner (cargo, static; about a minute)")
     env = dict(os.environ, RUSTFLAGS="-C target-feature=+crt-static")
     p = subprocess.run(
         [cargo, "build", "--quiet", "--profile", "guest", "--target", GUEST_TARGET, "-p", "reclaimsim-guest"],
@@ -304,7 +305,16 @@ def guest_binary(progress=None) -> Path:
     if p.returncode != 0:
         tail = (p.stderr.strip().splitlines() or ["?"])[-1]
         raise KernelRunError(f"building the guest runner failed: {tail}")
-    return REPO / "target" / GUEST_TARGET / "guest" / "reclaimsim-guest"
+    return out
+
+
+def _older_than_sources(binary: Path) -> bool:
+    """Whether cargo will rebuild the runner (for the progress line only; cargo decides)."""
+    if not binary.exists():
+        return True
+    t = binary.stat().st_mtime
+    srcs = [REPO / "Cargo.lock"] + [p for c in ("core", "host", "guest") for p in (REPO / "crates" / c).rglob("*.rs")]
+    return any(p.stat().st_mtime > t for p in srcs)
 
 
 def base_initramfs(kernel: Kernel, modules: list[Path], runner: Path) -> Path:
@@ -383,16 +393,32 @@ def check_scenario(norm: dict, host_mem_available: int) -> list[str]:
         notes.append(f"swap: the guest swaps to zram, the scenario's device is {swap.get('device')}")
     if any(w.get("start", 0) for w in norm["workload"]):
         notes.append("workload start times are not replayed: every workload starts at once")
-    if norm.get("reclaim"):
-        notes.append(
-            "memory.reclaim writes are made at their wall-clock times in the guest; under TCG the workloads "
-            "run slower than on hardware, so a write meets them earlier in their run than in virtual time; "
-            "writes stop when the workloads end"
-        )
     return notes
 
 
-def guest_plan(norm: dict, reps: int, nprocs: list[int], modules: list[str], disk: bool) -> dict:
+def reclaim_progress(norm: dict, sim: dict) -> list[list[int]]:
+    """For each [[reclaim]] write, the accesses the workloads have done by its due time in
+    the simulator's run `sim` (a result): each workload's accesses taken as spread evenly
+    over its runtime from its start. The guest makes the write when its workloads reach
+    that count, so a write meets them at the same point of their run although TCG runs
+    them several times slower than virtual time."""
+    ws = [(w.get("start", 0), r["runtime_ns"], r["accesses"]) for w, r in zip(norm["workload"], sim["workloads"])]
+
+    def done(t: int) -> int:
+        n = 0.0
+        for start, runtime, accesses in ws:
+            frac = 1.0 if runtime <= 0 else min(1.0, max(0.0, (t - start) / runtime))
+            n += accesses * frac
+        return int(n)
+
+    out = []
+    for r in norm.get("reclaim", []):
+        every = r.get("every") or 0
+        out.append([done(r["at"] + k * every) for k in range(r.get("times", 1))])
+    return out
+
+
+def guest_plan(norm: dict, reps: int, nprocs: list[int], modules: list[str], disk: bool, after_accesses: list | None = None) -> dict:
     """What the guest runner does (crates/guest/src/plan.rs)."""
     k = norm["kernel"]
     writes = [("/proc/sys/vm/swappiness", str(k["swappiness"]))]
@@ -412,13 +438,14 @@ def guest_plan(norm: dict, reps: int, nprocs: list[int], modules: list[str], dis
         for wi, w in enumerate(norm["workload"])
     ]
     reclaim = []
-    for r in norm.get("reclaim", []):
+    for i, r in enumerate(norm.get("reclaim", [])):
         buf = str(r["bytes"])
         if r.get("swappiness") is not None:
             buf += f" swappiness={r['swappiness']}"
         reclaim.append({
             "cgroup": r.get("cgroup", "/"), "at_ns": r["at"], "every_ns": r.get("every") or 0,
             "times": r.get("times", 1), "buffer": buf,
+            "after_accesses": after_accesses[i] if after_accesses else None,
         })
     swap = norm["machine"].get("swap")
     return {
@@ -646,7 +673,7 @@ def prepare(scenario: dict) -> tuple[dict, list[int], list[str]]:
     return norm, nprocs, notes
 
 
-def run_in_vm(norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: str, timeout: float, progress=None) -> dict:
+def run_in_vm(norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: str, timeout: float, progress=None, after_accesses: list | None = None) -> dict:
     """Boot `kernel`, run the scenario `reps` times in it; return the guest's document
     (with "accel", how it was chosen)."""
     if norm["kernel"].get("lru") == "mglru" and kernel.config and config_value(kernel, "LRU_GEN") != "y":
@@ -659,7 +686,7 @@ def run_in_vm(norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: s
     base = base_initramfs(kernel, mods, guest_binary(progress))
     accel, how = resolve_accel(accel, kernel, base, progress)
     guest_mods = [f"/modules/{i:02d}-{m.name}" for i, m in enumerate(mods)]
-    plan = guest_plan(norm, reps, nprocs, guest_mods, disk_bytes > 0)
+    plan = guest_plan(norm, reps, nprocs, guest_mods, disk_bytes > 0, after_accesses)
     with tempfile.TemporaryDirectory(prefix="reclaimsim-vm-") as tmp:
         t = Path(tmp)
         disk = None
@@ -675,18 +702,49 @@ def run_in_vm(norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: s
     return doc
 
 
-def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None) -> dict:
+def sim_scenario(norm: dict, notes: list | None = None) -> dict:
+    """The scenario the simulator runs beside a guest: cgroup v2, as the guest mounts it."""
+    d = json.loads(json.dumps(norm))
+    if d["kernel"].get("cgroup_version") != 2:
+        if notes is not None:
+            notes.append("the guest mounts cgroup v2: the simulator runs with kernel.cgroup_version = 2 too")
+        d["kernel"]["cgroup_version"] = 2
+    return d
+
+
+def reclaim_timing(norm: dict, timing: str, notes: list, progress=None) -> list | None:
+    """The access thresholds of the memory.reclaim writes (`timing` = "progress"), from one
+    simulator run, or None for wall-clock due times."""
+    if not norm.get("reclaim"):
+        return None
+    if timing == "wall":
+        notes.append(
+            "memory.reclaim writes are made at their wall-clock due times; under TCG the workloads run slower "
+            "than in virtual time, so a write meets them earlier in their run"
+        )
+        return None
+    from . import _core
+
+    if progress:
+        progress("simulating once for the memory.reclaim writes' progress points")
+    sim = json.loads(_core.run_json(json.dumps(sim_scenario(norm)), None))
+    notes.append(
+        "memory.reclaim writes are made when the guest's workloads reach the accesses the simulator had done "
+        "by each due time (--reclaim-timing progress); writes stop when the workloads end"
+    )
+    return reclaim_progress(norm, sim)
+
+
+def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None, timing: str = "progress") -> dict:
     """kernel-run's report, with the kernel side from a VM and per-cgroup rows."""
     from .kernelrun import assemble, simulate
 
     norm, nprocs, notes = prepare(scenario)
     kernel = user_kernel(kernel_image) if kernel_image else default_kernel(progress)
-    doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress)
+    after = reclaim_timing(norm, timing, notes, progress)
+    doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after)
     notes.append(f"accel: {doc['accel_how']}")
-    sim_norm = json.loads(json.dumps(norm))
-    if sim_norm["kernel"].get("cgroup_version") != 2:
-        notes.append("the guest mounts cgroup v2: the simulator runs with kernel.cgroup_version = 2 too")
-        sim_norm["kernel"]["cgroup_version"] = 2
+    sim_norm = sim_scenario(norm, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm)} for r in doc["reps"]]
     sims = simulate(sim_norm, reps, progress, per_cgroup=True)
     if norm.get("cgroup") and not _has_proactive_counters(doc):

@@ -170,37 +170,49 @@ QEMU = shutil.which("qemu-system-x86_64")
 needs_qemu = pytest.mark.skipif(QEMU is None, reason="needs qemu-system-x86 (apt-get install qemu-system-x86)")
 
 
-def _vm_leftovers():
-    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    dirs = sorted(str(p) for p in tmp.glob("reclaimsim-vm-*"))
-    procs = subprocess.run(["pgrep", "-f", "qemu-system-x86_64 .*reclaimsim-vm-"], capture_output=True, text=True).stdout.split()
-    return dirs, procs
-
-
 def _boot(tmp_path, scenario, *sets):
+    """kernel-run --vm with its own TMPDIR, which must be empty afterwards, and no QEMU
+    left running on its files."""
     out = tmp_path / "rep.json"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     args = ["kernel-run", scenario, "--vm", "--accel", "tcg", "--reps", "1", "--timeout", "600", "--json", str(out)]
     for s in sets:
         args += ["--set", s]
-    before = _vm_leftovers()
-    p = cli(*args)
+    p = cli(*args, env=dict(os.environ, TMPDIR=str(tmp)))
     assert p.returncode == 0, p.stderr[-2000:]
-    assert _vm_leftovers() == before  # temporary directory removed, QEMU gone
+    assert list(tmp.iterdir()) == []  # initramfs, disk image and console removed
+    qemu = subprocess.run(["pgrep", "-f", f"qemu-system-x86_64 .*{tmp}"], capture_output=True, text=True)
+    assert qemu.stdout.split() == []
     return json.loads(out.read_text())
 
 
 @needs_qemu
-def test_vm_page_cache_case_reports_kernel_and_per_cgroup_counters(tmp_path):
-    rep = _boot(tmp_path, "calib-zipf", "workload[0].accesses=40000", "cgroup[0].memory.max=16M")
+def test_vm_page_cache_case_on_mglru_with_memory_reclaim_reports_per_cgroup_counters(tmp_path):
+    rep = _boot(
+        tmp_path, "calib-mglru-reclaim", "workload[0].accesses=40000", "cgroup[0].memory.max=16M",
+        "reclaim[0].times=4", "reclaim[0].bytes=2M",
+    )
     assert rep["cgroup_version"] == 2 and rep["kernel"].startswith("6.12")
+    assert rep["vm"]["setup"]["lru_gen_enabled"] == "0x0007"  # MGLRU, all features, as "y" sets
     rows = {r["name"]: r for r in rep["counters"]}
     assert rows["accesses"]["kernel_mean"] == 40000  # every access replayed in the guest
     assert rows["hits"]["kernel_mean"] + rows["misses"]["kernel_mean"] == 40000
-    # zipf reads over a 256M file through a 16M limit: the kernel reclaimed inside the cgroup, and the
-    # cgroup's memory.stat agrees with /proc/vmstat (no other reclaim in the guest)
+    # zipf reads over a 256M file through a 16M limit: the kernel reclaimed inside the
+    # cgroup, and the cgroup's memory.stat agrees with /proc/vmstat (no other reclaim)
     assert rows["pgsteal@/reader"]["kernel_mean"] == rows["pgsteal_file"]["kernel_mean"] > 0
     assert rows["memory.events.max@/reader"]["kernel_mean"] >= 1
-    assert rep["vm"]["setup"]["lru_gen_enabled"] == "0x0000"  # classic LRU, as the scenario asks
+    writes = rep["vm"]["reclaim_writes"][0]
+    assert [w["due_ns"] for w in writes] == [500_000_000 + k * 250_000_000 for k in range(4)]
+    # made at the simulator's progress points (--reclaim-timing progress, the default): in
+    # order, each once the workload had done its threshold of accesses
+    due = [w["due_accesses"] for w in writes]
+    assert due == sorted(due) and 0 < due[0] < 40000
+    assert all(w["due_accesses"] <= w["accesses"] < w["due_accesses"] + 4096 for w in writes)
+    assert all(w["pgsteal"] is not None and w["pgsteal"] >= 0 for w in writes)
+    # memory.reclaim answers -EAGAIN when it cannot reclaim the whole amount; the file is
+    # there and written either way
+    assert all(w["error"] is None or "Resource temporarily unavailable" in w["error"] for w in writes)
 
 
 @needs_qemu
@@ -211,6 +223,32 @@ def test_vm_anon_zram_case_swaps_to_the_guests_zram(tmp_path):
     assert rows["pswpout"]["kernel_mean"] >= (16 << 20) // 4096
     assert rows["pgsteal@/anon"]["kernel_mean"] == rows["pgsteal_anon"]["kernel_mean"]
     assert rep["vm"]["setup"]["swap_bytes"] == 256 << 20
+    assert rep["vm"]["setup"]["lru_gen_enabled"] == "0x0000"  # the classic LRU, as the scenario asks
+
+
+@needs_qemu
+def test_ctrl_c_during_a_boot_kills_qemu_and_removes_the_files(tmp_path):
+    import signal
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "reclaimsim.cli", "kernel-run", "calib-zipf", "--vm", "--accel", "tcg", "--reps", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(tmp)),
+    )
+    deadline = time.monotonic() + 300
+    while not list(tmp.glob("reclaimsim-vm-*/console.log")) and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    assert p.poll() is None, p.communicate()[1]
+    time.sleep(2)  # the guest is booting
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err
+    assert list(tmp.iterdir()) == []
+    qemu = subprocess.run(["pgrep", "-f", f"qemu-system-x86_64 .*{tmp}"], capture_output=True, text=True)
+    assert qemu.stdout.split() == []
 
 
 # ---------------------------------------------------------------------------------------
@@ -237,7 +275,7 @@ def test_kernel_compare_interleaves_boots_and_sets_kernel_stats_beside_the_model
     # pgscan_anon per boot: kernel A 100, 110, 120; kernel B 200, 220, 240
     values = {"A": [100, 110, 120], "B": [200, 220, 240]}
 
-    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None):
+    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None):
         side = kernel.release
         boots.append(side)
         n = values[side][sum(1 for b in boots if b == side) - 1]
@@ -270,3 +308,16 @@ def test_kernel_compare_refuses_equal_model_sides():
     data = load_scenario("calib-zipf", [])
     with pytest.raises(KernelRunError, match="same switch set"):
         kernelcompare.kernel_compare(data, "debian", "debian", 2)
+
+
+def test_reclaim_progress_maps_due_times_to_the_accesses_done_by_then():
+    norm = _norm("calib-mglru-reclaim")
+    # one workload of 200000 accesses that ran 4 s in the model: evenly spread, a write
+    # due at 0.5 s meets it after 25000, at 2.25 s after 112500; one past its end, all
+    sim = {"workloads": [{"runtime_ns": 4_000_000_000, "accesses": 200_000}]}
+    th = vm.reclaim_progress(norm, sim)
+    assert th == [[12_500 * (2 + k) for k in range(8)]]  # 0.25 s = 12500 accesses
+    norm["reclaim"][0]["every"] = 10_000_000_000
+    assert vm.reclaim_progress(norm, sim)[0][1:] == [200_000] * 7
+    plan = vm.guest_plan(norm, 1, [1], [], True, th)
+    assert plan["reclaim"][0]["after_accesses"] == th[0]

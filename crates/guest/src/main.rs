@@ -44,6 +44,7 @@ fn run() -> Result<Value, String> {
     sys::mount_base()?;
     let text = std::fs::read_to_string(PLAN).map_err(|e| format!("{PLAN}: {e}"))?;
     let plan: plan::Plan = serde_json::from_str(&text).map_err(|e| format!("{PLAN}: {e}"))?;
+    plan.check()?;
     if plan.probe {
         return Ok(json!({ "probe": true, "kernel": sys::uname_release() }));
     }

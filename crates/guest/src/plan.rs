@@ -41,6 +41,24 @@ pub struct Plan {
     pub reclaim: Vec<Reclaim>,
 }
 
+impl Plan {
+    /// What serde cannot check: one access threshold per write.
+    pub fn check(&self) -> Result<(), String> {
+        for (i, r) in self.reclaim.iter().enumerate() {
+            if let Some(th) = &r.after_accesses {
+                if th.len() as u64 != r.times {
+                    return Err(format!(
+                        "plan.reclaim[{i}].after_accesses: {} thresholds for {} writes",
+                        th.len(),
+                        r.times
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cgroup {
@@ -70,4 +88,8 @@ pub struct Reclaim {
     pub times: u64,
     /// The text written to memory.reclaim.
     pub buffer: String,
+    /// When given, write k is made once the workloads have done this many accesses in
+    /// all (the simulator's count at its due time) instead of at its wall-clock due time.
+    #[serde(default)]
+    pub after_accesses: Option<Vec<u64>>,
 }

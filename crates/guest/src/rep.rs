@@ -147,31 +147,56 @@ fn read_live(p: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The accesses the workload processes have published so far (every few thousand per
+/// thread, in their live files).
+fn accesses_done(lives: &[PathBuf]) -> u64 {
+    lives
+        .iter()
+        .flat_map(|p| read_live(p))
+        .map(|t| t["accesses"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Whether write `k` of `r` is due: its wall-clock time has come or, with
+/// `after_accesses`, the workloads have done that many accesses.
+fn write_due(r: &Reclaim, k: u64, start: Instant, lives: &[PathBuf]) -> bool {
+    match &r.after_accesses {
+        Some(th) => accesses_done(lives) >= th[k as usize],
+        None => start.elapsed() >= Duration::from_nanos(r.at_ns + k * r.every_ns),
+    }
+}
+
 /// One schedule of memory.reclaim writes, from a thread of the runner: the k-th write is
-/// due at `at + k * every` after the start; a late write is made at once (back to back,
-/// as the model's reclaim task does). Stops when the workloads have ended.
-fn reclaim_thread(r: &Reclaim, start: Instant, done: Arc<AtomicBool>) -> Vec<Value> {
+/// due at `at + k * every` after the start (or at the workloads' progress the plan gives);
+/// a late write is made at once (back to back, as the model's reclaim task does). Stops
+/// when the workloads have ended.
+fn reclaim_thread(r: &Reclaim, start: Instant, lives: &[PathBuf], done: Arc<AtomicBool>) -> Vec<Value> {
     let file = cg_dir(&r.cgroup).join("memory.reclaim");
     let mut log = Vec::new();
     for k in 0..r.times {
-        let due = Duration::from_nanos(r.at_ns + k * r.every_ns);
-        while start.elapsed() < due {
+        while !write_due(r, k, start, lives) {
             if done.load(Ordering::Relaxed) {
                 return log;
             }
-            std::thread::sleep((due - start.elapsed()).min(Duration::from_millis(5)));
+            std::thread::sleep(Duration::from_millis(2));
         }
-        if done.load(Ordering::Relaxed) {
-            break;
-        }
+        let accesses = accesses_done(lives);
+        let stat = cg_dir(&r.cgroup).join("memory.stat");
+        let steals = || kv(&stat).get("pgsteal").copied();
+        let s0 = steals();
         let t0 = start.elapsed();
         let res = std::fs::write(&file, &r.buffer);
         let t1 = start.elapsed();
+        let s1 = steals();
         log.push(json!({
             "cgroup": r.cgroup,
-            "due_ns": due.as_nanos() as u64,
+            "due_ns": r.at_ns + k * r.every_ns,
+            "due_accesses": r.after_accesses.as_ref().map(|th| th[k as usize]),
+            "accesses": accesses,
             "start_ns": t0.as_nanos() as u64,
             "end_ns": t1.as_nanos() as u64,
+            // the cgroup's steals across the write (its own, and any other reclaim meanwhile)
+            "pgsteal": s0.zip(s1).map(|(a, b)| b - a),
             "error": res.err().map(|e| e.to_string()),
         }));
     }
@@ -204,7 +229,8 @@ fn run_rep_in_tree(plan: &Plan, ready: &Ready) -> Result<Value, String> {
         .iter()
         .map(|r| {
             let (r, d) = (r.clone(), done.clone());
-            std::thread::spawn(move || reclaim_thread(&r, start, d))
+            let lives: Vec<PathBuf> = kids.iter().map(|k| k.live.clone()).collect();
+            std::thread::spawn(move || reclaim_thread(&r, start, &lives, d))
         })
         .collect();
     let mut results = Vec::new();
