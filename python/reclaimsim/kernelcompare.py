@@ -61,7 +61,10 @@ def model_sides(scenario: dict, sa: dict, sb: dict, reps: int, fold: bool, progr
 def _row(name: str, xa: list[float], xb: list[float]) -> dict:
     (ma, sa), (mb, sb) = _stats(xa), _stats(xb)
     sig, p = significance(xa, xb)
-    return {"a_mean": ma, "a_std": sa, "b_mean": mb, "b_std": sb, "pct_change": _pct(ma, mb), "significant": sig, "p_value": p}
+    return {
+        "a_mean": ma, "a_std": sa, "b_mean": mb, "b_std": sb, "pct_change": _pct(ma, mb),
+        "significant": sig, "p_value": p, "a_values": xa, "b_values": xb,
+    }
 
 
 def agreement(k: dict, m: dict) -> str:
@@ -93,7 +96,8 @@ def kernel_compare(
     ka, kb = _kernel(kernel_a, progress), _kernel(kernel_b, progress)
     after = vm.reclaim_timing(norm, "progress", notes, progress)
     runs, how = kernel_sides(norm, nprocs, ka, kb, reps, accel, timeout, progress, after)
-    fold = not all(c.pop("_proactive") for side in runs.values() for c in side)
+    has = [c.pop("_proactive") for side in runs.values() for c in side]
+    fold = bool(norm.get("reclaim")) and not all(has)
     model = model_sides(scenario, sa, sb, reps, fold, progress)
     names = [n for n in runs["A"][0] if why_not_comparable(n) is None]
     rows = []

@@ -747,7 +747,7 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     sim_norm = sim_scenario(norm, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm)} for r in doc["reps"]]
     sims = simulate(sim_norm, reps, progress, per_cgroup=True)
-    if norm.get("cgroup") and not _has_proactive_counters(doc):
+    if norm.get("reclaim") and not _has_proactive_counters(doc):
         notes.append(
             "this kernel's memory.stat has no pgscan_proactive/pgsteal_proactive (v6.16 added them): "
             "it counts memory.reclaim's scans as direct, so the simulator's proactive counts are added to its direct ones"
