@@ -104,19 +104,22 @@ CONFIG_BLOCK=y
 CONFIG_BLK_DEV=y
 CONFIG_VIRTIO_BLK=y
 CONFIG_EXT4_FS=y
-# Swap on zram.
+# Swap on zram, lz4 by default as in Debian's 6.12 (lzo and lzo-rle available).
 CONFIG_SWAP=y
 CONFIG_ZSMALLOC=y
 CONFIG_ZRAM=y
 CONFIG_ZRAM_BACKEND_LZO=y
 CONFIG_ZRAM_BACKEND_LZ4=y
-CONFIG_ZRAM_DEF_COMP_LZORLE=y
-# Memory cgroups and the reclaim under study (MGLRU is switched at run time).
+CONFIG_ZRAM_DEF_COMP_LZ4=y
+# Memory cgroups and the reclaim under study. MGLRU is on at boot and THP is madvise, as in
+# Debian's 6.12 (lru_gen/enabled and transparent_hugepage= switch them at run time).
 CONFIG_CGROUPS=y
 CONFIG_MEMCG=y
 CONFIG_LRU_GEN=y
+CONFIG_LRU_GEN_ENABLED=y
 CONFIG_VM_EVENT_COUNTERS=y
 CONFIG_TRANSPARENT_HUGEPAGE=y
+CONFIG_TRANSPARENT_HUGEPAGE_MADVISE=y
 # A clean poweroff.
 CONFIG_ACPI=y
 """
@@ -378,7 +381,11 @@ def dropped_options(wanted: dict[str, str], got: dict[str, str]) -> list[str]:
 
 
 def _make(src: Path, obj: Path, *targets: str, jobs: int = 1) -> list[str]:
-    return ["make", "-C", str(src), f"O={obj}", "ARCH=x86_64", f"-j{jobs}", *targets]
+    # KBUILD_BUILD_USER/HOST: /proc/version names the build, not the machine it ran on.
+    return [
+        "make", "-C", str(src), f"O={obj}", "ARCH=x86_64", f"-j{jobs}",
+        "KBUILD_BUILD_USER=reclaimsim", "KBUILD_BUILD_HOST=kernel-build", *targets,
+    ]
 
 
 def _run_logged(cmd: list[str], log: Path, what: str, progress: Progress | None = None, every_s: float = 30.0) -> None:
@@ -387,18 +394,18 @@ def _run_logged(cmd: list[str], log: Path, what: str, progress: Progress | None 
     with open(log, "a") as f:
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-        last_say = time.monotonic()
-        steps = 0
-        assert p.stdout is not None
-        for line in p.stdout:
-            f.write(line)
-            if line.startswith("  ") and line[2:3].isupper():
-                steps += 1
-            if progress and time.monotonic() - last_say >= every_s:
-                last_say = time.monotonic()
-                progress(f"{what}: {steps} steps, now {line.strip()}")
-        rc = p.wait()
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") as p:
+            last_say = time.monotonic()
+            steps = 0
+            assert p.stdout is not None
+            for line in p.stdout:
+                f.write(line)
+                if line.startswith("  ") and line[2:3].isupper():
+                    steps += 1
+                if progress and time.monotonic() - last_say >= every_s:
+                    last_say = time.monotonic()
+                    progress(f"{what}: {steps} steps, now {line.strip()}")
+            rc = p.wait()
     if rc != 0:
         raise KernelBuildError(f"{what} failed: {_first_error(log)} (the whole output: {log})", 1)
 
@@ -414,29 +421,44 @@ def _first_error(log: Path) -> str:
     return tail[-1].strip() if tail else "no output"
 
 
-def configure(src: Path, obj: Path, fragments: list[Path], log: Path, progress: Progress | None = None) -> dict[str, str]:
-    """tinyconfig, then the built-in fragment and FRAGMENTS merged, then olddefconfig; the
-    final .config as a dict. Raises KernelBuildError listing the options Kconfig dropped."""
+def ident_fragment(key: str) -> str:
+    """The release suffix that names a build by its cache key, so `uname -r` and
+    /proc/version tell which build a VM booted (e.g. 6.12.95-rs3a009f30973f)."""
+    return f'CONFIG_LOCALVERSION="-rs{key[:12]}"\n# CONFIG_LOCALVERSION_AUTO is not set\n'
+
+
+def configure(
+    src: Path, obj: Path, fragments: list[Path], log: Path, progress: Progress | None = None, ident: str = ""
+) -> dict[str, str]:
+    """tinyconfig, then the built-in fragment, IDENT (Kconfig lines) and FRAGMENTS merged in
+    that order, then olddefconfig; the final .config as a dict. Raises KernelBuildError
+    listing every option that did not come out as the last fragment setting it asked."""
     _say(progress, "configure: tinyconfig + the built-in fragment" + (f" + {len(fragments)} more" if fragments else ""))
     obj.mkdir(parents=True, exist_ok=True)
     _run_logged(_make(src, obj, "tinyconfig"), log, "make tinyconfig")
-    builtin = obj / "reclaimsim.config"
-    builtin.write_text(BUILTIN_FRAGMENT)
     merge = src / "scripts" / "kconfig" / "merge_config.sh"
     if not merge.is_file():
         raise KernelBuildError(f"source directory {src}: no scripts/kconfig/merge_config.sh, so not a kernel source tree")
-    frags = [builtin, *[Path(f).resolve() for f in fragments]]
-    env_cmd = ["env", "ARCH=x86_64", "sh", str(merge), "-m", "-O", str(obj), str(obj / ".config"), *map(str, frags)]
-    _run_logged(env_cmd, log, "merge_config.sh")
+    (obj / "reclaimsim.config").write_text(BUILTIN_FRAGMENT)
+    (obj / "reclaimsim-ident.config").write_text(ident)
+    frags = [(obj / "reclaimsim.config", "the built-in fragment"), (obj / "reclaimsim-ident.config", "the release suffix")]
+    frags += [(Path(f).resolve(), f"config fragment {f}") for f in fragments]
+    cmd = ["env", "ARCH=x86_64", "sh", str(merge), "-m", "-O", str(obj), str(obj / ".config"), *(str(f) for f, _ in frags)]
+    _run_logged(cmd, log, "merge_config.sh")
     _run_logged(_make(src, obj, "olddefconfig"), log, "make olddefconfig")
     config = parse_config((obj / ".config").read_text())
-    bad = dropped_options(parse_config(BUILTIN_FRAGMENT), config)
+    # What each option should be: the last fragment that sets it wins, as in merge_config.
+    wanted: dict[str, tuple[str, str]] = {}
+    for f, name in frags:
+        for k, v in parse_config(f.read_text()).items():
+            wanted[k] = (v, name)
+    bad: dict[str, list[str]] = {}
+    for k, (v, name) in wanted.items():
+        for miss in dropped_options({k: v}, config):
+            bad.setdefault(name, []).append(miss)
     if bad:
-        raise KernelBuildError(f"Kconfig dropped required options (their dependencies are not met): {', '.join(bad)}")
-    for f in fragments:
-        bad = dropped_options(parse_config(Path(f).read_text()), config)
-        if bad:
-            raise KernelBuildError(f"config fragment {f}: Kconfig dropped: {', '.join(bad)} (a dependency is not met)")
+        parts = [f"{name}: {', '.join(opts)}" for name, opts in bad.items()]
+        raise KernelBuildError(f"Kconfig dropped options (a dependency is not met): {'; '.join(parts)}")
     return config
 
 
@@ -542,7 +564,7 @@ def build(
             obj = build_dir / "obj"
             log = build_dir / "build.log"
             log.write_text("")
-            config = configure(src, obj, fragments, log, progress)
+            config = configure(src, obj, fragments, log, progress, ident_fragment(key))
             _check_tools(config)
             _say(progress, f"build started: make -j{jobs} bzImage (log: {log})")
             _run_logged(_make(src, obj, "bzImage", jobs=jobs), log, "make bzImage", progress)
