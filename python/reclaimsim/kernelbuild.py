@@ -514,8 +514,11 @@ def check_inputs(patches: Iterable[Path], fragments: Iterable[Path]) -> None:
     CONFIG_ lines."""
     for kind, files in (("patch", patches), ("config fragment", fragments)):
         for f in map(Path, files):
-            if not f.is_file():
+            if not f.exists():
                 raise KernelBuildError(f"{kind} {f}: no such file")
+            if not f.is_file():
+                # A pipe (<(...)) could be read only once; the build reads it more often.
+                raise KernelBuildError(f"{kind} {f}: not a regular file (write it to a file first)")
             try:
                 text = f.read_text(errors="replace")
             except OSError as e:

@@ -226,6 +226,14 @@ def test_missing_patch_file_exits_2_before_any_download(tmp_path, monkeypatch):
     assert f"patch {tmp_path / 'x.patch'}: no such file" in line, line
 
 
+def test_patch_from_a_pipe_is_refused_saying_why(tmp_path):
+    src = fake_tree(tmp_path)
+    os.mkfifo(tmp_path / "fifo")
+    r = CliRunner().invoke(cli_mod.main, ["kernel-build", str(src), "--patch", str(tmp_path / "fifo"), "-o", str(tmp_path / "img")])
+    assert r.exit_code == 2
+    assert "not a regular file" in one_error_line(r)
+
+
 def test_fragment_without_config_lines_exits_2(tmp_path):
     src = fake_tree(tmp_path)
     (tmp_path / "f.config").write_text("hello\n")
