@@ -579,7 +579,22 @@ def build(
             (build_dir / "config.tmp").rename(build_dir / "config")
             (build_dir / "bzImage.tmp").rename(image)
             _say(progress, f"done in {time.monotonic() - t0:.0f} s: {image}")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(image, out)
-        shutil.copyfile(build_dir / "config", f"{out}.config")
+        _install(image, out)
+        _install(build_dir / "config", Path(f"{out}.config"))
     return out
+
+
+def _install(src: Path, dest: Path) -> None:
+    """Copy SRC to DEST so that a reader (a VM starting meanwhile) sees the old file or the
+    new one, never half of it: a temporary file beside DEST, renamed over it. A DEST that
+    exists and is not a regular file (/dev/null) is written as it is."""
+    if dest.exists() and not dest.is_file():
+        shutil.copyfile(src, dest)
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
