@@ -348,7 +348,8 @@ def kernel_build_cmd(source, patches, fragments, out, jobs):
     The configuration is tinyconfig plus what the VM runner needs, all built in (serial
     console, initramfs, virtio disk, ext4, zram swap, memory cgroups, MGLRU, THP), then
     each --config-fragment; an option Kconfig drops is an error. The image is cached by
-    source, patches and fragments: the same build again only copies it.
+    source, patches and fragments: the same build again only copies it, and a build with
+    other patches on the same source and fragments recompiles only what they change.
 
     Exit codes: 2 for a source, patch or fragment that cannot be used or a missing build
     tool; 1 when the download or the compile fails (the log's path is in the message).

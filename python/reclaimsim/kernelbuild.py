@@ -6,13 +6,17 @@ The steps, each cached:
 1. `fetch_source()`: Debian's ``linux-source-6.12`` from bookworm-backports (debpkg),
    unpacked once into ``cache_dir()/src/linux-source-6.12/`` (the Debian version it holds
    is in its ``.reclaimsim-source`` file).
-2. `build()`: the build directory ``cache_dir()/build/KEY/`` holds ``src/`` (a copy of the
-   source tree, hard links where possible, with the patches applied by ``patch -p1``, which
-   writes each patched file anew, so the source tree's files never change), ``obj/`` (the
-   kernel's out-of-tree build, ``make O=obj``), ``build.log``, and the result
-   ``bzImage`` and ``config``. KEY is `cache_key()`: the source tree, every patch's and
-   every fragment's bytes, and the built-in fragment. A second build with the same KEY
-   copies the cached bzImage; a build whose make failed resumes incrementally in ``obj/``.
+2. `build()`: a build tree ``cache_dir()/build/tree-TREEKEY/`` per source tree and
+   configuration (`tree_key()`: the source, the built-in and the user's fragments) holds
+   ``src/`` (a copy of the source tree, hard links where possible, with the build's
+   patches applied by ``patch -p1``, which writes each patched file anew, so the source
+   tree's files never change) and ``obj/`` (the kernel's out-of-tree build, ``make
+   O=obj``). Builds with other patches share it: `reset_tree()` first restores the files
+   an earlier build's patches changed (as new copies, so make recompiles what depends on
+   them), so a second patch set recompiles only what the patches touch. The result goes
+   to ``cache_dir()/build/KEY/`` (``bzImage``, ``config``, ``build.log``), KEY being
+   `cache_key()`: the tree's key and every patch's bytes. A build with the same KEY again
+   copies the cached image; a build whose make failed resumes incrementally in ``obj/``.
 3. Configuration: ``make tinyconfig``, then the built-in fragment `BUILTIN_FRAGMENT` (what
    the VM runner needs, all built in, no modules) and the user's fragments merged in that
    order (``scripts/kconfig/merge_config.sh -m``), then ``make olddefconfig``. Every
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -249,24 +254,33 @@ def source_identity(source_dir: Path) -> str:
     return f"{source_dir}\nfiles {h.hexdigest()}"
 
 
-def cache_key(source_dir: Path, patches: Iterable[Path] = (), fragments: Iterable[Path] = ()) -> str:
-    """sha256 of what a build's result depends on: the recipe, the source tree
-    (`source_identity`), every patch's bytes and every fragment's bytes (in order; not
-    their names), and the built-in fragment."""
+def _digest(*parts: tuple[str, bytes]) -> str:
     h = hashlib.sha256()
-
-    def part(tag: str, data: bytes) -> None:
+    for tag, data in parts:
         h.update(f"{tag} {len(data)}\n".encode())
         h.update(data)
-
-    part("recipe", BUILD_RECIPE.encode())
-    part("source", source_identity(source_dir).encode())
-    part("builtin", BUILTIN_FRAGMENT.encode())
-    for p in patches:
-        part("patch", Path(p).read_bytes())
-    for f in fragments:
-        part("fragment", Path(f).read_bytes())
     return h.hexdigest()
+
+
+def tree_key(source_dir: Path, fragments: Iterable[Path] = ()) -> str:
+    """sha256 of what a build tree depends on: the recipe, the source tree
+    (`source_identity`), the built-in fragment and every fragment's bytes (in order; not
+    their names). Builds with other patches share the tree."""
+    return _digest(
+        ("recipe", BUILD_RECIPE.encode()),
+        ("source", source_identity(source_dir).encode()),
+        ("builtin", BUILTIN_FRAGMENT.encode()),
+        *(("fragment", Path(f).read_bytes()) for f in fragments),
+    )
+
+
+def cache_key(source_dir: Path, patches: Iterable[Path] = (), fragments: Iterable[Path] = (), tree: str | None = None) -> str:
+    """sha256 of what a build's result depends on: its tree (`tree_key`, or TREE when
+    already computed) and every patch's bytes, in order (not their names)."""
+    return _digest(
+        ("tree", (tree or tree_key(source_dir, fragments)).encode()),
+        *(("patch", Path(p).read_bytes()) for p in patches),
+    )
 
 
 # ---- tools ------------------------------------------------------------------------------
@@ -466,8 +480,8 @@ def configure(
 
 
 def _copy_tree(source_dir: Path, dest: Path) -> str:
-    """DEST as a copy of SOURCE_DIR: hard links when on one filesystem, else a real copy.
-    Returns how it was copied."""
+    """DEST as a copy of SOURCE_DIR: hard links when on one filesystem, else a real copy
+    (modification times kept). Returns how it was copied."""
     p = subprocess.run(["cp", "-al", f"{source_dir}/.", str(dest)], capture_output=True, text=True)
     if p.returncode == 0:
         how = "hard links"
@@ -482,30 +496,121 @@ def _copy_tree(source_dir: Path, dest: Path) -> str:
     return how
 
 
-def prepare_tree(source_dir: Path, patches: list[Path], build_dir: Path, progress: Progress | None = None) -> Path:
-    """BUILD_DIR/src: a copy of SOURCE_DIR with PATCHES applied in order (made once; a
-    patch that does not apply leaves nothing behind). SOURCE_DIR's files are never written."""
-    src = build_dir / "src"
-    if (build_dir / "src.done").exists():
-        return src
-    tmp = build_dir / "src.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.rmtree(src, ignore_errors=True)
-    tmp.mkdir(parents=True)
+def _files(root: Path) -> dict[str, os.stat_result]:
+    """Every non-directory under ROOT (symbolic links not followed, .git left out), by
+    path relative to ROOT."""
+    out = {}
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        with os.scandir(d) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    if e.name != ".git":
+                        stack.append(Path(e.path))
+                else:
+                    out[os.path.relpath(e.path, root)] = e.stat(follow_symlinks=False)
+    return out
+
+
+def _state(tree_dir: Path) -> dict:
     try:
-        how = _copy_tree(Path(source_dir), tmp)
-        _say(progress, f"source tree: {how} of {source_dir}" + (f", {len(patches)} patch(es)" if patches else ""))
-        for p in patches:
-            apply_patch(tmp, Path(p))
-        if (tmp / ".config").exists() or (tmp / "include" / "config").exists():
-            # An in-tree build's leftovers: make O= refuses such a tree. Cleaning only
-            # unlinks files of the copy.
-            subprocess.run(["make", "-C", str(tmp), "mrproper"], capture_output=True)
-    except BaseException:
+        return json.loads((tree_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return {"copies": {}, "absent": []}
+
+
+def _save_state(tree_dir: Path, state: dict) -> None:
+    tmp = tree_dir / "state.json.tmp"
+    tmp.write_text(json.dumps(state))
+    tmp.replace(tree_dir / "state.json")
+
+
+def reset_tree(source_dir: Path, tree_dir: Path) -> int:
+    """Make TREE_DIR/src hold SOURCE_DIR's files again, undoing earlier patches; returns
+    how many files it restored.
+
+    A file is as in the source when it is the source's file (a hard link: same inode),
+    or a copy with the source's size and modification time (cp -a), or a copy this
+    function made (recorded in state.json with its size and modification time). Any other
+    file is replaced by a new copy, which has a new modification time, so make rebuilds
+    what depends on it; files a patch created are removed. The source's inodes are never
+    written: a tree file is unlinked before its replacement is written."""
+    src = tree_dir / "src"
+    state = _state(tree_dir)
+    copies: dict[str, list[int]] = state.setdefault("copies", {})
+    absent = set(state.get("absent", []))
+    want = _files(Path(source_dir))
+    have = _files(src)
+    restored = 0
+    for rel in have.keys() - want.keys():
+        (src / rel).unlink()
+        copies.pop(rel, None)
+        restored += 1
+    for rel, s in want.items():
+        if rel in absent:
+            continue
+        t = have.get(rel)
+        if t is not None and (
+            (t.st_ino, t.st_dev) == (s.st_ino, s.st_dev)
+            or (t.st_size, t.st_mtime_ns) == (s.st_size, s.st_mtime_ns)
+            or copies.get(rel) == [t.st_size, t.st_mtime_ns]
+        ):
+            continue
+        dest = src / rel
+        if t is not None:
+            dest.unlink()
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        orig = Path(source_dir) / rel
+        if orig.is_symlink():
+            os.symlink(os.readlink(orig), dest)
+        else:
+            shutil.copy(orig, dest)  # contents and mode; the modification time is now
+        st = dest.lstat()
+        copies[rel] = [st.st_size, st.st_mtime_ns]
+        restored += 1
+    _save_state(tree_dir, state)
+    return restored
+
+
+def prepare_tree(source_dir: Path, patches: list[Path], tree_dir: Path, progress: Progress | None = None) -> Path:
+    """TREE_DIR/src: a copy of SOURCE_DIR (made once, hard links where possible) with
+    PATCHES applied in order, after the files earlier builds' patches changed are
+    restored (`reset_tree`). A patch that does not apply leaves the tree as the source.
+    SOURCE_DIR's files are never written."""
+    src = tree_dir / "src"
+    source_dir = Path(source_dir)
+    if not (tree_dir / "src.done").exists():
+        tmp = tree_dir / "src.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(src, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            how = _copy_tree(source_dir, tmp)
+            _say(progress, f"source tree: {how} of {source_dir}")
+            state = {"copies": {}, "absent": []}
+            if (tmp / ".config").exists() or (tmp / "include" / "config").exists():
+                # An in-tree build's leftovers: make O= refuses such a tree. Cleaning only
+                # unlinks files of the copy; what it removed stays absent.
+                subprocess.run(["make", "-C", str(tmp), "mrproper"], capture_output=True)
+                state["absent"] = sorted(_files(source_dir).keys() - _files(tmp).keys())
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        tmp.rename(src)
+        _save_state(tree_dir, state)
+        (tree_dir / "src.done").touch()
+    restored = reset_tree(source_dir, tree_dir)
+    if restored:
+        _say(progress, f"source tree: {restored} file(s) restored from the source (an earlier build's patches)")
+    try:
+        for p in patches:
+            apply_patch(src, Path(p))
+    except BaseException:
+        reset_tree(source_dir, tree_dir)
         raise
-    tmp.rename(src)
-    (build_dir / "src.done").touch()
+    if patches:
+        _say(progress, f"source tree: {len(patches)} patch(es) applied")
     return src
 
 
@@ -547,40 +652,54 @@ def build(
     out = Path(out)
     jobs = jobs or os.cpu_count() or 1
 
-    key = cache_key(source_dir, patches, fragments)
-    build_dir = cache_dir() / "build" / key[:16]
-    build_dir.mkdir(parents=True, exist_ok=True)
-    with open(build_dir.parent / f"{key[:16]}.lock", "w") as lock:
+    tkey = tree_key(source_dir, fragments)
+    key = cache_key(source_dir, patches, fragments, tree=tkey)
+    builds = cache_dir() / "build"
+    result = builds / key[:16]
+    if _cached(result, progress):
+        return _deliver(result, out)
+    # One tree per source and configuration, shared by the builds with other patches (so
+    # a build after another one recompiles only what the patches change): one build at a
+    # time in it.
+    tree_dir = builds / f"tree-{tkey[:16]}"
+    tree_dir.mkdir(parents=True, exist_ok=True)
+    with open(builds / f"tree-{tkey[:16]}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        image = build_dir / "bzImage"
-        if image.is_file() and (build_dir / "config").is_file():
-            _say(progress, f"cached: {image} (same source, patches and fragments as before)")
-        else:
-            _check_tools()
-            t0 = time.monotonic()
-            try:
-                src = prepare_tree(source_dir, patches, build_dir, progress)
-            except BaseException:
-                if not any(build_dir.iterdir()):
-                    build_dir.rmdir()
-                raise
-            obj = build_dir / "obj"
-            log = build_dir / "build.log"
-            log.write_text("")
-            config = configure(src, obj, fragments, log, progress, ident_fragment(key))
-            _check_tools(config)
-            _say(progress, f"build started: make -j{jobs} bzImage (log: {log})")
-            _run_logged(_make(src, obj, "bzImage", jobs=jobs), log, "make bzImage", progress)
-            built = obj / "arch" / "x86" / "boot" / "bzImage"
-            if not built.is_file():
-                raise KernelBuildError(f"make bzImage made no {built} (see {log})", 1)
-            shutil.copyfile(obj / ".config", build_dir / "config.tmp")
-            shutil.copyfile(built, build_dir / "bzImage.tmp")
-            (build_dir / "config.tmp").rename(build_dir / "config")
-            (build_dir / "bzImage.tmp").rename(image)
-            _say(progress, f"done in {time.monotonic() - t0:.0f} s: {image}")
-        _install(image, out)
-        _install(build_dir / "config", Path(f"{out}.config"))
+        if _cached(result, progress):  # built by another process meanwhile
+            return _deliver(result, out)
+        _check_tools()
+        t0 = time.monotonic()
+        src = prepare_tree(source_dir, patches, tree_dir, progress)
+        obj = tree_dir / "obj"
+        log = tree_dir / "build.log"
+        log.write_text("")
+        config = configure(src, obj, fragments, log, progress, ident_fragment(key))
+        _check_tools(config)
+        _say(progress, f"build started: make -j{jobs} bzImage (log: {log})")
+        _run_logged(_make(src, obj, "bzImage", jobs=jobs), log, "make bzImage", progress)
+        built = obj / "arch" / "x86" / "boot" / "bzImage"
+        if not built.is_file():
+            raise KernelBuildError(f"make bzImage made no {built} (see {log})", 1)
+        result.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, result / "build.log")
+        shutil.copyfile(obj / ".config", result / "config.tmp")
+        shutil.copyfile(built, result / "bzImage.tmp")
+        (result / "config.tmp").rename(result / "config")
+        (result / "bzImage.tmp").rename(result / "bzImage")
+        _say(progress, f"done in {time.monotonic() - t0:.0f} s: {result / 'bzImage'}")
+    return _deliver(result, out)
+
+
+def _cached(result: Path, progress: Progress | None) -> bool:
+    if (result / "bzImage").is_file() and (result / "config").is_file():
+        _say(progress, f"cached: {result / 'bzImage'} (same source, patches and fragments as before)")
+        return True
+    return False
+
+
+def _deliver(result: Path, out: Path) -> Path:
+    _install(result / "bzImage", out)
+    _install(result / "config", Path(f"{out}.config"))
     return out
 
 

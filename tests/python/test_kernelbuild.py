@@ -178,9 +178,12 @@ def test_patch_that_does_not_apply_exits_2_naming_it(tmp_path, tools_present, pr
     line = one_error_line(r)
     assert "bad.patch" in line and "good.patch" not in line, line
     assert "mm/foo.c" in line and "@@ -1,4 +1,4 @@" in line, line
-    # Nothing changed in the source, no half-patched tree kept, no image written.
+    # Nothing changed in the source, the build tree is the source again (good.patch
+    # undone), no image written.
     assert (src / "mm" / "foo.c").read_text() == FOO_C
-    assert not [d for d in (private_cache / "build").iterdir() if d.is_dir()], "a half-patched tree was kept"
+    trees = list((private_cache / "build").glob("tree-*/src"))
+    assert len(trees) == 1
+    assert (trees[0] / "mm" / "foo.c").read_text() == FOO_C, "a half-patched tree was kept"
     assert not (tmp_path / "img").exists()
 
 
@@ -203,6 +206,52 @@ def test_patched_copy_leaves_the_source_files_alone(tmp_path):
     # The copy is hard links (same filesystem), except for the patched file.
     assert (tree / "README").stat().st_ino == (src / "README").stat().st_ino
     assert (tree / "mm" / "foo.c").stat().st_ino != (src / "mm" / "foo.c").stat().st_ino
+
+
+BAR_PATCH = """\
+--- a/mm/bar.c
++++ b/mm/bar.c
+@@ -1,2 +1,2 @@
+-int bar;
++long bar;
+ int baz;
+--- /dev/null
++++ b/mm/new.c
+@@ -0,0 +1 @@
++int new;
+"""
+
+
+def test_another_patch_set_restores_what_the_earlier_one_changed(tmp_path):
+    src = fake_tree(tmp_path)
+    (src / "mm" / "bar.c").write_text("int bar;\nint baz;\n")
+    (src / "README").write_text("never patched\n")
+    old = os.stat(src / "mm" / "foo.c")
+    os.utime(src / "mm" / "foo.c", ns=(old.st_atime_ns, old.st_mtime_ns - 10**9))  # an old source file
+    source_inode = os.stat(src / "mm" / "foo.c").st_ino
+    (tmp_path / "foo.patch").write_text(GOOD_PATCH)
+    (tmp_path / "bar.patch").write_text(BAR_PATCH)
+    tdir = tmp_path / "t"
+
+    tree = kernelbuild.prepare_tree(src, [tmp_path / "foo.patch"], tdir)
+    assert (tree / "mm" / "foo.c").read_text() == FOO_C.replace("int b;", "long b;")
+
+    tree = kernelbuild.prepare_tree(src, [tmp_path / "bar.patch"], tdir)
+    assert (tree / "mm" / "foo.c").read_text() == FOO_C
+    assert (tree / "mm" / "bar.c").read_text() == "long bar;\nint baz;\n"
+    assert (tree / "mm" / "new.c").read_text() == "int new;\n"
+    # The restored file is newer than the source's, so make rebuilds its object.
+    assert os.stat(tree / "mm" / "foo.c").st_mtime_ns > os.stat(src / "mm" / "foo.c").st_mtime_ns
+
+    tree = kernelbuild.prepare_tree(src, [], tdir)
+    assert (tree / "mm" / "bar.c").read_text() == "int bar;\nint baz;\n"
+    assert not (tree / "mm" / "new.c").exists()
+    # Nothing more to restore the next time; the source never changed; an unpatched file
+    # is still the source's own (a hard link).
+    assert kernelbuild.reset_tree(src, tdir) == 0
+    assert (src / "mm" / "foo.c").read_text() == FOO_C and os.stat(src / "mm" / "foo.c").st_ino == source_inode
+    assert (src / "mm" / "bar.c").read_text() == "int bar;\nint baz;\n" and not (src / "mm" / "new.c").exists()
+    assert (tree / "README").stat().st_ino == (src / "README").stat().st_ino
 
 
 def test_missing_source_dir_exits_2(tmp_path):
