@@ -26,12 +26,23 @@ real_build = pytest.mark.skipif(
 )
 
 
+# The user's cache setting, for the real builds (which reuse the user's source and images).
+USER_CACHE = os.environ.get("RECLAIMSIM_CACHE")
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     """Every test gets its own cache directory (never the user's)."""
-    if not os.environ.get("RECLAIMSIM_KERNEL_BUILD_TESTS"):
-        monkeypatch.setenv("RECLAIMSIM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RECLAIMSIM_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+@pytest.fixture
+def user_cache(monkeypatch):
+    if USER_CACHE is None:
+        monkeypatch.delenv("RECLAIMSIM_CACHE")
+    else:
+        monkeypatch.setenv("RECLAIMSIM_CACHE", USER_CACHE)
 
 
 def one_error_line(r):
@@ -497,7 +508,7 @@ def test_rotation_cost_patch_exits_2_on_a_missing_tree(tmp_path):
 
 
 @real_build
-def test_real_build_base_and_rotation_cost_patched(tmp_path):
+def test_real_build_base_and_rotation_cost_patched(tmp_path, user_cache):
     src = kernelbuild.fetch_source("6.12")
     base = kernelbuild.build(src, out=tmp_path / "base.bzImage")
     patch = tmp_path / "norot.patch"
