@@ -237,20 +237,8 @@ def source_identity(source_dir: Path) -> str:
     if marker.is_file():
         return f"{source_dir}\n{marker.read_text().strip()}"
     h = hashlib.sha256()
-    stack = [source_dir]
-    entries = []
-    while stack:
-        d = stack.pop()
-        with os.scandir(d) as it:
-            for e in it:
-                if e.is_dir(follow_symlinks=False):
-                    if e.name != ".git":
-                        stack.append(Path(e.path))
-                    continue
-                st = e.stat(follow_symlinks=False)
-                entries.append(f"{os.path.relpath(e.path, source_dir)}\0{st.st_size}\0{st.st_mtime_ns}")
-    for line in sorted(entries):
-        h.update(line.encode() + b"\n")
+    for rel, st in sorted(_files(source_dir).items()):
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return f"{source_dir}\nfiles {h.hexdigest()}"
 
 
