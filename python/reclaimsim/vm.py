@@ -38,26 +38,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import debpkg
+from .debpkg import cache_dir
 from .kernelrun import KernelRunError
 
 REPO = Path(__file__).resolve().parents[2]
 GUEST_TARGET = "x86_64-unknown-linux-gnu"
 DEFAULT_FLAVOUR = "cloud-amd64"
-BACKPORTS = "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main"
 # Guest memory the kernel and the initramfs need beside the scenario's machine [bytes].
 GUEST_OVERHEAD = 256 << 20
 # A guest may use at most this share of the host's available memory.
 HOST_MEMORY_SHARE = 0.75
 DATA_BEGIN = b"RECLAIMSIM-BEGIN "
 DATA_END = b"\nRECLAIMSIM-END"
-
-
-def cache_dir() -> Path:
-    """$RECLAIMSIM_CACHE, else $XDG_CACHE_HOME/reclaimsim, else ~/.cache/reclaimsim."""
-    if os.environ.get("RECLAIMSIM_CACHE"):
-        return Path(os.environ["RECLAIMSIM_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "reclaimsim"
 
 
 # ---------------------------------------------------------------------------------------
@@ -79,57 +72,27 @@ def _need(tool: str, package: str) -> str:
     return path
 
 
-def _apt(args: list[str], cwd: Path | None = None) -> str:
-    state = cache_dir() / "apt"
-    (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
-    (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
-    src = state / "sources.list"
-    src.write_text(BACKPORTS + "\n")
-    opts = [
-        "-q", "-o", f"Dir::Etc::SourceList={src}", "-o", "Dir::Etc::SourceParts=/dev/null",
-        "-o", f"Dir::State::Lists={state / 'lists'}", "-o", f"Dir::Cache={state / 'cache'}",
-        "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root",
-    ]
-    tool = args[0]
-    p = subprocess.run([_need(tool, "apt"), *opts, *args[1:]], cwd=cwd, capture_output=True, text=True)
-    if p.returncode != 0:
-        tail = (p.stderr.strip().splitlines() or ["?"])[-1]
-        raise KernelRunError(f"{tool} {' '.join(args[1:])}: {tail}")
-    return p.stdout
-
-
-def _apt_update() -> None:
-    stamp = cache_dir() / "apt" / "updated"
-    if stamp.exists() and time.time() - stamp.stat().st_mtime < 86400:
-        return
-    _apt(["apt-get", "update"])
-    stamp.touch()
-
-
 def default_kernel(progress=None) -> Kernel:
     """Debian's 6.12 cloud kernel from bookworm-backports, fetched and unpacked once."""
     root = cache_dir() / "kernels"
     done = sorted(root.glob(f"*{DEFAULT_FLAVOUR}*/ok"))
     if done and not os.environ.get("RECLAIMSIM_KERNEL_REFRESH"):
         return _unpacked_kernel(done[-1].parent)
-    _need("dpkg-deb", "dpkg")
     if progress:
         progress("fetching Debian's 6.12 kernel image (bookworm-backports, about 35 MB)")
-    _apt_update()
-    show = _apt(["apt-cache", "show", f"linux-image-{DEFAULT_FLAVOUR}"])
-    m = re.search(r"^Depends: (linux-image-[^\s,(]+)", show, re.M)
-    if not m:
-        raise KernelRunError(f"apt-cache show linux-image-{DEFAULT_FLAVOUR}: no linux-image dependency")
-    pkg = m.group(1) + "-unsigned"
-    dest = root / pkg
-    if (dest / "ok").exists():
-        return _unpacked_kernel(dest)
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        _apt(["apt-get", "download", pkg], cwd=Path(tmp))
-        deb = next(Path(tmp).glob("*.deb"))
-        if dest.exists():
-            shutil.rmtree(dest)
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(dest)], check=True)
+    try:
+        pkg = debpkg.resolve(f"linux-image-{DEFAULT_FLAVOUR}") + "-unsigned"
+        dest = root / pkg
+        if (dest / "ok").exists():
+            return _unpacked_kernel(dest)
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+            deb = debpkg.apt_download(pkg, Path(tmp))
+            if dest.exists():
+                shutil.rmtree(dest)
+            debpkg.extract(deb, dest)
+    except debpkg.DebPkgError as e:
+        raise KernelRunError(str(e)) from None
     (dest / "ok").touch()
     return _unpacked_kernel(dest)
 
