@@ -346,11 +346,17 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
         _fail(str(e))
     except OSError as e:
         _fail(f"kernel-run: {e}", 1)
+    _report(rep, json_path, lambda: format_report(rep, show_all))
+
+
+def _report(rep: dict, json_path: str | None, text) -> None:
+    """Write the report as JSON to --json's path (stdout for -, then nothing else), and
+    print its text form `text()` unless it went to stdout."""
     if json_path:
         write_output(json_path, json.dumps(rep, indent=2))
         if json_path == "-":
             return
-    click.echo(format_report(rep, show_all))
+    click.echo(text())
 
 
 @main.command(name="kernel-compare")
@@ -382,11 +388,9 @@ def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, ti
         _fail(str(e))
     except OSError as e:
         _fail(f"kernel-compare: {e}", 1)
-    if json_path:
-        write_output(json_path, json.dumps(rep, indent=2))
-        if json_path == "-":
-            return
-    click.echo(format_kernel_compare(rep))
+    _report(rep, json_path, lambda: format_kernel_compare(rep))
+
+
 @main.command(name="kernel-build")
 @click.argument("source")
 @click.option("--patch", "patches", multiple=True, metavar="FILE", help="A patch to apply (patch -p1), in order (repeatable).")
