@@ -47,6 +47,8 @@ GUEST_TARGET = "x86_64-unknown-linux-gnu"
 DEFAULT_FLAVOUR = "cloud-amd64"
 # Guest memory the kernel and the initramfs need beside the scenario's machine [bytes].
 GUEST_OVERHEAD = 256 << 20
+# QEMU's pc machine without an IOMMU: at most 255 vCPUs (x2APIC IDs above need one).
+MAX_GUEST_CPUS = 255
 # A guest may use at most this share of the host's available memory.
 HOST_MEMORY_SHARE = 0.75
 DATA_BEGIN = b"RECLAIMSIM-BEGIN "
@@ -350,6 +352,11 @@ def check_scenario(norm: dict, host_mem_available: int) -> list[str]:
             f"machine: {m['nodes']} x {m['memory_per_node'] >> 20} MiB needs a {need >> 20} MiB guest, "
             f"more than {int(HOST_MEMORY_SHARE * 100)}% of this host's available memory "
             f"({host_mem_available >> 20} MiB); run a smaller scale of the scenario"
+        )
+    if m["cpus"] > MAX_GUEST_CPUS:
+        raise KernelRunError(
+            f"machine.cpus = {m['cpus']}: QEMU's pc machine takes at most {MAX_GUEST_CPUS} vCPUs; "
+            "run a smaller scale of the scenario"
         )
     swap = m.get("swap")
     if swap and swap.get("device") != "zram":

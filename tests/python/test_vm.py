@@ -144,6 +144,11 @@ def test_a_machine_the_host_cannot_hold_is_refused_before_anything_runs(tmp_path
     assert "machine: 2 x 1048576 MiB" in err and "available memory" in err
 
 
+def test_more_cpus_than_the_guest_machine_takes_are_refused():
+    err = _refused("calib-zipf", "--vm", "--set", "machine.cpus=256")
+    assert "machine.cpus = 256" in err and "at most 255" in err
+
+
 def test_per_cgroup_swappiness_is_refused_under_vm_naming_the_field():
     err = _refused("calib-anon-zram", "--vm", "--set", "cgroup[0].memory.swappiness=30")
     assert "scenario.cgroup[0].memory.swappiness = 30" in err and "cgroup v2" in err
