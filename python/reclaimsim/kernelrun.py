@@ -50,11 +50,26 @@ NOT_COMPARABLE = {
     "pgmajfault": "system-wide: counts every process's major faults (the workloads' own are major_faults)",
     "minor_faults": "the host counts faults of the runner itself (stacks, buffers) too",
 }
-# Prefix rules: counters named PREFIX@/cgroup.
+# Prefix rules: counters named PREFIX@/cgroup, and the per-thread rows.
 NOT_COMPARABLE_PREFIX = {
     "kernel@": "the kernel's count includes the runner process's own objects (task, stacks, mm), "
     "of which some outlive it",
+    "hits#": "per thread, kernel only: the simulator counts per workload",
+    "misses#": "per thread, kernel only: the simulator counts per workload",
 }
+
+
+def per_thread_counters(threads: list[dict]) -> dict[str, int]:
+    """hits#tN and misses#tN of each workload thread, numbered in workload, process and
+    thread order. Threads of a workload run unsynchronized: when one gets ahead (a host
+    CPU busy elsewhere, a vCPU descheduled), its share of the cgroup may fit and stop
+    missing while the other waits, which the totals alone cannot tell from a reclaim
+    difference."""
+    out = {}
+    for i, t in enumerate(threads):
+        out[f"hits#t{i}"] = t["hits"]
+        out[f"misses#t{i}"] = t["misses"]
+    return out
 
 
 def why_not_comparable(name: str) -> str | None:
@@ -396,6 +411,7 @@ def run_rep(
     counters = {}
     for k in ("accesses", "hits", "misses", "major_faults", "minor_faults"):
         counters[k] = sum(t[k] for r in results for t in r["threads"])
+    counters.update(per_thread_counters([t for r in results for t in r["threads"]]))
     for k in VMSTAT_COUNTERS:
         counters[k] = v1.get(k, 0) - v0.get(k, 0)
     for path, (file_b, anon_b, kernel_b) in settled.items():

@@ -591,10 +591,11 @@ def _host_mem_available() -> int:
 
 def rep_counters(rep: dict, norm: dict) -> dict:
     """One guest rep's counters, named as kernel-run names them (sim_counters' names)."""
-    from .kernelrun import CG_EVENTS, CG_STAT_COUNTERS, VMSTAT_COUNTERS
+    from .kernelrun import CG_EVENTS, CG_STAT_COUNTERS, VMSTAT_COUNTERS, per_thread_counters
 
     threads = [t for p in rep["processes"] for t in p["threads"]]
     c = {k: sum(t[k] for t in threads) for k in ("accesses", "hits", "misses", "major_faults", "minor_faults")}
+    c.update(per_thread_counters(threads))
     vm = dict(rep["vmstat"])
     vm["allocstall"] = sum(v for k, v in vm.items() if k.startswith("allocstall_"))
     for k in VMSTAT_COUNTERS:

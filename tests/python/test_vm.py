@@ -326,3 +326,20 @@ def test_reclaim_progress_maps_due_times_to_the_accesses_done_by_then():
     assert vm.reclaim_progress(norm, sim)[0][1:] == [200_000] * 7
     plan = vm.guest_plan(norm, 1, [1], [], True, th)
     assert plan["reclaim"][0]["after_accesses"] == th[0]
+
+
+def test_rep_counters_keep_each_threads_hits_and_misses_beside_the_totals():
+    # Two threads of one usemem process: one ran alone and fitted, the other thrashed.
+    t0 = {"accesses": 24576, "hits": 18431, "misses": 1, "major_faults": 1, "minor_faults": 6144}
+    t1 = {"accesses": 24576, "hits": 6524, "misses": 11908, "major_faults": 11908, "minor_faults": 6144}
+    rep = {"processes": [{"threads": [t0, t1]}], "vmstat": {}, "cgroups": {}}
+    c = vm.rep_counters(rep, {"cgroup": []})
+    assert (c["hits"], c["misses"]) == (18431 + 6524, 1 + 11908)
+    assert (c["hits#t0"], c["misses#t0"], c["hits#t1"], c["misses#t1"]) == (18431, 1, 6524, 11908)
+    # The simulator counts per workload only: the rows are shown, not compared.
+    from reclaimsim.kernelrun import assemble
+
+    report = assemble({"seed": 1}, [{"wall_s": 1.0, "counters": c}], [{"hits": 1.0, "misses": 1.0}], [], 2, "k")
+    rows = {r["name"]: r for r in report["counters"]}
+    assert not rows["misses#t1"]["comparable"] and "per thread" in rows["misses#t1"]["why_not"]
+    assert rows["misses"]["comparable"]
