@@ -52,6 +52,10 @@ MAX_GUEST_CPUS = 255
 # A guest may use at most this share of the host's available memory.
 HOST_MEMORY_SHARE = 0.75
 DATA_BEGIN = b"RECLAIMSIM-BEGIN "
+# What the guest runner prints on the console first (crates/guest/src/main.rs).
+STARTED = b"reclaimsim-guest: started"
+# Boots again after a kernel crash before the runner started.
+BOOT_RETRIES = 2
 DATA_END = b"\nRECLAIMSIM-END"
 
 
@@ -458,7 +462,7 @@ def qemu_command(kernel: Kernel, initrd: Path, norm: dict, accel: str, console: 
     total = per_node * nodes + (GUEST_OVERHEAD >> 20)
     cmd = [
         _need("qemu-system-x86_64", "qemu-system-x86"),
-        "-accel", "kvm" if accel == "kvm" else "tcg,thread=multi",
+        "-accel", "kvm" if accel == "kvm" else "tcg,thread=single",
         "-cpu", "host" if accel == "kvm" else "qemu64,-cx16",
         "-m", f"{total}M", "-smp", str(cpus),
         "-kernel", str(kernel.image), "-initrd", str(initrd),
@@ -491,6 +495,27 @@ def _tail(p: Path, lines: int = 8) -> str:
     return (" | ".join(tail) or "(no console output)") + f" (whole console: {keep})"
 
 
+def _boot_once(kernel, initrd, norm, accel, console, data, disk, timeout) -> tuple[dict | None, str, int]:
+    """One QEMU run: (the document or None, QEMU's stderr, its exit code)."""
+    cmd = qemu_command(kernel, initrd, norm, accel, console, data, disk)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    t0 = time.monotonic()
+    try:
+        while proc.poll() is None:
+            if time.monotonic() - t0 > timeout:
+                raise KernelRunError(
+                    f"the guest did not finish within --timeout; console: {_tail(console)}"
+                )
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = proc.stderr.read().decode(errors="replace").strip()
+    doc = parse_data(data.read_bytes()) if data.exists() else None
+    return doc, err, proc.returncode
+
+
 def parse_data(raw: bytes) -> dict | None:
     """The framed JSON document from the data port, or None when it is missing or cut."""
     i = raw.find(DATA_BEGIN)
@@ -508,29 +533,29 @@ def parse_data(raw: bytes) -> dict | None:
 
 
 def boot(kernel: Kernel, initrd: Path, norm: dict, accel: str, workdir: Path, disk: Path | None, timeout: float, progress=None) -> dict:
-    """Boot the guest, wait for it to power off (or the timeout), return its document."""
-    console, data = workdir / "console.log", workdir / "data.out"
-    cmd = qemu_command(kernel, initrd, norm, accel, console, data, disk)
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    """Boot the guest, wait for it to power off (or the timeout), return its document.
+
+    A kernel that crashes before its init runs (the console has no STARTED line) hit an
+    emulation fault, not the scenario: it is booted again, up to BOOT_RETRIES times, and
+    the document says how often ("boot_retries")."""
     t0 = time.monotonic()
-    try:
-        while proc.poll() is None:
-            if time.monotonic() - t0 > timeout:
-                raise KernelRunError(
-                    f"the guest did not finish within --timeout {timeout:g} s; console: {_tail(console)}"
-                )
-            time.sleep(0.2)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    err = proc.stderr.read().decode(errors="replace").strip()
-    doc = parse_data(data.read_bytes()) if data.exists() else None
+    for attempt in range(BOOT_RETRIES + 1):
+        console, data = workdir / "console.log", workdir / "data.out"
+        for f in (console, data):
+            f.unlink(missing_ok=True)
+        doc, err, rc = _boot_once(kernel, initrd, norm, accel, console, data, disk, timeout - (time.monotonic() - t0))
+        out = console.read_bytes() if console.exists() else b""
+        crashed = doc is None and out.strip() != b"" and STARTED not in out
+        if not crashed or attempt == BOOT_RETRIES:
+            break
+        if progress:
+            progress(f"the guest kernel crashed before its init ran (an emulation fault); booting again ({attempt + 1}/{BOOT_RETRIES})")
     if doc is None:
-        why = f"qemu: {err.splitlines()[-1]}" if proc.returncode != 0 and err else "no result from the guest"
+        why = f"qemu: {err.splitlines()[-1]}" if rc != 0 and err else "no result from the guest"
         raise KernelRunError(f"{why}; console: {_tail(console)}")
     if "error" in doc:
         raise KernelRunError(f"in the guest ({kernel.release}): {doc['error']}")
+    doc["boot_retries"] = attempt
     doc["boot_s"] = time.monotonic() - t0
     return doc
 
@@ -715,6 +740,8 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     after = reclaim_timing(norm, timing, notes, progress)
     doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after)
     notes.append(f"accel: {doc['accel_how']}")
+    if doc.get("boot_retries"):
+        notes.append(f"the guest kernel crashed before its init {doc['boot_retries']} time(s) (emulation faults) and was booted again")
     sim_norm = sim_scenario(norm, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm)} for r in doc["reps"]]
     sims = simulate(sim_norm, reps, progress, per_cgroup=True)

@@ -343,3 +343,32 @@ def test_rep_counters_keep_each_threads_hits_and_misses_beside_the_totals():
     rows = {r["name"]: r for r in report["counters"]}
     assert not rows["misses#t1"]["comparable"] and "per thread" in rows["misses#t1"]["why_not"]
     assert rows["misses"]["comparable"]
+
+
+def test_a_kernel_that_crashes_before_its_init_is_booted_again(monkeypatch, tmp_path):
+    consoles = [b"[ 1.8] Oops: int3\n[ 1.9] Kernel panic", b"[ 1.8] Oops\n", b"reclaimsim-guest: started\n"]
+    calls = []
+
+    def fake_once(kernel, initrd, norm, accel, console, data, disk, timeout):
+        calls.append(1)
+        text = consoles[len(calls) - 1]
+        console.write_bytes(text)
+        return ({"reps": []} if vm.STARTED in text and b"panic" not in text else None), "", 0
+
+    monkeypatch.setattr(vm, "_boot_once", fake_once)
+    monkeypatch.setenv("RECLAIMSIM_CACHE", str(tmp_path / "cache"))
+    k = vm.Kernel(tmp_path / "bzImage", "t")
+    doc = vm.boot(k, tmp_path / "i", {}, "tcg", tmp_path, None, 60)
+    assert len(calls) == 3 and doc["boot_retries"] == 2
+    # a crash after the runner started is the scenario's result, not retried
+    calls.clear()
+    consoles[:] = [b"reclaimsim-guest: started\n[ 9.0] Kernel panic"]
+    with pytest.raises(KernelRunError, match="no result from the guest"):
+        vm.boot(k, tmp_path / "i", {}, "tcg", tmp_path, None, 60)
+    assert len(calls) == 1
+    # every attempt crashing: the error after BOOT_RETRIES + 1 boots
+    calls.clear()
+    consoles[:] = [b"[ 1.8] Oops"] * 3
+    with pytest.raises(KernelRunError, match="Oops"):
+        vm.boot(k, tmp_path / "i", {}, "tcg", tmp_path, None, 60)
+    assert len(calls) == vm.BOOT_RETRIES + 1

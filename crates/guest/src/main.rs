@@ -30,6 +30,7 @@ use std::io::Write;
 
 const PLAN: &str = "/plan.json";
 const DATA_PORT: &str = "/dev/ttyS1";
+const STARTED: &str = "reclaimsim-guest: started";
 
 fn main() {
     let out = match run() {
@@ -41,6 +42,8 @@ fn main() {
 }
 
 fn run() -> Result<Value, String> {
+    // The host's sign that the kernel booted as far as its init (see vm.py `boot`).
+    eprintln!("{STARTED}");
     sys::mount_base()?;
     let text = std::fs::read_to_string(PLAN).map_err(|e| format!("{PLAN}: {e}"))?;
     let plan: plan::Plan = serde_json::from_str(&text).map_err(|e| format!("{PLAN}: {e}"))?;
