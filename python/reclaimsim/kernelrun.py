@@ -521,7 +521,7 @@ def check_lru(norm: dict) -> None:
         raise KernelRunError(
             f"the scenario's {what} the multi-gen LRU, but this host kernel "
             f"({os.uname().release}) has no {LRU_GEN_ENABLED}: kernel-run needs a kernel with CONFIG_LRU_GEN "
-            "(a VM kernel-run is not available yet)"
+            "(or run it with --vm, in a VM with Debian's 6.12)"
         )
     if norm.get("lru_gen"):
         raise KernelRunError(
@@ -537,8 +537,8 @@ def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = N
     norm = json.loads(_core.validate_json(scenario_json))
     if norm.get("reclaim"):
         raise KernelRunError(
-            "the scenario has [[reclaim]] (memory.reclaim) schedules, which kernel-run does not replay; "
-            "a cgroup v1 host has no memory.reclaim at all"
+            "the scenario has [[reclaim]] (memory.reclaim) schedules, which kernel-run replays only with --vm "
+            "(cgroup v2 in a VM); a cgroup v1 host has no memory.reclaim at all"
         )
     check_lru(norm)
     cg = check_host()

@@ -119,7 +119,7 @@ def test_mglru_without_config_lru_gen_is_refused_before_touching_the_host(extra,
     line = r.output.strip()
     assert "\n" not in line, line
     assert str(tmp_path / "absent") in line and "CONFIG_LRU_GEN" in line, line
-    assert "VM kernel-run is not available yet" in line
+    assert "or run it with --vm" in line
     assert ("[[lru_gen]]" in line) == bool(extra), line
 
 
