@@ -38,7 +38,10 @@ fn create_cgroups(plan: &Plan) -> Result<(), String> {
         let d = cg_dir(&cg.path);
         std::fs::create_dir_all(&d).map_err(|e| format!("mkdir {}: {e}", d.display()))?;
         let parent = d.parent().expect("under the cgroup root");
-        sys::write(&parent.join("cgroup.subtree_control").to_string_lossy(), "+memory")?;
+        sys::write(
+            &parent.join("cgroup.subtree_control").to_string_lossy(),
+            "+memory",
+        )?;
         for (f, v) in &cg.files {
             sys::write(&d.join(f).to_string_lossy(), v)?;
         }
@@ -51,7 +54,10 @@ fn remove_cgroups(plan: &Plan) {
     for cg in plan.cgroups.iter().rev() {
         let d = cg_dir(&cg.path);
         if let Ok(procs) = std::fs::read_to_string(d.join("cgroup.procs")) {
-            for pid in procs.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+            for pid in procs
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+            {
                 // SAFETY: plain syscall.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
@@ -86,11 +92,20 @@ struct Child {
 
 /// Fork one workload process: it joins its cgroup, replays, and writes its statistics
 /// as JSON into the pipe.
-fn spawn(ready: &Ready, workload: usize, process: u32, threads: u32, cgroup: &str) -> Result<Child, String> {
+fn spawn(
+    ready: &Ready,
+    workload: usize,
+    process: u32,
+    threads: u32,
+    cgroup: &str,
+) -> Result<Child, String> {
     let live = PathBuf::from(format!("/dev/shm/w{workload}-p{process}"));
     // Zeroed here, so its pages are the parent's, not the workload cgroup's.
-    std::fs::write(&live, vec![0u8; (threads as usize * LIVE_FIELDS.len() * 8).max(8)])
-        .map_err(|e| format!("{}: {e}", live.display()))?;
+    std::fs::write(
+        &live,
+        vec![0u8; (threads as usize * LIVE_FIELDS.len() * 8).max(8)],
+    )
+    .map_err(|e| format!("{}: {e}", live.display()))?;
     let mut fds = [0i32; 2];
     // SAFETY: plain syscalls; the child only runs Rust code of this process image and
     // leaves by _exit.
@@ -128,7 +143,12 @@ fn spawn(ready: &Ready, workload: usize, process: u32, threads: u32, cgroup: &st
             libc::_exit(code);
         }
         libc::close(fds[1]);
-        Ok(Child { workload, pid, pipe: std::fs::File::from_raw_fd(fds[0]), live })
+        Ok(Child {
+            workload,
+            pid,
+            pipe: std::fs::File::from_raw_fd(fds[0]),
+            live,
+        })
     }
 }
 
@@ -141,7 +161,11 @@ fn read_live(p: &Path) -> Vec<Value> {
         .collect();
     vals.chunks_exact(LIVE_FIELDS.len())
         .map(|t| {
-            let m: Map<String, Value> = LIVE_FIELDS.iter().zip(t).map(|(k, v)| (k.to_string(), json!(v))).collect();
+            let m: Map<String, Value> = LIVE_FIELDS
+                .iter()
+                .zip(t)
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
             Value::Object(m)
         })
         .collect()
@@ -170,7 +194,12 @@ fn write_due(r: &Reclaim, k: u64, start: Instant, lives: &[PathBuf]) -> bool {
 /// due at `at + k * every` after the start (or at the workloads' progress the plan gives);
 /// a late write is made at once (back to back, as the model's reclaim task does). Stops
 /// when the workloads have ended.
-fn reclaim_thread(r: &Reclaim, start: Instant, lives: &[PathBuf], done: Arc<AtomicBool>) -> Vec<Value> {
+fn reclaim_thread(
+    r: &Reclaim,
+    start: Instant,
+    lives: &[PathBuf],
+    done: Arc<AtomicBool>,
+) -> Vec<Value> {
     let file = cg_dir(&r.cgroup).join("memory.reclaim");
     let mut log = Vec::new();
     for k in 0..r.times {
@@ -248,9 +277,14 @@ fn run_rep_in_tree(plan: &Plan, ready: &Ready) -> Result<Value, String> {
                 "threads": read_live(&k.live),
             }));
         } else {
-            let v: Value = serde_json::from_str(&buf).unwrap_or_else(|_| json!({ "error": "no output" }));
+            let v: Value =
+                serde_json::from_str(&buf).unwrap_or_else(|_| json!({ "error": "no output" }));
             if let Some(e) = v.get("error") {
-                errors.push(format!("workload {}: {}", k.workload, e.as_str().unwrap_or("?")));
+                errors.push(format!(
+                    "workload {}: {}",
+                    k.workload,
+                    e.as_str().unwrap_or("?")
+                ));
             }
             results.push(v);
         }
@@ -258,12 +292,18 @@ fn run_rep_in_tree(plan: &Plan, ready: &Ready) -> Result<Value, String> {
     }
     let wall = start.elapsed().as_secs_f64();
     done.store(true, Ordering::Relaxed);
-    let writes: Vec<Value> = threads.into_iter().flat_map(|t| t.join().unwrap_or_default()).collect();
+    let writes: Vec<Value> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap_or_default())
+        .collect();
     if !errors.is_empty() {
         return Err(errors.join("; "));
     }
     let v1 = kv(Path::new("/proc/vmstat"));
-    let vmstat: BTreeMap<&String, i64> = v1.iter().map(|(k, v)| (k, v - v0.get(k).copied().unwrap_or(0))).collect();
+    let vmstat: BTreeMap<&String, i64> = v1
+        .iter()
+        .map(|(k, v)| (k, v - v0.get(k).copied().unwrap_or(0)))
+        .collect();
     let cgroups: Map<String, Value> = plan
         .cgroups
         .iter()

@@ -24,7 +24,13 @@ fn mount(src: &str, target: &str, fstype: &str, data: &str) -> Result<(), String
     let (s, t, f, d) = (cstr(src), cstr(target), cstr(fstype), cstr(data));
     // SAFETY: valid NUL-terminated strings that outlive the call.
     let rc = unsafe {
-        libc::mount(s.as_ptr(), t.as_ptr(), f.as_ptr(), 0, d.as_ptr() as *const libc::c_void)
+        libc::mount(
+            s.as_ptr(),
+            t.as_ptr(),
+            f.as_ptr(),
+            0,
+            d.as_ptr() as *const libc::c_void,
+        )
     };
     if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EBUSY) {
         return Err(os_err(&format!("mount {fstype} on {target}")));
@@ -48,10 +54,15 @@ pub fn load_modules(paths: &[String]) -> Result<(), String> {
     const MODULE_INIT_COMPRESSED_FILE: libc::c_uint = 4;
     for p in paths {
         let f = File::open(p).map_err(|e| format!("{p}: {e}"))?;
-        let flags = if p.ends_with(".ko") { 0 } else { MODULE_INIT_COMPRESSED_FILE };
+        let flags = if p.ends_with(".ko") {
+            0
+        } else {
+            MODULE_INIT_COMPRESSED_FILE
+        };
         let empty = cstr("");
         // SAFETY: a valid fd and parameter string.
-        let rc = unsafe { libc::syscall(libc::SYS_finit_module, f.as_raw_fd(), empty.as_ptr(), flags) };
+        let rc =
+            unsafe { libc::syscall(libc::SYS_finit_module, f.as_raw_fd(), empty.as_ptr(), flags) };
         if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
             return Err(os_err(&format!("loading module {p}")));
         }
@@ -85,7 +96,9 @@ pub fn setup(plan: &Plan) -> Result<Value, String> {
     for (path, value) in &plan.writes {
         write(path, value)?;
     }
-    let lru_gen = std::fs::read_to_string(LRU_GEN).ok().map(|s| s.trim().to_string());
+    let lru_gen = std::fs::read_to_string(LRU_GEN)
+        .ok()
+        .map(|s| s.trim().to_string());
     if plan.swap_bytes > 0 {
         zram_swap(plan.swap_bytes)?;
     }
@@ -195,10 +208,18 @@ mod tests {
             return;
         };
         for bytes in [64u64 << 20, (256 << 20) + 4096 * 3] {
-            let dir = std::env::temp_dir().join(format!("reclaimsim-swaphdr-{}-{bytes}", std::process::id()));
+            let dir = std::env::temp_dir()
+                .join(format!("reclaimsim-swaphdr-{}-{bytes}", std::process::id()));
             std::fs::write(&dir, vec![0u8; bytes as usize]).unwrap();
-            let out = std::process::Command::new(&mkswap).arg(&dir).output().unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let out = std::process::Command::new(&mkswap)
+                .arg(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let mut theirs = std::fs::read(&dir).unwrap()[..4096].to_vec();
             std::fs::remove_file(&dir).unwrap();
             let mut ours = swap_header(bytes);
