@@ -408,17 +408,8 @@ def run_rep(
         cg.remove()
         for *_, live in kids:
             live.unlink(missing_ok=True)
-    counters = {}
-    for k in ("accesses", "hits", "misses", "major_faults", "minor_faults"):
-        counters[k] = sum(t[k] for r in results for t in r["threads"])
-    counters.update(per_thread_counters([t for r in results for t in r["threads"]]))
-    for k in VMSTAT_COUNTERS:
-        counters[k] = v1.get(k, 0) - v0.get(k, 0)
-    for path, (file_b, anon_b, kernel_b) in settled.items():
-        counters[f"file@{path}"] = file_b
-        counters[f"anon@{path}"] = anon_b
-        counters[f"kernel@{path}"] = kernel_b
-    counters["oom_killed_processes"] = sum(1 for r in results if r.get("killed") == signal.SIGKILL)
+    vm_delta = {k: v - v0.get(k, 0) for k, v in v1.items()}
+    counters = kernel_counters(results, vm_delta, settled)
     return {"wall_s": wall, "counters": counters}
 
 
@@ -433,6 +424,33 @@ CG_STAT_COUNTERS = [
     "pgrefill", "pgactivate", "pgdeactivate", "pgmajfault",
 ]
 CG_EVENTS = ["high", "max", "oom", "oom_kill"]
+
+
+def kernel_counters(processes: list[dict], vm_delta: dict, settled: dict, cg_stats: dict | None = None) -> dict:
+    """One kernel rep's counters under kernel-run's names (sim_counters' names): the
+    workload processes' access counters (`processes`: each with its threads, or "killed"),
+    the /proc/vmstat deltas, each cgroup's settled (file, anon, kernel) bytes and, given
+    `cg_stats` ({path: (memory.stat, memory.events)}), its per-cgroup counters."""
+    threads = [t for p in processes for t in p["threads"]]
+    c = {k: sum(t[k] for t in threads) for k in ("accesses", "hits", "misses", "major_faults", "minor_faults")}
+    c.update(per_thread_counters(threads))
+    vm = dict(vm_delta)
+    vm["allocstall"] = sum(v for k, v in vm_delta.items() if k.startswith("allocstall_"))
+    for k in VMSTAT_COUNTERS:
+        c[k] = vm.get(k, 0)
+    for path, (file_b, anon_b, kernel_b) in settled.items():
+        c[f"file@{path}"] = file_b
+        c[f"anon@{path}"] = anon_b
+        c[f"kernel@{path}"] = kernel_b
+        if cg_stats is not None:
+            st, ev = cg_stats[path]
+            for k in CG_STAT_COUNTERS:
+                if k in st:
+                    c[f"{k}@{path}"] = st[k]
+            for k in CG_EVENTS:
+                c[f"memory.events.{k}@{path}"] = ev.get(k, 0)
+    c["oom_killed_processes"] = sum(1 for p in processes if p.get("killed") == signal.SIGKILL)
+    return c
 
 
 def sim_counters(result, per_cgroup: bool = False) -> dict[str, float]:

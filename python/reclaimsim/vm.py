@@ -616,28 +616,15 @@ def _host_mem_available() -> int:
 
 def rep_counters(rep: dict, norm: dict) -> dict:
     """One guest rep's counters, named as kernel-run names them (sim_counters' names)."""
-    from .kernelrun import CG_EVENTS, CG_STAT_COUNTERS, VMSTAT_COUNTERS, per_thread_counters
+    from .kernelrun import kernel_counters
 
-    threads = [t for p in rep["processes"] for t in p["threads"]]
-    c = {k: sum(t[k] for t in threads) for k in ("accesses", "hits", "misses", "major_faults", "minor_faults")}
-    c.update(per_thread_counters(threads))
-    vm = dict(rep["vmstat"])
-    vm["allocstall"] = sum(v for k, v in vm.items() if k.startswith("allocstall_"))
-    for k in VMSTAT_COUNTERS:
-        c[k] = vm.get(k, 0)
+    settled, cg_stats = {}, {}
     for cg in norm.get("cgroup", []):
         d = rep["cgroups"].get(cg["path"], {})
         st, ev = d.get("memory.stat", {}), d.get("memory.events", {})
-        c[f"file@{cg['path']}"] = st.get("file", 0)
-        c[f"anon@{cg['path']}"] = st.get("anon", 0)
-        c[f"kernel@{cg['path']}"] = st.get("kernel", 0)
-        for k in CG_STAT_COUNTERS:
-            if k in st:
-                c[f"{k}@{cg['path']}"] = st[k]
-        for k in CG_EVENTS:
-            c[f"memory.events.{k}@{cg['path']}"] = ev.get(k, 0)
-    c["oom_killed_processes"] = sum(1 for p in rep["processes"] if p.get("killed") == signal.SIGKILL)
-    return c
+        settled[cg["path"]] = (st.get("file", 0), st.get("anon", 0), st.get("kernel", 0))
+        cg_stats[cg["path"]] = (st, ev)
+    return kernel_counters(rep["processes"], rep["vmstat"], settled, cg_stats)
 
 
 def _has_proactive_counters(doc: dict) -> bool:
