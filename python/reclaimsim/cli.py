@@ -128,6 +128,25 @@ _max_memory_option = click.option(
 )
 
 
+def _costs_path(ctx, param, value):
+    """Option callback: --costs FILE as the `costs_profile=...` override it stands for."""
+    if value is None:
+        return ()
+    p = Path(value)
+    if not p.is_file():
+        raise click.BadParameter(f"{value}: {'is a directory' if p.is_dir() else 'no such file'}; expected a cost profile (TOML, e.g. from `reclaimsim calibrate`)", ctx, param)
+    return (f"costs_profile={json.dumps(str(p.resolve()))}",)
+
+
+_costs_option = click.option(
+    "--costs",
+    "costs_sets",
+    metavar="FILE",
+    callback=_costs_path,
+    help="A cost profile (e.g. written by `reclaimsim calibrate`): the scenario's costs_profile. Precedence: defaults < machine.profile < this < [costs].",
+)
+
+
 def _progress_cb(disabled: bool):
     if disabled or not sys.stderr.isatty():
         return None, None
@@ -238,13 +257,14 @@ def _json_option(what: str):
 @click.option("--all", "show_all", is_flag=True, help="Print zero counters too.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
+@_costs_option
 @_max_memory_option
-def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, max_memory):
+def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, costs_sets, max_memory):
     """Run SCENARIO (a TOML file, a JSON file as `validate` prints, or a built-in name; default: `default`)."""
     cb, prog = _progress_cb(no_progress)
     try:
         r = run_scenario(
-            scenario, seed=seed, overrides=sets, progress=cb, full_scale=full_scale, max_memory=max_memory
+            scenario, seed=seed, overrides=sets + costs_sets, progress=cb, full_scale=full_scale, max_memory=max_memory
         )
     finally:
         if prog:
@@ -265,8 +285,9 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, max_
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--jobs", type=click.IntRange(1, 256), help="Parallel runs (default: CPUs).")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
+@_costs_option
 @_json_option("the comparison")
-def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_path):
+def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_sets, json_path):
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
     Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload,
@@ -282,7 +303,7 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_pat
     from .compare import compare, format_compare
 
     c = compare(
-        scenario, a=a, b=b, seeds=seeds, overrides=sets, metrics=list(metrics) or None, jobs=jobs,
+        scenario, a=a, b=b, seeds=seeds, overrides=sets + costs_sets, metrics=list(metrics) or None, jobs=jobs,
         full_scale=full_scale,
     )
     if json_path:
@@ -306,7 +327,8 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, json_pat
 @click.option("--timeout", type=click.FloatRange(10, 86400), default=1800, show_default=True, help="With --vm: stop a guest that has not finished after this many seconds.")
 @click.option("--reclaim-timing", type=click.Choice(["progress", "wall"]), default="progress", show_default=True, help="With --vm: make each memory.reclaim write when the workloads reach the accesses the simulator had done by its due time (progress), or at its wall-clock due time (wall).")
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
-def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, reclaim_timing, show_all):
+@_costs_option
+def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, reclaim_timing, show_all, costs_sets):
     """Run SCENARIO's workloads on a real kernel, in real memory cgroups, and print the
     kernel's counters beside the simulator's for the same scenario and seed.
 
@@ -333,7 +355,7 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
     elif workdir or swapfile:
         _fail(f"{'--workdir' if workdir else '--swapfile'}: not with --vm (the guest has its own disk and zram)")
     try:
-        data = load_scenario(scenario, sets)
+        data = load_scenario(scenario, sets + costs_sets)
         if seed is not None:
             data["seed"] = seed
         if vm:
@@ -458,10 +480,49 @@ def scenarios():
 
 
 @main.command()
-def costs():
-    """Print the cost table (name, default ns, meaning); override in [costs]."""
-    for c in json.loads(_core.cost_table_json()):
-        click.echo(f"{c['name']:<28} {c['default_ns']:>8} ns  {c['doc']}")
+@click.argument("scenario", required=False)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field (e.g. machine.profile=NAME).")
+@_costs_option
+@_json_option("the table")
+def costs(scenario, sets, costs_sets, json_path):
+    """Print the cost table: each entry's value [ns], where it comes from and what it is.
+
+    Without SCENARIO, the built-in defaults. With one, the table its run uses and each
+    value's origin; precedence, lowest first: the defaults, the scenario's
+    machine.profile (a built-in hardware profile, `reclaimsim profiles`), its
+    costs_profile or --costs FILE (e.g. from `reclaimsim calibrate`), its own [costs].
+    """
+    if (sets or costs_sets) and not scenario:
+        scenario = "default"
+    text = json.dumps(load_scenario(scenario, sets + costs_sets)) if scenario else None
+    table = json.loads(_core.cost_table_json(text))
+    if json_path:
+        write_output(json_path, json.dumps(table, indent=2))
+        if json_path == "-":
+            return
+    for c in table:
+        o = c["origin"]
+        origin = o["layer"] + (f" {o['from']}" if o["from"] else "")
+        click.echo(f"{c['name']:<26} {c['ns']:>9} ns  {origin:<24} {c['doc']}")
+        if o["source"]:
+            click.echo(f"{'':<41}source: {o['source']}")
+
+
+@main.command()
+@_json_option("the profiles")
+def profiles(json_path):
+    """List the built-in hardware profiles (machine.profile = NAME) and their sourced figures."""
+    ps = json.loads(_core.profiles_json())
+    if json_path:
+        write_output(json_path, json.dumps(ps, indent=2))
+        if json_path == "-":
+            return
+    if not ps:
+        click.echo("no hardware profiles are built in")
+    for p in ps:
+        click.echo(f"{p['name']:<20} {p['description']}")
+        for k, e in p["costs"].items():
+            click.echo(f"    {k:<26} {e['ns']:>9} ns  {e['source']}")
 
 
 @main.command()

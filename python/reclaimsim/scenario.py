@@ -89,7 +89,7 @@ def load_scenario(
                 data = _parse_json(_read_text(p), s)
             else:
                 data = _parse_toml(_read_text(p), s)
-            _resolve_trace_paths(data, p.parent)
+            _resolve_paths(data, p.parent)
         else:
             f = _builtin_dir() / f"{s}.toml"
             if not f.is_file():
@@ -169,8 +169,12 @@ def _check_values(v: Any, path: list) -> None:
         raise ScenarioError(f"{_fmt_path(path)} = {v}: not a finite number")
 
 
-def _resolve_trace_paths(data: dict, base: Path) -> None:
-    """Trace workloads' relative paths are relative to the scenario file's directory."""
+def _resolve_paths(data: dict, base: Path) -> None:
+    """Trace workloads' relative paths and a relative `costs_profile` are relative to the
+    scenario file's directory."""
+    cp = data.get("costs_profile")
+    if isinstance(cp, str) and cp and not Path(cp).is_absolute():
+        data["costs_profile"] = str(base / cp)
     for w in data.get("workload", []) if isinstance(data.get("workload"), list) else []:
         if isinstance(w, dict) and w.get("type") == "trace" and isinstance(w.get("path"), str):
             if not Path(w["path"]).is_absolute():

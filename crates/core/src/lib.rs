@@ -70,11 +70,33 @@ pub fn estimate_memory_json(scenario_json: &str) -> Result<String> {
     serde_json::to_string(&budget::estimate(&sc)).map_err(|e| Error::Internal(e.to_string()))
 }
 
-/// The cost table as JSON: a list of {"name", "default_ns", "doc"}.
-pub fn cost_table_json() -> String {
+/// The cost table as JSON: a list of {"name", "ns", "default_ns", "origin", "doc"}, where
+/// `origin` is {"layer", "from", "source"}. Without a scenario every value is the default;
+/// with one (JSON text), its `machine.profile`, `costs_profile` and `[costs]` applied.
+pub fn cost_table_json(scenario_json: Option<&str>) -> Result<String> {
+    let resolved = match scenario_json {
+        Some(text) => Some(engine::cost_profile::resolve(&Scenario::from_json(text)?)?),
+        None => None,
+    };
     let v: Vec<serde_json::Value> = engine::cost::CostTable::describe()
         .into_iter()
-        .map(|(n, d, doc)| serde_json::json!({"name": n, "default_ns": d, "doc": doc}))
+        .map(|(n, d, doc)| {
+            let (ns, origin) = match &resolved {
+                Some(r) => (r.table.get(n).unwrap_or(d), r.origins.get(n).cloned()),
+                None => (d, None),
+            };
+            let origin = origin.unwrap_or(engine::cost_profile::Origin {
+                layer: "default",
+                from: String::new(),
+                source: String::new(),
+            });
+            serde_json::json!({"name": n, "ns": ns, "default_ns": d, "origin": origin, "doc": doc})
+        })
         .collect();
-    serde_json::to_string(&v).unwrap_or_default()
+    serde_json::to_string(&v).map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// The built-in hardware profiles as JSON (a list of profiles: name, description, costs).
+pub fn profiles_json() -> String {
+    serde_json::to_string(&engine::cost_profile::builtins()).unwrap_or_default()
 }

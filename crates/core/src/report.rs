@@ -196,7 +196,25 @@ pub struct Report {
     pub timeseries: Value,
     /// /sys/kernel/debug/lru_gen at the end and sampled (MGLRU; null with the classic LRU).
     pub lru_gen: Value,
+    /// The cost table the run used: name -> {"ns", "origin"}, the origin being `default`,
+    /// `machine.profile NAME`, `costs_profile FILE` or `costs` (engine/cost_profile.rs).
+    pub costs: Map<String, Value>,
     pub engine: Value,
+}
+
+/// The run's cost table with each value's origin.
+fn cost_report(sim: &Sim) -> Map<String, Value> {
+    let mut m = Map::new();
+    for (name, o) in &sim.cost_origins {
+        let origin = if o.from.is_empty() {
+            o.layer.to_string()
+        } else {
+            format!("{} {}", o.layer, o.from)
+        };
+        let ns = sim.c.get(name).unwrap_or(0);
+        m.insert(name.to_string(), json!({"ns": ns, "origin": origin}));
+    }
+    m
 }
 
 fn limit_bytes(pages: u64) -> Value {
@@ -390,6 +408,7 @@ impl Report {
                 "rows": Value::Array(rows),
             }),
             lru_gen: sim.lru_gen_samples.borrow().report(&mm, end_ns),
+            costs: cost_report(sim),
             engine: json!({
                 "polls": sim.e.polls.get(),
                 "events": sim.e.spawned.get(),

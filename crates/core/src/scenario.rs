@@ -246,9 +246,14 @@ pub struct Scenario {
     /// the core ignores it): `a` and `b` variant tables, `metrics`, `seeds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compare: Option<serde_json::Value>,
-    /// Cost-table overrides: name = nanoseconds. Names: see `reclaimsim costs`.
+    /// Cost-table overrides: name = nanoseconds. Names: see `reclaimsim costs`. They take
+    /// precedence over `costs_profile` and `machine.profile` (engine/cost_profile.rs).
     #[serde(default)]
     pub costs: BTreeMap<String, u64>,
+    /// A cost profile file (TOML, e.g. written by `reclaimsim calibrate`); a relative path is
+    /// relative to the scenario file. Above `machine.profile`, below `[costs]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs_profile: Option<String>,
     /// The cgroup tree below the root (`/` exists implicitly). Parents before children.
     #[serde(default, rename = "cgroup")]
     pub cgroups: Vec<CgroupSpec>,
@@ -283,6 +288,10 @@ pub struct Machine {
     /// The swap device; absent means no swap.
     #[serde(default)]
     pub swap: Option<Swap>,
+    /// A built-in hardware profile (`reclaimsim profiles`): published figures of a machine
+    /// class for the cost table. Below `costs_profile` and `[costs]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 fn one() -> u32 {
@@ -1449,6 +1458,8 @@ impl Scenario {
                 ));
             }
         }
+        // The profiles exist, parse and name only known costs.
+        crate::engine::cost_profile::resolve(self)?;
         if self.cgroups.len() > MAX_CGROUPS {
             return Err(Error::scenario(
                 "scenario.cgroup",

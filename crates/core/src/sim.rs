@@ -44,6 +44,8 @@ pub struct Sim {
     pub e: Engine,
     pub mm: RefCell<Mm>,
     pub c: CostTable,
+    /// Where each cost came from (default, a profile, the scenario), for the report.
+    pub cost_origins: BTreeMap<&'static str, crate::engine::cost_profile::Origin>,
     pub end: Time,
     pub seed: u64,
     /// kernel.memcg_flush_phase: the first periodic memcg flush (None = seeded).
@@ -98,7 +100,8 @@ pub struct Sim {
 impl Sim {
     /// Build the machine of a validated scenario.
     pub fn build(sc: &Scenario) -> Result<Rc<Sim>> {
-        let costs = CostTable::default().with_overrides(&sc.costs);
+        let resolved = crate::engine::cost_profile::resolve(sc)?;
+        let costs = resolved.table;
         let m = &sc.machine;
         let nodes = m.nodes as usize;
         let node_pages = m.memory_per_node.pages();
@@ -265,6 +268,7 @@ impl Sim {
             e,
             mm: RefCell::new(mm),
             c: costs,
+            cost_origins: resolved.origins,
             end: sc.duration.0,
             seed: sc.seed,
             flush_phase: sc.kernel.memcg_flush_phase.map(|d| d.0),

@@ -85,10 +85,18 @@ fn signals_ok(err: &mut Option<PyErr>) -> bool {
     })
 }
 
-/// The cost table's names, defaults [ns] and one-line documentation, as JSON text.
+/// The cost table as JSON text: each entry's name, value [ns], default, origin and
+/// one-line documentation; with a scenario (JSON text), its profiles and `[costs]` applied.
 #[pyfunction]
-fn cost_table_json() -> String {
-    reclaimsim_core::cost_table_json()
+#[pyo3(signature = (scenario_json=None))]
+fn cost_table_json(scenario_json: Option<&str>) -> PyResult<String> {
+    reclaimsim_core::cost_table_json(scenario_json).map_err(to_py_err)
+}
+
+/// The built-in hardware profiles, as JSON text.
+#[pyfunction]
+fn profiles_json() -> String {
+    reclaimsim_core::profiles_json()
 }
 
 /// Check that every workload of a scenario (JSON text) can be replayed on the host kernel;
@@ -205,6 +213,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_json, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_memory_json, m)?)?;
     m.add_function(wrap_pyfunction!(cost_table_json, m)?)?;
+    m.add_function(wrap_pyfunction!(profiles_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_processes_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_prepare_json, m)?)?;
     m.add_class::<HostPrepared>()?;

@@ -34,6 +34,14 @@ macro_rules! cost_table {
                 vec![$( (stringify!($name), $default, concat!($($doc),*).trim().to_string()), )*]
             }
 
+            /// The value of entry `name`.
+            pub fn get(&self, name: &str) -> Option<u64> {
+                match name {
+                    $( stringify!($name) => Some(self.$name), )*
+                    _ => None,
+                }
+            }
+
             /// Apply scenario overrides (names were validated with the scenario).
             pub fn with_overrides(mut self, o: &BTreeMap<String, u64>) -> Self {
                 for (k, v) in o {

@@ -30,6 +30,7 @@
 
 pub mod blkdev;
 pub mod cost;
+pub mod cost_profile;
 pub mod rng;
 
 use std::cell::{Cell, RefCell};
