@@ -58,7 +58,13 @@ pub struct CostProfile {
 const MAX_PROFILE_BYTES: u64 = 1 << 20;
 
 /// The built-in hardware profiles: (name, TOML text).
-const BUILTIN: &[(&str, &str)] = &[("laptop", include_str!("../../profiles/laptop.toml"))];
+const BUILTIN: &[(&str, &str)] = &[
+    ("laptop", include_str!("../../profiles/laptop.toml")),
+    (
+        "server-2s-176c",
+        include_str!("../../profiles/server-2s-176c.toml"),
+    ),
+];
 
 impl CostProfile {
     /// Parse a profile's TOML text; `origin` (a file name or `profile NAME`) and `field`
