@@ -64,6 +64,10 @@ const BUILTIN: &[(&str, &str)] = &[
         "server-2s-176c",
         include_str!("../../profiles/server-2s-176c.toml"),
     ),
+    (
+        "skylake-sp-4s",
+        include_str!("../../profiles/skylake-sp-4s.toml"),
+    ),
 ];
 
 impl CostProfile {
