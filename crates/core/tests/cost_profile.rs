@@ -82,7 +82,7 @@ fn the_run_is_charged_with_the_resolved_table() {
 #[test]
 fn builtin_hardware_profiles_parse_and_cite_a_source_for_every_figure() {
     let names = builtin_names();
-    for n in ["laptop", "server-2s-176c", "skylake-sp-4s"] {
+    for n in ["laptop", "server-2s-176c", "server-4n-1t", "skylake-sp-4s"] {
         assert!(names.contains(&n), "{n} not built in: {names:?}");
     }
     assert_eq!(builtins().len(), names.len());

@@ -65,6 +65,10 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../profiles/server-2s-176c.toml"),
     ),
     (
+        "server-4n-1t",
+        include_str!("../../profiles/server-4n-1t.toml"),
+    ),
+    (
         "skylake-sp-4s",
         include_str!("../../profiles/skylake-sp-4s.toml"),
     ),
