@@ -509,6 +509,40 @@ def costs(scenario, sets, costs_sets, json_path):
 
 
 @main.command()
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), callback=_writable, help="Where to write the cost profile (TOML).")
+@click.option("--workdir", type=click.Path(file_okay=False), help="Directory for the page-cache benchmark's file: a disk filesystem (default /var/tmp).")
+@click.option("--cpus", default="0,1", show_default=True, metavar="A,B", help="The two CPUs of the cache-line benchmarks.")
+@click.option("--quick", is_flag=True, help="Smaller regions and fewer repetitions (seconds instead of a minute; noisier).")
+def calibrate(out, workdir, cpus, quick):
+    """Measure this machine's costs and write a cost profile.
+
+    Native microbenchmarks on the running kernel: anonymous faults with zeroing, resident
+    accesses, zap (MADV_DONTNEED), page-cache hits and misses, reclaim of clean file
+    pages and swap-out/swap-in through zram (MADV_PAGEOUT; root: zram is set up and removed
+    as kernel-run does), a cache-line transfer between two CPUs, a contended spinlock
+    handoff, an atomic. Entries a benchmark times alone are written as measured; a kernel
+    path gives the one entry of its sum no other benchmark measures (each entry's source
+    says which). Apply the profile with --costs FILE or costs_profile = "FILE".
+    """
+    from .calibrate import CalibrateError, calibrate as run_calibrate, format_profile
+
+    try:
+        a, b = (int(x) for x in cpus.split(","))
+    except ValueError:
+        _fail(f"--cpus {cpus!r}: expected two CPU numbers A,B (e.g. 0,1)")
+    try:
+        # In the main thread: Ctrl-C lands between benchmarks (seconds each), so the zram
+        # swap is always taken down again.
+        p = run_calibrate(out, workdir, (a, b), quick, lambda m: click.echo(f"calibrate: {m}", err=True))
+    except CalibrateError as e:
+        _fail(str(e), e.code)
+    except OSError as e:
+        _fail(f"calibrate: {e}", 1)
+    click.echo(format_profile(p))
+    click.echo(f"written to {out}", err=True)
+
+
+@main.command()
 @_json_option("the profiles")
 def profiles(json_path):
     """List the built-in hardware profiles (machine.profile = NAME) and their sourced figures."""

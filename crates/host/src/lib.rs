@@ -17,6 +17,8 @@
 //! The caller (the Python front) places the process in the cgroup before calling
 //! [`run_process`]; this crate does no cgroup or swap setup.
 
+pub mod calibrate;
+
 use reclaimsim_core::scenario::{
     FileRead, MappingKind, Scenario, Trace, TraceTarget, Usemem, WorkloadSpec, PAGE_SIZE,
 };

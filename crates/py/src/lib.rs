@@ -116,6 +116,44 @@ fn host_create_files_json(py: Python<'_>, scenario_json: &str, dir: &str) -> PyR
         .map_err(pyo3::exceptions::PyOSError::new_err)
 }
 
+/// Run one part of `reclaimsim calibrate`'s microbenchmarks (`anon`, `swap`, `page_cache`,
+/// `cache_lines`) on this machine; returns the figures as JSON text.
+#[pyfunction]
+#[pyo3(signature = (part, dir, cpu_a, cpu_b, anon_pages, file_pages, reps, pingpongs))]
+#[allow(clippy::too_many_arguments)]
+fn host_calibrate_json(
+    py: Python<'_>,
+    part: &str,
+    dir: &str,
+    cpu_a: usize,
+    cpu_b: usize,
+    anon_pages: usize,
+    file_pages: usize,
+    reps: usize,
+    pingpongs: u64,
+) -> PyResult<String> {
+    use reclaimsim_host::calibrate::{run_json, Part, Sizes};
+    let part = match part {
+        "anon" => Part::Anon,
+        "swap" => Part::Swap,
+        "page_cache" => Part::PageCache,
+        "cache_lines" => Part::CacheLines,
+        _ => {
+            return Err(ScenarioError::new_err(format!(
+                "calibrate part {part:?}: allowed anon, swap, page_cache, cache_lines"
+            )))
+        }
+    };
+    let sizes = Sizes {
+        anon_pages,
+        file_pages,
+        reps,
+        pingpongs,
+    };
+    py.allow_threads(|| run_json(part, std::path::Path::new(dir), (cpu_a, cpu_b), sizes))
+        .map_err(pyo3::exceptions::PyOSError::new_err)
+}
+
 /// Trace workloads' id-to-page maps, built in the parent before the workers fork
 /// (`host_prepare_json`), so that their memory is not charged to the workload's cgroup.
 #[pyclass(frozen)]
@@ -214,6 +252,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimate_memory_json, m)?)?;
     m.add_function(wrap_pyfunction!(cost_table_json, m)?)?;
     m.add_function(wrap_pyfunction!(profiles_json, m)?)?;
+    m.add_function(wrap_pyfunction!(host_calibrate_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_processes_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_prepare_json, m)?)?;
     m.add_class::<HostPrepared>()?;

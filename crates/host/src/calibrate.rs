@@ -1,0 +1,686 @@
+//! Microbenchmarks of this machine's kernel and hardware, for `reclaimsim calibrate`.
+//!
+//! Each benchmark times one primitive the cost table names, from user space, on the
+//! running kernel: a loop over many pages (or many handoffs), repeated, the median of the
+//! repetitions kept. What a benchmark cannot isolate (a fault is entry, allocation,
+//! zeroing and mapping at once) it reports as a *path* figure; the Python front turns
+//! paths into cost-table entries by subtracting the entries it already has, and says so
+//! in each entry's `source`.
+//!
+//! Pages are filled the way kernel-run's workloads fill them (one word written per page),
+//! so what zram compresses here is what it compresses in the calibration cases.
+//!
+//! Nothing here asserts a time: the figures are measurements, and the tests check only
+//! that each benchmark does the work it says (pages resident, pages swapped out).
+
+use serde::Serialize;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+const PAGE: usize = 4096;
+
+/// One measured figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    /// The benchmark's name (a cost-table entry, or a path the front decomposes).
+    pub name: &'static str,
+    /// Median nanoseconds per operation.
+    pub ns: f64,
+    /// Spread: (max - min) / median over the repetitions.
+    pub spread: f64,
+    /// Operations timed per repetition.
+    pub ops: u64,
+    /// What was timed.
+    pub how: String,
+}
+
+/// Sizes of a calibration run.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    /// Anonymous region [pages].
+    pub anon_pages: usize,
+    /// File size [pages].
+    pub file_pages: usize,
+    /// Repetitions of each benchmark.
+    pub reps: usize,
+    /// Cache-line round trips per repetition.
+    pub pingpongs: u64,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes {
+            anon_pages: 64 << 8, // 64 MiB
+            file_pages: 32 << 8, // 32 MiB
+            reps: 5,
+            pingpongs: 200_000,
+        }
+    }
+}
+
+fn os_err(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+/// An anonymous private mapping without THP, unmapped on drop.
+struct Anon {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Anon {
+    fn new(pages: usize) -> Result<Anon, String> {
+        let len = pages * PAGE;
+        // SAFETY: a fresh private anonymous mapping; checked for MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(os_err("mmap"));
+        }
+        // SAFETY: advice on our own mapping.
+        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+        Ok(Anon {
+            base: base as *mut u8,
+            len,
+        })
+    }
+
+    fn pages(&self) -> usize {
+        self.len / PAGE
+    }
+
+    /// Write one word of page `i` (what a usemem touch does).
+    fn touch(&self, i: usize, v: u64) {
+        // SAFETY: i < pages; the mapping is ours and writable.
+        unsafe { std::ptr::write_volatile(self.base.add(i * PAGE) as *mut u64, v) };
+    }
+
+    fn advise(&self, advice: libc::c_int) -> Result<(), String> {
+        // SAFETY: advice on our own mapping.
+        if unsafe { libc::madvise(self.base as *mut _, self.len, advice) } != 0 {
+            return Err(os_err("madvise"));
+        }
+        Ok(())
+    }
+
+    /// Pages of the mapping resident in memory (mincore).
+    fn resident(&self) -> usize {
+        let mut vec = vec![0u8; self.pages()];
+        // SAFETY: vec has one byte per page of our mapping.
+        let rc = unsafe { libc::mincore(self.base as *mut _, self.len, vec.as_mut_ptr()) };
+        if rc != 0 {
+            return 0;
+        }
+        vec.iter().filter(|b| **b & 1 == 1).count()
+    }
+}
+
+impl Drop for Anon {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping we made.
+        unsafe { libc::munmap(self.base as *mut _, self.len) };
+    }
+}
+
+/// Median and spread of `reps` timings of `f`, each returning (ns, ops).
+fn repeat(
+    reps: usize,
+    mut f: impl FnMut() -> Result<(f64, u64), String>,
+) -> Result<(f64, f64, u64), String> {
+    let mut v = Vec::with_capacity(reps);
+    let mut ops = 0;
+    for _ in 0..reps.max(1) {
+        let (ns, n) = f()?;
+        ops = n.max(1);
+        v.push(ns / ops as f64);
+    }
+    v.sort_by(f64::total_cmp);
+    let med = v[v.len() / 2];
+    let spread = if med > 0.0 {
+        (v[v.len() - 1] - v[0]) / med
+    } else {
+        0.0
+    };
+    Ok((med, spread, ops))
+}
+
+fn figure(name: &'static str, r: (f64, f64, u64), how: &str) -> Figure {
+    Figure {
+        name,
+        ns: r.0,
+        spread: r.1,
+        ops: r.2,
+        how: how.to_string(),
+    }
+}
+
+/// A permutation of 0..n from a small xorshift generator (deterministic).
+fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    let mut x = seed | 1;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+/// Anonymous memory: resident accesses, first-touch faults, zeroing, zap.
+pub fn anon(s: Sizes) -> Result<Vec<Figure>, String> {
+    let n = s.anon_pages;
+    let mut out = Vec::new();
+    // First touch: do_anonymous_page (fault entry, allocation, zeroing, mapping, LRU add).
+    let r = repeat(s.reps, || {
+        let m = Anon::new(n)?;
+        let t = Instant::now();
+        for i in 0..n {
+            m.touch(i, i as u64 + 1);
+        }
+        Ok((t.elapsed().as_nanos() as f64, n as u64))
+    })?;
+    out.push(figure("anon_fault_path", r, "first write to each page of a fresh private anonymous mapping (THP off): one do_anonymous_page per page"));
+    let m = Anon::new(n)?;
+    for i in 0..n {
+        m.touch(i, 1);
+    }
+    let r = repeat(s.reps, || {
+        let t = Instant::now();
+        for i in 0..n {
+            m.touch(i, i as u64);
+        }
+        Ok((t.elapsed().as_nanos() as f64, n as u64))
+    })?;
+    out.push(figure(
+        "access_seq",
+        r,
+        "one word written per page, pages in address order, all resident",
+    ));
+    let order = shuffled(n, 0x9e37_79b9_7f4a_7c15);
+    let r = repeat(s.reps, || {
+        let t = Instant::now();
+        for &i in &order {
+            m.touch(i, i as u64);
+        }
+        Ok((t.elapsed().as_nanos() as f64, n as u64))
+    })?;
+    out.push(figure(
+        "access_random",
+        r,
+        "one word written per page, pages in a random permutation, all resident",
+    ));
+    let r = repeat(s.reps, || {
+        let t = Instant::now();
+        for i in 0..n {
+            // SAFETY: page i of our resident mapping.
+            unsafe { std::ptr::write_bytes(m.base.add(i * PAGE), 0, PAGE) };
+        }
+        Ok((t.elapsed().as_nanos() as f64, n as u64))
+    })?;
+    out.push(figure(
+        "page_zero",
+        r,
+        "memset of 4 KiB over resident pages in address order (what clear_page does)",
+    ));
+    let r = repeat(s.reps, || {
+        let m = Anon::new(n)?;
+        for i in 0..n {
+            m.touch(i, 1);
+        }
+        let t = Instant::now();
+        m.advise(libc::MADV_DONTNEED)?;
+        Ok((t.elapsed().as_nanos() as f64, n as u64))
+    })?;
+    out.push(figure(
+        "zap_path",
+        r,
+        "MADV_DONTNEED over populated anonymous pages: zap_pte_range, per page",
+    ));
+    Ok(out)
+}
+
+/// Swap through the active swap device (zram in calibrate): MADV_PAGEOUT of anonymous
+/// pages (reclaim_pages: shrink_folio_list with a swap write each), then swap-in faults in
+/// a random order. `Ok(None)` when nothing was swapped out (no swap).
+pub fn swap(s: Sizes) -> Result<Option<Vec<Figure>>, String> {
+    let n = s.anon_pages;
+    let mut outs = Vec::new();
+    let mut ins = Vec::new();
+    for rep in 0..s.reps.max(1) {
+        let m = Anon::new(n)?;
+        for i in 0..n {
+            m.touch(i, (i as u64) << 12 | rep as u64 | 1);
+        }
+        let t = Instant::now();
+        m.advise(libc::MADV_PAGEOUT)?;
+        let out_ns = t.elapsed().as_nanos() as f64;
+        let left = m.resident();
+        let swapped = n - left;
+        if swapped < n / 2 {
+            return Ok(None);
+        }
+        outs.push(out_ns / swapped as f64);
+        let order = shuffled(n, 0x2545_f491_4f6c_dd1d ^ rep as u64);
+        let t = Instant::now();
+        for &i in &order {
+            m.touch(i, 7);
+        }
+        ins.push(t.elapsed().as_nanos() as f64 / n as f64);
+    }
+    let stat = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let med = v[v.len() / 2];
+        (med, (v[v.len() - 1] - v[0]) / med.max(1e-9), n as u64)
+    };
+    Ok(Some(vec![
+        figure("swap_out_path", stat(outs), "MADV_PAGEOUT of written anonymous pages, per page swapped out (mincore after): reclaim_pages -> shrink_folio_list with one swap write each"),
+        figure("swap_in_path", stat(ins), "write to each swapped-out page in a random order: do_swap_page with a synchronous read each"),
+    ]))
+}
+
+/// A file of `pages` pages in `dir`, written and synced (removed on drop).
+struct TmpFile {
+    f: File,
+    path: std::path::PathBuf,
+    pages: usize,
+}
+
+impl TmpFile {
+    fn new(dir: &Path, pages: usize) -> Result<TmpFile, String> {
+        use std::io::Write;
+        let path = dir.join(format!("reclaimsim-calibrate-{}", std::process::id()));
+        let mut f = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut buf = vec![0u8; PAGE];
+        for i in 0..pages {
+            buf[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+            f.write_all(&buf)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        f.sync_all()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(TmpFile { f, path, pages })
+    }
+
+    fn fadvise(&self, advice: libc::c_int) {
+        // SAFETY: advice on our own descriptor.
+        unsafe { libc::posix_fadvise(self.f.as_raw_fd(), 0, 0, advice) };
+    }
+
+    fn pread(&self, i: usize, buf: &mut [u8]) -> Result<(), String> {
+        // SAFETY: buf is PAGE bytes we own.
+        let r = unsafe {
+            libc::pread(
+                self.f.as_raw_fd(),
+                buf.as_mut_ptr() as *mut _,
+                PAGE,
+                (i * PAGE) as libc::off_t,
+            )
+        };
+        if r != PAGE as isize {
+            return Err(os_err("pread"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for TmpFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Page cache: read hits, read misses (the device), MADV_PAGEOUT of clean mapped pages.
+pub fn page_cache(dir: &Path, s: Sizes) -> Result<Vec<Figure>, String> {
+    let f = TmpFile::new(dir, s.file_pages)?;
+    let n = f.pages;
+    let mut buf = vec![0u8; PAGE];
+    let mut out = Vec::new();
+    f.fadvise(libc::POSIX_FADV_RANDOM);
+    for i in 0..n {
+        f.pread(i, &mut buf)?;
+    }
+    let order = shuffled(n, 0x5851_f42d_4c95_7f2d);
+    let r = repeat(s.reps, || {
+        let t = Instant::now();
+        for &i in &order {
+            f.pread(i, &mut buf)?;
+        }
+        Ok((t.elapsed().as_nanos() as f64, n as u64))
+    })?;
+    out.push(figure(
+        "file_read_hit",
+        r,
+        "pread of one 4 KiB page-cache page, pages in a random order, all cached",
+    ));
+    // Misses: a quarter of the file per repetition, dropped from the cache first.
+    let misses = (n / 4).max(1);
+    let r = repeat(s.reps, || {
+        f.fadvise(libc::POSIX_FADV_DONTNEED);
+        f.fadvise(libc::POSIX_FADV_RANDOM);
+        let t = Instant::now();
+        for &i in order.iter().take(misses) {
+            f.pread(i, &mut buf)?;
+        }
+        Ok((t.elapsed().as_nanos() as f64, misses as u64))
+    })?;
+    out.push(figure("file_read_miss_path", r, "pread of one uncached 4 KiB page (POSIX_FADV_DONTNEED before, readahead off by POSIX_FADV_RANDOM), random order: filemap_read with a synchronous device read"));
+    // Clean file folios reclaimed through MADV_PAGEOUT (reclaim_pages).
+    let r = repeat(s.reps, || {
+        for i in 0..n {
+            f.pread(i, &mut buf)?;
+        }
+        // SAFETY: a shared read-only mapping of our file, checked for MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                n * PAGE,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.f.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(os_err("mmap"));
+        }
+        let mut sum = 0u64;
+        for i in 0..n {
+            // SAFETY: page i of the mapping; maps the cached page.
+            sum = sum.wrapping_add(unsafe {
+                std::ptr::read_volatile((base as *const u8).add(i * PAGE))
+            } as u64);
+        }
+        std::hint::black_box(sum);
+        let t = Instant::now();
+        // SAFETY: advice on our own mapping.
+        unsafe { libc::madvise(base, n * PAGE, libc::MADV_PAGEOUT) };
+        let ns = t.elapsed().as_nanos() as f64;
+        let mut vec = vec![0u8; n];
+        // SAFETY: vec has one byte per page of the mapping.
+        unsafe { libc::mincore(base, n * PAGE, vec.as_mut_ptr()) };
+        // SAFETY: unmapping our mapping.
+        unsafe { libc::munmap(base, n * PAGE) };
+        let gone = vec.iter().filter(|b| **b & 1 == 0).count();
+        if gone < n / 2 {
+            return Err(format!(
+                "MADV_PAGEOUT reclaimed {gone} of {n} clean file pages"
+            ));
+        }
+        Ok((ns, gone as u64))
+    })?;
+    out.push(figure("reclaim_clean_file_path", r, "MADV_PAGEOUT of mapped clean page-cache pages, per page reclaimed (mincore after): reclaim_pages -> shrink_folio_list, rmap unmap, free"));
+    Ok(out)
+}
+
+/// Pin the calling thread to `cpu`; false when the affinity cannot be set.
+fn pin(cpu: usize) -> bool {
+    // SAFETY: a zeroed cpu_set_t with one bit set, for this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+/// The longest a cache-line benchmark may spin before it gives up (a CPU that never runs
+/// the peer thread must not hang calibrate).
+const SPIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+const SPIN_TIMEOUT: &str =
+    "cache-line benchmark made no progress for 60 s (is the other CPU busy or offline?)";
+
+/// Spin until `line` holds `v`; false when `deadline` passes first.
+fn spin_until(line: &AtomicU64, v: u64, deadline: Instant) -> bool {
+    let mut k = 0u32;
+    while line.load(Ordering::Acquire) != v {
+        std::hint::spin_loop();
+        k = k.wrapping_add(1);
+        if k & 0xffff == 0 && Instant::now() > deadline {
+            return false;
+        }
+    }
+    true
+}
+
+/// Cache lines between CPUs `a` and `b`: a ping-pong (one transfer per hop), a contended
+/// spinlock handoff; and on one CPU an atomic RMW and an uncontended lock round.
+pub fn cache_lines(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
+    let mut out = Vec::new();
+    let n = s.pingpongs;
+    let r = repeat(s.reps, || {
+        let line = Arc::new(Line(AtomicU64::new(0)));
+        let l2 = line.clone();
+        let deadline = Instant::now() + SPIN_LIMIT;
+        let peer = std::thread::spawn(move || {
+            pin(b);
+            for i in 0..n {
+                if !spin_until(&l2.0, 2 * i + 1, deadline) {
+                    return Err(SPIN_TIMEOUT.to_string());
+                }
+                l2.0.store(2 * i + 2, Ordering::Release);
+            }
+            Ok(())
+        });
+        pin(a);
+        let t = Instant::now();
+        let mut mine = Ok(());
+        for i in 0..n {
+            line.0.store(2 * i + 1, Ordering::Release);
+            if !spin_until(&line.0, 2 * i + 2, deadline) {
+                mine = Err(SPIN_TIMEOUT.to_string());
+                break;
+            }
+        }
+        let ns = t.elapsed().as_nanos() as f64;
+        let theirs = peer
+            .join()
+            .map_err(|_| "ping-pong thread panicked".to_string())?;
+        mine.and(theirs)?;
+        // Each round trip moves the line twice.
+        Ok((ns, 2 * n))
+    })?;
+    out.push(figure("cacheline_transfer", r, &format!("ping-pong of one cache line between CPUs {a} and {b} (store, spin on the peer's store): half a round trip")));
+    let r = repeat(s.reps, || {
+        // A ticket lock, FIFO like the kernel's queued spinlock: with both CPUs
+        // contending, every acquisition is a handoff from the other CPU.
+        let lock = Arc::new((Line(AtomicU64::new(0)), Line(AtomicU64::new(0))));
+        let l2 = lock.clone();
+        let take = |l: &(Line, Line), deadline: Instant| -> Result<(), String> {
+            let me = l.0 .0.fetch_add(1, Ordering::Relaxed);
+            if !spin_until(&l.1 .0, me, deadline) {
+                return Err(SPIN_TIMEOUT.to_string());
+            }
+            l.1 .0.store(me + 1, Ordering::Release);
+            Ok(())
+        };
+        let deadline = Instant::now() + SPIN_LIMIT;
+        // Both CPUs start together: without it this CPU would take the lock n times
+        // uncontended while the peer thread is still being created.
+        let ready = Arc::new(Line(AtomicU64::new(0)));
+        let r2 = ready.clone();
+        let peer = std::thread::spawn(move || {
+            pin(b);
+            r2.0.store(1, Ordering::Release);
+            (0..n).try_for_each(|_| take(&l2, deadline))
+        });
+        pin(a);
+        if !spin_until(&ready.0, 1, deadline) {
+            return Err(SPIN_TIMEOUT.to_string());
+        }
+        let t = Instant::now();
+        let mine = (0..n).try_for_each(|_| take(&lock, deadline));
+        let ns = t.elapsed().as_nanos() as f64;
+        let theirs = peer
+            .join()
+            .map_err(|_| "lock thread panicked".to_string())?;
+        mine.and(theirs)?;
+        Ok((ns, 2 * n))
+    })?;
+    out.push(figure("lock_handoff", r, &format!("ticket spinlock (FIFO, as the kernel's queued spinlock) taken and released in a loop by CPUs {a} and {b} at once: wall time per acquisition, each one a handoff")));
+    pin(a);
+    let line = Line(AtomicU64::new(0));
+    let m = n * 10;
+    let r = repeat(s.reps, || {
+        let t = Instant::now();
+        for _ in 0..m {
+            line.0.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok((t.elapsed().as_nanos() as f64, m))
+    })?;
+    out.push(figure(
+        "atomic_rmw",
+        r,
+        "lock xadd on a line only this CPU uses",
+    ));
+    // A lock word of its own: the atomic benchmark left `line` non-zero.
+    let lock = Line(AtomicU64::new(0));
+    let r = repeat(s.reps, || {
+        let t = Instant::now();
+        for _ in 0..m {
+            while lock.0.swap(1, Ordering::Acquire) != 0 {
+                std::hint::spin_loop();
+            }
+            lock.0.store(0, Ordering::Release);
+        }
+        Ok((t.elapsed().as_nanos() as f64, m))
+    })?;
+    out.push(figure(
+        "lock_uncontended",
+        r,
+        "test-and-set spinlock acquire and release on a line only this CPU uses",
+    ));
+    Ok(out)
+}
+
+/// Which benchmarks [`run_json`] runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Part {
+    Anon,
+    Swap,
+    PageCache,
+    CacheLines,
+}
+
+/// Run one part and return its figures as JSON text (a list; empty for `Swap` when no
+/// page could be swapped out). `dir` holds the page-cache file; `cpus` the two CPUs of
+/// the cache-line benchmarks.
+pub fn run_json(part: Part, dir: &Path, cpus: (usize, usize), s: Sizes) -> Result<String, String> {
+    let figs = match part {
+        Part::Anon => anon(s)?,
+        Part::Swap => swap(s)?.unwrap_or_default(),
+        Part::PageCache => page_cache(dir, s)?,
+        Part::CacheLines => cache_lines(cpus.0, cpus.1, s)?,
+    };
+    serde_json::to_string(&figs).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffled_is_a_permutation() {
+        let mut v = shuffled(1000, 42);
+        assert_ne!(v, (0..1000).collect::<Vec<_>>());
+        v.sort();
+        assert_eq!(v, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn repeat_takes_the_median_per_op() {
+        let mut k = 0.0;
+        let r = repeat(5, || {
+            k += 1.0;
+            Ok((k * 100.0, 10))
+        })
+        .unwrap();
+        // Per-op values 10, 20, 30, 40, 50: median 30, spread (50-10)/30.
+        assert_eq!(r.0, 30.0);
+        assert!((r.1 - 40.0 / 30.0).abs() < 1e-12);
+        assert_eq!(r.2, 10);
+    }
+
+    #[test]
+    fn anon_zap_leaves_nothing_resident() {
+        let m = Anon::new(64).unwrap();
+        for i in 0..64 {
+            m.touch(i, 1);
+        }
+        assert_eq!(m.resident(), 64);
+        m.advise(libc::MADV_DONTNEED).unwrap();
+        assert_eq!(m.resident(), 0);
+    }
+}
+
+#[cfg(test)]
+mod bench_smoke {
+    use super::*;
+
+    /// Every part runs to its end and names the figures the front decomposes (the values
+    /// are this machine's and are not asserted).
+    #[test]
+    fn parts_name_their_figures() {
+        let s = Sizes {
+            anon_pages: 256,
+            file_pages: 128,
+            reps: 1,
+            pingpongs: 2000,
+        };
+        let names = |v: Vec<Figure>| v.into_iter().map(|f| f.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(anon(s).unwrap()),
+            [
+                "anon_fault_path",
+                "access_seq",
+                "access_random",
+                "page_zero",
+                "zap_path"
+            ]
+        );
+        let dir = std::env::temp_dir();
+        assert_eq!(
+            names(page_cache(&dir, s).unwrap()),
+            [
+                "file_read_hit",
+                "file_read_miss_path",
+                "reclaim_clean_file_path"
+            ]
+        );
+        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if ncpu >= 2 {
+            let t = std::time::Instant::now();
+            let figs = cache_lines(0, 1, s).unwrap();
+            eprintln!("cache_lines took {:?}: {figs:?}", t.elapsed());
+            assert_eq!(
+                names(figs),
+                [
+                    "cacheline_transfer",
+                    "lock_handoff",
+                    "atomic_rmw",
+                    "lock_uncontended"
+                ]
+            );
+        }
+    }
+}

@@ -1,0 +1,108 @@
+"""`reclaimsim calibrate`: the decomposition of path timings into cost-table entries
+(known figures in, hand-computed entries out), the profile it writes read back by a run,
+and bad arguments refused before anything is measured."""
+
+import json
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from reclaimsim.calibrate import derive
+
+
+def cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "reclaimsim.cli", *args], capture_output=True, text=True, **kw)
+
+
+def fig(ns, ops=1000, spread=0.01, how="timed"):
+    return {"ns": ns, "ops": ops, "spread": spread, "how": how}
+
+
+BASE = {"page_zero": 250, "page_alloc": 120, "pte_map": 40, "file_read_hit": 600, "isolate_folio": 15,
+        "pte_referenced": 40, "pte_unmap": 150, "page_free": 80, "list_op": 6, "swap_cache_op": 200,
+        "fault_entry": 500, "lock_uncontended": 20, "cacheline_transfer": 80, "access_seq": 10,
+        "access_random": 90, "atomic_rmw": 8}
+
+
+def test_derive_subtracts_measured_entries_first_then_the_table():
+    figs = {
+        "page_zero": fig(300.4), "file_read_hit": fig(700), "cacheline_transfer": fig(50),
+        "lock_uncontended": fig(6),
+        "anon_fault_path": fig(2000), "file_read_miss_path": fig(50_000),
+        "reclaim_clean_file_path": fig(1000), "swap_out_path": fig(5000), "swap_in_path": fig(4000),
+        "lock_handoff": fig(70),
+    }
+    costs, checks = derive(figs, BASE)
+    ns = {k: v["ns"] for k, v in costs.items()}
+    # Measured, rounded.
+    assert ns["page_zero"] == 300 and ns["file_read_hit"] == 700
+    # 2000 - (300 measured + 120 + 40) = 1540
+    assert ns["fault_entry"] == 1540
+    # 50000 - (700 measured + 120) = 49180
+    assert ns["ssd_read_latency"] == 49180
+    # 1000 - (15 + 40 + 150 + 80 + 6) = 709
+    assert ns["shrink_folio"] == 709
+    # 5000 - (the clean reclaim path 1000 + 200) = 3800
+    assert ns["zram_write"] == 3800
+    # 4000 - (fault_entry as derived 1540 + 120 + 40 + 200) = 2100
+    assert ns["zram_read"] == 2100
+    assert costs["fault_entry"]["source"].startswith("derived: anon_fault_path 2000 ns minus page_zero 300 + page_alloc 120 (table)")
+    assert costs["page_zero"]["source"].startswith("measured: timed")
+    # Checks carry the path figure and the model's sum with the measured entries.
+    assert checks["lock_handoff"]["ns"] == 70 and "is 56 ns" in checks["lock_handoff"]["source"]
+    assert checks["anon_fault_path"]["ns"] == 2000
+    assert set(costs) == {"page_zero", "file_read_hit", "cacheline_transfer", "lock_uncontended", "fault_entry",
+                          "ssd_read_latency", "shrink_folio", "zram_write", "zram_read"}
+
+
+def test_derive_floors_a_negative_difference_and_says_so():
+    costs, _ = derive({"page_zero": fig(3000), "anon_fault_path": fig(2000)}, BASE)
+    assert costs["fault_entry"]["ns"] == 1
+    assert "the difference was -1160 ns, floored at 1" in costs["fault_entry"]["source"]
+
+
+def test_derive_without_the_clean_reclaim_path_leaves_zram_write_out():
+    costs, _ = derive({"swap_out_path": fig(5000)}, BASE)
+    assert "zram_write" not in costs
+
+
+def test_quick_calibration_writes_a_profile_that_runs_use(tmp_path):
+    out = tmp_path / "cal.toml"
+    p = cli("calibrate", "--quick", "-o", str(out), "--workdir", str(tmp_path))
+    if p.returncode == 2 and "tmpfs" in p.stderr:
+        pytest.skip("the test directory is on tmpfs")
+    assert p.returncode == 0, p.stderr
+    prof = tomllib.loads(out.read_text())
+    # Every derived entry is its path figure minus the terms its source names.
+    for name, e in prof["costs"].items():
+        kind, _, rest = e["source"].partition(": ")
+        assert kind in ("measured", "derived"), e["source"]
+        if kind == "derived":
+            path = rest.split(" ", 1)[0]
+            assert path in prof["checks"], (name, rest)
+    t = {c["name"]: c for c in json.loads(cli("costs", "default", "--costs", str(out), "--json", "-").stdout)}
+    for name, e in prof["costs"].items():
+        assert t[name]["ns"] == e["ns"] and t[name]["origin"]["layer"] == "costs_profile", name
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--cpus", "0,4096"], ["--cpus 0,4096", "CPU 4096 does not exist"]),
+    (["--cpus", "zero,1"], ["--cpus", "'zero,1'", "two CPU numbers"]),
+    (["--workdir", "/nonexistent"], ["--workdir /nonexistent", "not a directory"]),
+    (["--workdir", "/dev/shm"], ["--workdir /dev/shm", "disk filesystem"]),
+])
+def test_bad_arguments_are_one_line_exit_2(tmp_path, args, needles):
+    p = cli("calibrate", "-o", str(tmp_path / "x.toml"), *args)
+    assert p.returncode == 2, p.stderr
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert not (tmp_path / "x.toml").exists()
+
+
+def test_output_into_a_missing_directory_is_refused_first(tmp_path):
+    p = cli("calibrate", "-o", str(tmp_path / "no" / "x.toml"))
+    assert p.returncode == 2 and "no" in p.stderr and "Traceback" not in p.stderr, p.stderr
