@@ -327,8 +327,9 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_se
 @click.option("--timeout", type=click.FloatRange(10, 86400), default=1800, show_default=True, help="With --vm: stop a guest that has not finished after this many seconds.")
 @click.option("--reclaim-timing", type=click.Choice(["progress", "wall"]), default="progress", show_default=True, help="With --vm: make each memory.reclaim write when the workloads reach the accesses the simulator had done by its due time (progress), or at its wall-clock due time (wall).")
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
+@click.option("--perf-lock", is_flag=True, help="Record `perf lock contention` during the reps (linux-perf, root) and print it per caller beside the model's lock table; adds tracepoint overhead to the kernel's time rows. Host runs only.")
 @_costs_option
-def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, reclaim_timing, show_all, costs_sets):
+def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, reclaim_timing, show_all, perf_lock, costs_sets):
     """Run SCENARIO's workloads on a real kernel, in real memory cgroups, and print the
     kernel's counters beside the simulator's for the same scenario and seed.
 
@@ -338,6 +339,10 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
     the host): cgroup v2 with per-cgroup rows, the scenario's LRU, its memory.reclaim
     schedule. Workloads must end by themselves (usemem repeat, file_read passes or
     accesses).
+
+    Beside the counters, each workload's time rows: elapsed_ms, accesses_per_s and
+    faults_per_s, wall time on the kernel and virtual time in the model (whose costs
+    --costs FILE, e.g. from `reclaimsim calibrate`, sets).
     """
     from .kernelrun import KernelRunError, format_report, kernel_run
 
@@ -352,8 +357,9 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
         ):
             if value is not None:
                 _fail(f"{name} {value}: only with --vm (this machine's kernel runs without it)")
-    elif workdir or swapfile:
-        _fail(f"{'--workdir' if workdir else '--swapfile'}: not with --vm (the guest has its own disk and zram)")
+    elif workdir or swapfile or perf_lock:
+        flag = "--workdir" if workdir else "--swapfile" if swapfile else "--perf-lock"
+        _fail(f"{flag}: not with --vm (the guest has its own disk, zram and no perf)")
     try:
         data = load_scenario(scenario, sets + costs_sets)
         if seed is not None:
@@ -363,7 +369,7 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
 
             rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say, reclaim_timing)
         else:
-            rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say)
+            rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say, perf_lock)
     except KernelRunError as e:
         _fail(str(e))
     except OSError as e:

@@ -72,6 +72,45 @@ def per_thread_counters(threads: list[dict]) -> dict[str, int]:
     return out
 
 
+def workload_names(scenario: dict) -> list[str]:
+    """Each workload's name in the time rows: its `name`, else `workload[i]`."""
+    return [w.get("name") or f"workload[{i}]" for i, w in enumerate(scenario.get("workload", []))]
+
+
+def time_rows(elapsed_ns: float, accesses: float, faults: float, name: str) -> dict[str, float]:
+    """A workload's time rows: elapsed time [ms], accesses and page faults per second."""
+    s = elapsed_ns / 1e9
+    return {
+        f"elapsed_ms@{name}": elapsed_ns / 1e6,
+        f"accesses_per_s@{name}": accesses / s if s > 0 else 0.0,
+        f"faults_per_s@{name}": faults / s if s > 0 else 0.0,
+    }
+
+
+def kernel_time_counters(processes: list[dict], names: list[str]) -> dict[str, float]:
+    """The kernel side's time rows, in wall time: a workload's elapsed time is its longest
+    thread's (its processes start together), its rates are its totals over that time."""
+    out = {}
+    for wi, name in enumerate(names):
+        threads = [t for p in processes if p.get("workload") == wi for t in p["threads"]]
+        if not threads:
+            continue
+        elapsed = max(t.get("elapsed_ns", 0) for t in threads)
+        acc = sum(t["accesses"] for t in threads)
+        faults = sum(t["major_faults"] + t["minor_faults"] for t in threads)
+        out.update(time_rows(elapsed, acc, faults, name))
+    return out
+
+
+def sim_time_counters(result, names: list[str]) -> dict[str, float]:
+    """The simulator's time rows, in virtual time (a workload's runtime_ns: from its first
+    task's start to its last one's end)."""
+    out = {}
+    for name, w in zip(names, result.workloads):
+        out.update(time_rows(w["runtime_ns"], w["accesses"], w["major_faults"] + w["minor_faults"], name))
+    return out
+
+
 def why_not_comparable(name: str) -> str | None:
     if name in NOT_COMPARABLE:
         return NOT_COMPARABLE[name]
@@ -316,7 +355,7 @@ def _drop_caches() -> None:
     _write(Path("/proc/sys/vm/drop_caches"), "3")
 
 
-LIVE_FIELDS = ("accesses", "hits", "misses", "major_faults", "minor_faults")
+LIVE_FIELDS = ("accesses", "hits", "misses", "major_faults", "minor_faults", "elapsed_ns")
 
 
 def _live_file(tag: str, wi: int, proc: int, threads: int) -> Path:
@@ -367,13 +406,19 @@ def _read_all(fd: int) -> bytes:
 
 
 def run_rep(
-    scenario: dict, scenario_json: str, nprocs: list[int], cg: Cgroups, workdir: str, tag: str, prepared=None
+    scenario: dict, scenario_json: str, nprocs: list[int], cg: Cgroups, workdir: str, tag: str, prepared=None,
+    locks=None,
 ) -> dict:
+    """One rep on the host kernel; with `locks` (a perflock.Recorder), `perf lock record`
+    runs while the workloads do."""
     cg.create(scenario, tag)
     kids = []
+    lock_rows = []
     try:
         _drop_caches()
         _precache_traces(scenario)
+        if locks:
+            locks.start()
         v0 = _vmstat()
         t0 = time.monotonic()
         kids = []
@@ -403,14 +448,18 @@ def run_rep(
             raise KernelRunError("; ".join(errors))
         wall = time.monotonic() - t0
         v1 = _vmstat()
+        if locks:
+            lock_rows = locks.stop()
         settled = {c["path"]: (*cg.file_anon(c["path"]), cg.kernel_bytes(c["path"])) for c in scenario.get("cgroup", [])}
     finally:
+        if locks:
+            locks.stop_quietly()
         cg.remove()
         for *_, live in kids:
             live.unlink(missing_ok=True)
     vm_delta = {k: v - v0.get(k, 0) for k, v in v1.items()}
-    counters = kernel_counters(results, vm_delta, settled)
-    return {"wall_s": wall, "counters": counters}
+    counters = kernel_counters(results, vm_delta, settled, names=workload_names(scenario))
+    return {"wall_s": wall, "counters": counters, "locks": lock_rows}
 
 
 # Per-cgroup counters of cgroup v2's memory.stat and memory.events, as NAME@/cgroup rows
@@ -426,11 +475,14 @@ CG_STAT_COUNTERS = [
 CG_EVENTS = ["high", "max", "oom", "oom_kill"]
 
 
-def kernel_counters(processes: list[dict], vm_delta: dict, settled: dict, cg_stats: dict | None = None) -> dict:
+def kernel_counters(
+    processes: list[dict], vm_delta: dict, settled: dict, cg_stats: dict | None = None, names: list[str] | None = None
+) -> dict:
     """One kernel rep's counters under kernel-run's names (sim_counters' names): the
     workload processes' access counters (`processes`: each with its threads, or "killed"),
     the /proc/vmstat deltas, each cgroup's settled (file, anon, kernel) bytes and, given
-    `cg_stats` ({path: (memory.stat, memory.events)}), its per-cgroup counters."""
+    `cg_stats` ({path: (memory.stat, memory.events)}), its per-cgroup counters; given the
+    workloads' `names`, their time rows (kernel_time_counters)."""
     threads = [t for p in processes for t in p["threads"]]
     c = {k: sum(t[k] for t in threads) for k in ("accesses", "hits", "misses", "major_faults", "minor_faults")}
     c.update(per_thread_counters(threads))
@@ -450,10 +502,12 @@ def kernel_counters(processes: list[dict], vm_delta: dict, settled: dict, cg_sta
             for k in CG_EVENTS:
                 c[f"memory.events.{k}@{path}"] = ev.get(k, 0)
     c["oom_killed_processes"] = sum(1 for p in processes if p.get("killed") == signal.SIGKILL)
+    if names is not None:
+        c.update(kernel_time_counters(processes, names))
     return c
 
 
-def sim_counters(result, per_cgroup: bool = False) -> dict[str, float]:
+def sim_counters(result, per_cgroup: bool = False, names: list[str] | None = None) -> dict[str, float]:
     """The simulator's values of the counters kernel-run collects (with `per_cgroup`,
     also each cgroup's memory.stat and memory.events counters)."""
     out = {}
@@ -473,6 +527,7 @@ def sim_counters(result, per_cgroup: bool = False) -> dict[str, float]:
             for k in CG_EVENTS:
                 out[f"memory.events.{k}@{c['path']}"] = c["memory.events"].get(k, 0)
     out["oom_killed_processes"] = len(result.oom_kills)
+    out.update(sim_time_counters(result, names or [w["name"] for w in result.workloads]))
     return out
 
 
@@ -480,14 +535,15 @@ def sim_counters(result, per_cgroup: bool = False) -> dict[str, float]:
 # the command
 
 
-def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False) -> list[dict]:
+def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False, locks: list | None = None) -> list[dict]:
     """The simulator's counters for the scenario, once per kernel rep.
 
     The kernel's periodic memcg flush has an arbitrary phase relative to a workload's
     start, and decisions that read flushed statistics (inactive_is_low, the refault
     activation test) depend on it; the kernel's reps sample it at random. Unless the
     scenario pins `kernel.memcg_flush_phase`, the simulator's runs spread it evenly over
-    the 2 s period, with the same seed (the same access sequences) in each."""
+    the 2 s period, with the same seed (the same access sequences) in each. With `locks`
+    (a list), each run's lock table is appended to it."""
     from .result import Result
 
     out = []
@@ -498,7 +554,10 @@ def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False) -> 
             d["kernel"]["memcg_flush_phase"] = int((i + 0.5) * FLUSH_TIME_NS / runs)
         if progress:
             progress(f"simulating ({i + 1}/{1 if pinned else runs})")
-        out.append(sim_counters(Result(_core.run_json(json.dumps(d), None)), per_cgroup))
+        r = Result(_core.run_json(json.dumps(d), None))
+        out.append(sim_counters(r, per_cgroup, workload_names(norm)))
+        if locks is not None:
+            locks.append(r.locks)
     return out
 
 
@@ -547,9 +606,12 @@ def check_lru(norm: dict) -> None:
         )
 
 
-def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = None, progress=None) -> dict:
+def kernel_run(
+    scenario: dict, reps: int, workdir: str, swapfile: str | None = None, progress=None, perf_lock: bool = False
+) -> dict:
     """Run `scenario` `reps` times on the host kernel and `reps` times in the simulator
-    (flush phases spread, unless pinned); return the side-by-side report."""
+    (flush phases spread, unless pinned); return the side-by-side report. With
+    `perf_lock`, `perf lock contention` per caller beside the model's lock table."""
     scenario_json = json.dumps(scenario)
     nprocs = _core.host_processes_json(scenario_json)
     norm = json.loads(_core.validate_json(scenario_json))
@@ -569,6 +631,15 @@ def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = N
     old_swappiness = sysctl.read_text().strip()
     tag = f"reclaimsim-{os.getpid()}"
     reps_out = []
+    recorder = None
+    if perf_lock:
+        from . import perflock
+
+        why = perflock.unavailable()
+        if why:
+            raise KernelRunError(f"--perf-lock: {why}")
+        recorder = perflock.Recorder(Path(workdir).parent / f"{tag}.perf-lock.data")
+        notes.append("perf lock record ran during the reps: the kernel's time rows include its tracepoint overhead")
     try:
         if swap_spec:
             swap = Swap(swap_spec["size"], swapfile, notes)
@@ -588,7 +659,7 @@ def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = N
         for i in range(reps):
             if progress:
                 progress(f"rep {i + 1}/{reps} on the kernel")
-            reps_out.append(run_rep(norm, scenario_json, nprocs, cg, workdir, tag, prepared))
+            reps_out.append(run_rep(norm, scenario_json, nprocs, cg, workdir, tag, prepared, recorder))
     finally:
         cg.remove()
         try:
@@ -603,8 +674,14 @@ def kernel_run(scenario: dict, reps: int, workdir: str, swapfile: str | None = N
             os.rmdir(workdir)
         except OSError:
             pass
-    sims = simulate(norm, reps, progress)
-    return assemble(norm, reps_out, sims, notes, cg.version, os.uname().release)
+    sim_locks: list = []
+    sims = simulate(norm, reps, progress, locks=sim_locks)
+    extra = {}
+    if perf_lock:
+        from .perflock import side_by_side
+
+        extra["locks"] = side_by_side([r["locks"] for r in reps_out], sim_locks)
+    return assemble(norm, reps_out, sims, notes, cg.version, os.uname().release, **extra)
 
 
 def assemble(norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cgroup_version: int, kernel: str, **extra) -> dict:
@@ -682,4 +759,8 @@ def format_report(rep: dict, show_all: bool = False) -> str:
         lines.append(
             f"{r['name']:<28} {r['kernel_mean']:>14.0f} {r['kernel_cv']:>7.3f} {r['sim']:>14.0f} {r['sim_cv']:>7.3f} {ds:>9}{flag}"
         )
+    if rep.get("locks") is not None:
+        from .perflock import format_rows
+
+        lines += ["", *format_rows(rep["locks"])]
     return "\n".join(lines)

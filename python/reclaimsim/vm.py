@@ -616,7 +616,7 @@ def _host_mem_available() -> int:
 
 def rep_counters(rep: dict, norm: dict) -> dict:
     """One guest rep's counters, named as kernel-run names them (sim_counters' names)."""
-    from .kernelrun import kernel_counters
+    from .kernelrun import kernel_counters, workload_names
 
     settled, cg_stats = {}, {}
     for cg in norm.get("cgroup", []):
@@ -624,7 +624,7 @@ def rep_counters(rep: dict, norm: dict) -> dict:
         st, ev = d.get("memory.stat", {}), d.get("memory.events", {})
         settled[cg["path"]] = (st.get("file", 0), st.get("anon", 0), st.get("kernel", 0))
         cg_stats[cg["path"]] = (st, ev)
-    return kernel_counters(rep["processes"], rep["vmstat"], settled, cg_stats)
+    return kernel_counters(rep["processes"], rep["vmstat"], settled, cg_stats, workload_names(norm))
 
 
 def _has_proactive_counters(doc: dict) -> bool:

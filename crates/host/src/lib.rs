@@ -33,7 +33,14 @@ use std::path::{Path, PathBuf};
 const PAGE: usize = PAGE_SIZE as usize;
 
 /// Counters per thread in the live-statistics file (u64 each, in this order).
-pub const LIVE_FIELDS: [&str; 5] = ["accesses", "hits", "misses", "major_faults", "minor_faults"];
+pub const LIVE_FIELDS: [&str; 6] = [
+    "accesses",
+    "hits",
+    "misses",
+    "major_faults",
+    "minor_faults",
+    "elapsed_ns",
+];
 
 /// How often (in accesses) a thread publishes its counters to the live file: often
 /// enough that kernel-run --vm's memory.reclaim writes, made at a count of accesses, land
@@ -50,7 +57,8 @@ unsafe impl Send for Live {}
 unsafe impl Sync for Live {}
 
 impl Live {
-    fn publish(&self, st: &ThreadStats) {
+    fn publish(&self, st: &mut ThreadStats) {
+        st.elapsed_ns = st.started.map_or(0, |t| t.elapsed().as_nanos() as u64);
         if self.0.is_null() {
             return;
         }
@@ -60,6 +68,7 @@ impl Live {
             st.misses,
             st.major_faults,
             st.minor_faults,
+            st.elapsed_ns,
         ];
         for (i, x) in v.iter().enumerate() {
             // SAFETY: the slot has LIVE_FIELDS.len() u64s inside the mapping (checked when
@@ -107,6 +116,12 @@ pub struct ThreadStats {
     pub misses: u64,
     pub major_faults: u64,
     pub minor_faults: u64,
+    /// Wall time from the thread's start to its last access [ns] (kernel-run's elapsed
+    /// time and accesses per second, beside the model's virtual runtime).
+    pub elapsed_ns: u64,
+    /// When the thread started.
+    #[serde(skip)]
+    pub started: Option<std::time::Instant>,
     /// The accesses as performed, when recording (tests).
     #[serde(skip)]
     pub log: Option<Vec<Access>>,
@@ -434,6 +449,7 @@ fn usemem_thread(
     let mut st = ThreadStats {
         stream,
         log: record.then(Vec::new),
+        started: Some(std::time::Instant::now()),
         ..Default::default()
     };
     for a in seq {
@@ -454,7 +470,7 @@ fn usemem_thread(
                 }
                 if st.accesses.is_multiple_of(PUBLISH_EVERY) {
                     usemem_faults(&mut st, maj0, min0);
-                    live.publish(&st);
+                    live.publish(&mut st);
                 }
                 if let Some(l) = st.log.as_mut() {
                     let vpn = (p as usize - map.base as usize) / PAGE;
@@ -481,7 +497,7 @@ fn usemem_thread(
         }
     }
     usemem_faults(&mut st, maj0, min0);
-    live.publish(&st);
+    live.publish(&mut st);
     st
 }
 
@@ -557,6 +573,7 @@ fn file_read_thread(
     let mut st = ThreadStats {
         stream,
         log: record.then(Vec::new),
+        started: Some(std::time::Instant::now()),
         ..Default::default()
     };
     let mut buf = vec![0u8; PAGE];
@@ -605,7 +622,7 @@ fn file_read_thread(
             st.misses += 1;
         }
         if st.accesses.is_multiple_of(PUBLISH_EVERY) {
-            live.publish(&st);
+            live.publish(&mut st);
         }
         if let Some(l) = st.log.as_mut() {
             l.push(Access::Read {
@@ -617,7 +634,7 @@ fn file_read_thread(
     let (maj, min) = thread_faults();
     st.major_faults = maj - maj0;
     st.minor_faults = min - min0;
-    live.publish(&st);
+    live.publish(&mut st);
     Ok(st)
 }
 
@@ -640,6 +657,7 @@ fn run_trace(
     let mut st = ThreadStats {
         stream,
         log: record.then(Vec::new),
+        started: Some(std::time::Instant::now()),
         ..Default::default()
     };
     let mut own = trace::PageMap::default();
@@ -680,7 +698,7 @@ fn run_trace(
                 for page in base..base + pages {
                     read_page(&files, 0, page, &mut buf, &mut st)?;
                     if st.accesses.is_multiple_of(PUBLISH_EVERY) {
-                        live.publish(&st);
+                        live.publish(&mut st);
                     }
                 }
             }
@@ -712,14 +730,14 @@ fn run_trace(
                     }
                     if st.accesses.is_multiple_of(PUBLISH_EVERY) {
                         usemem_faults(&mut st, maj0, min0);
-                        live.publish(&st);
+                        live.publish(&mut st);
                     }
                 }
             }
             usemem_faults(&mut st, maj0, min0);
         }
     }
-    live.publish(&st);
+    live.publish(&mut st);
     Ok(st)
 }
 

@@ -1,0 +1,165 @@
+"""`perf lock contention` on the host during kernel-run's reps, beside the model's lock table.
+
+The host kernel has the lock:contention_begin/end tracepoints; `perf lock record -a` (Debian's
+linux-perf) records them system-wide while a rep runs, and `perf lock contention` sums them
+per caller (symbol+offset of the function that waited). The model names its lock sites after
+the kernel function that takes the lock (crates/core/src/engine/mod.rs, `call_sites!`), so a
+kernel row maps onto a model row when its symbol is that name. Without a debug vmlinux,
+inlined callers cannot be told apart (shrink_inactive_list's isolation is reported under the
+function it was inlined into), and locks the model does not have (zram's, the swap
+allocator's, the page table's) have no model row: those rows are shown as unmapped, never
+dropped.
+
+Recording adds tracepoint overhead to every contended lock, so it is opt-in
+(`kernel-run --perf-lock`) and the report says that the time rows of such a run include it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+# One row of `perf lock contention`'s default table:
+#   contended   total wait     max wait     avg wait         type   caller
+_ROW = re.compile(
+    r"^\s*(\d+)\s+([\d.]+)\s+(ns|us|ms|s)\s+([\d.]+)\s+(ns|us|ms|s)\s+([\d.]+)\s+(ns|us|ms|s)\s+(\S+)\s+(\S+)\s*$"
+)
+
+
+def parse(text: str) -> list[dict]:
+    """The rows of `perf lock contention`'s table: caller (symbol+offset), symbol, type,
+    contended, total_wait_ns, max_wait_ns. Lines that are not rows are skipped."""
+    rows = []
+    for line in text.splitlines():
+        m = _ROW.match(line)
+        if not m:
+            continue
+        n, tw, tu, mw, mu, _aw, _au, kind, caller = m.groups()
+        rows.append({
+            "caller": caller,
+            "symbol": caller.split("+", 1)[0],
+            "type": kind,
+            "contended": int(n),
+            "total_wait_ns": round(float(tw) * _UNITS[tu]),
+            "max_wait_ns": round(float(mw) * _UNITS[mu]),
+        })
+    return rows
+
+
+def unavailable() -> str | None:
+    """Why `perf lock` cannot record here, or None."""
+    if shutil.which("perf") is None:
+        return "perf is not installed (Debian: apt-get install linux-perf)"
+    if os.geteuid() != 0:
+        return "perf lock record -a needs root"
+    events = Path("/sys/kernel/tracing/events/lock/contention_begin")
+    if not events.exists():
+        if Path("/sys/kernel/tracing").is_dir() and not any(Path("/sys/kernel/tracing").iterdir()):
+            subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True)
+        if not events.exists():
+            return "the kernel has no lock:contention_begin tracepoint (or tracefs cannot be mounted)"
+    return None
+
+
+class Recorder:
+    """`perf lock record -a` from start() to stop(); stop() returns the contention rows."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["perf", "lock", "record", "-a", "-o", str(self.path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        # perf writes its header once the events are set up; wait for it (bounded), then
+        # a little more, so that a short rep is recorded from its start.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if self.path.exists() and self.path.stat().st_size > 0:
+                break
+            time.sleep(0.02)
+        if self.proc.poll() is not None:
+            err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
+            self.proc = None
+            raise OSError(f"perf lock record exited at once: {err[-300:]}")
+        time.sleep(0.3)
+
+    def stop(self) -> list[dict]:
+        if self.proc is None:
+            return []
+        self.proc.send_signal(signal.SIGINT)
+        _, err = self.proc.communicate(timeout=120)
+        self.proc = None
+        out = subprocess.run(
+            ["perf", "lock", "contention", "-i", str(self.path), "-E", "1000"],
+            capture_output=True, text=True, timeout=300,
+        )
+        self.path.unlink(missing_ok=True)
+        if out.returncode != 0:
+            raise OSError(f"perf lock contention failed: {(out.stderr or err.decode(errors='replace')).strip()[-300:]}")
+        # perf 6.1 prints the table on stderr; later ones on stdout.
+        return parse(out.stdout + "\n" + out.stderr)
+
+
+    def stop_quietly(self) -> None:
+        """End a recording that stop() did not (an error in the rep): no report."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        self.path.unlink(missing_ok=True)
+
+
+def side_by_side(kernel_reps: list[list[dict]], sim_runs: list[list[dict]]) -> list[dict]:
+    """Per caller: the kernel's mean per rep (rows of one symbol summed) beside the model's
+    mean per run (its lock rows of that call site summed over lock classes). A kernel
+    symbol with no model site is `mapped: False`; model sites the kernel never reported
+    contended appear with zero kernel figures. Sorted by the larger total wait."""
+
+    def per_rep(reps: list[list[dict]], key: str) -> dict[str, tuple[float, float]]:
+        names = {r[key] for rows in reps for r in rows}
+        out = {}
+        for n in names:
+            cont = [sum(r["contended"] for r in rows if r[key] == n) for rows in reps]
+            wait = [sum(r["total_wait_ns"] for r in rows if r[key] == n) for rows in reps]
+            out[n] = (statistics.fmean(cont), statistics.fmean(wait))
+        return out
+
+    k = per_rep(kernel_reps, "symbol") if kernel_reps else {}
+    s = per_rep(sim_runs, "caller") if sim_runs else {}
+    rows = []
+    for name in sorted(set(k) | set(s)):
+        kc, kw = k.get(name, (0.0, 0.0))
+        sc, sw = s.get(name, (0.0, 0.0))
+        rows.append({
+            "caller": name, "mapped": name in s,
+            "kernel_contended": kc, "kernel_wait_ns": kw, "sim_contended": sc, "sim_wait_ns": sw,
+        })
+    rows.sort(key=lambda r: -max(r["kernel_wait_ns"], r["sim_wait_ns"]))
+    return rows
+
+
+def format_rows(rows: list[dict], limit: int = 25) -> list[str]:
+    lines = [
+        "## lock contention per caller (kernel: perf lock contention, mean per rep; model: its lock table, virtual time)",
+        f"{'caller':<32} {'kernel contended':>16} {'kernel wait ms':>15} {'sim contended':>14} {'sim wait ms':>12}",
+    ]
+    for r in rows[:limit]:
+        tag = "" if r["mapped"] else "  (no model site)"
+        lines.append(
+            f"{r['caller']:<32} {r['kernel_contended']:>16.0f} {r['kernel_wait_ns'] / 1e6:>15.3f} "
+            f"{r['sim_contended']:>14.0f} {r['sim_wait_ns'] / 1e6:>12.3f}{tag}"
+        )
+    if len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more callers (--json has them all)")
+    return lines

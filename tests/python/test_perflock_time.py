@@ -1,0 +1,73 @@
+"""kernel-run's time rows and `perf lock contention` rows: parsing perf's table, the per-caller
+side-by-side with the model's lock table, and the elapsed/rate arithmetic (known inputs,
+hand-computed outputs)."""
+
+import shutil
+
+import pytest
+
+from reclaimsim import perflock
+from reclaimsim.kernelrun import kernel_time_counters, time_rows, workload_names
+
+PERF_TEXT = """ contended   total wait     max wait     avg wait         type   caller
+
+      5518     15.44 ms    151.55 us      2.80 us     spinlock   zram_submit_bio+0x5c9
+      1392      4.37 ms     12.81 us      3.14 us     spinlock   shrink_node+0x2ff
+       270    994.40 us    122.51 us      3.68 us     spinlock   lru_note_cost_refault+0xe
+        12      1.5 s         1 s       125 ms        mutex    shrink_node+0x400
+         3       900 ns       400 ns       300 ns     rwsem:R   folio_lock_anon_vma_read+0x1
+=== output for debug ===
+"""
+
+
+def test_parse_reads_every_row_with_its_unit():
+    rows = perflock.parse(PERF_TEXT)
+    assert [r["caller"] for r in rows] == [
+        "zram_submit_bio+0x5c9", "shrink_node+0x2ff", "lru_note_cost_refault+0xe", "shrink_node+0x400",
+        "folio_lock_anon_vma_read+0x1",
+    ]
+    assert rows[0] == {"caller": "zram_submit_bio+0x5c9", "symbol": "zram_submit_bio", "type": "spinlock",
+                       "contended": 5518, "total_wait_ns": 15_440_000, "max_wait_ns": 151_550}
+    assert rows[2]["total_wait_ns"] == 994_400
+    assert rows[3]["total_wait_ns"] == 1_500_000_000 and rows[3]["type"] == "mutex"
+    assert rows[4]["total_wait_ns"] == 900 and rows[4]["type"] == "rwsem:R"
+
+
+def test_side_by_side_sums_a_symbol_and_averages_reps():
+    k1 = perflock.parse(PERF_TEXT)
+    k2 = [{"symbol": "shrink_node", "contended": 8, "total_wait_ns": 1_000}]
+    sim1 = [{"caller": "shrink_node", "contended": 10, "total_wait_ns": 500},
+            {"caller": "shrink_node", "contended": 2, "total_wait_ns": 100},
+            {"caller": "lru_add_drain_cpu", "contended": 4, "total_wait_ns": 40_000}]
+    sim2 = [{"caller": "shrink_node", "contended": 0, "total_wait_ns": 0}]
+    rows = {r["caller"]: r for r in perflock.side_by_side([k1, k2], [sim1, sim2])}
+    # shrink_node: rep 1 = 1392 + 12 contended, 4.37 ms + 1.5 s; rep 2 = 8, 1 us.
+    assert rows["shrink_node"]["kernel_contended"] == (1404 + 8) / 2
+    assert rows["shrink_node"]["kernel_wait_ns"] == (4_370_000 + 1_500_000_000 + 1_000) / 2
+    # The model's two lock classes at one site are summed, then averaged over runs.
+    assert rows["shrink_node"]["sim_contended"] == 6 and rows["shrink_node"]["sim_wait_ns"] == 300
+    assert rows["shrink_node"]["mapped"]
+    assert not rows["zram_submit_bio"]["mapped"] and rows["zram_submit_bio"]["sim_wait_ns"] == 0
+    # A model site the kernel never reported.
+    assert rows["lru_add_drain_cpu"]["kernel_wait_ns"] == 0 and rows["lru_add_drain_cpu"]["sim_wait_ns"] == 20_000
+    # Sorted by the larger wait: shrink_node's 752 ms first.
+    assert perflock.side_by_side([k1, k2], [sim1, sim2])[0]["caller"] == "shrink_node"
+
+
+def test_time_rows_of_a_workload_come_from_its_longest_thread():
+    procs = [
+        {"workload": 0, "threads": [{"accesses": 1000, "major_faults": 10, "minor_faults": 5, "elapsed_ns": 2_000_000_000},
+                                    {"accesses": 3000, "major_faults": 20, "minor_faults": 5, "elapsed_ns": 4_000_000_000}]},
+        {"workload": 1, "killed": 9, "threads": [{"accesses": 500, "major_faults": 0, "minor_faults": 0, "elapsed_ns": 500_000_000}]},
+    ]
+    c = kernel_time_counters(procs, ["a", "workload[1]"])
+    assert c["elapsed_ms@a"] == 4000
+    assert c["accesses_per_s@a"] == 1000 and c["faults_per_s@a"] == 10
+    assert c["elapsed_ms@workload[1]"] == 500 and c["accesses_per_s@workload[1]"] == 1000
+    assert time_rows(0, 5, 5, "x") == {"elapsed_ms@x": 0, "accesses_per_s@x": 0.0, "faults_per_s@x": 0.0}
+    assert workload_names({"workload": [{"name": "a"}, {}]}) == ["a", "workload[1]"]
+
+
+@pytest.mark.skipif(shutil.which("perf") is not None, reason="perf is installed here")
+def test_unavailable_says_how_to_install_perf():
+    assert "linux-perf" in perflock.unavailable()
