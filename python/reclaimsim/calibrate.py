@@ -11,9 +11,19 @@ ones first, the table's current values for the rest (named in the entry's `sourc
 |---|---|---|
 | fault_entry | first touch of an anonymous page | page_zero, page_alloc, pte_map |
 | ssd_read_latency | pread of an uncached page | file_read_hit, page_alloc |
-| shrink_folio | MADV_PAGEOUT of a mapped clean file page | isolate_folio, pte_referenced, pte_unmap, page_free, list_op |
+| shrink_folio | MADV_PAGEOUT of a mapped clean file page | isolate_folio, pte_unmap, page_free, list_op |
 | zram_write | MADV_PAGEOUT of an anonymous page to zram | the clean-file reclaim path, swap_cache_op |
 | zram_read | swap-in fault from zram | fault_entry, page_alloc, pte_map, swap_cache_op |
+
+One entry comes from a timed reclaim-bound run instead: `pte_referenced`, the per-PTE step
+of folio_referenced's rmap walk, which MADV_PAGEOUT skips (it reclaims without looking at
+references). `reclaim_bound` replays a memcg-limited anonymous case on the kernel (one
+thread writing a 64M area sequentially in a 40M memory cgroup, zram swap: not one of the
+calib-* acceptance cases) and in the model with the profile measured so far, and with
+pte_referenced 1 us higher; the model's elapsed time is linear in the entry, so the value
+at which it equals the kernel's is read off the two runs. Everything else the kernel does
+per scanned folio under limit reclaim that the table does not name (try_charge_memcg's
+reclaim entry, the anon_vma walk) is thereby charged to this entry, per reference check.
 
 The path figures themselves are kept in the profile's `[checks]` table beside the model's
 sum for the same path, so a reader sees what was decomposed. The swap benchmarks need root
@@ -27,6 +37,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -39,7 +50,8 @@ from . import _core
 _DERIVED = [
     ("fault_entry", "anon_fault_path", ("page_zero", "page_alloc", "pte_map")),
     ("ssd_read_latency", "file_read_miss_path", ("file_read_hit", "page_alloc")),
-    ("shrink_folio", "reclaim_clean_file_path", ("isolate_folio", "pte_referenced", "pte_unmap", "page_free", "list_op")),
+    # MADV_PAGEOUT reclaims without a reference check: no pte_referenced on this path.
+    ("shrink_folio", "reclaim_clean_file_path", ("isolate_folio", "pte_unmap", "page_free", "list_op")),
     ("zram_write", "swap_out_path", ("@reclaim_clean_file_path", "swap_cache_op")),
     ("zram_read", "swap_in_path", ("fault_entry", "page_alloc", "pte_map", "swap_cache_op")),
 ]
@@ -137,6 +149,63 @@ def _swap_part(part: Callable[[str], list[dict]], say: Callable[[str], None]) ->
     return figs, None
 
 
+# The reclaim-bound case of `reclaim_bound` (kept out of the calib-* acceptance cases).
+RECLAIM_CASE = {
+    "name": "calibrate-reclaim",
+    "description": "calibrate: one thread writing 64M sequentially (prefault + 2 passes) in a 40M memcg, zram swap",
+    "duration": "600s",
+    "machine": {"cpus": 2, "memory_per_node": "4G", "swap": {"size": "256M", "device": "zram"}},
+    "cgroup": [{"path": "/reclaim", "memory": {"max": "40M"}}],
+    "workload": [{"type": "usemem", "name": "usemem", "cgroup": "/reclaim", "size": "64M", "prefault": True, "repeat": 2}],
+}
+
+# The step of pte_referenced between the two model runs [ns].
+_SLOPE_STEP = 1000
+
+
+def solve_linear(v0: float, t0: float, t1: float, step: float, target: float) -> float | None:
+    """The x with T(x) = target for T linear through (v0, t0) and (v0 + step, t1); None
+    when T does not grow with x."""
+    slope = (t1 - t0) / step
+    if slope <= 0:
+        return None
+    return v0 + (target - t0) / slope
+
+
+def reclaim_bound(profile_path: Path, cgroup_version: int, say: Callable[[str], None], reps: int) -> dict | None:
+    """`pte_referenced` from the reclaim-bound case (see the module doc): {"ns", "source"},
+    or None when the model's time does not depend on it."""
+    from . import kernelrun
+
+    sc = json.loads(json.dumps(RECLAIM_CASE))
+    sc["kernel"] = {"cgroup_version": cgroup_version}
+    sc["costs_profile"] = str(profile_path)
+    say(f"reclaim-bound case on the kernel and in the model ({reps} reps): {sc['description']}")
+    rep = kernelrun.kernel_run(sc, reps, str(profile_path.parent / "reclaim-work"))
+    rows = {r["name"]: r for r in rep["counters"]}
+    tk, t0 = rows["elapsed_ms@usemem"]["kernel_mean"], rows["elapsed_ms@usemem"]["sim"]
+    scans = rows["pgscan_anon"]["kernel_mean"]
+    table = {c["name"]: c for c in json.loads(_core.cost_table_json(json.dumps(sc)))}
+    v0 = table["pte_referenced"]["ns"]
+    sc1 = dict(sc, costs={"pte_referenced": v0 + _SLOPE_STEP})
+    norm = json.loads(_core.validate_json(json.dumps(sc1)))
+    t1 = statistics.fmean(r["elapsed_ms@usemem"] for r in kernelrun.simulate(norm, reps))
+    x = solve_linear(v0, t0, t1, _SLOPE_STEP, tk)
+    if x is None:
+        return None
+    ns = max(round(x), 1)
+    floor = "" if x >= 1 else f" (the solution was {x:.0f} ns, floored at 1)"
+    return {
+        "ns": ns,
+        "source": (
+            f"derived from a timed reclaim-bound run: {RECLAIM_CASE['description']}; kernel elapsed "
+            f"{tk:.0f} ms (mean of {reps}, pgscan_anon {scans:.0f}), model {t0:.0f} ms with pte_referenced "
+            f"{v0} ns and {t1:.0f} ms with {v0 + _SLOPE_STEP} ns; the model's time equals the kernel's at "
+            f"{x:.0f} ns{floor}. Carries the per-folio work of limit reclaim the table does not name."
+        ),
+    }
+
+
 def derive(figs: dict, base: dict[str, int]) -> tuple[dict, dict]:
     """Cost-table entries and checks from the figures. `base` is the table the
     subtractions use for entries no benchmark measured. Returns (costs, checks), each
@@ -223,6 +292,7 @@ def calibrate(out: str, workdir: str | None, cpus: tuple[int, int], quick: bool,
     with tempfile.TemporaryDirectory(prefix="reclaimsim-calibrate-", dir=base) as d:
         figs, notes = measure(Path(d), cpus, quick, say)
         p = profile(figs, notes, base.resolve())
+        _add_reclaim_bound(p, Path(d), 1 if quick else 5, say)
     text = "# A cost profile: use it with --costs FILE or costs_profile = \"FILE\" in a scenario.\n" + tomli_w.dumps(p)
     Path(out).write_text(text)
     # The core reads it back exactly as a run will.
@@ -230,6 +300,33 @@ def calibrate(out: str, workdir: str | None, cpus: tuple[int, int], quick: bool,
 
     _core.cost_table_json(json.dumps(load_scenario("default", [f"costs_profile={json.dumps(str(Path(out).resolve()))}"])))
     return p
+
+
+def _add_reclaim_bound(p: dict, d: Path, reps: int, say: Callable[[str], None]) -> None:
+    """Add `pte_referenced` from the reclaim-bound run to profile `p`, or say in its
+    description why it was not measured."""
+    from . import kernelrun
+
+    why = None
+    if os.geteuid() != 0:
+        why = "needs root"
+    else:
+        try:
+            version = kernelrun.check_host().version
+        except kernelrun.KernelRunError as e:
+            why = str(e)
+    if why is None:
+        interim = d / "interim.toml"
+        interim.write_text(tomli_w.dumps(p))
+        try:
+            e = reclaim_bound(interim, version, say, reps)
+        except kernelrun.KernelRunError as err:
+            e, why = None, str(err)
+        if e is not None:
+            p["costs"]["pte_referenced"] = e
+            return
+        why = why or "the model's time did not grow with pte_referenced"
+    p["description"] += f"; pte_referenced not measured (reclaim-bound run: {why})"
 
 
 def format_profile(p: dict) -> str:

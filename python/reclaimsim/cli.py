@@ -528,7 +528,9 @@ def calibrate(out, workdir, cpus, quick):
     as kernel-run does), a cache-line transfer between two CPUs, a contended spinlock
     handoff, an atomic. Entries a benchmark times alone are written as measured; a kernel
     path gives the one entry of its sum no other benchmark measures (each entry's source
-    says which). Apply the profile with --costs FILE or costs_profile = "FILE".
+    says which). As root with a memory cgroup, a timed reclaim-bound run on the kernel and
+    in the model gives pte_referenced, the per-folio work of limit reclaim. Apply the
+    profile with --costs FILE or costs_profile = "FILE".
     """
     from .calibrate import CalibrateError, calibrate as run_calibrate, format_profile
 

@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from reclaimsim.calibrate import derive
+from reclaimsim.calibrate import derive, solve_linear
 
 
 def cli(*args, **kw):
@@ -42,8 +42,8 @@ def test_derive_subtracts_measured_entries_first_then_the_table():
     assert ns["fault_entry"] == 1540
     # 50000 - (700 measured + 120) = 49180
     assert ns["ssd_read_latency"] == 49180
-    # 1000 - (15 + 40 + 150 + 80 + 6) = 709
-    assert ns["shrink_folio"] == 709
+    # 1000 - (15 + 150 + 80 + 6) = 749: MADV_PAGEOUT checks no references.
+    assert ns["shrink_folio"] == 749
     # 5000 - (the clean reclaim path 1000 + 200) = 3800
     assert ns["zram_write"] == 3800
     # 4000 - (fault_entry as derived 1540 + 120 + 40 + 200) = 2100
@@ -78,10 +78,12 @@ def test_quick_calibration_writes_a_profile_that_runs_use(tmp_path):
     # Every derived entry is its path figure minus the terms its source names.
     for name, e in prof["costs"].items():
         kind, _, rest = e["source"].partition(": ")
-        assert kind in ("measured", "derived"), e["source"]
+        assert kind in ("measured", "derived", "derived from a timed reclaim-bound run"), e["source"]
         if kind == "derived":
             path = rest.split(" ", 1)[0]
             assert path in prof["checks"], (name, rest)
+        if kind.startswith("derived from a timed"):
+            assert name == "pte_referenced" and "kernel elapsed" in rest, rest
     t = {c["name"]: c for c in json.loads(cli("costs", "default", "--costs", str(out), "--json", "-").stdout)}
     for name, e in prof["costs"].items():
         assert t[name]["ns"] == e["ns"] and t[name]["origin"]["layer"] == "costs_profile", name
@@ -106,3 +108,14 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path, args, needles):
 def test_output_into_a_missing_directory_is_refused_first(tmp_path):
     p = cli("calibrate", "-o", str(tmp_path / "no" / "x.toml"))
     assert p.returncode == 2 and "no" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_solve_linear_reads_the_entry_off_two_model_runs():
+    # T(40) = 380 ms, T(1040) = 460 ms: 0.08 ms per ns; T(x) = 574 ms at x = 40 + 194 / 0.08.
+    assert solve_linear(40, 380.0, 460.0, 1000, 574.0) == pytest.approx(2465.0)
+    assert solve_linear(40, 380.0, 460.0, 1000, 380.0) == 40
+    # Below the model's time at v0: a smaller value, possibly negative (the caller floors it).
+    assert solve_linear(40, 380.0, 460.0, 1000, 300.0) == pytest.approx(-960.0)
+    # A time that does not grow with the entry gives no answer.
+    assert solve_linear(40, 380.0, 380.0, 1000, 574.0) is None
+    assert solve_linear(40, 380.0, 370.0, 1000, 574.0) is None

@@ -464,8 +464,25 @@ fn spin_until(line: &AtomicU64, v: u64, deadline: Instant) -> bool {
 }
 
 /// Cache lines between CPUs `a` and `b`: a ping-pong (one transfer per hop), a contended
-/// spinlock handoff; and on one CPU an atomic RMW and an uncontended lock round.
+/// spinlock handoff; and on one CPU an atomic RMW and an uncontended lock round. The
+/// calling thread's CPU affinity is restored afterwards (processes it forks later, such as
+/// the reclaim-bound run's workers, would inherit the pinning).
 pub fn cache_lines(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
+    // SAFETY: reading this thread's affinity into a zeroed cpu_set_t.
+    let saved = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let ok = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        (ok == 0).then_some(set)
+    };
+    let r = cache_lines_pinned(a, b, s);
+    if let Some(set) = saved {
+        // SAFETY: restoring the set read above, for this thread.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    }
+    r
+}
+
+fn cache_lines_pinned(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
     let mut out = Vec::new();
     let n = s.pingpongs;
     let r = repeat(s.reps, || {
@@ -636,6 +653,32 @@ mod tests {
 #[cfg(test)]
 mod bench_smoke {
     use super::*;
+
+    fn affinity() -> Vec<usize> {
+        // SAFETY: reading this thread's affinity.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+            (0..libc::CPU_SETSIZE as usize)
+                .filter(|c| libc::CPU_ISSET(*c, &set))
+                .collect()
+        }
+    }
+
+    /// The cache-line benchmarks pin this thread while they run and unpin it afterwards.
+    #[test]
+    fn cache_lines_restore_the_callers_affinity() {
+        let before = affinity();
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let s = Sizes {
+            anon_pages: 1,
+            file_pages: 1,
+            reps: 1,
+            pingpongs: 100,
+        };
+        cache_lines(0, (n > 1) as usize, s).unwrap();
+        assert_eq!(affinity(), before);
+    }
 
     /// Every part runs to its end and names the figures the front decomposes (the values
     /// are this machine's and are not asserted).
