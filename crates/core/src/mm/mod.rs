@@ -26,6 +26,7 @@ pub mod lru_gen;
 pub mod lru_gen_debugfs;
 pub mod lru_gen_vmscan;
 pub mod lru_gen_walk;
+pub mod lru_lines;
 pub mod memcontrol;
 pub mod memory;
 pub mod mm_types;
@@ -368,6 +369,8 @@ pub struct Mm {
     /// Spare folio lists (isolation lists, batches, folios to free), reused so the
     /// reclaim and batch paths do not allocate.
     pub pfn_vecs: Vec<Vec<Pfn>>,
+    /// The cache lines list operations write under lru_lock, and their last writers.
+    pub lines: lru_lines::LineTracker,
 }
 
 /// Capacity of a fresh spare folio list: a reclaim chunk or a per-CPU batch fits.
@@ -474,6 +477,8 @@ impl Mm {
         if !lru_gen::lru_gen_add_folio(pages, l, pfn, false) {
             mmzone::lruvec_add_folio(pages, l, pfn);
         }
+        let link = self.pages.links[pfn as usize];
+        self.write_list_lines(lv, pfn, link.prev, link.next);
     }
 
     /// lruvec_add_folio_tail(): the next folio reclaim takes (MGLRU: the tail of the
@@ -485,6 +490,8 @@ impl Mm {
         if !lru_gen::lru_gen_add_folio(pages, l, pfn, true) {
             mmzone::lruvec_add_folio_tail(pages, l, pfn);
         }
+        let link = self.pages.links[pfn as usize];
+        self.write_list_lines(lv, pfn, link.prev, link.next);
     }
 
     /// lruvec_del_folio() from the folio's own lruvec (MGLRU: lru_gen_del_folio, which
@@ -493,9 +500,32 @@ impl Mm {
         let lv = self.folio_lruvec(pfn);
         let Mm { pages, lruvecs, .. } = self;
         let l = &mut lruvecs[lv as usize];
+        let link = pages.links[pfn as usize];
         if !lru_gen::lru_gen_del_folio(pages, l, pfn, false) {
             mmzone::lruvec_del_folio(pages, l, pfn);
         }
+        self.write_list_lines(lv, pfn, link.prev, link.next);
+    }
+
+    /// A list operation on `lv` wrote the folio's struct page, its neighbours' links and
+    /// the lruvec's heads and counters (lru_lines.rs).
+    #[inline]
+    fn write_list_lines(&mut self, lv: LruvecId, pfn: Pfn, prev: Pfn, next: Pfn) {
+        if !self.lines.armed() {
+            return;
+        }
+        let Mm {
+            pages,
+            lruvecs,
+            lines,
+            ..
+        } = self;
+        for f in [pfn, prev, next] {
+            if f != NIL {
+                lines.write(&mut pages.line_cpu[f as usize]);
+            }
+        }
+        lines.write(&mut lruvecs[lv as usize].line_cpu);
     }
 
     #[inline]

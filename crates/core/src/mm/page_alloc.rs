@@ -99,6 +99,7 @@ impl Mm {
         self.page_counter_uncharge(p.memcg, 1);
         let node = self.pfn_node(pfn);
         self.pages[pfn as usize] = Page::default();
+        self.pages.line_cpu[pfn as usize] = 0;
         self.pages.lru_gen[pfn as usize] = 0;
         let nd = &mut self.nodes[node as usize];
         nd.free += 1;

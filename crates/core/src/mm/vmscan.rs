@@ -562,13 +562,23 @@ impl Sim {
         }
     }
 
+    /// spin_lock_irq(&lruvec->lru_lock); list operations from here write cache lines
+    /// as this CPU (lru_lines.rs).
     pub(crate) async fn lock_lruvec(&self, lv: LruvecId, site: Site) {
         let lock = self.mm.borrow().lruvecs[lv as usize].lock;
         self.e.lock(lock, site).await;
+        self.mm.borrow_mut().lines.arm(self.e.cpu());
     }
 
+    /// spin_unlock_irq(&lruvec->lru_lock), after the transfers of the lines the hold's
+    /// list operations took from other CPUs (they lengthen the hold).
     pub(crate) fn unlock_lruvec(&self, lv: LruvecId) {
-        let lock = self.mm.borrow().lruvecs[lv as usize].lock;
+        let (lock, (local, remote)) = {
+            let mut mm = self.mm.borrow_mut();
+            (mm.lruvecs[lv as usize].lock, mm.lines.disarm())
+        };
+        self.e
+            .charge(local * self.c.cacheline_transfer + remote * self.c.cacheline_transfer_remote);
         self.e.unlock(lock);
     }
 

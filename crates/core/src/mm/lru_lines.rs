@@ -1,0 +1,138 @@
+//! The cache lines an LRU list operation writes, and which CPU wrote them last.
+//!
+//! Under lru_lock the kernel's cost per folio is not the few instructions of a list_add or
+//! list_del: it is the cache lines those instructions write that another CPU wrote last.
+//! Linking a folio at a list head writes the folio's own struct page (its `lru` links and
+//! flags), the old first folio's `lru.prev`, and the lruvec's list head and size counters;
+//! unlinking writes the folio and both neighbours' links and the lruvec's counters. On a
+//! large machine those lines were last written by whichever CPU touched the list before,
+//! so every operation of a lock hold can pay a transfer, and the hold time, the wait of
+//! every other CPU, grows with the number of CPUs taking turns at the list. This is the
+//! contention seed 000's lru_add_drain_cpu site shows, and what makes isolation from a
+//! list that other CPUs filled expensive.
+//!
+//! The model keeps one byte per frame (`Frames::line_cpu`: the CPU that last wrote the
+//! folio's struct page under an lru_lock, plus one; 0 when unknown) and one per lruvec
+//! (`Lruvec::line_cpu`: its list heads and size counters, taken as one line). While a task
+//! holds an lru_lock ([`LineTracker::arm`] in lock_lruvec), each list operation marks the
+//! lines it writes as this CPU's and counts those another CPU wrote last, same node or
+//! remote; unlock_lruvec charges them (`cacheline_transfer`, `cacheline_transfer_remote`)
+//! before it releases the lock, so they lengthen the hold as in the kernel. The lock word
+//! itself is the engine's (engine/mod.rs), charged when the lock is taken.
+//!
+//! The tracker is one for the machine, not one per CPU: a task never yields while it holds
+//! an lru_lock (every critical section of the model is free of await points), so holds do
+//! not interleave.
+//!
+//! Simplified: only writes under an lru_lock move a line (folio_mark_accessed on another
+//! CPU, the fault path's struct page writes and the rmap walk do not); a freed frame's line
+//! is forgotten (the next writer takes it from memory, charged nothing extra); the lruvec's
+//! heads and counters are one line; MGLRU's moves of a folio between generations in
+//! place (sort_folio, folio_inc_gen) are not counted, its additions and deletions are; the byte holds the CPU number modulo 255, so on
+//! machines of more than 255 CPUs two CPUs can share a code and a transfer between them is
+//! missed.
+
+/// Line owners of the frames and lruvecs, and the transfers of the current lock hold.
+#[derive(Debug, Clone, Default)]
+pub struct LineTracker {
+    /// Node of each CPU.
+    cpu_node: Vec<u32>,
+    /// The CPU holding an lru_lock now; None when list operations are not under one (a
+    /// fixture's placement), which moves no line.
+    cur: Option<u32>,
+    /// Lines of the current hold that another CPU of the same node wrote last.
+    local: u64,
+    /// Lines of the current hold that a CPU of another node wrote last.
+    remote: u64,
+}
+
+/// The byte stored for `cpu`.
+#[inline]
+fn code(cpu: u32) -> u8 {
+    (cpu % 255) as u8 + 1
+}
+
+impl LineTracker {
+    pub fn new(cpu_node: Vec<u32>) -> Self {
+        LineTracker {
+            cpu_node,
+            ..Default::default()
+        }
+    }
+
+    /// Whether list operations are being accounted (an lru_lock is held).
+    #[inline]
+    pub fn armed(&self) -> bool {
+        self.cur.is_some()
+    }
+
+    /// `cpu` took an lru_lock: its list operations write lines from now on.
+    pub fn arm(&mut self, cpu: u32) {
+        // No task yields while it holds an lru_lock, and none nests two: one hold at a time.
+        debug_assert!(self.cur.is_none(), "lru_lock holds overlap");
+        self.cur = Some(cpu);
+        self.local = 0;
+        self.remote = 0;
+    }
+
+    /// The lock is about to be released: the hold's (same-node, remote) transfers.
+    pub fn disarm(&mut self) -> (u64, u64) {
+        self.cur = None;
+        (
+            std::mem::take(&mut self.local),
+            std::mem::take(&mut self.remote),
+        )
+    }
+
+    /// The current CPU writes the line whose owner byte is `owner`.
+    #[inline]
+    pub fn write(&mut self, owner: &mut u8) {
+        let Some(cpu) = self.cur else {
+            return;
+        };
+        let me = code(cpu);
+        let was = *owner;
+        if was != 0 && was != me {
+            let node = self.cpu_node.get(cpu as usize);
+            if self.cpu_node.get(was as usize - 1) == node {
+                self.local += 1;
+            } else {
+                self.remote += 1;
+            }
+        }
+        *owner = me;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_another_cpu_wrote_is_one_transfer_then_local() {
+        // CPUs 0, 1 on node 0; CPU 2 on node 1.
+        let mut t = LineTracker::new(vec![0, 0, 1]);
+        let mut line = 0u8;
+        t.write(&mut line); // not armed: nothing moves
+        assert_eq!(line, 0);
+        t.arm(0);
+        t.write(&mut line); // a cold line: no transfer
+        t.write(&mut line); // ours already
+        assert_eq!(t.disarm(), (0, 0));
+        t.arm(1);
+        t.write(&mut line); // CPU 0 wrote it: same node
+        t.write(&mut line);
+        assert_eq!(t.disarm(), (1, 0));
+        t.arm(2);
+        t.write(&mut line); // CPU 1 wrote it: remote
+        assert_eq!(t.disarm(), (0, 1));
+        assert_eq!(line, code(2));
+    }
+
+    #[test]
+    fn codes_wrap_past_255_cpus() {
+        assert_eq!(code(0), 1);
+        assert_eq!(code(254), 255);
+        assert_eq!(code(255), 1);
+    }
+}
