@@ -131,3 +131,42 @@ fn bad_profiles_are_refused_naming_the_field_and_the_value() {
     let (_, msg) = refused(&toml("costs_profile = \"/dev/zero\"", ""));
     assert!(msg.contains("regular file"), "{msg}");
 }
+
+#[test]
+fn profile_limits_are_inclusive_at_their_bound() {
+    use reclaimsim_core::scenario::MAX_COST;
+    // The largest cost a scenario allows is allowed in a profile too; one more is not.
+    let p = profile_file(
+        "max.toml",
+        &format!("fault_entry = {{ ns = {MAX_COST}, source = \"x\" }}\n"),
+    );
+    let sc = Scenario::from_toml(&toml(&format!("costs_profile = {p:?}"), "")).unwrap();
+    assert_eq!(resolve(&sc).unwrap().table.fault_entry, MAX_COST);
+    let p = profile_file(
+        "over.toml",
+        &format!(
+            "fault_entry = {{ ns = {}, source = \"x\" }}\n",
+            MAX_COST + 1
+        ),
+    );
+    let (_, msg) = refused(&toml(&format!("costs_profile = {p:?}"), ""));
+    assert!(msg.contains(&format!("allowed 0..={MAX_COST}")), "{msg}");
+
+    // A profile file of exactly 1 MiB is read; one byte more is refused unread.
+    let body = "name = \"big\"\n[costs]\nfault_entry = { ns = 5, source = \"x\" }\n";
+    let pad = (1 << 20) - body.len() - 2;
+    let exact = format!("{body}#{}\n", "x".repeat(pad));
+    assert_eq!(exact.len(), 1 << 20);
+    let p = tmp("exact.toml", exact.as_bytes());
+    let sc = Scenario::from_toml(&toml(&format!("costs_profile = {p:?}"), "")).unwrap();
+    assert_eq!(resolve(&sc).unwrap().table.fault_entry, 5);
+    let p = tmp("big.toml", format!("{exact}#\n").as_bytes());
+    let (path, msg) = refused(&toml(&format!("costs_profile = {p:?}"), ""));
+    assert_eq!(path, "scenario.costs_profile");
+    assert!(msg.contains("at most 1048576 bytes"), "{msg}");
+
+    // Not UTF-8.
+    let p = tmp("latin1.toml", b"name = \"caf\xe9\"\n[costs]\n");
+    let (_, msg) = refused(&toml(&format!("costs_profile = {p:?}"), ""));
+    assert!(msg.contains("not UTF-8 text"), "{msg}");
+}
