@@ -88,8 +88,9 @@ files = ["16M"]
             .unwrap_or_else(|| panic!("{prefix}: {:?}", e.terms))
             .bytes
     };
-    // Frames: 32M of the cgroup (8192 pages) plus the 16M file (4096), 24 bytes each.
-    assert_eq!(term("frame table"), (8192 + 4096) * 24);
+    // Frames: 32M of the cgroup (8192 pages) plus the 16M file (4096), 25 bytes each
+    // (Page 16, LruLink 8, the line-owner byte 1).
+    assert_eq!(term("frame table"), (8192 + 4096) * 25);
     // With MGLRU, one generation byte more per frame.
     let mg = format!("{t}[kernel]\nlru = \"mglru\"\n");
     let e2 = reclaimsim_core::budget::estimate(&Scenario::from_toml(&mg).unwrap());
@@ -98,7 +99,7 @@ files = ["16M"]
         .iter()
         .find(|t| t.name.starts_with("frame table"))
         .unwrap();
-    assert_eq!(frames2.bytes, (8192 + 4096) * 25);
+    assert_eq!(frames2.bytes, (8192 + 4096) * 26);
     // PTEs: 2 * 16384 pages, 4 bytes each and a byte per 512.
     assert_eq!(term("page tables of workload[0]"), 32768 * 4 + 32768 / 512);
     // The swap map: the anonymous pages beyond the cgroup's 8192, 8 bytes each.
