@@ -134,7 +134,8 @@ def _costs_path(ctx, param, value):
         return ()
     p = Path(value)
     if not p.is_file():
-        raise click.BadParameter(f"{value}: {'is a directory' if p.is_dir() else 'no such file'}; expected a cost profile (TOML, e.g. from `reclaimsim calibrate`)", ctx, param)
+        what = "is a directory" if p.is_dir() else "not a regular file" if p.exists() else "no such file"
+        raise click.BadParameter(f"{value}: {what}; expected a cost profile (TOML, e.g. from `reclaimsim calibrate`)", ctx, param)
     return (f"costs_profile={json.dumps(str(p.resolve()))}",)
 
 

@@ -76,6 +76,10 @@ def test_bad_profiles_are_one_line_exit_2(tmp_path, body, needles):
 def test_missing_profile_file_and_unknown_hardware_profile(tmp_path):
     p = cli("run", "default", "--costs", "nope.toml", cwd=tmp_path)
     assert p.returncode == 2 and "nope.toml" in p.stderr and "no such file" in p.stderr, p.stderr
+    p = cli("run", "default", "--costs", "/dev/null")
+    assert p.returncode == 2 and "/dev/null: not a regular file" in p.stderr, p.stderr
+    p = cli("costs", "default", "--costs", str(tmp_path))
+    assert p.returncode == 2 and "is a directory" in p.stderr, p.stderr
     p = cli("run", "default", "--set", "machine.profile=cray")
     assert p.returncode == 2, p.stderr
     assert "scenario.machine.profile" in p.stderr and '"cray"' in p.stderr and "laptop" in p.stderr, p.stderr
