@@ -79,6 +79,15 @@ size = "16M"
         (["compare", "seed-003", "--set", "compare=5"], ["scenario.compare = 5", "expected a table"]),
         # kernel-run (more in test_kernelrun.py)
         (["kernel-run", "calib-uniform", "--reps", "101"], ["--reps", "101", "1<=x<=100"]),
+        (["kernel-run", "calib-uniform", "--vm", "--perf-lock"], ["--perf-lock", "not with --vm"]),
+        (["kernel-run", "calib-uniform", "--costs", "/dev/null"], ["--costs", "/dev/null: not a regular file"]),
+        # calibrate (more in test_calibrate.py)
+        (["calibrate"], ["Missing option", "-o"]),
+        (["calibrate", "-o", "x.toml", "--cpus", "1"], ["--cpus", "'1'", "two CPU numbers"]),
+        # costs, profiles
+        (["costs", "no-such-scenario"], ["no-such-scenario", "built-ins:"]),
+        (["costs", "default", "--set", "machine.profile=cray"], ["scenario.machine.profile", '"cray"', "laptop"]),
+        (["profiles", "extra"], ["unexpected extra argument (extra)"]),
         # trace-gen
         (["trace-gen", "t.oracleGeneral", "--objects", "0"], ["--objects", "0", "1<=x<=4294967295"]),
         (["trace-gen", "t.oracleGeneral", "--zipf", "0"], ["--zipf", "0.0", "x>0"]),
