@@ -450,17 +450,48 @@ const SPIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 const SPIN_TIMEOUT: &str =
     "cache-line benchmark made no progress for 60 s (is the other CPU busy or offline?)";
 
-/// Spin until `line` holds `v`; false when `deadline` passes first.
-fn spin_until(line: &AtomicU64, v: u64, deadline: Instant) -> bool {
+/// Spin until `line` holds `v`; an error when `deadline` passes first.
+fn spin_until(line: &AtomicU64, v: u64, deadline: Instant) -> Result<(), String> {
     let mut k = 0u32;
     while line.load(Ordering::Acquire) != v {
         std::hint::spin_loop();
         k = k.wrapping_add(1);
         if k & 0xffff == 0 && Instant::now() > deadline {
-            return false;
+            return Err(SPIN_TIMEOUT.to_string());
         }
     }
-    true
+    Ok(())
+}
+
+/// Run `peer` on CPU `b` (a new thread) and `mine` on CPU `a` (this thread), both starting
+/// once the peer runs (else this CPU would do its part while the peer thread is still
+/// being created); the wall time of `mine` [ns], or the first error of either.
+fn on_two_cpus(
+    (a, b): (usize, usize),
+    deadline: Instant,
+    peer: impl FnOnce() -> Result<(), String> + Send + 'static,
+    mine: impl FnOnce() -> Result<(), String>,
+) -> Result<f64, String> {
+    let ready = Arc::new(Line(AtomicU64::new(0)));
+    let r2 = ready.clone();
+    let h = std::thread::spawn(move || {
+        pin(b);
+        r2.0.store(1, Ordering::Release);
+        peer()
+    });
+    pin(a);
+    let res = spin_until(&ready.0, 1, deadline).and_then(|_| {
+        let t0 = Instant::now();
+        mine().map(|_| t0)
+    });
+    let ns = res
+        .as_ref()
+        .map_or(0.0, |t0| t0.elapsed().as_nanos() as f64);
+    let theirs = h
+        .join()
+        .map_err(|_| "benchmark thread panicked".to_string())?;
+    res.and(theirs)?;
+    Ok(ns)
 }
 
 /// Cache lines between CPUs `a` and `b`: a ping-pong (one transfer per hop), a contended
@@ -489,33 +520,21 @@ fn cache_lines_pinned(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, Strin
         let line = Arc::new(Line(AtomicU64::new(0)));
         let l2 = line.clone();
         let deadline = Instant::now() + SPIN_LIMIT;
-        let peer = std::thread::spawn(move || {
-            pin(b);
-            for i in 0..n {
-                if !spin_until(&l2.0, 2 * i + 1, deadline) {
-                    return Err(SPIN_TIMEOUT.to_string());
-                }
+        let peer = move || {
+            (0..n).try_for_each(|i| {
+                spin_until(&l2.0, 2 * i + 1, deadline)?;
                 l2.0.store(2 * i + 2, Ordering::Release);
-            }
-            Ok(())
-        });
-        pin(a);
-        let t = Instant::now();
-        let mut mine = Ok(());
-        for i in 0..n {
-            line.0.store(2 * i + 1, Ordering::Release);
-            if !spin_until(&line.0, 2 * i + 2, deadline) {
-                mine = Err(SPIN_TIMEOUT.to_string());
-                break;
-            }
-        }
-        let ns = t.elapsed().as_nanos() as f64;
-        let theirs = peer
-            .join()
-            .map_err(|_| "ping-pong thread panicked".to_string())?;
-        mine.and(theirs)?;
+                Ok(())
+            })
+        };
+        let mine = || {
+            (0..n).try_for_each(|i| {
+                line.0.store(2 * i + 1, Ordering::Release);
+                spin_until(&line.0, 2 * i + 2, deadline)
+            })
+        };
         // Each round trip moves the line twice.
-        Ok((ns, 2 * n))
+        Ok((on_two_cpus((a, b), deadline, peer, mine)?, 2 * n))
     })?;
     out.push(figure("cacheline_transfer", r, &format!("ping-pong of one cache line between CPUs {a} and {b} (store, spin on the peer's store): half a round trip")));
     let r = repeat(s.reps, || {
@@ -523,36 +542,16 @@ fn cache_lines_pinned(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, Strin
         // contending, every acquisition is a handoff from the other CPU.
         let lock = Arc::new((Line(AtomicU64::new(0)), Line(AtomicU64::new(0))));
         let l2 = lock.clone();
-        let take = |l: &(Line, Line), deadline: Instant| -> Result<(), String> {
+        let deadline = Instant::now() + SPIN_LIMIT;
+        let take = move |l: &(Line, Line)| -> Result<(), String> {
             let me = l.0 .0.fetch_add(1, Ordering::Relaxed);
-            if !spin_until(&l.1 .0, me, deadline) {
-                return Err(SPIN_TIMEOUT.to_string());
-            }
+            spin_until(&l.1 .0, me, deadline)?;
             l.1 .0.store(me + 1, Ordering::Release);
             Ok(())
         };
-        let deadline = Instant::now() + SPIN_LIMIT;
-        // Both CPUs start together: without it this CPU would take the lock n times
-        // uncontended while the peer thread is still being created.
-        let ready = Arc::new(Line(AtomicU64::new(0)));
-        let r2 = ready.clone();
-        let peer = std::thread::spawn(move || {
-            pin(b);
-            r2.0.store(1, Ordering::Release);
-            (0..n).try_for_each(|_| take(&l2, deadline))
-        });
-        pin(a);
-        if !spin_until(&ready.0, 1, deadline) {
-            return Err(SPIN_TIMEOUT.to_string());
-        }
-        let t = Instant::now();
-        let mine = (0..n).try_for_each(|_| take(&lock, deadline));
-        let ns = t.elapsed().as_nanos() as f64;
-        let theirs = peer
-            .join()
-            .map_err(|_| "lock thread panicked".to_string())?;
-        mine.and(theirs)?;
-        Ok((ns, 2 * n))
+        let peer = move || (0..n).try_for_each(|_| take(&l2));
+        let mine = || (0..n).try_for_each(|_| take(&lock));
+        Ok((on_two_cpus((a, b), deadline, peer, mine)?, 2 * n))
     })?;
     out.push(figure("lock_handoff", r, &format!("ticket spinlock (FIFO, as the kernel's queued spinlock) taken and released in a loop by CPUs {a} and {b} at once: wall time per acquisition, each one a handoff")));
     pin(a);
