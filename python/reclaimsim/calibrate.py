@@ -45,6 +45,7 @@ from typing import Callable
 import tomli_w
 
 from . import _core
+from .kernelrun import _fstype
 
 # (entry, path figure, subtracted entries): see the module's table.
 _DERIVED = [
@@ -86,18 +87,6 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
-
-
-def _fs_type(path: Path) -> str:
-    best, kind = "", ""
-    try:
-        for line in Path("/proc/mounts").read_text().splitlines():
-            dev, mnt, fs = line.split()[:3]
-            if str(path).startswith(mnt) and len(mnt) > len(best):
-                best, kind = mnt, fs
-    except OSError:
-        pass
-    return kind
 
 
 def measure(workdir: Path, cpus: tuple[int, int], quick: bool, say: Callable[[str], None]) -> tuple[dict, list[str]]:
@@ -142,6 +131,8 @@ def _swap_part(part: Callable[[str], list[dict]], say: Callable[[str], None]) ->
         return [], f"swap-out and swap-in not measured: {e}"
     try:
         figs = part("swap")
+    except OSError as e:
+        return [], f"swap-out and swap-in not measured: {e}"
     finally:
         swap.close()
     if not figs:
@@ -269,7 +260,7 @@ def profile(figs: dict, notes: list[str], workdir: Path) -> dict:
     when = datetime.date.today().isoformat()
     desc = (
         f"measured by reclaimsim calibrate on {host} ({_cpu_model()}, {os.cpu_count()} CPUs, "
-        f"Linux {platform.release()}), {when}; page-cache file on {_fs_type(workdir) or 'an unknown filesystem'}"
+        f"Linux {platform.release()}), {when}; page-cache file on {_fstype(str(workdir)) or 'an unknown filesystem'}"
     )
     if notes:
         desc += "; " + "; ".join(notes)
@@ -287,8 +278,8 @@ def calibrate(out: str, workdir: str | None, cpus: tuple[int, int], quick: bool,
     base = Path(workdir) if workdir else Path("/var/tmp")
     if not base.is_dir():
         raise CalibrateError(f"--workdir {base}: not a directory", 2)
-    if _fs_type(base.resolve()) in ("tmpfs", "ramfs"):
-        raise CalibrateError(f"--workdir {base}: on {_fs_type(base.resolve())}; page-cache misses need a disk filesystem", 2)
+    if _fstype(str(base)) in ("tmpfs", "ramfs"):
+        raise CalibrateError(f"--workdir {base}: on {_fstype(str(base))}; page-cache misses need a disk filesystem", 2)
     with tempfile.TemporaryDirectory(prefix="reclaimsim-calibrate-", dir=base) as d:
         figs, notes = measure(Path(d), cpus, quick, say)
         p = profile(figs, notes, base.resolve())
@@ -320,7 +311,7 @@ def _add_reclaim_bound(p: dict, d: Path, reps: int, say: Callable[[str], None]) 
         interim.write_text(tomli_w.dumps(p))
         try:
             e = reclaim_bound(interim, version, say, reps)
-        except kernelrun.KernelRunError as err:
+        except (kernelrun.KernelRunError, OSError) as err:
             e, why = None, str(err)
         if e is not None:
             p["costs"]["pte_referenced"] = e

@@ -98,12 +98,16 @@ class Recorder:
         if self.proc is None:
             return []
         self.proc.send_signal(signal.SIGINT)
-        _, err = self.proc.communicate(timeout=120)
-        self.proc = None
-        out = subprocess.run(
-            ["perf", "lock", "contention", "-i", str(self.path), "-E", "1000"],
-            capture_output=True, text=True, timeout=300,
-        )
+        try:
+            _, err = self.proc.communicate(timeout=120)
+            self.proc = None
+            out = subprocess.run(
+                ["perf", "lock", "contention", "-i", str(self.path), "-E", "1000"],
+                capture_output=True, text=True, timeout=300,
+            )
+        except subprocess.TimeoutExpired as e:
+            self.stop_quietly()
+            raise OSError(f"perf did not finish: {' '.join(map(str, e.cmd))} still running after {e.timeout:.0f} s") from None
         self.path.unlink(missing_ok=True)
         if out.returncode != 0:
             raise OSError(f"perf lock contention failed: {(out.stderr or err.decode(errors='replace')).strip()[-300:]}")

@@ -507,8 +507,10 @@ impl Mm {
         self.write_list_lines(lv, pfn, link.prev, link.next);
     }
 
-    /// A list operation on `lv` wrote the folio's struct page, its neighbours' links and
-    /// the lruvec's heads and counters (lru_lines.rs).
+    /// The cache lines a list operation on `lv` wrote: list_add/__list_del_entry write the
+    /// folio's struct page and its neighbours' links, update_lru_size the lruvec's counters
+    /// (lru_lines.rs). Simplified: the lruvec's heads and counters are one line; MGLRU's
+    /// in-place moves between generations do not come through here.
     #[inline]
     fn write_list_lines(&mut self, lv: LruvecId, pfn: Pfn, prev: Pfn, next: Pfn) {
         if !self.lines.armed() {

@@ -92,7 +92,8 @@ impl Mm {
 
     /// free_unref_folios() for one folio: uncharge it from its memcg
     /// (mem_cgroup_uncharge) and give the frame back to its node.
-    /// The caller has unlinked it from every list and mapping.
+    /// The caller has unlinked it from every list and mapping. The frame's line owner is
+    /// forgotten (lru_lines.rs): its next user takes the line from memory.
     pub fn free_folio(&mut self, pfn: Pfn) {
         let p = self.pages[pfn as usize];
         debug_assert!(p.test(PG_ALLOCATED) && !p.test(PG_LRU) && !p.test(PG_INBATCH | PG_ISOLATED));

@@ -571,7 +571,8 @@ impl Sim {
     }
 
     /// spin_unlock_irq(&lruvec->lru_lock), after the transfers of the lines the hold's
-    /// list operations took from other CPUs (they lengthen the hold).
+    /// list operations took from other CPUs (they lengthen the hold). Simplified: they are
+    /// charged in one sum at the end of the hold, not at each list operation.
     pub(crate) fn unlock_lruvec(&self, lv: LruvecId) {
         let (lock, (local, remote)) = {
             let mut mm = self.mm.borrow_mut();
