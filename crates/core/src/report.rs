@@ -350,7 +350,12 @@ impl Report {
         locks.sort_by_key(|l| std::cmp::Reverse(l.0));
         let locks = locks.into_iter().map(|x| x.1).collect();
         let mut workloads = sim.workloads.borrow().clone();
-        for (w, t) in workloads.iter_mut().zip(sim.tallies.borrow().iter()) {
+        let warmup = sim.warmup.1.borrow();
+        for (i, (w, t)) in workloads
+            .iter_mut()
+            .zip(sim.tallies.borrow().iter())
+            .enumerate()
+        {
             t.report_into(w);
             let end = if w.live > 0 { end_ns } else { w.end_ns };
             let start = if w.start_ns == u64::MAX {
@@ -359,8 +364,15 @@ impl Report {
                 w.start_ns
             };
             w.runtime_ns = end.saturating_sub(start);
-            w.throughput = if w.runtime_ns > 0 {
-                w.accesses as f64 * 1e9 / w.runtime_ns as f64
+            // The rate after the warmup: accesses since its end over the time since, for a
+            // workload still running then (one that ended earlier keeps its whole run).
+            let (from, done) = match warmup.as_ref() {
+                Some(snap) if end > sim.warmup.0 => (start.max(sim.warmup.0), snap[i]),
+                _ => (start, 0),
+            };
+            let span = end.saturating_sub(from);
+            w.throughput = if span > 0 {
+                (w.accesses - done) as f64 * 1e9 / span as f64
             } else {
                 0.0
             };

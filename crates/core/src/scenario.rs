@@ -170,6 +170,12 @@ impl Serialize for Limit {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Dur(pub u64);
 
+impl Dur {
+    pub fn is_zero(&self) -> bool {
+        self.0 == 0
+    }
+}
+
 fn parse_dur(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
     let i = t
@@ -236,6 +242,10 @@ pub struct Scenario {
     /// Time-series sampling interval [ns] (virtual time).
     #[serde(default = "default_sample_interval")]
     pub sample_interval: Dur,
+    /// Virtual time before the workloads' throughput is measured (will-it-scale's and
+    /// fio's warmup, discarded from the rate); counts stay whole-run. 0 = from the start.
+    #[serde(default, skip_serializing_if = "Dur::is_zero")]
+    pub warmup: Dur,
     pub machine: Machine,
     #[serde(default)]
     pub kernel: Kernel,
@@ -1393,6 +1403,15 @@ impl Scenario {
                 format!(
                     "{} ns: allowed 1ns..={MAX_DURATION} ns (about 146 years)",
                     self.duration.0
+                ),
+            ));
+        }
+        if self.warmup.0 >= self.duration.0 {
+            return Err(Error::scenario(
+                "scenario.warmup",
+                format!(
+                    "{} ns: must be less than duration ({} ns)",
+                    self.warmup.0, self.duration.0
                 ),
             ));
         }

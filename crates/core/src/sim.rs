@@ -71,6 +71,9 @@ pub struct Sim {
     pub workloads: RefCell<Vec<WorkloadStats>>,
     /// Each workload's live counters (its tasks count into them; the report reads them).
     pub tallies: RefCell<Vec<Rc<workload::Tally>>>,
+    /// The scenario's warmup, and each workload's accesses when it ended (report.rs
+    /// measures throughput from there).
+    pub warmup: (Time, RefCell<Option<Vec<u64>>>),
     pub live_tasks: Cell<u64>,
     pub sampler: RefCell<Sampler>,
     /// /sys/kernel/debug/lru_gen sampled with the time series (MGLRU only).
@@ -258,6 +261,7 @@ impl Sim {
             lines: crate::mm::lru_lines::LineTracker::new(cpu_node.clone()),
             trace: Default::default(),
             stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len),
+            stat_pending: Default::default(),
             file_dev: costs.ssd(),
         };
         let mut lru_gen_rng =
@@ -289,6 +293,7 @@ impl Sim {
             lru_gen_logs: RefCell::new(Vec::new()),
             workloads: RefCell::new(Vec::new()),
             tallies: RefCell::new(Vec::new()),
+            warmup: (sc.warmup.0, RefCell::new(None)),
             live_tasks: Cell::new(0),
             access_log: RefCell::new(None),
             recording: Cell::new(false),
@@ -306,6 +311,7 @@ impl Sim {
         *sim.me.borrow_mut() = Rc::downgrade(&sim);
         sim.spawn_kernel_tasks();
         sim.spawn_workloads(sc)?;
+        sim.spawn_warmup_end();
         crate::schedule::spawn_reclaim_schedules(&sim, sc);
         crate::schedule::spawn_lru_gen_schedules(&sim, sc);
         Ok(sim)
@@ -364,6 +370,24 @@ impl Sim {
                 s.e.sleep(interval).await;
             }
         });
+    }
+
+    /// At the end of the warmup, note each workload's accesses so far.
+    fn spawn_warmup_end(self: &Rc<Self>) {
+        if self.warmup.0 == 0 {
+            return;
+        }
+        let s = self.clone();
+        self.e
+            .spawn(self.warmup.0, self.kthread_cpu(0), async move {
+                let snap = s
+                    .tallies
+                    .borrow()
+                    .iter()
+                    .map(|t| t.accesses.get())
+                    .collect();
+                *s.warmup.1.borrow_mut() = Some(snap);
+            });
     }
 
     fn spawn_workloads(self: &Rc<Self>, sc: &Scenario) -> Result<()> {
@@ -497,6 +521,8 @@ impl Sim {
     /// user mode (resume_user_mode_work, after a fault or a read), or synchronously from
     /// try_charge_memcg once the debt exceeds MEMCG_CHARGE_BATCH.
     pub async fn handle_over_high_on_return(&self) {
+        // Uncharge statistics of folios this fault or read freed on its error paths.
+        self.flush_stat_pending(false);
         if let Some((debt, memcg)) = self.take_over_high() {
             self.mem_cgroup_handle_over_high(memcg, debt).await;
         }

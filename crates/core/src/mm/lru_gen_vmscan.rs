@@ -635,11 +635,7 @@ impl Sim {
         };
         self.e.charge(list.len() as u64 * self.c.list_op);
         self.unlock_lruvec(lv);
-        let mut mm = self.mm.borrow_mut();
-        for &pfn in &dead {
-            mm.free_folio(pfn);
-        }
-        mm.put_pfn_vec(dead);
+        self.free_unref_folios(dead);
     }
 
     /// try_to_inc_max_seq(): age the lruvec from `seq`: unless another aging already

@@ -102,14 +102,12 @@ pub struct Memcg {
     pub counter_line: CacheLine,
     /// This memcg and its ancestors up to the root (for page-counter walks).
     pub ancestors: Vec<MemcgId>,
-    /// Shared lines of the statistics: the local counters' atomics (batched_local), the
-    /// hierarchical counters' atomics (batched schemes) and rstat's stats_updates.
-    pub stat_local_line: CacheLine,
-    pub stat_hier_line: CacheLine,
+    /// Shared lines of the statistics, per line group of counter items (StatKind::line):
+    /// [memcg local, memcg hierarchical, lruvec local, lruvec hierarchical] atomics of the
+    /// batched schemes (the lruvec ones are node 0's).
+    pub stat_lines: [[CacheLine; 4]; NR_STAT_LINES],
+    /// rstat's stats_updates atomic.
     pub stat_updates_line: CacheLine,
-    /// The same two lines for the memcg's per-node lruvec counters (node 0 here).
-    pub lruvec_local_line: CacheLine,
-    pub lruvec_hier_line: CacheLine,
 }
 
 impl Memcg {
@@ -145,11 +143,8 @@ impl Memcg {
             iter: vec![ReclaimIter::default(); nodes],
             counter_line: CacheLine::default(),
             ancestors: vec![id],
-            stat_local_line: CacheLine::default(),
-            stat_hier_line: CacheLine::default(),
+            stat_lines: Default::default(),
             stat_updates_line: CacheLine::default(),
-            lruvec_local_line: CacheLine::default(),
-            lruvec_hier_line: CacheLine::default(),
         }
     }
 }
@@ -1153,20 +1148,69 @@ mod high_tests {
     }
 }
 
-/// Memcg counters whose update cost is modeled on the page-fault and unmap paths.
+/// Memcg counter items whose update cost is modeled (the value itself is kept exactly
+/// elsewhere): what a page fault, a charge, an uncharge and every LRU list operation
+/// update, in both eras the memcg_stats switch models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum StatKind {
-    /// PGFAULT (count_memcg_events).
+    /// PGFAULT (count_memcg_events in handle_mm_fault).
     Pgfault = 0,
-    /// NR_ANON_MAPPED (__mod_lruvec_state).
-    AnonMapped = 1,
-    /// NR_LRU_BASE + lru (update_lru_size).
-    LruPages = 2,
+    /// PGPGIN (mem_cgroup_charge_statistics at commit_charge).
+    Pgpgin = 1,
+    /// PGPGOUT (uncharge_batch, once per batch of folios of one memcg).
+    Pgpgout = 2,
+    /// NR_ANON_MAPPED (folio_add_new_anon_rmap / folio_remove_rmap; the 2019 kernel's
+    /// MEMCG_RSS, counted per page as well).
+    AnonMapped = 3,
     /// NR_FILE_MAPPED (folio_add_file_rmap / folio_remove_rmap).
-    FileMapped = 3,
+    FileMapped = 4,
+    /// NR_LRU_BASE + lru (update_lru_size, from every lruvec_add_folio and
+    /// lruvec_del_folio): four items, one per evictable list.
+    LruInactiveAnon = 5,
+    LruActiveAnon = 6,
+    LruInactiveFile = 7,
+    LruActiveFile = 8,
 }
-pub const NR_STAT_KINDS: usize = 4;
+pub const NR_STAT_KINDS: usize = 9;
+
+/// Line groups of the counter arrays: the kernel keeps each family's items in one array of
+/// 8-byte counters, so adjacent items share a 64-byte line. PGPGIN and PGPGOUT are the
+/// first two vm_event_items, the four LRU sizes the first node_stat_items; the others are
+/// far apart and get a line each.
+pub const NR_STAT_LINES: usize = 5;
+
+impl StatKind {
+    /// The list's LRU-size item (lru as in mmzone: inactive/active x anon/file).
+    pub fn lru(lru: usize) -> StatKind {
+        [
+            StatKind::LruInactiveAnon,
+            StatKind::LruActiveAnon,
+            StatKind::LruInactiveFile,
+            StatKind::LruActiveFile,
+        ][lru]
+    }
+
+    /// The line group of the item in each counter array.
+    fn line(self) -> usize {
+        match self {
+            StatKind::Pgfault => 0,
+            StatKind::Pgpgin | StatKind::Pgpgout => 1,
+            StatKind::AnonMapped => 2,
+            StatKind::FileMapped => 3,
+            _ => 4,
+        }
+    }
+
+    /// Events are memcg counters only; a state item updated by __mod_lruvec_state is a
+    /// memcg counter and a lruvec counter.
+    fn families(self) -> usize {
+        match self {
+            StatKind::Pgfault | StatKind::Pgpgin | StatKind::Pgpgout => 1,
+            _ => 2,
+        }
+    }
+}
 
 /// The per-CPU batch of 42a300353577's counters before they spill (MEMCG_CHARGE_BATCH then).
 const STAT_SPILL_BATCH: i64 = 32;
@@ -1191,6 +1235,38 @@ impl StatPcpu {
     }
 }
 
+/// Counter updates made where there is no CPU or clock (the Mm's list operations and
+/// frees), applied by the Sim on the CPU that made them at the end of the lock hold or free
+/// loop (Sim::flush_stat_pending). Consecutive updates of one (memcg, item) are summed into
+/// one, as update_lru_sizes does for an isolation batch and uncharge_batch for a run of
+/// folios of one memcg. Simplified: lru_add's per-folio update_lru_size calls of one hold
+/// are summed too (the spills they cause depend on the sum; the per-CPU adds' own cost is
+/// in the list operation's).
+#[derive(Default)]
+pub struct StatPending {
+    /// update_lru_size of the current lru_lock hold (applied inside the hold).
+    held: Vec<(MemcgId, StatKind, i64)>,
+    /// uncharge_batch of freed folios (applied after the free loop, outside any lock).
+    freed: Vec<(MemcgId, StatKind, i64)>,
+}
+
+fn push_summed(v: &mut Vec<(MemcgId, StatKind, i64)>, memcg: MemcgId, kind: StatKind, delta: i64) {
+    match v.last_mut() {
+        Some(last) if last.0 == memcg && last.1 == kind => last.2 += delta,
+        _ => v.push((memcg, kind, delta)),
+    }
+}
+
+impl StatPending {
+    pub fn push_held(&mut self, memcg: MemcgId, kind: StatKind, delta: i64) {
+        push_summed(&mut self.held, memcg, kind, delta);
+    }
+
+    pub fn push_freed(&mut self, memcg: MemcgId, kind: StatKind, delta: i64) {
+        push_summed(&mut self.freed, memcg, kind, delta);
+    }
+}
+
 impl crate::sim::Sim {
     /// The cost of one update of a memcg counter on this CPU, under the statistics scheme
     /// of `memcg_stats` (seed 004). The value itself is kept exactly elsewhere; what is
@@ -1204,12 +1280,39 @@ impl crate::sim::Sim {
     /// - `percpu_local` (the seed's fix): the local counter stays per-CPU (summed on read);
     ///   the hierarchical one spills as above.
     ///
-    /// A state item (everything but PGFAULT) is a memcg counter and a lruvec counter, as
-    /// __mod_lruvec_state updates both, each with its own local and hierarchical lines.
-    /// Simplified: one lruvec per memcg (node 0's lines), one counter per kind, and the walk
-    /// up the tree always reaches the root.
+    /// A state item is a memcg counter and a lruvec counter, as __mod_lruvec_state updates
+    /// both, each with its own local and hierarchical lines; an event is a memcg counter.
+    /// Items share a line as the kernel's arrays place them (StatKind::line). Simplified:
+    /// one lruvec per memcg (node 0's lines), and the walk up the tree always reaches the
+    /// root.
     pub fn memcg_stat_update(&self, memcg: MemcgId, kind: StatKind, delta: i64) {
         self.memcg_stat_update_mm(&mut self.mm.borrow_mut(), memcg, kind, delta);
+    }
+
+    /// Apply the Mm's pending counter updates (StatPending) on this CPU: those of the
+    /// lru_lock hold (`held`, at unlock) or those of a free loop (`freed`).
+    pub fn flush_stat_pending(&self, held: bool) {
+        let mut mm = self.mm.borrow_mut();
+        let list = if held {
+            &mut mm.stat_pending.held
+        } else {
+            &mut mm.stat_pending.freed
+        };
+        if list.is_empty() {
+            return;
+        }
+        let mut items = std::mem::take(list);
+        for &(memcg, kind, delta) in &items {
+            if delta != 0 {
+                self.memcg_stat_update_mm(&mut mm, memcg, kind, delta);
+            }
+        }
+        items.clear();
+        if held {
+            mm.stat_pending.held = items;
+        } else {
+            mm.stat_pending.freed = items;
+        }
     }
 
     /// [`Sim::memcg_stat_update`] for a caller that already holds the mm.
@@ -1237,20 +1340,15 @@ impl crate::sim::Sim {
             scheme => {
                 let d = &mut stat_pcpu.deltas
                     [(cpu * nm + memcg as usize) * NR_STAT_KINDS + kind as usize];
-                let families = if kind == StatKind::Pgfault { 1 } else { 2 };
-                for fam in 0..families {
+                let line = kind.line();
+                for fam in 0..kind.families() {
                     if scheme == MemcgStats::BatchedLocal {
                         let x = &mut d[2 * fam];
                         *x += delta;
                         if x.abs() > STAT_SPILL_BATCH {
                             *x = 0;
-                            let mc = &mut memcgs[memcg as usize];
-                            let line = if fam == 0 {
-                                &mut mc.stat_local_line
-                            } else {
-                                &mut mc.lruvec_local_line
-                            };
-                            let c = self.e.rmw_line(line);
+                            let l = &mut memcgs[memcg as usize].stat_lines[line][2 * fam];
+                            let c = self.e.rmw_line(l);
                             self.e.charge(c);
                         }
                     }
@@ -1260,12 +1358,8 @@ impl crate::sim::Sim {
                         *x = 0;
                         for i in 0..memcgs[memcg as usize].ancestors.len() {
                             let m = memcgs[memcg as usize].ancestors[i] as usize;
-                            let line = if fam == 0 {
-                                &mut memcgs[m].stat_hier_line
-                            } else {
-                                &mut memcgs[m].lruvec_hier_line
-                            };
-                            let c = self.e.rmw_line(line);
+                            let l = &mut memcgs[m].stat_lines[line][2 * fam + 1];
+                            let c = self.e.rmw_line(l);
                             self.e.charge(c);
                         }
                     }

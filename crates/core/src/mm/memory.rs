@@ -123,6 +123,8 @@ impl Sim {
             return None;
         }
         self.mm.borrow_mut().pages[pfn as usize].memcg = memcg;
+        // mem_cgroup_charge_statistics(): PGPGIN.
+        self.memcg_stat_update(memcg, StatKind::Pgpgin, 1);
         Some(pfn)
     }
 
@@ -331,7 +333,7 @@ impl Mm {
         // Charge it to the root for the symmetric uncharge in free_folio.
         let _ = self.page_counter_try_charge(0, 1);
         self.pages[pfn as usize].memcg = 0;
-        self.free_folio(pfn);
+        self.release_frame(pfn);
     }
 }
 

@@ -358,6 +358,8 @@ pub struct Mm {
     pub last_flush: u64,
     /// Per-CPU state of the modeled memcg statistics updates (seed 004).
     pub stat_pcpu: memcontrol::StatPcpu,
+    /// Counter updates of list operations and frees, for the Sim to apply.
+    pub stat_pending: memcontrol::StatPending,
     /// Tracepoint-derived counters (not /proc/vmstat items).
     pub trace: TraceCounters,
     /// The device holding the files (page-cache misses read from it).
@@ -479,6 +481,7 @@ impl Mm {
         }
         let link = self.pages.links[pfn as usize];
         self.write_list_lines(lv, pfn, link.prev, link.next);
+        self.update_lru_size(pfn, 1);
     }
 
     /// lruvec_add_folio_tail(): the next folio reclaim takes (MGLRU: the tail of the
@@ -492,6 +495,7 @@ impl Mm {
         }
         let link = self.pages.links[pfn as usize];
         self.write_list_lines(lv, pfn, link.prev, link.next);
+        self.update_lru_size(pfn, 1);
     }
 
     /// lruvec_del_folio() from the folio's own lruvec (MGLRU: lru_gen_del_folio, which
@@ -505,6 +509,20 @@ impl Mm {
             mmzone::lruvec_del_folio(pages, l, pfn);
         }
         self.write_list_lines(lv, pfn, link.prev, link.next);
+        self.update_lru_size(pfn, -1);
+    }
+
+    /// The memcg side of update_lru_size() (__mod_lruvec_state of NR_LRU_BASE + lru): its
+    /// cost is queued for the lock holder (StatPending). Simplified: MGLRU folios count on
+    /// the inactive lists (the kernel's lru_gen_update_size picks the list by generation);
+    /// list operations outside an lru_lock (a fixture's placement) cost nothing.
+    fn update_lru_size(&mut self, pfn: Pfn, delta: i64) {
+        let p = self.pages[pfn as usize];
+        let lru = p.lru_list();
+        if self.lines.armed() && lru != mmzone::LRU_UNEVICTABLE {
+            self.stat_pending
+                .push_held(p.memcg, memcontrol::StatKind::lru(lru), delta);
+        }
     }
 
     /// The cache lines a list operation on `lv` wrote: list_add/__list_del_entry write the

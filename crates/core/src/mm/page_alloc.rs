@@ -95,6 +95,15 @@ impl Mm {
     /// The caller has unlinked it from every list and mapping. The frame's line owner is
     /// forgotten (lru_lines.rs): its next user takes the line from memory.
     pub fn free_folio(&mut self, pfn: Pfn) {
+        // uncharge_batch's PGPGOUT, one update per run of one memcg's folios.
+        let memcg = self.pages[pfn as usize].memcg;
+        self.stat_pending
+            .push_freed(memcg, super::memcontrol::StatKind::Pgpgout, 1);
+        self.release_frame(pfn);
+    }
+
+    /// Uncharge a frame and put it back on its node's free list.
+    pub(super) fn release_frame(&mut self, pfn: Pfn) {
         let p = self.pages[pfn as usize];
         debug_assert!(p.test(PG_ALLOCATED) && !p.test(PG_LRU) && !p.test(PG_INBATCH | PG_ISOLATED));
         self.page_counter_uncharge(p.memcg, 1);

@@ -191,10 +191,6 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             mm.batch_apply(op, lv, pfn);
             self.e.charge(self.c.list_op);
-            if op == BatchOp::Add {
-                let memcg = mm.pages[pfn as usize].memcg;
-                self.memcg_stat_update_mm(&mut mm, memcg, super::memcontrol::StatKind::LruPages, 1);
-            }
         }
         if let Some(old) = locked {
             self.unlock_lruvec(old);
@@ -250,14 +246,12 @@ impl Sim {
                     self.lock_lruvec(lv, Site::FoliosPutRefs).await;
                     locked = Some(lv);
                 }
-                let memcg = {
+                {
                     let mut mm = self.mm.borrow_mut();
                     mm.lruvec_del_folio(pfn);
                     mm.pages[pfn as usize].clear(PG_LRU);
-                    mm.pages[pfn as usize].memcg
-                };
+                }
                 self.e.charge(self.c.list_op);
-                self.memcg_stat_update(memcg, super::memcontrol::StatKind::LruPages, -1);
             }
             self.mm.borrow_mut().free_folio(pfn);
             self.e.charge(self.c.page_free);
@@ -265,6 +259,7 @@ impl Sim {
         if let Some(old) = locked {
             self.unlock_lruvec(old);
         }
+        self.flush_stat_pending(false);
     }
 
     /// The last reference to a folio is gone: __folio_put -> __page_cache_release (unlink

@@ -562,6 +562,19 @@ impl Sim {
         }
     }
 
+    /// mem_cgroup_uncharge_folios() and free_unref_folios() of the folios a reclaim pass
+    /// freed, after it dropped lru_lock.
+    pub(crate) fn free_unref_folios(&self, dead: Vec<Pfn>) {
+        {
+            let mut mm = self.mm.borrow_mut();
+            for &pfn in &dead {
+                mm.free_folio(pfn);
+            }
+            mm.put_pfn_vec(dead);
+        }
+        self.flush_stat_pending(false);
+    }
+
     /// spin_lock_irq(&lruvec->lru_lock); list operations from here write cache lines
     /// as this CPU (lru_lines.rs).
     pub(crate) async fn lock_lruvec(&self, lv: LruvecId, site: Site) {
@@ -580,6 +593,7 @@ impl Sim {
         };
         self.e
             .charge(local * self.c.cacheline_transfer + remote * self.c.cacheline_transfer_remote);
+        self.flush_stat_pending(true);
         self.e.unlock(lock);
     }
 
@@ -642,13 +656,8 @@ impl Sim {
         };
         self.e.charge(taken * self.c.list_op);
         self.unlock_lruvec(lv);
-        let mut mm = self.mm.borrow_mut();
-        for &pfn in &dead {
-            mm.free_folio(pfn);
-        }
-        mm.put_pfn_vec(dead);
-        mm.put_pfn_vec(hold);
-        drop(mm);
+        self.mm.borrow_mut().put_pfn_vec(hold);
+        self.free_unref_folios(dead);
         // lru_note_cost(lruvec, file, 0, nr_rotated) records nothing: nr_rotated is 0.
     }
 
@@ -736,14 +745,8 @@ impl Sim {
         };
         self.e.charge(list.len() as u64 * self.c.list_op);
         self.unlock_lruvec(lv);
-        {
-            let mut mm = self.mm.borrow_mut();
-            for &pfn in &dead {
-                mm.free_folio(pfn);
-            }
-            mm.put_pfn_vec(dead);
-            mm.put_pfn_vec(list);
-        }
+        self.mm.borrow_mut().put_pfn_vec(list);
+        self.free_unref_folios(dead);
         self.lru_note_cost(
             lv,
             file,

@@ -53,7 +53,7 @@ pub struct WorkloadStats {
     pub minor_faults: u64,
     /// Virtual time from the workload's start to its last task's end (or the run's end) [ns].
     pub runtime_ns: u64,
-    /// Accesses per virtual second.
+    /// Accesses per virtual second, after the scenario's warmup if it has one.
     pub throughput: f64,
     pub oom_killed: bool,
     /// Trace workloads: requests and their hits and misses (a request misses when any of

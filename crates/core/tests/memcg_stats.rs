@@ -1,0 +1,170 @@
+//! The cost of memcg statistics updates (seed 004, mm/memcontrol.rs memcg_stat_update):
+//! the spill arithmetic of each era's scheme, the cache lines the counter items share, the
+//! LRU-size updates list operations make under lru_lock, and the warmup that will-it-scale
+//! discards from a workload's rate.
+
+use reclaimsim_core::fixture::run_probe;
+use reclaimsim_core::mm::memcontrol::StatKind;
+use reclaimsim_core::sim::Sim;
+use reclaimsim_core::Scenario;
+use std::rc::Rc;
+
+/// /a/b/c: its ancestors are c, b, a and the root.
+const C: u16 = 3;
+const STAT_UPDATE: u64 = 10;
+const ATOMIC: u64 = 100;
+const TRANSFER: u64 = 1000;
+
+fn machine(scheme: &str) -> Rc<Sim> {
+    let t = format!(
+        r#"
+duration = "1000s"
+[machine]
+cpus = 4
+memory_per_node = "64M"
+[kernel]
+memcg_flush_phase = "1.9s"
+[variants]
+memcg_stats = "{scheme}"
+[costs]
+stat_update = {STAT_UPDATE}
+atomic_rmw = {ATOMIC}
+cacheline_transfer = {TRANSFER}
+[[cgroup]]
+path = "/a"
+[[cgroup]]
+path = "/a/b"
+[[cgroup]]
+path = "/a/b/c"
+[[workload]]
+type = "usemem"
+cgroup = "/a/b/c"
+size = "4K"
+start = "900s"
+"#
+    );
+    Sim::build(&Scenario::from_toml(&t).unwrap()).unwrap()
+}
+
+/// `n` updates of +1 to `kind` of /a/b/c on `cpu` at `at`; their duration.
+fn updates(s: &Rc<Sim>, cpu: u32, at: u64, kind: StatKind, n: u64) -> u64 {
+    let end = run_probe(s, cpu, at, move |s| async move {
+        for _ in 0..n {
+            s.memcg_stat_update(C, kind, 1);
+        }
+    });
+    end - at
+}
+
+#[test]
+fn a_batch_spills_past_32_into_the_local_and_every_ancestors_atomic() {
+    // 42a300353577's __mod_memcg_state: the 33rd update makes |x| = 33 > MEMCG_CHARGE_BATCH
+    // and spills into the memcg's local atomic and the hierarchical atomics of c, b, a and
+    // the root: 5 atomics per counter family; a state item is a memcg and a lruvec counter.
+    let cold = 33 * STAT_UPDATE;
+    let s = machine("batched_local");
+    assert_eq!(
+        updates(&s, 0, 1_000_000, StatKind::FileMapped, 32),
+        32 * STAT_UPDATE
+    );
+    let s = machine("batched_local");
+    assert_eq!(
+        updates(&s, 0, 1_000_000, StatKind::FileMapped, 33),
+        cold + 10 * ATOMIC
+    );
+    // An event (PGFAULT) is a memcg counter only.
+    let s = machine("batched_local");
+    assert_eq!(
+        updates(&s, 0, 1_000_000, StatKind::Pgfault, 33),
+        cold + 5 * ATOMIC
+    );
+    // The fix keeps the local counter per CPU: only the 4 hierarchical atomics per family.
+    let s = machine("percpu_local");
+    assert_eq!(
+        updates(&s, 0, 1_000_000, StatKind::FileMapped, 33),
+        cold + 8 * ATOMIC
+    );
+    // rstat: 64 updates before stats_updates of each of the 4 levels is written.
+    let s = machine("rstat");
+    assert_eq!(
+        updates(&s, 0, 1_000_000, StatKind::FileMapped, 63),
+        63 * STAT_UPDATE
+    );
+    let s = machine("rstat");
+    assert_eq!(
+        updates(&s, 0, 1_000_000, StatKind::FileMapped, 64),
+        64 * STAT_UPDATE + 4 * ATOMIC
+    );
+}
+
+#[test]
+fn items_share_a_line_only_where_the_kernels_arrays_put_them_together() {
+    let s = machine("batched_local");
+    let cold = 33 * STAT_UPDATE;
+    // CPU 0 spills NR_FILE_MAPPED and NR_INACTIVE_FILE.
+    updates(&s, 0, 1_000_000, StatKind::FileMapped, 33);
+    updates(&s, 0, 2_000_000, StatKind::LruInactiveFile, 33);
+    // PGFAULT's lines are its own: CPU 1 takes them cold.
+    assert_eq!(
+        updates(&s, 1, 3_000_000, StatKind::Pgfault, 33),
+        cold + 5 * ATOMIC
+    );
+    // NR_ACTIVE_FILE sits next to NR_INACTIVE_FILE (the first node_stat_items): each of
+    // the 10 lines CPU 1 writes was CPU 0's.
+    assert_eq!(
+        updates(&s, 1, 4_000_000, StatKind::LruActiveFile, 33),
+        cold + 10 * (TRANSFER + ATOMIC)
+    );
+    // NR_FILE_MAPPED again, now from CPU 1: the same 10 lines move.
+    assert_eq!(
+        updates(&s, 1, 5_000_000, StatKind::FileMapped, 33),
+        cold + 10 * (TRANSFER + ATOMIC)
+    );
+}
+
+#[test]
+fn list_operations_update_the_lru_size_inside_the_lock_hold() {
+    // Two lru_add drains on one CPU, of 20 and 13 new anon folios: update_lru_size
+    // (NR_INACTIVE_ANON) reaches 33 in the second hold and spills; batched_local writes 2
+    // more atomics there (the memcg's and the lruvec's local counters) than percpu_local.
+    let drains = |scheme: &str| {
+        let s = machine(scheme);
+        let (_, pfns) = s.fixture_anon_folios(C, 0, 33, false, 0);
+        let mut took = Vec::new();
+        for (batch, at) in [(0..20, 1_000_000), (20..33, 2_000_000)] {
+            s.fixture_to_lru_add_batch(0, &pfns[batch]);
+            let end = run_probe(&s, 0, at, |s| async move { s.lru_add_drain().await });
+            took.push(end - at);
+        }
+        took
+    };
+    let (a, b) = (drains("batched_local"), drains("percpu_local"));
+    assert_eq!(a[0], b[0], "no spill in the first hold: {a:?} {b:?}");
+    assert_eq!(a[1] - b[1], 2 * ATOMIC, "{a:?} {b:?}");
+}
+
+#[test]
+fn freeing_folios_takes_them_off_the_lru_size() {
+    // 20 folios added (NR_INACTIVE_ANON +20 on CPU 0's batch) then freed off the LRU by
+    // folios_put_refs on the same CPU: the -20 brings the per-CPU delta back to 0, so no
+    // spill in either scheme, and the two schemes cost the same. (Counted the wrong way,
+    // the delta would reach 40 and batched_local would write 2 more atomics.)
+    let run = |scheme: &str| {
+        let s = machine(scheme);
+        let (_, pfns) = s.fixture_anon_folios(C, 0, 20, false, 0);
+        s.fixture_to_lru_add_batch(0, &pfns);
+        run_probe(&s, 0, 1_000_000, |s| async move { s.lru_add_drain().await });
+        let end = run_probe(&s, 0, 2_000_000, move |s| async move {
+            {
+                // The mappings' references are gone; only the LRU's remain.
+                let mut mm = s.mm.borrow_mut();
+                for &p in &pfns {
+                    mm.pages[p as usize].clear(reclaimsim_core::mm::mm_types::PG_OWNED);
+                }
+            }
+            s.folios_put_refs(&pfns).await
+        });
+        end - 2_000_000
+    };
+    assert_eq!(run("batched_local"), run("percpu_local"));
+}
