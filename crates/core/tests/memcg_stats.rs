@@ -16,6 +16,10 @@ const ATOMIC: u64 = 100;
 const TRANSFER: u64 = 1000;
 
 fn machine(scheme: &str) -> Rc<Sim> {
+    machine_with(scheme, STAT_UPDATE)
+}
+
+fn machine_with(scheme: &str, stat_update: u64) -> Rc<Sim> {
     let t = format!(
         r#"
 duration = "1000s"
@@ -27,7 +31,7 @@ memcg_flush_phase = "1.9s"
 [variants]
 memcg_stats = "{scheme}"
 [costs]
-stat_update = {STAT_UPDATE}
+stat_update = {stat_update}
 atomic_rmw = {ATOMIC}
 cacheline_transfer = {TRANSFER}
 [[cgroup]]
@@ -115,6 +119,20 @@ fn items_share_a_line_only_where_the_kernels_arrays_put_them_together() {
         updates(&s, 1, 4_000_000, StatKind::LruActiveFile, 33),
         cold + 10 * (TRANSFER + ATOMIC)
     );
+    // PGPGIN and NR_ANON_MAPPED have lines of their own too.
+    assert_eq!(
+        updates(&s, 1, 6_000_000, StatKind::Pgpgin, 33),
+        cold + 5 * ATOMIC
+    );
+    assert_eq!(
+        updates(&s, 1, 7_000_000, StatKind::AnonMapped, 33),
+        cold + 10 * ATOMIC
+    );
+    // PGPGOUT is PGPGIN's neighbour (the first two vm_event_items).
+    assert_eq!(
+        updates(&s, 0, 8_000_000, StatKind::Pgpgout, 33),
+        cold + 5 * (TRANSFER + ATOMIC)
+    );
     // NR_FILE_MAPPED again, now from CPU 1: the same 10 lines move.
     assert_eq!(
         updates(&s, 1, 5_000_000, StatKind::FileMapped, 33),
@@ -167,4 +185,33 @@ fn freeing_folios_takes_them_off_the_lru_size() {
         end - 2_000_000
     };
     assert_eq!(run("batched_local"), run("percpu_local"));
+}
+
+#[test]
+fn a_hold_updates_the_lru_size_once_per_run_of_one_list() {
+    // The number of update calls a hold makes, from the time they take at two per-update
+    // costs. An lru_add drain of 20 folios: one summed NR_INACTIVE_ANON update
+    // (update_lru_sizes-like). An activation drain of 10: each folio leaves the inactive
+    // list and joins the active one, alternating items, so 20 updates.
+    let calls = |activate: bool| {
+        let took = |cost: u64| {
+            let s = machine_with("percpu_local", cost);
+            let (_, pfns) = s.fixture_anon_folios(C, 0, if activate { 10 } else { 20 }, false, 0);
+            if !activate {
+                s.fixture_to_lru_add_batch(0, &pfns);
+            }
+            let end = run_probe(&s, 0, 1_000_000, move |s| async move {
+                if activate {
+                    for &p in &pfns {
+                        s.folio_activate(p).await;
+                    }
+                }
+                s.lru_add_drain().await
+            });
+            end - 1_000_000
+        };
+        (took(1010) - took(10)) / 1000
+    };
+    assert_eq!(calls(false), 1);
+    assert_eq!(calls(true), 20);
 }

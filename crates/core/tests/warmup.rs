@@ -96,3 +96,16 @@ repeat = 0
     let expect = acc as f64 * 1e9 / ns as f64;
     assert_eq!(w["throughput"].as_f64().unwrap(), expect);
 }
+
+#[test]
+fn the_normalized_scenario_keeps_a_warmup_and_omits_a_zero_one() {
+    let t = RUN.replace("DUR", "400ms");
+    let with =
+        reclaimsim_core::Scenario::from_toml(&t.replace("WARMUP", "warmup = \"100ms\"")).unwrap();
+    let without = reclaimsim_core::Scenario::from_toml(&t.replace("WARMUP", "")).unwrap();
+    assert_eq!(serde_json::to_value(&with).unwrap()["warmup"], 100_000_000);
+    assert!(serde_json::to_value(&without)
+        .unwrap()
+        .get("warmup")
+        .is_none());
+}
