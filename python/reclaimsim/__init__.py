@@ -10,6 +10,7 @@ from ._core import ScenarioError, SimulationError, __version__
 from .compare import compare
 from .result import Result
 from .scenario import builtin_scenarios, load_scenario, run
+from .sweep import sweep
 
 __all__ = [
     "Result",
@@ -20,4 +21,5 @@ __all__ = [
     "compare",
     "load_scenario",
     "run",
+    "sweep",
 ]

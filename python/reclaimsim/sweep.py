@@ -1,0 +1,535 @@
+"""Sweeps: a grid of runs in one file, run on local worker processes or a Dask cluster,
+stored as a resumable Parquet dataset.
+
+A grid names a scenario, seeds, axes (scenario fields by their `--set` path) and variant
+sets. The run list is the cross product of the axes (less `exclude`d points; `zip`ped axes
+move together), times the variant sets, times the seeds. Each run's identity is a hash of
+its normalized scenario (the core's `validate` output, which includes the seed and the
+variant switches); the store keeps one file per finished run, written to a temporary name
+and renamed, so a sweep killed at any point and started again redoes only the runs that
+had not finished. At the end the per-run files are gathered into `results.parquet`,
+`cgroups.parquet` and `timeseries.parquet`, which polars, pandas or DuckDB open without
+reclaimsim. See docs/sweeps.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import signal
+import time
+import tomllib
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import _core
+from ._core import ScenarioError, SimulationError
+from .compare import _apply_side, _toml_literal
+from .scenario import apply_override, compare_table, load_scenario
+
+GRID_FIELDS = ("scenario", "description", "seeds", "axes", "variant_sets", "exclude", "zip", "overrides")
+
+
+def _grid_dir() -> Path:
+    return Path(__file__).parent / "grids"
+
+
+def builtin_grids() -> list[tuple[str, str]]:
+    """(name, description) of each built-in grid."""
+    out = []
+    for f in sorted(_grid_dir().glob("*.toml")):
+        out.append((f.stem, tomllib.loads(f.read_text()).get("description", "")))
+    return out
+
+
+@dataclass
+class Run:
+    """One run of a sweep."""
+
+    run_id: str
+    point: dict[str, Any]
+    variant_set: str
+    seed: int
+    scenario: str  # normalized scenario JSON
+
+
+@dataclass
+class Grid:
+    name: str
+    scenario: str
+    seeds: list[int]
+    axes: dict[str, list[Any]]
+    variant_sets: dict[str, dict]
+    exclude: list[dict[str, Any]] = field(default_factory=list)
+    zip: list[list[str]] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+    base_dir: Path = Path(".")
+
+
+def _err(msg: str) -> ScenarioError:
+    return ScenarioError(msg)
+
+
+def load_grid(grid: str | Path | dict) -> Grid:
+    """Read a grid (a TOML file, a built-in grid name or a dict) and check its shape."""
+    base = Path(".")
+    name = "grid"
+    if isinstance(grid, dict):
+        data = dict(grid)
+    else:
+        s = str(grid)
+        p = Path(s)
+        if p.is_file():
+            try:
+                data = tomllib.loads(p.read_text())
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+                raise _err(f"grid {s}: not a TOML file: {e}") from None
+            base, name = p.parent, p.stem
+        else:
+            f = _grid_dir() / f"{s}.toml"
+            if not f.is_file():
+                names = ", ".join(n for n, _ in builtin_grids())
+                raise _err(f"grid {s!r}: no such file and no built-in grid of that name; built-ins: {names}")
+            data = tomllib.loads(f.read_text())
+            name = s
+    for k in data:
+        if k not in GRID_FIELDS:
+            raise _err(f"grid field {k!r}: unknown; allowed: {', '.join(GRID_FIELDS)}")
+    if not isinstance(data.get("scenario"), str) or not data["scenario"]:
+        raise _err("grid field 'scenario': required, a built-in scenario name or a path")
+    scenario = data["scenario"]
+    if (base / scenario).is_file():
+        scenario = str(base / scenario)
+    seeds = data.get("seeds", 3)
+    if type(seeds) is int:
+        if not 1 <= seeds <= 1000:
+            raise _err(f"grid field 'seeds': {seeds}: allowed 1 to 1000, or a list of seeds")
+        seeds = list(range(1, seeds + 1))
+    elif not (isinstance(seeds, list) and seeds and all(type(x) is int and 0 <= x < 2**64 for x in seeds)):
+        raise _err(f"grid field 'seeds': {seeds!r}: an integer from 1 to 1000 or a non-empty list of seeds")
+    if len(set(seeds)) != len(seeds):
+        raise _err(f"grid field 'seeds': {seeds!r}: a seed is listed twice")
+    axes = data.get("axes", {})
+    if not isinstance(axes, dict):
+        raise _err("grid field 'axes': a table of FIELD = [values]")
+    for k, v in axes.items():
+        if not isinstance(v, list) or not v:
+            raise _err(f"grid axis {k!r}: {v!r}: a non-empty list of values")
+        if len({json.dumps(x, sort_keys=True) for x in v}) != len(v):
+            raise _err(f"grid axis {k!r}: {v!r}: a value is listed twice")
+    vsets = data.get("variant_sets")
+    if vsets is not None and (not isinstance(vsets, dict) or not vsets or not all(isinstance(x, dict) for x in vsets.values())):
+        raise _err("grid field 'variant_sets': a table of NAME = { switch = value, ... }")
+    zips = data.get("zip", [])
+    if not (isinstance(zips, list) and all(isinstance(z, list) and len(z) >= 2 for z in zips)):
+        raise _err("grid field 'zip': a list of lists of two or more axis names")
+    seen: set[str] = set()
+    for z in zips:
+        for a in z:
+            if a not in axes:
+                raise _err(f"grid field 'zip': {a!r} is not an axis; axes: {', '.join(axes)}")
+            if a in seen:
+                raise _err(f"grid field 'zip': axis {a!r} is in two groups")
+            seen.add(a)
+        lens = {len(axes[a]) for a in z}
+        if len(lens) != 1:
+            raise _err(f"grid field 'zip': axes {z} have different lengths {[len(axes[a]) for a in z]}")
+    excl = data.get("exclude", [])
+    if not (isinstance(excl, list) and all(isinstance(e, dict) and e for e in excl)):
+        raise _err("grid field 'exclude': a list of tables { axis = value, ... }")
+    for e in excl:
+        for a in e:
+            if a not in axes:
+                raise _err(f"grid field 'exclude': {a!r} is not an axis; axes: {', '.join(axes)}")
+    ov = data.get("overrides", [])
+    if not (isinstance(ov, list) and all(isinstance(x, str) for x in ov)):
+        raise _err('grid field \'overrides\': a list of "KEY=VALUE" strings')
+    return Grid(name, scenario, seeds, axes, vsets or {}, excl, zips, ov, base)
+
+
+def _points(g: Grid) -> list[dict[str, Any]]:
+    """The grid's points: the cross product of the axes (zipped axes move together), less
+    the excluded ones."""
+    groups: list[list[str]] = [list(z) for z in g.zip]
+    zipped = {a for z in g.zip for a in z}
+    groups += [[a] for a in g.axes if a not in zipped]
+    choices = [[dict(zip(grp, vals)) for vals in zip(*(g.axes[a] for a in grp))] for grp in groups]
+    out = []
+    for combo in itertools.product(*choices):
+        pt: dict[str, Any] = {}
+        for c in combo:
+            pt.update(c)
+        if any(all(pt.get(a) == v for a, v in e.items()) for e in g.exclude):
+            continue
+        out.append({a: pt[a] for a in g.axes})
+    return out
+
+
+def _identity(scenario_json: str) -> str:
+    return hashlib.sha256(scenario_json.encode()).hexdigest()[:20]
+
+
+def _apply_point(base: dict, pt: dict[str, Any]) -> dict:
+    """The scenario at a grid point. Every axis is set before the core validates, so axes
+    that only make sense together (zipped CPUs and processes) are judged together; a
+    refusal names the axis whose field the core names, else the whole point."""
+    d = json.loads(json.dumps(base))
+    for axis, v in pt.items():
+        try:
+            apply_override(d, f"{axis}={_toml_literal(v)}")
+        except ScenarioError as e:
+            raise _err(f"grid axis {axis!r} value {v!r}: {e}") from None
+    try:
+        _core.validate_json(json.dumps(d))
+    except ScenarioError as e:
+        msg = str(e)
+        named = [a for a in pt if msg.startswith(f"scenario.{a}:") or msg.startswith(f"scenario.{a} ")]
+        named = named or [a for a in pt if f"scenario.{a}" in msg]
+        if len(named) == 1:
+            raise _err(f"grid axis {named[0]!r} value {pt[named[0]]!r}: {msg}") from None
+        raise _err(f"grid point {pt}: {msg}") from None
+    return d
+
+
+def plan(g: Grid) -> list[Run]:
+    """Every run of the grid, each scenario validated by the core. A bad axis value is
+    refused here, naming the axis and the value, before any run starts."""
+    base = load_scenario(g.scenario, g.overrides)
+    spec = compare_table(base)
+    base.pop("compare", None)
+    vsets = g.variant_sets or (
+        {"A": dict(spec["a"]), "B": dict(spec["b"])} if "a" in spec and "b" in spec else {"default": {}}
+    )
+    base_variants = json.loads(_core.validate_json(json.dumps(base)))["variants"]
+    runs = []
+    for pt in _points(g):
+        d = _apply_point(base, pt)
+        for name, vs in vsets.items():
+            try:
+                side = _apply_side(d, base_variants, vs)
+                norm = json.loads(_core.validate_json(json.dumps(side)))
+            except ScenarioError as e:
+                raise _err(f"grid variant set {name!r} at {pt}: {e}") from None
+            for seed in g.seeds:
+                norm["seed"] = seed
+                text = json.dumps(norm, sort_keys=True)
+                runs.append(Run(_identity(text), pt, name, seed, text))
+    return runs
+
+
+# ---------------------------------------------------------------------------------------
+# Running one: the function workers execute (a local pool or a Dask worker)
+# ---------------------------------------------------------------------------------------
+
+
+def run_task(scenario_json: str) -> tuple[str, str, float]:
+    """Run one scenario: ("ok", result JSON, wall seconds) or (error class, message, wall).
+    Errors travel as text (the core's exceptions do not pickle)."""
+    t = time.perf_counter()
+    try:
+        return "ok", _core.run_json(scenario_json), time.perf_counter() - t
+    except (ScenarioError, SimulationError) as e:
+        return type(e).__name__, str(e), time.perf_counter() - t
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# ---------------------------------------------------------------------------------------
+# The store
+# ---------------------------------------------------------------------------------------
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("reclaimsim")
+
+
+def _flat_row(run: Run, r: dict | None, wall: float, error: str | None, version: str) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "run_id": run.run_id,
+        "scenario": json.loads(run.scenario)["name"],
+        "variant_set": run.variant_set,
+        "seed": run.seed,
+        "scenario_hash": run.run_id,
+        "reclaimsim_version": version,
+        "wall_s": wall,
+        "error": error,
+    }
+    for axis, v in run.point.items():
+        row[axis] = v if isinstance(v, (int, float, str, bool)) else json.dumps(v)
+    if r is None:
+        return row
+    row["end_ns"] = r["end_ns"]
+    for k, v in r["vmstat"].items():
+        row[f"vmstat.{k}"] = v
+    for w in r["workloads"]:
+        for k, v in w.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                row[f"workload.{w['name']}.{k}"] = v
+        for k, v in (w.get("trace") or {}).items():
+            row[f"workload.{w['name']}.trace.{k}"] = v
+    total = 0
+    for lk in r["locks"]:
+        key = f"lock.{lk['name']}.{lk['caller']}"
+        row[f"{key}.wait_ns"] = row.get(f"{key}.wait_ns", 0) + lk["total_wait_ns"]
+        row[f"{key}.acquisitions"] = row.get(f"{key}.acquisitions", 0) + lk["acquisitions"]
+        total += lk["total_wait_ns"]
+    row["lock_wait_total_ns"] = total
+    return row
+
+
+def _cgroup_rows(run: Run, r: dict) -> list[dict[str, Any]]:
+    rows = []
+    for c in r["cgroups"]:
+        row = {"run_id": run.run_id, "cgroup": c["path"]}
+        for k, v in c.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                row[k] = v
+        for k, v in c["memory.stat"].items():
+            row[f"memory.stat.{k}"] = v
+        for k, v in c["memory.events"].items():
+            row[f"memory.events.{k}"] = v
+        rows.append(row)
+    return rows
+
+
+def _timeseries_rows(run: Run, r: dict) -> list[dict[str, Any]]:
+    ts = r["timeseries"]
+    cols = ts["columns"]
+    return [{"run_id": run.run_id, **dict(zip(cols, row))} for row in ts["rows"]]
+
+
+class Store:
+    """DIR/runs/<id>.parquet (one row each, the journal), DIR/cgroups/<id>.parquet,
+    DIR/timeseries/<id>.parquet; a run counts as stored once its runs/ file exists, and
+    that file is written last, by rename."""
+
+    def __init__(self, out: Path):
+        self.out = out
+
+    def _write(self, sub: str, run_id: str, rows: list[dict]) -> None:
+        import polars as pl
+
+        (self.out / sub).mkdir(parents=True, exist_ok=True)
+        path = self.out / sub / f"{run_id}.parquet"
+        tmp = path.with_name(f".{run_id}.{os.getpid()}.tmp")
+        overrides = {"error": pl.String} if rows and "error" in rows[0] else None
+        pl.DataFrame(rows, infer_schema_length=None, schema_overrides=overrides).write_parquet(tmp)
+        os.replace(tmp, path)
+
+    def stored(self) -> dict[str, dict]:
+        """run_id -> {error, reclaimsim_version} of every stored run."""
+        import polars as pl
+
+        out: dict[str, dict] = {}
+        for f in (self.out / "runs").glob("*.parquet"):
+            df = pl.read_parquet(f, columns=["run_id", "error", "reclaimsim_version"])
+            for row in df.iter_rows(named=True):
+                out[row["run_id"]] = row
+        return out
+
+    def put(self, run: Run, kind: str, text: str, wall: float, version: str) -> None:
+        if kind == "ok":
+            r = json.loads(text)
+            self._write("cgroups", run.run_id, _cgroup_rows(run, r))
+            ts = _timeseries_rows(run, r)
+            if ts:
+                self._write("timeseries", run.run_id, ts)
+            self._write("runs", run.run_id, [_flat_row(run, r, wall, None, version)])
+        else:
+            self._write("runs", run.run_id, [_flat_row(run, None, wall, f"{kind}: {text}", version)])
+
+    def gather(self, ids: Iterable[str]) -> None:
+        """Write results.parquet, cgroups.parquet and timeseries.parquet of these runs, in
+        their order (the grid's: points, then variant sets, then seeds)."""
+        import polars as pl
+
+        ids = list(ids)
+        for sub, name in (("runs", "results"), ("cgroups", "cgroups"), ("timeseries", "timeseries")):
+            files = [self.out / sub / f"{i}.parquet" for i in ids]
+            files = [f for f in files if f.is_file()]
+            dfs = [pl.read_parquet(f) for f in files]
+            df = pl.concat(dfs, how="diagonal_relaxed") if dfs else pl.DataFrame({"run_id": []}, schema={"run_id": pl.String})
+            self.out.mkdir(parents=True, exist_ok=True)
+            tmp = self.out / f".{name}.tmp"
+            df.write_parquet(tmp)
+            os.replace(tmp, self.out / f"{name}.parquet")
+
+
+# ---------------------------------------------------------------------------------------
+# Executors
+# ---------------------------------------------------------------------------------------
+
+
+class _LocalPool:
+    """Long-lived worker processes (a simulation is single-threaded)."""
+
+    def __init__(self, workers: int):
+        import multiprocessing
+
+        self.pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint
+        )
+
+    def submit(self, scenario_json: str) -> Future:
+        return self.pool.submit(run_task, scenario_json)
+
+    def wait_any(self, futures: list, timeout: float) -> set:
+        return wait(futures, return_when=FIRST_COMPLETED, timeout=timeout).done
+
+    def close(self, cancel: bool, pending: list) -> None:
+        if cancel:
+            for p in list(getattr(self.pool, "_processes", {}).values()):
+                p.terminate()
+        self.pool.shutdown(wait=True, cancel_futures=cancel)
+
+
+class _DaskPool:
+    """A Dask distributed cluster (`--scheduler tcp://HOST:PORT`, or a Client)."""
+
+    def __init__(self, scheduler: Any):
+        try:
+            from distributed import Client
+        except ImportError:
+            raise _err("--scheduler: dask.distributed is not installed (pip install 'reclaimsim[dask]')") from None
+        if isinstance(scheduler, str):
+            try:
+                self.client = Client(scheduler, timeout="10s")
+            except (OSError, TimeoutError, ValueError) as e:
+                raise _err(
+                    f"--scheduler {scheduler!r}: cannot reach the Dask scheduler ({e}); give its address, e.g. tcp://HOST:8786"
+                ) from None
+            self.own = True
+        else:
+            self.client, self.own = scheduler, False
+
+    def submit(self, scenario_json: str):
+        return self.client.submit(run_task, scenario_json, pure=False)
+
+    def wait_any(self, futures: list, timeout: float) -> set:
+        from distributed import wait as dask_wait
+
+        try:
+            return set(dask_wait(futures, timeout=timeout, return_when="FIRST_COMPLETED").done)
+        except TimeoutError:
+            return set()
+
+    def close(self, cancel: bool, pending: list) -> None:
+        if cancel and pending:
+            self.client.cancel(pending)
+        if self.own:
+            self.client.close()
+
+
+@dataclass
+class Progress:
+    total: int
+    done: int = 0
+    failed: int = 0
+    running: int = 0
+    reused: int = 0
+
+
+def execute(
+    runs: list[Run],
+    out: Path,
+    *,
+    workers: int = 1,
+    scheduler: Any = None,
+    retry_failed: bool = False,
+    reuse_other_versions: bool = False,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> Progress:
+    """Run every run of `runs` not already stored in `out`; store each as it ends."""
+    store = Store(out)
+    version = _version()
+    stored = store.stored()
+
+    def reusable(run: Run) -> bool:
+        s = stored.get(run.run_id)
+        if s is None or (s["error"] and retry_failed):
+            return False
+        return s["reclaimsim_version"] == version or reuse_other_versions
+
+    todo = [r for r in runs if not reusable(r)]
+    prog = Progress(total=len(runs), reused=len(runs) - len(todo))
+    prog.done = prog.reused
+    prog.failed = sum(1 for r in runs if reusable(r) and stored[r.run_id]["error"])
+    if on_progress:
+        on_progress(prog)
+    if todo:
+        pool = _DaskPool(scheduler) if scheduler is not None else _LocalPool(max(1, workers))
+        pending: dict = {}
+        cancel = True
+        try:
+            _drive(pool, pending, todo, store, version, prog, on_progress)
+            cancel = False
+        finally:
+            pool.close(cancel, list(pending))
+    store.gather(r.run_id for r in runs)
+    return prog
+
+
+def _drive(pool, pending: dict, todo: list[Run], store: Store, version: str, prog: Progress, on_progress) -> None:
+    """Submit the runs, a bounded number in flight (a huge grid is not queued at once),
+    and store each as it ends."""
+    limit = 64
+    it = iter(todo)
+    while True:
+        while len(pending) < limit:
+            run = next(it, None)
+            if run is None:
+                break
+            pending[pool.submit(run.scenario)] = run
+        if not pending:
+            return
+        prog.running = min(len(pending), limit)
+        if on_progress:
+            on_progress(prog)
+        for f in pool.wait_any(list(pending), 0.5):
+            run = pending.pop(f)
+            kind, text, wall = f.result()
+            store.put(run, kind, text, wall, version)
+            prog.done += 1
+            prog.failed += kind != "ok"
+        if on_progress:
+            on_progress(prog)
+
+
+def results(out: str | Path):
+    """The sweep's table (polars DataFrame) from DIR/results.parquet."""
+    import polars as pl
+
+    return pl.read_parquet(Path(out) / "results.parquet")
+
+
+def sweep(
+    grid: str | Path | dict,
+    out: str | Path = "sweep-out",
+    *,
+    workers: int | None = None,
+    scheduler: Any = None,
+    retry_failed: bool = False,
+    reuse_other_versions: bool = False,
+):
+    """Run a grid (a TOML file, a built-in grid name or a dict) into the store at `out`
+    and return the results table as a polars DataFrame. `scheduler`: a Dask scheduler
+    address or a distributed.Client; else `workers` local processes (default: CPUs)."""
+    g = load_grid(grid)
+    runs = plan(g)
+    execute(
+        runs,
+        Path(out),
+        workers=workers or os.cpu_count() or 1,
+        scheduler=scheduler,
+        retry_failed=retry_failed,
+        reuse_other_versions=reuse_other_versions,
+    )
+    return results(out)

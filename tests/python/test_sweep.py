@@ -1,0 +1,193 @@
+"""Sweeps (reclaimsim.sweep, `reclaimsim sweep`): the run list a grid makes, the same table
+from a local pool and a Dask cluster, resumption after kill -9 without redoing finished
+runs, failed runs kept until asked, and bad grids refused before any run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import reclaimsim
+from reclaimsim.sweep import Store, _points, execute, load_grid, plan
+
+# Four short points x two variant sets x two seeds = 16 runs of a small machine.
+GRID = """
+scenario = "default"
+seeds = 2
+overrides = ["duration=500ms", "sample_interval=100ms", "machine.memory_per_node=1G", "workload[0].processes=2", "workload[0].size=64M", "cgroup[1].memory.max=96M"]
+[axes]
+"machine.cpus" = [4, 8]
+"kernel.swappiness" = [30, 100]
+[variant_sets]
+A = { rotation_cost = false }
+B = { rotation_cost = true }
+"""
+
+
+def cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "reclaimsim.cli", *args], capture_output=True, text=True, **kw)
+
+
+def grid_file(tmp_path, text=GRID, name="g.toml"):
+    f = tmp_path / name
+    f.write_text(text)
+    return str(f)
+
+
+def table(out) -> pl.DataFrame:
+    # wall_s is the host's time: everything else must agree between executors and runs.
+    return pl.read_parquet(Path(out) / "results.parquet").drop("wall_s")
+
+
+def test_points_are_the_cross_product_less_excluded_with_zipped_axes_together():
+    g = load_grid(
+        {
+            "scenario": "default",
+            "axes": {"a": [1, 2, 3], "b": ["x", "y", "z"], "c": [True, False]},
+            "zip": [["a", "b"]],
+            "exclude": [{"a": 2, "c": False}],
+        }
+    )
+    pts = _points(g)
+    # 3 zipped (a, b) pairs x 2 values of c, less one: 5.
+    assert len(pts) == 5
+    assert {(p["a"], p["b"]) for p in pts} == {(1, "x"), (2, "y"), (3, "z")}
+    assert {"a": 2, "b": "y", "c": False} not in pts
+
+
+def test_plan_is_points_times_variant_sets_times_seeds_with_distinct_identities(tmp_path):
+    runs = plan(load_grid(grid_file(tmp_path)))
+    assert len(runs) == 4 * 2 * 2
+    assert len({r.run_id for r in runs}) == 16
+    # The identity is the normalized scenario: the same run planned twice is the same id.
+    again = plan(load_grid(grid_file(tmp_path)))
+    assert [r.run_id for r in runs] == [r.run_id for r in again]
+    # The variant set and the seed are part of the scenario the id hashes.
+    r = runs[0]
+    d = json.loads(r.scenario)
+    assert d["seed"] == r.seed and d["variants"]["rotation_cost"] is (r.variant_set == "B")
+    assert d["machine"]["cpus"] == r.point["machine.cpus"]
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def test_a_local_pool_and_a_dask_cluster_give_the_same_table(tmp_path, dask_client):
+    g = grid_file(tmp_path)
+    local = reclaimsim.sweep(g, out=tmp_path / "local", workers=2)
+    dask = reclaimsim.sweep(g, out=tmp_path / "dask", scheduler=dask_client)
+    assert isinstance(local, pl.DataFrame) and local.height == 16
+    assert table(tmp_path / "local").equals(table(tmp_path / "dask"))
+    assert local["error"].null_count() == 16
+    # The per-cgroup and time-series datasets are keyed by run.
+    for name in ("cgroups", "timeseries"):
+        a = pl.read_parquet(tmp_path / "local" / f"{name}.parquet")
+        b = pl.read_parquet(tmp_path / "dask" / f"{name}.parquet")
+        assert a.equals(b) and set(a["run_id"]) == set(local["run_id"])
+    # And the dataset is plain Parquet: DuckDB reads it without reclaimsim.
+    duckdb = pytest.importorskip("duckdb")
+    n = duckdb.sql(f"select count(*) from '{tmp_path / 'local' / 'results.parquet'}'").fetchall()[0][0]
+    assert n == 16
+
+
+def test_a_sweep_killed_with_sigkill_resumes_without_redoing_finished_runs(tmp_path):
+    g = grid_file(tmp_path)
+    out = tmp_path / "killed"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "reclaimsim.cli", "sweep", g, "--out", str(out), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    runs = out / "runs"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if runs.exists() and len(list(runs.glob("*.parquet"))) >= 3:
+            break
+        time.sleep(0.02)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    done = {f.name: f.stat().st_mtime_ns for f in runs.glob("*.parquet")}
+    assert 3 <= len(done) < 16, f"killed after {len(done)} runs"
+    r = cli("sweep", g, "--out", str(out), "--workers", "2")
+    assert r.returncode == 0, r.stderr
+    assert f"({len(done)} stored before, {16 - len(done)} run now, 0 failed)" in r.stdout, r.stdout
+    # The finished runs' files were not written again.
+    for name, mtime in done.items():
+        assert (runs / name).stat().st_mtime_ns == mtime
+    whole = reclaimsim.sweep(g, out=tmp_path / "whole", workers=2)
+    assert table(out).equals(table(tmp_path / "whole")) and whole.height == 16
+
+
+def test_a_failed_run_is_kept_and_retried_only_on_request(tmp_path):
+    runs = plan(load_grid(grid_file(tmp_path)))[:2]
+    out = tmp_path / "s"
+    Store(out).put(runs[0], "SimulationError", "boom", 0.1, reclaimsim.__version__)
+    p = execute(runs, out, workers=1)
+    assert (p.reused, p.failed) == (1, 1)
+    df = pl.read_parquet(out / "results.parquet")
+    assert df.filter(pl.col("run_id") == runs[0].run_id)["error"].to_list() == ["SimulationError: boom"]
+    p = execute(runs, out, workers=1, retry_failed=True)
+    assert (p.reused, p.failed) == (1, 0)
+    assert pl.read_parquet(out / "results.parquet")["error"].null_count() == 2
+
+
+def test_runs_of_another_version_are_reused_only_when_asked(tmp_path):
+    runs = plan(load_grid(grid_file(tmp_path)))[:1]
+    out = tmp_path / "v"
+    execute(runs, out, workers=1)
+    f = out / "runs" / f"{runs[0].run_id}.parquet"
+    pl.read_parquet(f).with_columns(pl.lit("0.0.0-old").alias("reclaimsim_version")).write_parquet(f)
+    assert execute(runs, out, workers=1, reuse_other_versions=True).reused == 1
+    assert execute(runs, out, workers=1).reused == 0
+
+
+@pytest.mark.parametrize(
+    "axes, named",
+    [
+        ('"machine.nope" = [1]', "'machine.nope' value 1"),
+        ('"machine.cpus" = []', "'machine.cpus': []"),
+        ('"machine.cpus" = [32, 0]', "'machine.cpus' value 0"),
+        ('"workload[7].size" = ["1G"]', "'workload[7].size' value '1G'"),
+    ],
+)
+def test_bad_grids_exit_2_naming_the_axis_and_value_before_any_run(tmp_path, axes, named):
+    g = grid_file(tmp_path, f'scenario = "default"\n[axes]\n{axes}\n')
+    r = cli("sweep", g, "--out", str(tmp_path / "o"))
+    assert r.returncode == 2, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: grid axis") and named in lines[0], r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_unknown_grid_fields_and_names_are_refused(tmp_path):
+    r = cli("sweep", grid_file(tmp_path, 'scenario = "default"\nsedes = 3\n'))
+    assert r.returncode == 2 and "grid field 'sedes': unknown" in r.stderr, r.stderr
+    r = cli("sweep", "no-such-grid")
+    assert r.returncode == 2 and "built-ins: seed-000-cpus, seed-001-rate, seed-002-mix" in r.stderr, r.stderr
+
+
+def test_the_built_in_grids_plan(tmp_path):
+    for name in ("seed-000-cpus", "seed-001-rate", "seed-002-mix"):
+        runs = plan(load_grid(name))
+        assert len(runs) >= 12, name
+    r = cli("sweep", "seed-001-rate", "--dry-run")
+    assert r.returncode == 0 and r.stdout.startswith("18 runs;"), r.stdout + r.stderr
+
+
+def test_an_unusable_scheduler_address_is_one_line_and_nothing_is_written(tmp_path):
+    pytest.importorskip("distributed")
+    r = cli("sweep", grid_file(tmp_path), "--out", str(tmp_path / "o"), "--scheduler", "nonsense")
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "--scheduler 'nonsense'" in lines[0], r.stderr
+    assert not (tmp_path / "o").exists()
