@@ -72,3 +72,17 @@ install_vm_packages() {
         { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; } ||
         say "apt-get install ${missing[*]} failed: kernel-run --vm's boot tests will be skipped"
 }
+
+# chromium and its driver for the HTML report's browser test (tests/python/test_report.py).
+install_browser() {
+    command -v chromium >/dev/null && command -v chromedriver >/dev/null && return 0
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        say "not installing chromium (needs root and apt-get): the report's browser test will be skipped"
+        return 0
+    fi
+    say "installing chromium and chromium-driver for the report's browser test (apt-get; a minute or two, once)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1; } ||
+        say "apt-get install chromium chromium-driver failed: the report's browser test will be skipped"
+}

@@ -288,7 +288,8 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, cost
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
 @_costs_option
 @_json_option("the comparison")
-def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_sets, json_path):
+@click.option("--html", "html_path", callback=_writable, help="Also write the comparison's plots as an HTML page (as `report` does).")
+def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_sets, json_path, html_path):
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
     Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload,
@@ -309,8 +310,12 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_se
     )
     if json_path:
         write_output(json_path, json.dumps(c, indent=2))
-        if json_path == "-":
-            return
+    if html_path:
+        from .report import compare_figures, page
+
+        write_output(html_path, page([(f"compare {c['scenario']}", compare_figures(c))]), "--html")
+    if json_path == "-":
+        return
     click.echo(format_compare(c))
 
 
@@ -323,7 +328,8 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_se
 @click.option("--retry-failed", is_flag=True, help="Run again the runs stored with an error.")
 @click.option("--reuse-other-versions", is_flag=True, help="Reuse runs stored by another reclaimsim version.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
-def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_versions, no_progress):
+@click.option("--html", "html_path", callback=_writable, help="Also write the sweep's plots as an HTML page (as `report OUT` does).")
+def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_versions, no_progress, html_path):
     """Run a grid of scenarios into a resumable Parquet store (docs/sweeps.md).
 
     GRID is a TOML file or a built-in grid (`reclaimsim grids`): a scenario, seeds, axes
@@ -359,6 +365,11 @@ def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_
         f"sweep {g.name}: {p.total} runs ({p.reused} stored before, {p.total - p.reused} run now, "
         f"{p.failed} failed); table {outdir / 'results.parquet'} ({df.height} rows, {df.width} columns)"
     )
+    if html_path:
+        from .report import build_html
+
+        write_output(html_path, build_html([str(outdir)]), "--html")
+        click.echo(f"report: {html_path}")
 
 
 def _dry_run(runs, workers: int, scheduler) -> str:
@@ -414,6 +425,24 @@ def _sweep_progress(total: int, disabled: bool):
         prog.update(task, completed=p.done, running=p.running, failed=p.failed)
 
     return cb, prog
+
+
+@main.command(name="report")
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("-o", "--output", "output", required=True, callback=_writable, help="The HTML file to write.")
+def report_cmd(inputs, output):
+    """Write one self-contained HTML page of plots from INPUTS: run JSON files (`run
+    --json`), compare JSON files (`compare --json`) and sweep directories.
+
+    Runs: LRU list sizes and scan/steal/refault rates per cgroup over virtual time, the lock
+    table per call site, per-memcg pgsteal and refaults. Compares: each metric A vs B with
+    its spread over seeds, the lock table A vs B. Sweeps: each metric against each axis
+    (mean and std over seeds, a line per variant set), and heat maps over two axes.
+    """
+    from .report import build_html
+
+    write_output(output, build_html(list(inputs)), "--output")
+    click.echo(f"report: {output}")
 
 
 @main.command()

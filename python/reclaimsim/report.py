@@ -1,0 +1,257 @@
+"""`reclaimsim report`: one self-contained HTML file of plots from a run's JSON, a compare
+JSON or a sweep directory. plotly draws the figures; its JavaScript is embedded once in the
+page, so the file opens without a network. Every figure is titled with the kernel's names
+and its units.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from ._core import ScenarioError
+
+LRU_LISTS = ["inactive_anon", "active_anon", "inactive_file", "active_file"]
+RATES = ["pgscan", "pgsteal", "workingset_refault_anon", "workingset_refault_file"]
+# Sweep metrics plotted when present and not all zero.
+SWEEP_METRICS = [
+    "vmstat.pgscan_direct",
+    "vmstat.pgsteal_direct",
+    "vmstat.pgscan_kswapd",
+    "vmstat.pgsteal_kswapd",
+    "vmstat.workingset_refault_anon",
+    "vmstat.workingset_refault_file",
+    "vmstat.pswpout",
+    "vmstat.allocstall",
+    "lock_wait_total_ns",
+]
+
+
+def _go():
+    try:
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+    except ImportError:
+        raise ScenarioError("report: plotly is not installed (pip install plotly)") from None
+    return go, make_subplots
+
+
+def load_input(path: str) -> tuple[str, Any]:
+    """(kind, data) of a report input: "run" (a run's JSON), "compare" (a compare JSON) or
+    "sweep" (a sweep directory's results, cgroups and time series)."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "results.parquet").is_file():
+            raise ScenarioError(f"report input {path}: a directory without results.parquet (not a sweep store)")
+        import polars as pl
+
+        return "sweep", pl.read_parquet(p / "results.parquet")
+    if not p.is_file():
+        raise ScenarioError(f"report input {path}: no such file or directory")
+    try:
+        data = json.loads(p.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ScenarioError(f"report input {path}: not JSON ({e})") from None
+    if isinstance(data, dict) and "vmstat" in data and "timeseries" in data:
+        return "run", data
+    if isinstance(data, dict) and {"a", "b", "metrics", "locks"} <= data.keys():
+        return "compare", data
+    raise ScenarioError(
+        f"report input {path}: neither a run's JSON (`run --json`) nor a compare JSON (`compare --json`)"
+    )
+
+
+def _ts_by_cgroup(r: dict) -> dict[str, dict[str, list]]:
+    ts = r["timeseries"]
+    cols = ts["columns"]
+    out: dict[str, dict[str, list]] = {}
+    for row in ts["rows"]:
+        d = dict(zip(cols, row))
+        c = out.setdefault(d["cgroup"], {k: [] for k in cols})
+        for k in cols:
+            c[k].append(d[k])
+    return out
+
+
+def run_figures(r: dict, label: str = "") -> list:
+    go, make_subplots = _go()
+    figs = []
+    per = _ts_by_cgroup(r)
+    name = r["scenario"].get("name", "")
+    pre = f"{label}{name}: " if name or label else ""
+    if per:
+        f = make_subplots(rows=2, cols=2, subplot_titles=[f"{l} [MiB]" for l in LRU_LISTS])
+        for i, lst in enumerate(LRU_LISTS):
+            for cg, s in per.items():
+                f.add_trace(
+                    go.Scatter(x=[t / 1e9 for t in s["t_ns"]], y=[v / 2**20 for v in s[lst]], name=cg,
+                               legendgroup=cg, showlegend=i == 0, mode="lines"),
+                    row=i // 2 + 1, col=i % 2 + 1,
+                )
+        f.update_xaxes(title_text="virtual time [s]")
+        f.update_layout(title=f"{pre}LRU list sizes per cgroup (memory.stat) over virtual time", height=620)
+        figs.append(f)
+        f = make_subplots(rows=2, cols=2, subplot_titles=[f"{k} [pages/s]" for k in RATES])
+        interval = r["timeseries"]["interval_ns"] / 1e9
+        for i, k in enumerate(RATES):
+            for cg, s in per.items():
+                # The time series holds counters as deltas over each interval.
+                rate = [v / interval for v in s[k]]
+                f.add_trace(
+                    go.Scatter(x=[t / 1e9 for t in s["t_ns"]], y=rate, name=cg, legendgroup=cg,
+                               showlegend=i == 0, mode="lines"),
+                    row=i // 2 + 1, col=i % 2 + 1,
+                )
+        f.update_xaxes(title_text="virtual time [s]")
+        f.update_layout(title=f"{pre}scan, steal and refault rates per cgroup [pages/s]", height=620)
+        figs.append(f)
+    locks = [l for l in r["locks"] if l["acquisitions"]]
+    if locks:
+        f = go.Figure(
+            go.Bar(x=[f"{l['name']} @ {l['caller']}" for l in locks], y=[l["total_wait_ns"] / 1e6 for l in locks],
+                   name="total wait")
+        )
+        f.update_layout(title=f"{pre}lock contention per call site: total wait [ms] (perf lock contention)",
+                        yaxis_title="total wait [ms]", xaxis_title="lock @ caller")
+        figs.append(f)
+    cgs = [c for c in r["cgroups"] if c["path"] != "/"]
+    if cgs:
+        f = go.Figure()
+        for key, title in (("pgsteal", "pgsteal"), ("workingset_refault_anon", "workingset_refault_anon"),
+                           ("workingset_refault_file", "workingset_refault_file")):
+            f.add_trace(go.Bar(x=[c["path"] for c in cgs], y=[c["memory.stat"].get(key, 0) for c in cgs], name=title))
+        f.update_layout(title=f"{pre}per-memcg pgsteal and workingset refaults [pages] (memory.stat)",
+                        barmode="group", yaxis_title="pages", xaxis_title="memcg")
+        figs.append(f)
+    return figs
+
+
+def compare_figures(c: dict) -> list:
+    go, make_subplots = _go()
+    a = ", ".join(f"{k}={v}" for k, v in c["a"].items()) or "A"
+    b = ", ".join(f"{k}={v}" for k, v in c["b"].items()) or "B"
+    figs = []
+    ms = c["metrics"]
+    if ms:
+        cols = 3
+        rows = (len(ms) + cols - 1) // cols
+        f = make_subplots(rows=rows, cols=cols, subplot_titles=[m["name"] for m in ms])
+        for i, m in enumerate(ms):
+            for side, lab, color in (("a", f"A: {a}", "#1f77b4"), ("b", f"B: {b}", "#ff7f0e")):
+                f.add_trace(
+                    go.Bar(x=[side.upper()], y=[m[f"{side}_mean"]], error_y=dict(type="data", array=[m[f"{side}_std"]]),
+                           name=lab, legendgroup=side, showlegend=i == 0, marker_color=color),
+                    row=i // cols + 1, col=i % cols + 1,
+                )
+        f.update_layout(title=f"{c['scenario']}: A vs B, mean and std over {c['seeds']} seeds (each metric in its own unit)",
+                        height=280 * rows)
+        figs.append(f)
+    if c["locks"]:
+        sites = [l["site"] for l in c["locks"]]
+        f = go.Figure([
+            go.Bar(x=sites, y=[l["a_total_wait_ns"] / 1e6 for l in c["locks"]], name=f"A: {a}"),
+            go.Bar(x=sites, y=[l["b_total_wait_ns"] / 1e6 for l in c["locks"]], name=f"B: {b}"),
+        ])
+        f.update_layout(title=f"{c['scenario']}: lock contention per call site, total wait [ms], mean over seeds",
+                        barmode="group", yaxis_title="total wait [ms]", xaxis_title="caller")
+        figs.append(f)
+    return figs
+
+
+def _unit(col: str) -> str:
+    if col.endswith("_ns"):
+        return "ns"
+    if col.endswith("throughput"):
+        return "accesses/s"
+    if col.startswith("vmstat."):
+        return "pages" if not col.startswith("vmstat.allocstall") else "events"
+    return ""
+
+
+def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None = None) -> list:
+    import polars as pl
+
+    go, _ = _go()
+    ok = df.filter(pl.col("error").is_null()) if "error" in df.columns else df
+    fixed = {"run_id", "scenario", "variant_set", "seed", "scenario_hash", "reclaimsim_version", "wall_s", "error", "end_ns"}
+    if axes is None:
+        first_metric = next((i for i, c in enumerate(ok.columns) if c.startswith("vmstat.")), len(ok.columns))
+        axes = [c for c in ok.columns[:first_metric] if c not in fixed]
+    if metrics is None:
+        metrics = [m for m in SWEEP_METRICS if m in ok.columns and ok[m].sum() != 0]
+        metrics += [c for c in ok.columns if c.startswith("workload.") and c.endswith(".throughput")]
+    figs = []
+    name = ok["scenario"][0] if len(ok) and "scenario" in ok.columns else "sweep"
+    for m in metrics:
+        for ax in axes:
+            others = [a for a in axes if a != ax]
+            g = (ok.group_by(["variant_set", *others, ax], maintain_order=True)
+                 .agg(pl.col(m).mean().alias("mean"), pl.col(m).std().fill_null(0).alias("std")))
+            f = go.Figure()
+            keys = g.select(["variant_set", *others]).unique(maintain_order=True).rows()
+            for key in keys:
+                sub = g.filter(pl.all_horizontal([pl.col(c) == v for c, v in zip(["variant_set", *others], key)]))
+                label = ", ".join([str(key[0])] + [f"{a}={v}" for a, v in zip(others, key[1:])])
+                f.add_trace(go.Scatter(x=[str(x) for x in sub[ax]], y=sub["mean"],
+                                       error_y=dict(type="data", array=sub["std"].to_list()),
+                                       mode="lines+markers", name=label))
+            unit = _unit(m)
+            f.update_layout(title=f"{name}: {m} [{unit}] against {ax}, mean and std over seeds" if unit else
+                            f"{name}: {m} against {ax}, mean and std over seeds",
+                            xaxis_title=ax, yaxis_title=f"{m} [{unit}]" if unit else m)
+            figs.append(f)
+    if len(axes) >= 2:
+        x, y = axes[0], axes[1]
+        for m in metrics[:4]:
+            for vs in ok["variant_set"].unique(maintain_order=True):
+                g = ok.filter(pl.col("variant_set") == vs).group_by([x, y]).agg(pl.col(m).mean().alias("mean"))
+                # In the grid's order (the order of first appearance).
+                xs = ok[x].unique(maintain_order=True).to_list()
+                ys = ok[y].unique(maintain_order=True).to_list()
+                z = [[next((r["mean"] for r in g.iter_rows(named=True) if r[x] == xv and r[y] == yv), None) for xv in xs]
+                     for yv in ys]
+                f = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, colorbar=dict(title=_unit(m))))
+                f.update_layout(title=f"{name}: {m} [{_unit(m)}], variant set {vs}: mean over seeds by {x} and {y}",
+                                xaxis_title=x, yaxis_title=y)
+                figs.append(f)
+    return figs
+
+
+def _figures(kind: str, data: Any) -> list:
+    if kind == "run":
+        return run_figures(data)
+    if kind == "compare":
+        return compare_figures(data)
+    return sweep_figures(data)
+
+
+def page(sections: list[tuple[str, list]]) -> str:
+    """An HTML page of (heading, figures) sections, plotly's JavaScript embedded once."""
+    from plotly.offline import get_plotlyjs
+
+    parts = []
+    n = 0
+    for heading, figs in sections:
+        divs = []
+        for f in figs:
+            f.update_layout(template="plotly_white")
+            divs.append(f.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot{n}",
+                                  config={"displaylogo": False}))
+            n += 1
+        parts.append(f"<section><h2>{html.escape(heading)}</h2>\n" + "\n".join(divs) + "</section>")
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>reclaimsim report</title>\n"
+        "<style>body{font-family:sans-serif;margin:1em 2em}section{margin-bottom:2em}</style>\n"
+        f"<script type=\"text/javascript\">{get_plotlyjs()}</script></head>\n<body><h1>reclaimsim report</h1>\n"
+        + "\n".join(parts)
+        + "\n</body></html>\n"
+    )
+
+
+def build_html(inputs: list[str]) -> str:
+    """The report page for these inputs (each a run JSON, a compare JSON or a sweep dir);
+    every input is read before anything is drawn, so a bad one fails first."""
+    loaded = [(path, *load_input(path)) for path in inputs]
+    return page([(f"{path} ({kind})", _figures(kind, data)) for path, kind, data in loaded])
