@@ -215,3 +215,51 @@ fn a_hold_updates_the_lru_size_once_per_run_of_one_list() {
     assert_eq!(calls(false), 1);
     assert_eq!(calls(true), 20);
 }
+
+#[test]
+fn freeing_a_run_of_one_memcgs_folios_is_one_lru_size_and_one_pgpgout_update() {
+    // folios_put_refs of 20 LRU folios of /a/b/c: the lock hold's NR_INACTIVE_ANON -20, then
+    // uncharge_batch's PGPGOUT +20 after it: two update calls.
+    let took = |cost: u64| {
+        let s = machine_with("percpu_local", cost);
+        let (_, pfns) = s.fixture_anon_folios(C, 0, 20, false, 0);
+        let end = run_probe(&s, 0, 1_000_000, move |s| async move {
+            {
+                let mut mm = s.mm.borrow_mut();
+                for &p in &pfns {
+                    mm.pages[p as usize].clear(reclaimsim_core::mm::mm_types::PG_OWNED);
+                }
+            }
+            s.folios_put_refs(&pfns).await
+        });
+        end - 1_000_000
+    };
+    assert_eq!((took(1010) - took(10)) / 1000, 2);
+}
+
+#[test]
+fn each_cpu_memcg_and_item_batches_on_its_own() {
+    // 20 + 13 updates spill when they meet in one per-CPU batch (33 > 32), and not when
+    // they are split between two CPUs, two items or two memcgs.
+    let s = machine("batched_local");
+    updates(&s, 0, 1_000_000, StatKind::FileMapped, 20);
+    assert_eq!(
+        updates(&s, 1, 2_000_000, StatKind::FileMapped, 13),
+        13 * STAT_UPDATE
+    );
+    assert_eq!(
+        updates(&s, 0, 3_000_000, StatKind::AnonMapped, 13),
+        13 * STAT_UPDATE
+    );
+    let in_b = run_probe(&s, 0, 4_000_000, |s| async move {
+        for _ in 0..13 {
+            s.memcg_stat_update(C - 1, StatKind::FileMapped, 1);
+        }
+    });
+    assert_eq!(in_b - 4_000_000, 13 * STAT_UPDATE);
+    // The same CPU, item and memcg: the 33rd spills (10 atomics, lines cold).
+    assert_eq!(
+        updates(&s, 0, 5_000_000, StatKind::FileMapped, 13),
+        13 * STAT_UPDATE + 10 * ATOMIC
+    );
+}
