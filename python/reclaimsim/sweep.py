@@ -5,7 +5,7 @@ A grid names a scenario, seeds, axes (scenario fields by their `--set` path) and
 sets. The run list is the cross product of the axes (less `exclude`d points; `zip`ped axes
 move together), times the variant sets, times the seeds. Each run's identity is a hash of
 its normalized scenario (the core's `validate` output, which includes the seed and the
-variant switches); the store keeps one file per finished run, written to a temporary name
+variant switches) and its variant set's name; the store keeps one file per finished run, written to a temporary name
 and renamed, so a sweep killed at any point and started again redoes only the runs that
 had not finished. At the end the per-run files are gathered into `results.parquet`,
 `cgroups.parquet` and `timeseries.parquet`, which polars, pandas or DuckDB open without
@@ -169,8 +169,10 @@ def _points(g: Grid) -> list[dict[str, Any]]:
     return out
 
 
-def _identity(scenario_json: str) -> str:
-    return hashlib.sha256(scenario_json.encode()).hexdigest()[:20]
+def _identity(scenario_json: str, variant_set: str) -> str:
+    """A run's identity: its normalized scenario (seed and switches included) and the name
+    of its variant set (two sets with the same switches are still two rows)."""
+    return hashlib.sha256(f"{variant_set}\0{scenario_json}".encode()).hexdigest()[:20]
 
 
 def _apply_point(base: dict, pt: dict[str, Any]) -> dict:
@@ -217,7 +219,7 @@ def plan(g: Grid) -> list[Run]:
             for seed in g.seeds:
                 norm["seed"] = seed
                 text = json.dumps(norm, sort_keys=True)
-                runs.append(Run(_identity(text), pt, name, seed, text))
+                runs.append(Run(_identity(text, name), pt, name, seed, text))
     return runs
 
 
@@ -257,7 +259,7 @@ def _flat_row(run: Run, r: dict | None, wall: float, error: str | None, version:
         "scenario": json.loads(run.scenario)["name"],
         "variant_set": run.variant_set,
         "seed": run.seed,
-        "scenario_hash": run.run_id,
+        "scenario_hash": hashlib.sha256(run.scenario.encode()).hexdigest()[:20],
         "reclaimsim_version": version,
         "wall_s": wall,
         "error": error,
@@ -533,3 +535,55 @@ def sweep(
         reuse_other_versions=reuse_other_versions,
     )
     return results(out)
+
+
+# ---------------------------------------------------------------------------------------
+# The benchmark (`reclaimsim bench --sweep`)
+# ---------------------------------------------------------------------------------------
+
+BENCH_GRID = {
+    "scenario": "default",
+    "seeds": 2,
+    "overrides": ["duration=10s"],
+    "axes": {"machine.cpus": [32, 40], "kernel.swappiness": [60, 100]},
+    "variant_sets": {"A": {"rotation_cost": False}, "B": {"rotation_cost": True}},
+}
+
+
+def bench_sweep(workdir: Path, dask: bool = True) -> dict:
+    """Time a grid of 16 runs of about a second each: one local worker, two local
+    workers, and (with distributed installed) a two-worker Dask LocalCluster. Returns the
+    wall times, the parallel speedups and the sweep machinery's overhead per run (the
+    one-worker sweep's wall time less the runs' own, over the runs)."""
+    import shutil
+
+    import polars as pl
+
+    runs = plan(load_grid(BENCH_GRID))
+    out: dict[str, Any] = {"runs": len(runs)}
+
+    def timed(name: str, **kw) -> float:
+        d = workdir / name
+        shutil.rmtree(d, ignore_errors=True)
+        t = time.perf_counter()
+        execute(runs, d, **kw)
+        wall = time.perf_counter() - t
+        out[f"{name}_wall_s"] = wall
+        out[f"{name}_run_wall_s"] = float(pl.read_parquet(d / "results.parquet")["wall_s"].sum())
+        return wall
+
+    t1 = timed("local1", workers=1)
+    t2 = timed("local2", workers=2)
+    out["local2_over_local1"] = t2 / t1
+    out["overhead_per_run_s"] = (t1 - out["local1_run_wall_s"]) / len(runs)
+    out["overhead_share_of_run"] = out["overhead_per_run_s"] / (out["local1_run_wall_s"] / len(runs))
+    if dask:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            return out
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, Client(c) as cl:
+            cl.submit(run_task, runs[0].scenario, pure=False).result()  # workers warmed up, as a pool is
+            td = timed("dask2", scheduler=cl)
+        out["dask2_over_local1"] = td / t1
+    return out

@@ -96,10 +96,13 @@ def test_a_local_pool_and_a_dask_cluster_give_the_same_table(tmp_path, dask_clie
         a = pl.read_parquet(tmp_path / "local" / f"{name}.parquet")
         b = pl.read_parquet(tmp_path / "dask" / f"{name}.parquet")
         assert a.equals(b) and set(a["run_id"]) == set(local["run_id"])
-    # And the dataset is plain Parquet: DuckDB reads it without reclaimsim.
+    # And the dataset is plain Parquet: DuckDB and pandas read it without reclaimsim.
     duckdb = pytest.importorskip("duckdb")
-    n = duckdb.sql(f"select count(*) from '{tmp_path / 'local' / 'results.parquet'}'").fetchall()[0][0]
-    assert n == 16
+    f = tmp_path / "local" / "results.parquet"
+    rows = duckdb.sql(f"select variant_set, count(*) from '{f}' group by all order by all").fetchall()
+    assert rows == [("A", 8), ("B", 8)]
+    pd = pytest.importorskip("pandas")
+    assert pd.read_parquet(f)["vmstat.pswpout"].tolist() == local["vmstat.pswpout"].to_list()
 
 
 def test_a_sweep_killed_with_sigkill_resumes_without_redoing_finished_runs(tmp_path):
@@ -191,3 +194,12 @@ def test_an_unusable_scheduler_address_is_one_line_and_nothing_is_written(tmp_pa
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "--scheduler 'nonsense'" in lines[0], r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_two_variant_sets_with_the_same_switches_are_two_runs_of_one_scenario(tmp_path):
+    g = GRID.split("[variant_sets]")[0] + "[variant_sets]\nX = { rotation_cost = true }\nY = { rotation_cost = true }\n"
+    runs = plan(load_grid(grid_file(tmp_path, g)))
+    x = [r for r in runs if r.variant_set == "X"]
+    y = [r for r in runs if r.variant_set == "Y"]
+    assert [r.scenario for r in x] == [r.scenario for r in y]
+    assert not {r.run_id for r in x} & {r.run_id for r in y}

@@ -264,3 +264,45 @@ fn each_cpu_memcg_and_item_batches_on_its_own() {
         13 * STAT_UPDATE + 10 * ATOMIC
     );
 }
+
+/// `n` updates of +1 to `kind` of memcg `m` on `cpu` at `at`; their duration.
+fn updates_of(s: &Rc<Sim>, m: u16, cpu: u32, at: u64, kind: StatKind, n: u64) -> u64 {
+    let end = run_probe(s, cpu, at, move |s| async move {
+        for _ in 0..n {
+            s.memcg_stat_update(m, kind, 1);
+        }
+    });
+    end - at
+}
+
+#[test]
+fn no_two_cpu_memcg_item_triples_share_a_batch() {
+    // Pairs of (CPU, memcg, item) that sit next to each other in the per-CPU arrays: /a/b
+    // on CPU 1 and /a/b/c on CPU 0; /a/b/c's NR_FILE_MAPPED and /a/b's NR_INACTIVE_ANON on
+    // one CPU. Below the batch each, together above it: no update may spill.
+    const B: u16 = C - 1;
+    let s = machine("batched_local");
+    updates_of(&s, B, 1, 1_000_000, StatKind::FileMapped, 20);
+    assert_eq!(
+        updates_of(&s, C, 0, 2_000_000, StatKind::FileMapped, 13),
+        13 * STAT_UPDATE
+    );
+    let s = machine("batched_local");
+    updates_of(&s, C, 0, 1_000_000, StatKind::FileMapped, 20);
+    assert_eq!(
+        updates_of(&s, B, 0, 2_000_000, StatKind::LruInactiveAnon, 13),
+        13 * STAT_UPDATE
+    );
+    // rstat's per-CPU update counts, 64 to a flush: 40 + 30 split the same ways.
+    let s = machine("rstat");
+    updates_of(&s, B, 1, 1_000_000, StatKind::FileMapped, 40);
+    assert_eq!(
+        updates_of(&s, C, 0, 2_000_000, StatKind::FileMapped, 30),
+        30 * STAT_UPDATE
+    );
+    // One CPU and memcg: the 64th update flushes into the 4 levels' stats_updates.
+    assert_eq!(
+        updates_of(&s, C, 0, 3_000_000, StatKind::Pgfault, 34),
+        34 * STAT_UPDATE + 4 * ATOMIC
+    );
+}
