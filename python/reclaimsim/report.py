@@ -184,6 +184,17 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
         metrics += [c for c in ok.columns if c.startswith("workload.") and c.endswith(".throughput")]
     figs = []
     name = ok["scenario"][0] if len(ok) and "scenario" in ok.columns else "sweep"
+    if not axes:
+        # A grid of variant sets and seeds only: each metric per variant set.
+        for m in metrics:
+            g = ok.group_by("variant_set", maintain_order=True).agg(
+                pl.col(m).mean().alias("mean"), pl.col(m).std().fill_null(0).alias("std"))
+            f = go.Figure(go.Bar(x=g["variant_set"].to_list(), y=g["mean"].to_list(),
+                                 error_y=dict(type="data", array=g["std"].to_list())))
+            unit = _unit(m)
+            f.update_layout(title=f"{name}: {m}{f' [{unit}]' if unit else ''} per variant set, mean and std over seeds",
+                            xaxis_title="variant set", yaxis_title=m)
+            figs.append(f)
     for m in metrics:
         for ax in axes:
             others = [a for a in axes if a != ax]
