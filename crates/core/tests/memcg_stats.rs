@@ -293,8 +293,16 @@ fn no_two_cpu_memcg_item_triples_share_a_batch() {
         updates_of(&s, B, 0, 2_000_000, StatKind::LruInactiveAnon, 13),
         13 * STAT_UPDATE
     );
-    // rstat's per-CPU update counts, 64 to a flush: 40 + 30 split the same ways.
+    // The root's counters on CPU 0, the first batch of all.
+    assert_eq!(
+        updates_of(&s, 0, 0, 3_000_000, StatKind::FileMapped, 1),
+        STAT_UPDATE
+    );
+    // rstat's per-CPU update counts, 64 to a flush: 40 + 30 split the same ways, and
+    // between two CPUs of one memcg.
     let s = machine("rstat");
+    updates_of(&s, C, 1, 500_000, StatKind::FileMapped, 40);
+    updates_of(&s, B, 0, 700_000, StatKind::FileMapped, 40);
     updates_of(&s, B, 1, 1_000_000, StatKind::FileMapped, 40);
     assert_eq!(
         updates_of(&s, C, 0, 2_000_000, StatKind::FileMapped, 30),
