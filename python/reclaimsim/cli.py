@@ -739,9 +739,10 @@ _VS_ONLY = ("capacity_pages", "capacity_ratio", "policies", "repeat")
 @click.option("--capacity-ratio", type=click.FloatRange(0, 1, min_open=True), default=0.1, show_default=True, help="--vs: cache size as a fraction of the trace's distinct objects.")
 @click.option("--policies", is_flag=True, help="--vs: also show the miss ratios of libCacheSim's Clock, SLRU, 2Q, ARC and S3-FIFO (not timed).")
 @click.option("--repeat", type=click.IntRange(1), default=1, show_default=True, help="--vs: run both sides this many times, alternated, and keep each side's fastest run.")
+@click.option("--sweep", "sweep_bench", is_flag=True, help="Time a 16-run sweep on 1 and 2 local workers and a 2-worker Dask LocalCluster: speedups and the overhead per run.")
 @_json_option("the figures")
 @click.pass_context
-def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, repeat, json_path):
+def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, repeat, sweep_bench, json_path):
     """Measure speed and memory: events per wall second, virtual/wall ratio, RSS per page.
 
     Each scenario runs in its own process so its peak RSS is its own; the first row is
@@ -752,6 +753,26 @@ def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, r
     requests per second of both, their ratio, and both miss ratios.
     """
     given = lambda name: ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    if sweep_bench:
+        if versus or trace or names:
+            _fail("--sweep goes alone (its grid is built in)")
+        import tempfile
+
+        from .sweep import bench_sweep
+
+        with tempfile.TemporaryDirectory(prefix="reclaimsim-bench-") as d:
+            b = bench_sweep(Path(d))
+        if json_path:
+            write_output(json_path, json.dumps(b, indent=2))
+            if json_path == "-":
+                return
+        click.echo(
+            f"sweep of {b['runs']} runs: 1 worker {b['local1_wall_s']:.1f} s (runs {b['local1_run_wall_s']:.1f} s), "
+            f"2 workers {b['local2_wall_s']:.1f} s ({b['local2_over_local1']:.2f}x)"
+            + (f", Dask 2 workers {b['dask2_wall_s']:.1f} s ({b['dask2_over_local1']:.2f}x)" if "dask2_wall_s" in b else "")
+            + f"; overhead per run {b['overhead_per_run_s'] * 1e3:.0f} ms ({100 * b['overhead_share_of_run']:.1f}% of a run)"
+        )
+        return
     if versus:
         from .tracebench import BenchError, bench_vs_libcachesim, format_bench
 
