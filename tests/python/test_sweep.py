@@ -203,3 +203,9 @@ def test_two_variant_sets_with_the_same_switches_are_two_runs_of_one_scenario(tm
     y = [r for r in runs if r.variant_set == "Y"]
     assert [r.scenario for r in x] == [r.scenario for r in y]
     assert not {r.run_id for r in x} & {r.run_id for r in y}
+
+
+def test_bench_sweep_goes_alone():
+    r = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "bench", "--sweep", "--scenario", "default"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "--sweep goes alone" in r.stderr, r.stderr
