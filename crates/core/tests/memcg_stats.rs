@@ -20,6 +20,10 @@ fn machine(scheme: &str) -> Rc<Sim> {
 }
 
 fn machine_with(scheme: &str, stat_update: u64) -> Rc<Sim> {
+    machine_lru(scheme, stat_update, "classic")
+}
+
+fn machine_lru(scheme: &str, stat_update: u64, lru: &str) -> Rc<Sim> {
     let t = format!(
         r#"
 duration = "1000s"
@@ -28,6 +32,7 @@ cpus = 4
 memory_per_node = "64M"
 [kernel]
 memcg_flush_phase = "1.9s"
+lru = "{lru}"
 [variants]
 memcg_stats = "{scheme}"
 [costs]
@@ -313,4 +318,38 @@ fn no_two_cpu_memcg_item_triples_share_a_batch() {
         updates_of(&s, C, 0, 3_000_000, StatKind::Pgfault, 34),
         34 * STAT_UPDATE + 4 * ATOMIC
     );
+}
+
+#[test]
+fn with_mglru_a_folio_leaves_the_lru_size_it_joined() {
+    // MGLRU: a new folio joins the youngest generation (an active one), and
+    // lru_gen_del_folio leaves PG_active on it; the add and the delete must still update
+    // one item. Two cycles of 20 folios added and freed on one CPU keep the LRU size's
+    // per-CPU delta at 0 or 20: no spill. Only PGPGOUT (an event: 20, then 40) spills in
+    // the second cycle, where batched_local writes its local atomic too. (Counted on two
+    // items, the inactive size would reach 40 and spill: 2 more atomics.)
+    let cycles = |scheme: &str| {
+        let s = machine_lru(scheme, STAT_UPDATE, "mglru");
+        let mut took = 0;
+        for (i, at) in [1_000_000u64, 3_000_000].into_iter().enumerate() {
+            let (_, pfns) = s.fixture_anon_folios(C, 0, 20, false, 0);
+            s.fixture_to_lru_add_batch(0, &pfns);
+            let pf = pfns.clone();
+            let mid = run_probe(&s, 0, at, |s| async move { s.lru_add_drain().await });
+            let end = run_probe(&s, 0, at + 1_000_000, move |s| async move {
+                {
+                    let mut mm = s.mm.borrow_mut();
+                    for &p in &pf {
+                        mm.pages[p as usize].clear(reclaimsim_core::mm::mm_types::PG_OWNED);
+                    }
+                }
+                s.folios_put_refs(&pf).await
+            });
+            if i == 1 {
+                took = (mid - at) + (end - at - 1_000_000);
+            }
+        }
+        took
+    };
+    assert_eq!(cycles("batched_local") - cycles("percpu_local"), ATOMIC);
 }
