@@ -288,7 +288,7 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, cost
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
 @_costs_option
 @_json_option("the comparison")
-@click.option("--html", "html_path", callback=_writable, help="Also write the comparison's plots as an HTML page (as `report` does).")
+@click.option("--html", "html_path", metavar="FILE", callback=_writable, help="Also write the comparison's plots as an HTML page (as `report` does).")
 def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_sets, json_path, html_path):
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
@@ -328,7 +328,7 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_se
 @click.option("--retry-failed", is_flag=True, help="Run again the runs stored with an error.")
 @click.option("--reuse-other-versions", is_flag=True, help="Reuse runs stored by another reclaimsim version.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
-@click.option("--html", "html_path", callback=_writable, help="Also write the sweep's plots as an HTML page (as `report OUT` does).")
+@click.option("--html", "html_path", metavar="FILE", callback=_writable, help="Also write the sweep's plots as an HTML page (as `report OUT` does).")
 def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_versions, no_progress, html_path):
     """Run a grid of scenarios into a resumable Parquet store (docs/sweeps.md).
 
@@ -429,7 +429,7 @@ def _sweep_progress(total: int, disabled: bool):
 
 @main.command(name="report")
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("-o", "--output", "output", required=True, callback=_writable, help="The HTML file to write.")
+@click.option("-o", "--output", "output", metavar="FILE", required=True, callback=_writable, help="The HTML file to write.")
 def report_cmd(inputs, output):
     """Write one self-contained HTML page of plots from INPUTS: run JSON files (`run
     --json`), compare JSON files (`compare --json`) and sweep directories.

@@ -316,6 +316,16 @@ class Store:
     def __init__(self, out: Path):
         self.out = out
 
+    def prepare(self) -> None:
+        """Create the directory and check it takes files, before any run starts."""
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            probe = self.out / f".probe.{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            raise _err(f"--out {self.out}: cannot write the store there: {e.strerror or e}") from None
+
     def _write(self, sub: str, run_id: str, rows: list[dict]) -> None:
         import polars as pl
 
@@ -471,6 +481,7 @@ def execute(
         pending: dict = {}
         cancel = True
         try:
+            store.prepare()
             _drive(pool, pending, todo, store, version, prog, on_progress)
             cancel = False
         finally:

@@ -209,3 +209,9 @@ def test_bench_sweep_goes_alone():
     r = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "bench", "--sweep", "--scenario", "default"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "--sweep goes alone" in r.stderr, r.stderr
+
+
+def test_an_output_directory_that_cannot_be_written_is_one_line_before_any_run(tmp_path):
+    r = cli("sweep", grid_file(tmp_path), "--out", "/proc/no-such-store", "--workers", "1")
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "--out /proc/no-such-store: cannot write" in lines[0], r.stderr
