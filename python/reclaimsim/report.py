@@ -170,6 +170,13 @@ def _unit(col: str) -> str:
     return ""
 
 
+def _independent(df, x: str, y: str) -> bool:
+    """Whether axis y takes more than one value at some value of axis x (not zipped)."""
+    import polars as pl
+
+    return len(df) > 0 and df.group_by(x).agg(pl.col(y).n_unique())[y].max() > 1
+
+
 def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None = None) -> list:
     import polars as pl
 
@@ -197,7 +204,9 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
             figs.append(f)
     for m in metrics:
         for ax in axes:
-            others = [a for a in axes if a != ax]
+            # Axes that vary on their own split the lines; an axis zipped with this one
+            # (one value per value of it) does not.
+            others = [a for a in axes if a != ax and _independent(ok, ax, a)]
             g = (ok.group_by(["variant_set", *others, ax], maintain_order=True)
                  .agg(pl.col(m).mean().alias("mean"), pl.col(m).std().fill_null(0).alias("std")))
             f = go.Figure()
@@ -213,8 +222,9 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
                             f"{name}: {m} against {ax}, mean and std over seeds",
                             xaxis_title=ax, yaxis_title=f"{m} [{unit}]" if unit else m)
             figs.append(f)
-    if len(axes) >= 2:
-        x, y = axes[0], axes[1]
+    pairs = [(x, y) for i, x in enumerate(axes) for y in axes[i + 1:] if _independent(ok, x, y)]
+    if pairs:
+        x, y = pairs[0]
         for m in metrics[:4]:
             for vs in ok["variant_set"].unique(maintain_order=True):
                 g = ok.filter(pl.col("variant_set") == vs).group_by([x, y]).agg(pl.col(m).mean().alias("mean"))

@@ -136,3 +136,31 @@ def test_bad_report_inputs_are_one_line_errors(tmp_path):
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         assert r.returncode == 2 and len(lines) == 1 and named in lines[0], r.stderr
         assert not (tmp_path / "o.html").exists()
+
+
+def test_sweep_figures_split_lines_by_free_axes_only():
+    pl = pytest.importorskip("polars")
+    from reclaimsim.report import sweep_figures
+
+    rows = []
+    for cpus, procs in ((4, 4), (8, 8)):
+        for swp in (30, 100):
+            for vs in ("A", "B"):
+                for seed in (1, 2):
+                    rows.append({"run_id": f"{cpus}{swp}{vs}{seed}", "scenario": "s", "variant_set": vs, "seed": seed,
+                                 "error": None, "machine.cpus": cpus, "workload[0].processes": procs,
+                                 "kernel.swappiness": swp, "vmstat.pswpout": cpus * swp + seed})
+    df = pl.DataFrame(rows, schema_overrides={"error": pl.String})
+    figs = sweep_figures(df, metrics=["vmstat.pswpout"])
+    by_title = {f.layout.title.text: f for f in figs}
+    # Against machine.cpus: processes is zipped with it, swappiness is free: 2 sets x 2.
+    f = by_title["s: vmstat.pswpout [pages] against machine.cpus, mean and std over seeds"]
+    assert len(f.data) == 4
+    assert sorted(t.name for t in f.data) == ["A, kernel.swappiness=100", "A, kernel.swappiness=30",
+                                                "B, kernel.swappiness=100", "B, kernel.swappiness=30"]
+    # Mean and std over the two seeds, by hand: cpus 4, swappiness 30 -> 121, 122.
+    t = next(t for t in f.data if t.name == "A, kernel.swappiness=30")
+    assert list(t.y) == [121.5, 241.5] and list(t.error_y.array) == pytest.approx([0.5**0.5] * 2)
+    # Heat maps pair machine.cpus with the free swappiness, not with its zipped partner.
+    heat = [k for k in by_title if "mean over seeds by" in k]
+    assert heat and all("by machine.cpus and kernel.swappiness" in k for k in heat)
