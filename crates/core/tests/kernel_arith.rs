@@ -176,3 +176,35 @@ fn refault_distance_decides_activation() {
         assert!(!mm.workingset_test_recent(sh(anon_ws + 1), false, 0));
     }
 }
+
+#[test]
+fn mglru_should_abort_scan_stops_root_reclaim_at_its_target_and_never_memcg_reclaim() {
+    // lru_gen_shrink_lruvec's should_abort_scan(): memcg reclaim never aborts (fairness
+    // within the subtree); root reclaim aborts once nr_reclaimed reaches
+    // max(nr_to_reclaim, compact_gap(0) = 2); kswapd also once the zone is balanced.
+    let s = sim(false);
+    let mm = s.mm.borrow();
+    let lv = mm.lruvec_of(2, 0);
+    let at = |target: Option<u16>, reclaimed: u64| {
+        let mut sc = ScanControl::new(32, target, false);
+        sc.nr_reclaimed = reclaimed;
+        mm.should_abort_scan(lv, &sc)
+    };
+    assert!(!at(None, 31) && at(None, 32));
+    assert!(
+        !at(Some(0), 31) && at(Some(0), 32),
+        "the root memcg's reclaim is root reclaim"
+    );
+    assert!(
+        !at(Some(2), 32) && !at(Some(2), 1_000),
+        "memcg reclaim of /a/b goes on"
+    );
+    let mut sc = ScanControl::new(1, None, false);
+    sc.nr_reclaimed = 1;
+    assert!(
+        !mm.should_abort_scan(lv, &sc),
+        "at least compact_gap(0) = 2 pages"
+    );
+    sc.nr_reclaimed = 2;
+    assert!(mm.should_abort_scan(lv, &sc));
+}
