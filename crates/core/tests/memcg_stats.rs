@@ -55,6 +55,17 @@ start = "900s"
     Sim::build(&Scenario::from_toml(&t).unwrap()).unwrap()
 }
 
+/// folios_put_refs() of set-up folios whose mappings are gone: only the LRU holds them.
+async fn put_last_refs(s: &Rc<Sim>, pfns: &[u32]) {
+    {
+        let mut mm = s.mm.borrow_mut();
+        for &p in pfns {
+            mm.pages[p as usize].clear(reclaimsim_core::mm::mm_types::PG_OWNED);
+        }
+    }
+    s.folios_put_refs(pfns).await
+}
+
 /// `n` updates of +1 to `kind` of /a/b/c on `cpu` at `at`; their duration.
 fn updates(s: &Rc<Sim>, cpu: u32, at: u64, kind: StatKind, n: u64) -> u64 {
     let end = run_probe(s, cpu, at, move |s| async move {
@@ -179,14 +190,7 @@ fn freeing_folios_takes_them_off_the_lru_size() {
         s.fixture_to_lru_add_batch(0, &pfns);
         run_probe(&s, 0, 1_000_000, |s| async move { s.lru_add_drain().await });
         let end = run_probe(&s, 0, 2_000_000, move |s| async move {
-            {
-                // The mappings' references are gone; only the LRU's remain.
-                let mut mm = s.mm.borrow_mut();
-                for &p in &pfns {
-                    mm.pages[p as usize].clear(reclaimsim_core::mm::mm_types::PG_OWNED);
-                }
-            }
-            s.folios_put_refs(&pfns).await
+            put_last_refs(&s, &pfns).await
         });
         end - 2_000_000
     };
@@ -230,13 +234,7 @@ fn freeing_a_run_of_one_memcgs_folios_is_one_lru_size_and_one_pgpgout_update() {
         let s = machine_with("percpu_local", cost);
         let (_, pfns) = s.fixture_anon_folios(C, 0, 20, false, 0);
         let end = run_probe(&s, 0, 1_000_000, move |s| async move {
-            {
-                let mut mm = s.mm.borrow_mut();
-                for &p in &pfns {
-                    mm.pages[p as usize].clear(reclaimsim_core::mm::mm_types::PG_OWNED);
-                }
-            }
-            s.folios_put_refs(&pfns).await
+            put_last_refs(&s, &pfns).await
         });
         end - 1_000_000
     };
@@ -337,13 +335,7 @@ fn with_mglru_a_folio_leaves_the_lru_size_it_joined() {
             let pf = pfns.clone();
             let mid = run_probe(&s, 0, at, |s| async move { s.lru_add_drain().await });
             let end = run_probe(&s, 0, at + 1_000_000, move |s| async move {
-                {
-                    let mut mm = s.mm.borrow_mut();
-                    for &p in &pf {
-                        mm.pages[p as usize].clear(reclaimsim_core::mm::mm_types::PG_OWNED);
-                    }
-                }
-                s.folios_put_refs(&pf).await
+                put_last_refs(&s, &pf).await
             });
             if i == 1 {
                 took = (mid - at) + (end - at - 1_000_000);

@@ -518,22 +518,19 @@ impl Mm {
     /// list operations outside an lru_lock (a fixture's placement) cost nothing.
     fn update_lru_size(&mut self, pfn: Pfn, delta: i64) {
         let p = self.pages[pfn as usize];
-        let mut lru = p.lru_list();
-        if self.lruvecs[self.folio_lruvec(pfn) as usize].lrugen.enabled
-            && lru != mmzone::LRU_UNEVICTABLE
-        {
-            // lru_gen_del_folio leaves PG_active on a folio of an active generation: the
-            // add and the delete must count on the same list.
-            lru = if p.is_file_lru() {
-                mmzone::LRU_INACTIVE_FILE
-            } else {
-                mmzone::LRU_INACTIVE_ANON
-            };
+        let lru = p.lru_list();
+        if !self.lines.armed() || lru == mmzone::LRU_UNEVICTABLE {
+            return;
         }
-        if self.lines.armed() && lru != mmzone::LRU_UNEVICTABLE {
-            self.stat_pending
-                .push_held(p.memcg, memcontrol::StatKind::lru(lru), delta);
-        }
+        // lru_gen_del_folio leaves PG_active on a folio of an active generation: under
+        // MGLRU the add and the delete must count on the same (inactive) list.
+        let lru = if self.lruvecs[self.folio_lruvec(pfn) as usize].lrugen.enabled {
+            lru & !1
+        } else {
+            lru
+        };
+        self.stat_pending
+            .push_held(p.memcg, memcontrol::StatKind::lru(lru), delta);
     }
 
     /// The cache lines a list operation on `lv` wrote: list_add/__list_del_entry write the
