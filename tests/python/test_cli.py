@@ -23,7 +23,7 @@ def test_scenarios_lists_every_builtin():
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["run", "no-such-scenario"], "built-ins: calib-anon-random"),
+        (["run", "no-such-scenario"], "built-ins: calib-anon-cpu, calib-anon-random"),
         (["run", "file-fits", "--set", "machine.memory_per_node=12X"], "scenario.machine.memory_per_node"),
         (["run", "file-fits", "--set", "kernel.swappiness=300"], "scenario.kernel.swappiness"),
         (["run", "file-fits", "--set", "cgroup[0].path=/a/b"], "scenario.cgroup[0].path"),

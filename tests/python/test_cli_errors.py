@@ -96,7 +96,7 @@ size = "16M"
         (["scenarios", "extra"], ["unexpected extra argument (extra)"]),
         (["costs", "--bogus"], ["No such option", "--bogus"]),
         # validate
-        (["validate", "no-such-scenario"], ["no-such-scenario", "built-ins: calib-anon-random"]),
+        (["validate", "no-such-scenario"], ["no-such-scenario", "built-ins: calib-anon-cpu, calib-anon-random"]),
         (["validate", "file-fits", "--set", "machine.cpus=0"], ["scenario.machine.cpus"]),
         # bench
         (["bench", "--scenario", "no-such-scenario"], ["no-such-scenario", "built-ins:"]),
