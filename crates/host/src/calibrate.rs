@@ -51,17 +51,6 @@ pub struct Sizes {
     pub pingpongs: u64,
 }
 
-impl Default for Sizes {
-    fn default() -> Self {
-        Sizes {
-            anon_pages: 64 << 8, // 64 MiB
-            file_pages: 32 << 8, // 32 MiB
-            reps: 5,
-            pingpongs: 200_000,
-        }
-    }
-}
-
 fn os_err(what: &str) -> String {
     format!("{what}: {}", std::io::Error::last_os_error())
 }
@@ -89,7 +78,8 @@ impl Anon {
         if base == libc::MAP_FAILED {
             return Err(os_err("mmap"));
         }
-        // SAFETY: advice on our own mapping.
+        // SAFETY: advice on our own mapping. Best effort: only a kernel without THP
+        // refuses it, and such a kernel maps no huge pages anyway.
         unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
         Ok(Anon {
             base: base as *mut u8,
@@ -115,15 +105,9 @@ impl Anon {
         Ok(())
     }
 
-    /// Pages of the mapping resident in memory (mincore).
-    fn resident(&self) -> usize {
-        let mut vec = vec![0u8; self.pages()];
-        // SAFETY: vec has one byte per page of our mapping.
-        let rc = unsafe { libc::mincore(self.base as *mut _, self.len, vec.as_mut_ptr()) };
-        if rc != 0 {
-            return 0;
-        }
-        vec.iter().filter(|b| **b & 1 == 1).count()
+    /// Pages of the mapping resident in memory.
+    fn resident(&self) -> Result<usize, String> {
+        resident_pages(self.base as *mut _, self.pages())
     }
 }
 
@@ -132,6 +116,28 @@ impl Drop for Anon {
         // SAFETY: unmapping the mapping we made.
         unsafe { libc::munmap(self.base as *mut _, self.len) };
     }
+}
+
+/// Pages of the `pages`-page mapping at `base` resident in memory (mincore).
+fn resident_pages(base: *mut libc::c_void, pages: usize) -> Result<usize, String> {
+    let mut vec = vec![0u8; pages];
+    // SAFETY: vec has one byte per page of the caller's mapping.
+    if unsafe { libc::mincore(base, pages * PAGE, vec.as_mut_ptr()) } != 0 {
+        return Err(os_err("mincore"));
+    }
+    Ok(vec.iter().filter(|b| **b & 1 == 1).count())
+}
+
+/// Median of per-operation timings and their spread ((max - min) / median).
+fn median_spread(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let med = v[v.len() / 2];
+    let spread = if med > 0.0 {
+        (v[v.len() - 1] - v[0]) / med
+    } else {
+        0.0
+    };
+    (med, spread)
 }
 
 /// Median and spread of `reps` timings of `f`, each returning (ns, ops).
@@ -146,13 +152,7 @@ fn repeat(
         ops = n.max(1);
         v.push(ns / ops as f64);
     }
-    v.sort_by(f64::total_cmp);
-    let med = v[v.len() / 2];
-    let spread = if med > 0.0 {
-        (v[v.len() - 1] - v[0]) / med
-    } else {
-        0.0
-    };
+    let (med, spread) = median_spread(v);
     Ok((med, spread, ops))
 }
 
@@ -267,7 +267,7 @@ pub fn swap(s: Sizes) -> Result<Option<Vec<Figure>>, String> {
         let t = Instant::now();
         m.advise(libc::MADV_PAGEOUT)?;
         let out_ns = t.elapsed().as_nanos() as f64;
-        let left = m.resident();
+        let left = m.resident()?;
         let swapped = n - left;
         if swapped < n / 2 {
             return Ok(None);
@@ -280,10 +280,9 @@ pub fn swap(s: Sizes) -> Result<Option<Vec<Figure>>, String> {
         }
         ins.push(t.elapsed().as_nanos() as f64 / n as f64);
     }
-    let stat = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let med = v[v.len() / 2];
-        (med, (v[v.len() - 1] - v[0]) / med.max(1e-9), n as u64)
+    let stat = |v: Vec<f64>| {
+        let (med, spread) = median_spread(v);
+        (med, spread, n as u64)
     };
     Ok(Some(vec![
         figure("swap_out_path", stat(outs), "MADV_PAGEOUT of written anonymous pages, per page swapped out (mincore after): reclaim_pages -> shrink_folio_list with one swap write each"),
@@ -412,14 +411,18 @@ pub fn page_cache(dir: &Path, s: Sizes) -> Result<Vec<Figure>, String> {
         std::hint::black_box(sum);
         let t = Instant::now();
         // SAFETY: advice on our own mapping.
-        unsafe { libc::madvise(base, n * PAGE, libc::MADV_PAGEOUT) };
+        let advised = unsafe { libc::madvise(base, n * PAGE, libc::MADV_PAGEOUT) };
         let ns = t.elapsed().as_nanos() as f64;
-        let mut vec = vec![0u8; n];
-        // SAFETY: vec has one byte per page of the mapping.
-        unsafe { libc::mincore(base, n * PAGE, vec.as_mut_ptr()) };
+        let advised = if advised == 0 {
+            Ok(())
+        } else {
+            Err(os_err("madvise(MADV_PAGEOUT)"))
+        };
+        let resident = resident_pages(base, n);
         // SAFETY: unmapping our mapping.
         unsafe { libc::munmap(base, n * PAGE) };
-        let gone = vec.iter().filter(|b| **b & 1 == 0).count();
+        advised?;
+        let gone = n - resident?;
         if gone < n / 2 {
             return Err(format!(
                 "MADV_PAGEOUT reclaimed {gone} of {n} clean file pages"
@@ -643,9 +646,20 @@ mod tests {
         for i in 0..64 {
             m.touch(i, 1);
         }
-        assert_eq!(m.resident(), 64);
+        assert_eq!(m.resident(), Ok(64));
         m.advise(libc::MADV_DONTNEED).unwrap();
-        assert_eq!(m.resident(), 0);
+        assert_eq!(m.resident(), Ok(0));
+    }
+
+    #[test]
+    fn residency_of_an_unmapped_range_is_an_error_not_zero() {
+        // A range nothing maps: mincore fails with ENOMEM. Before, that read as "no page
+        // resident", which swap() took for a complete swap-out.
+        let m = Anon::new(4).unwrap();
+        let base = m.base as *mut libc::c_void;
+        drop(m);
+        let e = resident_pages(base, 4).unwrap_err();
+        assert!(e.starts_with("mincore: "), "{e}");
     }
 }
 
