@@ -53,7 +53,7 @@ pub struct Sim {
     /// The seed-patch switches of this run.
     pub v: crate::variant::Variants,
     /// Node of every CPU id (workload CPUs, then one kthread CPU per node).
-    pub cpu_node: Vec<u32>,
+    pub cpu_node: crate::engine::Topology,
     pub nr_cpus: u32,
     /// The random stream of MGLRU's memcg LRU bins.
     pub lru_gen_rng: RefCell<crate::engine::rng::Rng>,
@@ -118,6 +118,7 @@ impl Sim {
             })
             .collect();
         cpu_node.extend(0..m.nodes);
+        let cpu_node = crate::engine::Topology::from(cpu_node);
         let e = Engine::new(
             EngineCosts {
                 lock_uncontended: costs.lock_uncontended,

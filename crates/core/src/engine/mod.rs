@@ -38,6 +38,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 /// Virtual time [ns].
@@ -194,6 +195,50 @@ impl Default for CacheLine {
     }
 }
 
+/// The node of every CPU id: what tells a local cache-line transfer from a remote one,
+/// shared (not copied) by the engine's locks and lines and by the LRU lists' lines
+/// (mm/lru_lines.rs).
+#[derive(Debug, Clone, Default)]
+pub struct Topology(Rc<[u32]>);
+
+/// Where a line a CPU writes comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// The writer wrote it last, or nobody did (a cold line is charged nothing extra).
+    None,
+    /// Another CPU of the writer's node wrote it last.
+    Local,
+    /// A CPU of another node wrote it last.
+    Remote,
+}
+
+impl Topology {
+    /// A line last written by `from` (`u32::MAX`: by nobody) and now written by `to`.
+    #[inline]
+    pub fn transfer(&self, from: u32, to: u32) -> Transfer {
+        if from == to || from == u32::MAX {
+            Transfer::None
+        } else if self.0.get(from as usize) == self.0.get(to as usize) {
+            Transfer::Local
+        } else {
+            Transfer::Remote
+        }
+    }
+}
+
+impl From<Vec<u32>> for Topology {
+    fn from(cpu_node: Vec<u32>) -> Self {
+        Topology(cpu_node.into())
+    }
+}
+
+impl std::ops::Deref for Topology {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        &self.0
+    }
+}
+
 /// Costs the engine itself charges (a copy of the relevant cost-table entries).
 #[derive(Debug, Clone, Copy)]
 pub struct EngineCosts {
@@ -224,7 +269,7 @@ pub struct Engine {
     stats: RefCell<Vec<SiteStats>>,
     costs: EngineCosts,
     /// Node of every CPU id, to tell local from remote cache-line transfers.
-    cpu_node: Vec<u32>,
+    topology: Topology,
     /// The running `run_until`'s tick, callable from inside a poll ([`Engine::work_point`]).
     tick_fn: Cell<Option<TickFn>>,
     /// Work units (polls and work points) left before the next tick, and the period.
@@ -258,7 +303,7 @@ fn noop_waker() -> Waker {
 }
 
 impl Engine {
-    pub fn new(costs: EngineCosts, cpu_node: Vec<u32>) -> Self {
+    pub fn new(costs: EngineCosts, topology: impl Into<Topology>) -> Self {
         Engine {
             tasks: RefCell::new(Vec::new()),
             futures: RefCell::new(Vec::new()),
@@ -277,7 +322,7 @@ impl Engine {
                 LockClass::ALL.len() * Site::ALL.len()
             ]),
             costs,
-            cpu_node,
+            topology: topology.into(),
             tick_fn: Cell::new(None),
             work_left: Cell::new(u64::MAX),
             tick_every: Cell::new(u64::MAX),
@@ -731,12 +776,10 @@ impl Engine {
     }
 
     fn line_cost(&self, last_cpu: u32, cpu: u32) -> u64 {
-        if last_cpu == cpu || last_cpu == u32::MAX {
-            0
-        } else if self.cpu_node[last_cpu as usize] == self.cpu_node[cpu as usize] {
-            self.costs.cacheline_transfer
-        } else {
-            self.costs.cacheline_transfer_remote
+        match self.topology.transfer(last_cpu, cpu) {
+            Transfer::None => 0,
+            Transfer::Local => self.costs.cacheline_transfer,
+            Transfer::Remote => self.costs.cacheline_transfer_remote,
         }
     }
 

@@ -32,11 +32,13 @@
 //! machines of more than 255 CPUs two CPUs can share a code and a transfer between them is
 //! missed.
 
+use crate::engine::{Topology, Transfer};
+
 /// Line owners of the frames and lruvecs, and the transfers of the current lock hold.
 #[derive(Debug, Clone, Default)]
 pub struct LineTracker {
-    /// Node of each CPU.
-    cpu_node: Vec<u32>,
+    /// Node of each CPU (the engine's).
+    topology: Topology,
     /// The CPU holding an lru_lock now; None when list operations are not under one (a
     /// fixture's placement), which moves no line.
     cur: Option<u32>,
@@ -53,9 +55,9 @@ fn code(cpu: u32) -> u8 {
 }
 
 impl LineTracker {
-    pub fn new(cpu_node: Vec<u32>) -> Self {
+    pub fn new(topology: Topology) -> Self {
         LineTracker {
-            cpu_node,
+            topology,
             ..Default::default()
         }
     }
@@ -93,11 +95,10 @@ impl LineTracker {
         let me = code(cpu);
         let was = *owner;
         if was != 0 && was != me {
-            let node = self.cpu_node.get(cpu as usize);
-            if self.cpu_node.get(was as usize - 1) == node {
-                self.local += 1;
-            } else {
-                self.remote += 1;
+            match self.topology.transfer(was as u32 - 1, cpu) {
+                Transfer::Local => self.local += 1,
+                Transfer::Remote => self.remote += 1,
+                Transfer::None => {}
             }
         }
         *owner = me;
@@ -111,7 +112,7 @@ mod tests {
     #[test]
     fn a_line_another_cpu_wrote_is_one_transfer_then_local() {
         // CPUs 0, 1 on node 0; CPU 2 on node 1.
-        let mut t = LineTracker::new(vec![0, 0, 1]);
+        let mut t = LineTracker::new(vec![0, 0, 1].into());
         let mut line = 0u8;
         t.write(&mut line); // not armed: nothing moves
         assert_eq!(line, 0);
