@@ -97,6 +97,7 @@ pub fn cost_table_json(scenario_json: Option<&str>) -> Result<String> {
 }
 
 /// The built-in hardware profiles as JSON (a list of profiles: name, description, costs).
-pub fn profiles_json() -> String {
-    serde_json::to_string(&engine::cost_profile::builtins()).unwrap_or_default()
+pub fn profiles_json() -> Result<String> {
+    serde_json::to_string(&engine::cost_profile::builtins()?)
+        .map_err(|e| Error::Internal(e.to_string()))
 }

@@ -95,8 +95,8 @@ fn cost_table_json(scenario_json: Option<&str>) -> PyResult<String> {
 
 /// The built-in hardware profiles, as JSON text.
 #[pyfunction]
-fn profiles_json() -> String {
-    reclaimsim_core::profiles_json()
+fn profiles_json() -> PyResult<String> {
+    reclaimsim_core::profiles_json().map_err(to_py_err)
 }
 
 /// Check that every workload of a scenario (JSON text) can be replayed on the host kernel;

@@ -160,11 +160,12 @@ pub fn builtin_names() -> Vec<&'static str> {
     BUILTIN.iter().map(|(n, _)| *n).collect()
 }
 
-/// The built-in hardware profiles (for `reclaimsim profiles`).
-pub fn builtins() -> Vec<CostProfile> {
+/// The built-in hardware profiles (for `reclaimsim profiles`); the first that does not
+/// parse is an error, not left out.
+pub fn builtins() -> Result<Vec<CostProfile>> {
     BUILTIN
         .iter()
-        .filter_map(|(n, _)| CostProfile::builtin(n).ok())
+        .map(|(n, _)| CostProfile::builtin(n))
         .collect()
 }
 
