@@ -378,17 +378,13 @@ def _dry_run(runs, workers: int, scheduler) -> str:
     second, extrapolated to the whole run."""
     import time
 
+    from .scenario import shortened
     from .sweep import run_task
 
-    full = json.loads(runs[0].scenario)["duration"]
+    first = json.loads(runs[0].scenario)
 
     def probe(frac: int) -> tuple[float, str, str]:
-        d = json.loads(runs[0].scenario)
-        d["duration"] = max(full // frac, 1)
-        d.pop("warmup", None)
-        for key in ("reclaim", "lru_gen"):
-            for entry in d.get(key) or []:
-                entry["at"], entry["times"] = 0, 1
+        d = shortened(first, first["duration"] // frac)
         t = time.perf_counter()
         kind, text, _ = run_task(json.dumps(d))
         return time.perf_counter() - t, kind, text

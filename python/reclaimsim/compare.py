@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from . import _core
 from ._core import ScenarioError, SimulationError
-from .scenario import _parse_value, compare_table, load_scenario
+from .scenario import _parse_value, compare_table, load_scenario, shortened
 
 DEFAULT_METRICS = [
     "pgscan_kswapd",
@@ -224,13 +224,8 @@ def _check_metrics(data: dict, names: list[str]) -> None:
     """Refuse an unknown metric before the runs: each one is read off a run of the
     scenario cut to one virtual millisecond (its result has every counter, cgroup,
     workload and tracepoint the full runs will have)."""
-    probe = json.loads(json.dumps(data))
-    probe["duration"] = probe["sample_interval"] = 1_000_000
-    probe.pop("warmup", None)
-    # Schedules keep one write, due at once, so their sections are in the probe's result.
-    for key in ("reclaim", "lru_gen"):
-        for entry in probe.get(key) or []:
-            entry["at"], entry["times"] = 0, 1
+    probe = shortened(data, 1_000_000)
+    probe["sample_interval"] = 1_000_000
     r = json.loads(_core.run_json(json.dumps(probe)))
     for name in names:
         metric(r, name)

@@ -127,6 +127,20 @@ _COMPARE_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
+def shortened(data: dict, duration_ns: int) -> dict:
+    """A copy of the normalized scenario `data` cut to `duration_ns` of virtual time (at
+    least 1 ns), for a probe run: without its warmup (which must stay shorter than the
+    run), and with each memory.reclaim and lru_gen schedule kept as one write due at once,
+    so that the probe's result has their sections."""
+    d = copy.deepcopy(data)
+    d["duration"] = max(int(duration_ns), 1)
+    d.pop("warmup", None)
+    for key in ("reclaim", "lru_gen"):
+        for entry in d.get(key) or []:
+            entry["at"], entry["times"] = 0, 1
+    return d
+
+
 def compare_table(data: dict) -> dict:
     """The scenario's `[compare]` table (empty when it has none), checked field by field:
     `a` and `b` (variant switch tables), `seeds`, `metrics` and `full_scale`."""

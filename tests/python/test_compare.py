@@ -174,3 +174,22 @@ def test_seed_001_iterator_favours_the_first_memcg_in_walk_order():
     r = reclaimsim.run("seed-001", overrides=["duration=20s", "variants.mglru_memcg_iter=true"])
     steal = {c["path"]: c["memory.stat"]["pgsteal"] for c in json.loads(r.to_json())["cgroups"]}
     assert steal["/memcg0"] > 2 * steal["/memcg15"], steal
+
+
+def test_a_probe_scenario_is_cut_short_without_warmup_with_one_schedule_write():
+    from reclaimsim.scenario import shortened
+
+    data = {
+        "duration": 300_000_000,
+        "warmup": 100_000_000,
+        "reclaim": [{"cgroup": "/a", "amount": 4096, "at": 50_000_000, "every": 10_000_000, "times": 8}],
+        "lru_gen": [{"command": "+", "at": 70_000_000, "times": 3}],
+    }
+    d = shortened(data, 1_000_000)
+    assert d["duration"] == 1_000_000 and "warmup" not in d
+    assert (d["reclaim"][0]["at"], d["reclaim"][0]["times"]) == (0, 1)
+    assert (d["lru_gen"][0]["at"], d["lru_gen"][0]["times"]) == (0, 1)
+    assert d["reclaim"][0]["every"] == 10_000_000 and d["reclaim"][0]["amount"] == 4096
+    # The caller's scenario is left as it was, and a duration never falls to 0.
+    assert data["warmup"] == 100_000_000 and data["reclaim"][0]["times"] == 8
+    assert shortened(data, 0)["duration"] == 1
