@@ -73,8 +73,9 @@ def per_thread_counters(threads: list[dict]) -> dict[str, int]:
 
 
 def workload_names(scenario: dict) -> list[str]:
-    """Each workload's name in the time rows: its `name`, else `workload[i]`."""
-    return [w.get("name") or f"workload[{i}]" for i, w in enumerate(scenario.get("workload", []))]
+    """Each workload's name in the time rows: its `name`, else its type and index
+    (`usemem0`), the name the simulator's own reports give it."""
+    return [w.get("name") or f"{w.get('type', 'workload')}{i}" for i, w in enumerate(scenario.get("workload", []))]
 
 
 def time_rows(elapsed_ns: float, accesses: float, faults: float, name: str) -> dict[str, float]:

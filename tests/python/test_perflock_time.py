@@ -60,14 +60,26 @@ def test_time_rows_of_a_workload_come_from_its_longest_thread():
                                     {"accesses": 3000, "major_faults": 20, "minor_faults": 5, "elapsed_ns": 4_000_000_000}]},
         {"workload": 1, "killed": 9, "threads": [{"accesses": 500, "major_faults": 0, "minor_faults": 0, "elapsed_ns": 500_000_000}]},
     ]
-    c = kernel_time_counters(procs, ["a", "workload[1]"])
+    c = kernel_time_counters(procs, ["a", "file_read1"])
     assert c["elapsed_ms@a"] == 4000
     assert c["accesses_per_s@a"] == 1000 and c["faults_per_s@a"] == 10
-    assert c["elapsed_ms@workload[1]"] == 500 and c["accesses_per_s@workload[1]"] == 1000
+    assert c["elapsed_ms@file_read1"] == 500 and c["accesses_per_s@file_read1"] == 1000
     assert time_rows(0, 5, 5, "x") == {"elapsed_ms@x": 0, "accesses_per_s@x": 0.0, "faults_per_s@x": 0.0}
-    assert workload_names({"workload": [{"name": "a"}, {}]}) == ["a", "workload[1]"]
+    # An unnamed workload is named as the simulator's reports name it: type and index.
+    assert workload_names({"workload": [{"name": "a"}, {"type": "file_read"}]}) == ["a", "file_read1"]
 
 
-@pytest.mark.skipif(shutil.which("perf") is not None, reason="perf is installed here")
-def test_unavailable_says_how_to_install_perf():
-    assert "linux-perf" in perflock.unavailable()
+def test_kernel_run_names_an_unnamed_workload_as_the_simulator_does():
+    import json
+
+    from reclaimsim import _core
+    from reclaimsim.result import Result
+
+    scenario = {
+        "duration": "20ms",
+        "machine": {"cpus": 2, "memory_per_node": "64M"},
+        "workload": [{"type": "usemem", "size": "1M"}, {"type": "usemem", "name": "b", "size": "1M"}],
+    }
+    norm = json.loads(_core.validate_json(json.dumps(scenario), None))
+    result = Result(_core.run_json(json.dumps(norm), None))
+    assert workload_names(norm) == [w["name"] for w in result.workloads] == ["usemem0", "b"]
