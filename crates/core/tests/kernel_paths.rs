@@ -565,3 +565,74 @@ fn the_lru_gen_debugfs_file_lists_each_generation() {
     let c = machine("1G", None, "");
     assert!(c.mm.borrow().lru_gen_debugfs(0).is_empty());
 }
+
+/// A machine whose TLB shootdown costs 1 ms (`tlb_flush_ipi`): each shows in the virtual
+/// time of the task that sends it, and nothing else costs as much.
+fn ipi_machine() -> Rc<Sim> {
+    machine("1G", Some("1G"), "\n[costs]\ntlb_flush_ipi = 1000000\n")
+}
+
+/// A thread of process `mmid` that stays alive on `cpu` (sleeping), as the other thread of
+/// a two-threaded workload is, and `tag` the owner the engine records for it.
+fn other_thread(s: &Rc<Sim>, mmid: u32, cpu: u32, tag: u32) {
+    let s2 = s.clone();
+    let id = s.e.spawn_tagged(0, cpu, tag, async move {
+        loop {
+            s2.e.sleep(1_000_000_000).await;
+        }
+    });
+    s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
+}
+
+/// The virtual time limit reclaim of 32 unreferenced, dirty anonymous folios of one
+/// process takes on CPU 0, with the process's other thread on `peer` (None: no other
+/// thread; Some((cpu, tag))).
+fn reclaim_time(peer: Option<(u32, u32)>) -> (u64, u64) {
+    let s = ipi_machine();
+    let (mmid, _) = s.fixture_anon_folios(A, 0, 32, false, 0);
+    if let Some((cpu, tag)) = peer {
+        other_thread(&s, mmid, cpu, if tag == u32::MAX { mmid } else { tag });
+    }
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    let t = run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(32, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    (t, event(&s, VmEvent::Pswpout))
+}
+
+#[test]
+fn swapping_out_a_folio_of_a_process_running_elsewhere_costs_one_shootdown_each() {
+    // Priority 0 scans all 32 inactive anon folios; none is young, so each goes to swap:
+    // try_to_unmap defers its flush (another CPU runs the mm), and the dirty folio's
+    // pageout needs it done first (try_to_unmap_flush_dirty): 32 shootdowns, and nothing
+    // left for the batch flush at the end of shrink_folio_list.
+    let (alone, out_alone) = reclaim_time(None);
+    let (shared, out_shared) = reclaim_time(Some((1, u32::MAX)));
+    assert_eq!((out_alone, out_shared), (32, 32));
+    assert_eq!(shared - alone, 32 * 1_000_000);
+    // The other thread on the reclaiming CPU itself: a local flush, in pte_unmap.
+    let (same_cpu, _) = reclaim_time(Some((0, u32::MAX)));
+    assert_eq!(same_cpu, alone);
+    // A task of another process on CPU 1 (an engine id listed but owned by another mm, as
+    // a reused id would be) runs nothing of this mm.
+    let (other_mm, _) = reclaim_time(Some((1, 12345)));
+    assert_eq!(other_mm, alone);
+}
+
+#[test]
+fn zapping_a_range_flushes_once_when_another_cpu_runs_the_mm() {
+    let zap_time = |peer: bool| {
+        let s = ipi_machine();
+        let (mmid, _) = s.fixture_anon_folios(A, 0, 16, true, 0);
+        if peer {
+            other_thread(&s, mmid, 1, mmid);
+        }
+        run_probe(&s, 0, 0, move |s| async move {
+            s.zap_pte_range(mmid, 0, 16).await;
+        })
+    };
+    // tlb_finish_mmu flushes the 16 cleared PTEs in one shootdown.
+    assert_eq!(zap_time(true) - zap_time(false), 1_000_000);
+}

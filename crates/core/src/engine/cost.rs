@@ -83,6 +83,10 @@ cost_table! {
     pte_unmap = 150;
     /// Mapping one PTE at the end of a fault.
     pte_map = 40;
+    /// A TLB shootdown: the initiating CPU sends IPIs to the other CPUs running the
+    /// address space and waits until each has flushed (flush_tlb_multi). Paid by a
+    /// flush only when another CPU runs the mm; `reclaimsim calibrate` measures it.
+    tlb_flush_ipi = 2000;
     /// Taking an uncontended spinlock whose line is local.
     lock_uncontended = 20;
     /// Moving a cache line last written by another CPU of the same node.

@@ -613,6 +613,14 @@ impl Engine {
         self.cur_clock.get()
     }
 
+    /// The CPU of task `id` if it is alive and was spawned with `tag` (a finished task's
+    /// id can be reused by a task of another owner).
+    pub fn task_cpu_tagged(&self, id: TaskId, tag: u32) -> Option<u32> {
+        let tasks = self.tasks.borrow();
+        let t = tasks.get(id as usize)?;
+        (t.alive && t.tag == tag).then_some(t.cpu)
+    }
+
     /// The current task's CPU.
     #[inline]
     pub fn cpu(&self) -> u32 {

@@ -342,7 +342,8 @@ impl Sim {
     /// entries and swap-cache folios, and free the folios through
     /// free_pages_and_swap_cache(), which first drains this CPU's LRU batches. A folio still
     /// sitting in another CPU's lru_add batch keeps only that batch's reference: it is dead
-    /// there until the batch drains (seed 003).
+    /// there until the batch drains (seed 003). Clearing present PTEs ends in one TLB
+    /// flush of the range (tlb_finish_mmu), a shootdown when other CPUs run the mm.
     pub async fn zap_pte_range(&self, mmid: u32, lo: u32, hi: u32) {
         let mut folios: Vec<Pfn> = Vec::new();
         let mut unmapped = 0u64;
@@ -394,6 +395,10 @@ impl Sim {
             }
         }
         self.e.charge(folios.len() as u64 * self.c.pte_unmap);
+        if unmapped > 0 || !file_unmapped.is_empty() {
+            // tlb_finish_mmu(): the cleared present PTEs, flushed once for the range.
+            self.flush_tlb_mm_range(&self.mm.borrow().mms[mmid as usize], mmid);
+        }
         for _ in 0..unmapped {
             self.memcg_stat_update(memcg_id, StatKind::AnonMapped, -1);
         }

@@ -33,6 +33,7 @@ pub mod mm_types;
 pub mod mmzone;
 pub mod oom_kill;
 pub mod page_alloc;
+pub mod rmap;
 pub mod swap;
 pub mod swapfile;
 pub mod vmscan;

@@ -778,6 +778,7 @@ impl Sim {
         let mut keep = self.mm.borrow_mut().pfn_vec();
         let target = sc.target_memcg();
         let mut last_sync = 0;
+        let mut ubc = super::rmap::TlbUbc::default();
         for (i, &pfn) in list.iter().enumerate() {
             if let Some(&next) = list.get(i + super::RMAP_PREFETCH) {
                 self.mm.borrow().prefetch_rmap(next);
@@ -794,13 +795,17 @@ impl Sim {
                 continue;
             }
             sc.nr_scanned += 1;
-            let outcome = self.shrink_one_folio(pfn, sc, target, &mut stat).await;
+            let outcome = self
+                .shrink_one_folio(pfn, sc, target, &mut stat, &mut ubc)
+                .await;
             if outcome {
                 stat.nr_reclaimed += 1;
             } else {
                 keep.push(pfn);
             }
         }
+        // Before the folios are freed, the deferred flush of their PTEs.
+        self.try_to_unmap_flush(&mut ubc);
         let mut mm = self.mm.borrow_mut();
         let act = stat.nr_activate[0] + stat.nr_activate[1];
         mm.count_event(VmEvent::Pgactivate, act);
@@ -817,6 +822,7 @@ impl Sim {
         sc: &ScanControl,
         target: MemcgId,
         stat: &mut ReclaimStat,
+        ubc: &mut super::rmap::TlbUbc,
     ) -> bool {
         enum Fate {
             Activate,
@@ -922,6 +928,7 @@ impl Sim {
                 let lvf = mm.folio_lruvec(pfn) as usize;
                 mm.lruvecs[lvf].mod_state(NodeStat::NrFileMapped, -1);
                 self.e.charge(self.c.pte_unmap);
+                self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid as usize], mmid, false);
             } else if mapped {
                 // try_to_unmap(): the PTE becomes the swap entry; its dirty bit moves to the folio.
                 let pg = mm.pages[pfn as usize];
@@ -937,6 +944,8 @@ impl Sim {
                     mm.pages[pfn as usize].set(PG_DIRTY);
                 }
                 self.e.charge(self.c.pte_unmap);
+                let dirty = v & pte::DIRTY != 0;
+                self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid], mmid as u32, dirty);
             }
             if mm.pages[pfn as usize].test(PG_DIRTY) {
                 if file {
@@ -947,6 +956,8 @@ impl Sim {
                 if reclaim_clean || !sc.may_writepage {
                     break 'f Fate::Keep;
                 }
+                // No CPU may write the folio through a stale TLB entry while it is written.
+                self.try_to_unmap_flush_dirty(ubc);
                 // pageout() -> swap_writeout()
                 stat.nr_pageout += 1;
                 mm.count_event(VmEvent::Pswpout, 1);

@@ -1,0 +1,94 @@
+//! TLB flushes after unmapping: the IPIs that make reclaim of a multi-threaded process
+//! slower than reclaim of a single-threaded one.
+//!
+//! When the kernel clears a present PTE, every CPU that may still cache the translation
+//! must drop it before the page is reused. The local CPU does so with one instruction;
+//! other CPUs running the same address space get an inter-processor interrupt, and the
+//! initiator waits until each has flushed (flush_tlb_multi). try_to_unmap_one defers this
+//! when another CPU is involved (should_defer_flush, set_tlb_ubc_flush_pending): the
+//! reclaiming task collects the pending flush in its tlbflush_unmap_batch and sends one
+//! round of IPIs for many folios at the end of shrink_folio_list (try_to_unmap_flush).
+//! Except for a dirty folio whose PTE was writable: before pageout writes it, the flush is
+//! done at once (try_to_unmap_flush_dirty), so that no CPU can write the page through a
+//! stale TLB entry while it is under IO. Anonymous folios on their way to swap are such
+//! folios, so reclaiming a process whose other threads run elsewhere costs one shootdown
+//! per swapped-out folio. zap_pte_range (munmap, MADV_DONTNEED) flushes its range once, at
+//! tlb_finish_mmu.
+//!
+//! On the reference machine (2 vCPUs) the shootdowns were most of the time of two threads'
+//! swap faults under a memcg limit (docs/fidelity.md); a shootdown's cost
+//! (`tlb_flush_ipi`) is measured by `reclaimsim calibrate` as the difference between
+//! zapping one page with and without a thread of the same process running on the other
+//! CPU.
+//!
+//! Simplified: the CPUs a flush reaches are those of the mm's other live threads, each
+//! taken as running it (the kernel skips CPUs that switched to another mm or went idle in
+//! lazy-TLB mode; the workloads modeled are CPU-bound); one shootdown costs the same for
+//! one target as for many (the IPIs go out together and the waits overlap); the
+//! interrupted CPUs' own time in the flush handler is not charged to them; a PTE counts
+//! as writable when it is dirty (the modeled workloads map their pages by writing them);
+//! dirty file folios are not written back by reclaim here, so only anonymous folios flush
+//! before pageout.
+
+use super::MmStruct;
+use crate::sim::Sim;
+
+/// The reclaiming task's pending TLB flush (the kernel's tlbflush_unmap_batch).
+#[derive(Debug, Default)]
+pub struct TlbUbc {
+    /// A PTE another CPU may cache was cleared and not flushed yet.
+    flush_required: bool,
+    /// One of those PTEs was writable (try_to_unmap_flush_dirty must flush).
+    writable: bool,
+}
+
+impl Sim {
+    /// How many other CPUs run address space `mmid`: those of its other live threads.
+    pub fn tlb_flush_targets(&self, mm: &MmStruct, mmid: u32) -> u32 {
+        let me = self.e.cpu();
+        mm.tasks
+            .iter()
+            .filter(|&&t| self.e.task_cpu_tagged(t, mmid).is_some_and(|c| c != me))
+            .count() as u32
+    }
+
+    /// set_tlb_ubc_flush_pending(): try_to_unmap_one cleared a present PTE of `mmid`. With
+    /// another CPU running the mm the flush is deferred into `ubc` (should_defer_flush);
+    /// else it is the local flush that `pte_unmap` already charges.
+    pub fn set_tlb_ubc_flush_pending(
+        &self,
+        ubc: &mut TlbUbc,
+        mm: &MmStruct,
+        mmid: u32,
+        writable: bool,
+    ) {
+        if self.tlb_flush_targets(mm, mmid) > 0 {
+            ubc.flush_required = true;
+            ubc.writable |= writable;
+        }
+    }
+
+    /// try_to_unmap_flush(): one round of shootdown IPIs for every flush `ubc` holds.
+    pub fn try_to_unmap_flush(&self, ubc: &mut TlbUbc) {
+        if ubc.flush_required {
+            self.e.charge(self.c.tlb_flush_ipi);
+        }
+        *ubc = TlbUbc::default();
+    }
+
+    /// try_to_unmap_flush_dirty(): flush now if a writable PTE was cleared, before a dirty
+    /// folio goes to pageout.
+    pub fn try_to_unmap_flush_dirty(&self, ubc: &mut TlbUbc) {
+        if ubc.writable {
+            self.try_to_unmap_flush(ubc);
+        }
+    }
+
+    /// tlb_finish_mmu()'s flush of a zapped range of `mmid` that cleared present PTEs:
+    /// one shootdown when another CPU runs the mm.
+    pub fn flush_tlb_mm_range(&self, mm: &MmStruct, mmid: u32) {
+        if self.tlb_flush_targets(mm, mmid) > 0 {
+            self.e.charge(self.c.tlb_flush_ipi);
+        }
+    }
+}
