@@ -14,6 +14,7 @@ ones first, the table's current values for the rest (named in the entry's `sourc
 | shrink_folio | MADV_PAGEOUT of a mapped clean file page | isolate_folio, pte_unmap, page_free, list_op |
 | zram_write | MADV_PAGEOUT of an anonymous page to zram | the clean-file reclaim path, swap_cache_op |
 | zram_read | swap-in fault from zram | fault_entry, page_alloc, pte_map, swap_cache_op |
+| tlb_flush_ipi | one page zapped per madvise while a thread of the process runs on the other CPU | the same without that thread (its flush is local) |
 
 One entry comes from a timed reclaim-bound run instead: `pte_referenced`, the per-PTE step
 of folio_referenced's rmap walk, which MADV_PAGEOUT skips (it reclaims without looking at
@@ -55,6 +56,8 @@ _DERIVED = [
     ("shrink_folio", "reclaim_clean_file_path", ("isolate_folio", "pte_unmap", "page_free", "list_op")),
     ("zram_write", "swap_out_path", ("@reclaim_clean_file_path", "swap_cache_op")),
     ("zram_read", "swap_in_path", ("fault_entry", "page_alloc", "pte_map", "swap_cache_op")),
+    # One TLB shootdown: the flush of the same one-page zap, to a CPU running the process.
+    ("tlb_flush_ipi", "zap_page_shared_path", ("@zap_page_path",)),
 ]
 
 # Figures that are cost-table entries as measured.

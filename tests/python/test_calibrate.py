@@ -33,6 +33,7 @@ def test_derive_subtracts_measured_entries_first_then_the_table():
         "anon_fault_path": fig(2000), "file_read_miss_path": fig(50_000),
         "reclaim_clean_file_path": fig(1000), "swap_out_path": fig(5000), "swap_in_path": fig(4000),
         "lock_handoff": fig(70),
+        "zap_page_path": fig(1400.4), "zap_page_shared_path": fig(10_000),
     }
     costs, checks = derive(figs, BASE)
     ns = {k: v["ns"] for k, v in costs.items()}
@@ -48,13 +49,17 @@ def test_derive_subtracts_measured_entries_first_then_the_table():
     assert ns["zram_write"] == 3800
     # 4000 - (fault_entry as derived 1540 + 120 + 40 + 200) = 2100
     assert ns["zram_read"] == 2100
+    # One shootdown: the zap with a thread of the process on the other CPU, minus without.
+    # 10000 - 1400.4 = 8599.6 -> 8600
+    assert ns["tlb_flush_ipi"] == 8600
+    assert costs["tlb_flush_ipi"]["source"].startswith("derived: zap_page_shared_path 10000 ns minus zap_page_path 1400")
     assert costs["fault_entry"]["source"].startswith("derived: anon_fault_path 2000 ns minus page_zero 300 + page_alloc 120 (table)")
     assert costs["page_zero"]["source"].startswith("measured: timed")
     # Checks carry the path figure and the model's sum with the measured entries.
     assert checks["lock_handoff"]["ns"] == 70 and "is 56 ns" in checks["lock_handoff"]["source"]
     assert checks["anon_fault_path"]["ns"] == 2000
     assert set(costs) == {"page_zero", "file_read_hit", "cacheline_transfer", "lock_uncontended", "fault_entry",
-                          "ssd_read_latency", "shrink_folio", "zram_write", "zram_read"}
+                          "ssd_read_latency", "shrink_folio", "zram_write", "zram_read", "tlb_flush_ipi"}
 
 
 def test_derive_floors_a_negative_difference_and_says_so():

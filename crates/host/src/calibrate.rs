@@ -105,6 +105,21 @@ impl Anon {
         Ok(())
     }
 
+    /// madvise(MADV_DONTNEED) of each page on its own: per call the syscall, the zap of
+    /// one PTE and its TLB flush.
+    fn zap_each_page(&self) -> Result<(), String> {
+        for i in 0..self.pages() {
+            // SAFETY: advice on page i of our own mapping.
+            let rc = unsafe {
+                libc::madvise(self.base.add(i * PAGE) as *mut _, PAGE, libc::MADV_DONTNEED)
+            };
+            if rc != 0 {
+                return Err(os_err("madvise(MADV_DONTNEED)"));
+            }
+        }
+        Ok(())
+    }
+
     /// Pages of the mapping resident in memory.
     fn resident(&self) -> Result<usize, String> {
         resident_pages(self.base as *mut _, self.pages())
@@ -557,6 +572,7 @@ fn cache_lines_pinned(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, Strin
         Ok((on_two_cpus((a, b), deadline, peer, mine)?, 2 * n))
     })?;
     out.push(figure("lock_handoff", r, &format!("ticket spinlock (FIFO, as the kernel's queued spinlock) taken and released in a loop by CPUs {a} and {b} at once: wall time per acquisition, each one a handoff")));
+    out.extend(tlb_shootdown(a, b, s)?);
     pin(a);
     let line = Line(AtomicU64::new(0));
     let m = n * 10;
@@ -590,6 +606,43 @@ fn cache_lines_pinned(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, Strin
         "test-and-set spinlock acquire and release on a line only this CPU uses",
     ));
     Ok(out)
+}
+
+/// TLB shootdowns: one page zapped per madvise call on CPU `a`, first while no other CPU
+/// runs this process (the flush is local), then while a thread of it spins on CPU `b`
+/// (each flush is an IPI to `b`, waited for). The difference is one shootdown.
+fn tlb_shootdown(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
+    let pages = (s.anon_pages / 4).max(64);
+    let populated = || -> Result<Anon, String> {
+        let m = Anon::new(pages)?;
+        for i in 0..pages {
+            m.touch(i, 1);
+        }
+        Ok(m)
+    };
+    pin(a);
+    let r = repeat(s.reps, || {
+        let m = populated()?;
+        let t = Instant::now();
+        m.zap_each_page()?;
+        Ok((t.elapsed().as_nanos() as f64, pages as u64))
+    })?;
+    let local = figure("zap_page_path", r, &format!("madvise(MADV_DONTNEED) of one populated anonymous page per call on CPU {a}, no other CPU running the process: syscall, zap of one PTE, local TLB flush"));
+    let r = repeat(s.reps, || {
+        let m = populated()?;
+        let done = Arc::new(Line(AtomicU64::new(0)));
+        let d2 = done.clone();
+        let deadline = Instant::now() + SPIN_LIMIT;
+        let peer = move || spin_until(&d2.0, 1, deadline);
+        let mine = || {
+            let r = m.zap_each_page();
+            done.0.store(1, Ordering::Release);
+            r
+        };
+        Ok((on_two_cpus((a, b), deadline, peer, mine)?, pages as u64))
+    })?;
+    let shared = figure("zap_page_shared_path", r, &format!("the same on CPU {a} while a thread of the process spins on CPU {b}: each TLB flush is a shootdown IPI to CPU {b}, waited for"));
+    Ok(vec![local, shared])
 }
 
 /// Which benchmarks [`run_json`] runs.
@@ -733,6 +786,8 @@ mod bench_smoke {
                 [
                     "cacheline_transfer",
                     "lock_handoff",
+                    "zap_page_path",
+                    "zap_page_shared_path",
                     "atomic_rmw",
                     "lock_uncontended"
                 ]
