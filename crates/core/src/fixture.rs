@@ -71,7 +71,6 @@ impl Sim {
             let nodes = mm.files[file as usize].xa_create(index);
             fixture_kmem_charge(&mut mm, memcg, nodes * crate::mm::memcontrol::XA_NODE_SIZE);
             mm.page_cache_store(file, index, crate::mm::filemap::page_entry(pfn));
-            mm.files[file as usize].nr_cached += 1;
             let lv = mm.folio_lruvec(pfn) as usize;
             mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
             pfns.push(pfn);

@@ -174,7 +174,6 @@ impl Sim {
             p.owner = file;
             p.index = index;
             mm.page_cache_store(file, index, page_entry(pfn));
-            mm.files[file as usize].nr_cached += 1;
             let lv = mm.folio_lruvec(pfn) as usize;
             mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
         }

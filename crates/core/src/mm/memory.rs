@@ -162,7 +162,6 @@ impl Sim {
                     p.owner = file;
                     p.index = vpn;
                     mm.page_cache_store(file, vpn, super::filemap::page_entry(pfn));
-                    mm.files[file as usize].nr_cached += 1;
                     let lv = mm.folio_lruvec(pfn) as usize;
                     mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
                 }

@@ -178,7 +178,6 @@ impl File {
             leaf_gen: vec![0; pages.div_ceil(1 << XA_CHUNK_SHIFT)],
             xa_nodes,
             memcg,
-            nr_cached: 0,
             ra_prev_index: u32::MAX,
             mapped_by,
         }
@@ -291,7 +290,6 @@ pub struct File {
     /// entries, each covering 64 indices); a node lives while any entry below it does.
     pub xa_nodes: Vec<Vec<bool>>,
     pub memcg: MemcgId,
-    pub nr_cached: u64,
     /// file_ra_state.prev_pos of the open file reading it, in pages: the page the last
     /// read() ended in (u32::MAX before the first). Each file is opened once, by its
     /// workload, and its threads share the open file, as kernel-run's runner does.

@@ -1000,7 +1000,6 @@ impl Sim {
                 mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, -1);
             } else {
                 mm.page_cache_store(pg.owner, pg.index, super::filemap::shadow_entry(shadow));
-                mm.files[pg.owner as usize].nr_cached -= 1;
             }
             mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, -1);
             let pg = &mut mm.pages[pfn as usize];
