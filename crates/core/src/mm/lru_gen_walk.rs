@@ -135,22 +135,10 @@ impl Mm {
         activate: &mut Vec<Pfn>,
     ) {
         let len = self.mms[mmid as usize].ptes.len() as u64;
-        let pmd = vpn as u64 / PTRS_PER_PTE as u64;
-        let mut start = pmd * PTRS_PER_PTE as u64;
-        let mut end = (start + PTRS_PER_PTE as u64).min(len);
-        if end - start == 1 {
+        let Some((start, end)) = look_around_window(vpn as u64, len) else {
             return;
-        }
-        let (a, half) = (vpn as u64, MIN_LRU_BATCH / 2);
-        if end - start > MIN_LRU_BATCH {
-            if a - start < half {
-                end = start + MIN_LRU_BATCH;
-            } else if end - a < half {
-                start = end - MIN_LRU_BATCH;
-            } else {
-                (start, end) = (a - half, a + half);
-            }
-        }
+        };
+        let pmd = vpn as u64 / PTRS_PER_PTE as u64;
         let max_seq = self.lruvecs[lv as usize].lrugen.max_seq;
         let gen = lru_gen_from_seq(max_seq);
         let mut walk = with_walk.then(|| LruGenMmWalk::new(max_seq, 0, false));
@@ -347,5 +335,27 @@ impl Sim {
         self.e.charge(self.c.list_op);
         self.unlock_lruvec(lv);
         self.e.sync().await;
+    }
+}
+
+/// The PTEs lru_gen_look_around() looks at around the young PTE at `vpn` of an area of
+/// `len` pages: MIN_LRU_BATCH of them centred on it, kept inside its page table (and the
+/// area), moved to the table's first or last MIN_LRU_BATCH when it lies within half a batch
+/// of either end; the whole table when it is smaller; None when the table maps one page.
+pub fn look_around_window(vpn: u64, len: u64) -> Option<(u64, u64)> {
+    let start = vpn / PTRS_PER_PTE as u64 * PTRS_PER_PTE as u64;
+    let end = (start + PTRS_PER_PTE as u64).min(len);
+    if end - start == 1 {
+        return None;
+    }
+    let half = MIN_LRU_BATCH / 2;
+    if end - start <= MIN_LRU_BATCH {
+        Some((start, end))
+    } else if vpn - start < half {
+        Some((start, start + MIN_LRU_BATCH))
+    } else if end - vpn < half {
+        Some((end - MIN_LRU_BATCH, end))
+    } else {
+        Some((vpn - half, vpn + half))
     }
 }
