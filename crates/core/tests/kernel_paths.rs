@@ -636,3 +636,26 @@ fn zapping_a_range_flushes_once_when_another_cpu_runs_the_mm() {
     // tlb_finish_mmu flushes the 16 cleared PTEs in one shootdown.
     assert_eq!(zap_time(true) - zap_time(false), 1_000_000);
 }
+
+#[test]
+fn seed_000_folded_costs_halve_once_above_a_quarter_of_the_lru() {
+    // With vmstat_scan_cost, prepare_scan_control folds the cost counters' deltas (none
+    // here) into anon_cost and file_cost, then halves both when their sum exceeds a
+    // quarter of the lruvec's pages: 1000 + 600 > 100 / 4, so 500 and 300. Reclaim itself
+    // only bumps counters in this mode, so nothing else moves them.
+    let s = machine("1G", Some("1G"), "\n[variants]\nvmstat_scan_cost = true\n");
+    s.fixture_anon_folios(A, 0, 100, false, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    {
+        let mut mm = s.mm.borrow_mut();
+        mm.lruvecs[lv as usize].anon_cost = 1000;
+        mm.lruvecs[lv as usize].file_cost = 600;
+    }
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(32, Some(A), false);
+        s.shrink_node(0, &mut sc).await;
+    });
+    let mm = s.mm.borrow();
+    let l = &mm.lruvecs[lv as usize];
+    assert_eq!((l.anon_cost, l.file_cost), (500, 300));
+}
