@@ -359,3 +359,29 @@ pub fn look_around_window(vpn: u64, len: u64) -> Option<(u64, u64)> {
         Some((vpn - half, vpn + half))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walk_pte_range_takes_the_young_ptes_only() {
+        // 20 anonymous folios of one process on an MGLRU machine, the PTEs of the even
+        // pages young: walk_pte_range() looks at all 20 PTEs of the table and takes the 10
+        // young ones (pte_young), clearing their young bits.
+        let s = crate::fixture::one_node_machine("256M", Some("256M"), "lru = \"mglru\"");
+        let (mmid, _) = s.fixture_anon_folios(1, 0, 20, true, 0);
+        let mut mm = s.mm.borrow_mut();
+        for vpn in (1..20).step_by(2) {
+            mm.mms[mmid as usize].ptes[vpn] &= !pte::YOUNG;
+        }
+        let lv = mm.lruvec_of(1, 0);
+        let max_seq = mm.lruvecs[lv as usize].lrugen.max_seq;
+        let mut walk = LruGenMmWalk::new(max_seq, 60, false);
+        let scan = mm.walk_pte_range(lv, mmid, 0, &mut walk);
+        assert_eq!((scan.total, scan.young), (20, 10));
+        assert_eq!(walk.mm_stats[MM_LEAF_YOUNG], 10);
+        let ptes = &mm.mms[mmid as usize].ptes;
+        assert!(ptes[..20].iter().all(|&v| v & pte::YOUNG == 0));
+    }
+}
