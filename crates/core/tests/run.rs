@@ -300,6 +300,52 @@ repeat = 0
     );
 }
 
+/// /p with a child below its memory.low beside an unprotected one (LOW: its protection).
+const MEMORY_LOW: &str = r#"
+duration = "300ms"
+[machine]
+cpus = 2
+memory_per_node = "1G"
+[machine.swap]
+size = "256M"
+device = "zram"
+[[cgroup]]
+path = "/p"
+memory.max = "32M"
+[[cgroup]]
+path = "/p/c1"
+memory.low = "LOW"
+[[cgroup]]
+path = "/p/c2"
+[[workload]]
+type = "usemem"
+cgroup = "/p/c1"
+size = "8M"
+repeat = 0
+[[workload]]
+type = "usemem"
+cgroup = "/p/c2"
+size = "64M"
+repeat = 0
+start = "20ms"
+"#;
+
+#[test]
+fn a_child_below_memory_low_is_left_to_its_unprotected_sibling() {
+    // /p's limit reclaim walks /p/c1 and /p/c2. With reclaim targeting /p, a child's
+    // effective low is its own memory.low (its parent is the target): c1 uses 8M of its
+    // 32M, so mem_cgroup_below_low() skips it, and c2 (64M in a 32M parent) has enough to
+    // reclaim on every pass, so the memcg_low_reclaim retry never comes.
+    let stat = |r: &Value, p: &str, k: &str| cgroup(r, p)["memory.stat"][k].as_u64().unwrap();
+    let r = run_toml(&MEMORY_LOW.replace("LOW", "32M"), false);
+    assert_eq!(stat(&r, "/p/c1", "pgscan"), 0);
+    assert_eq!(stat(&r, "/p/c2", "pgscan"), stat(&r, "/p", "pgscan"));
+    assert_eq!(stat(&r, "/p/c1", "anon"), 8 << 20);
+    // Protection below the usage (4M of 8M) leaves c1 to reclaim like any child.
+    let r = run_toml(&MEMORY_LOW.replace("LOW", "4M"), false);
+    assert!(stat(&r, "/p/c1", "pgscan") > 0);
+}
+
 #[test]
 fn bad_scenarios_name_the_field() {
     let cases = [
