@@ -280,7 +280,7 @@ type = "usemem"
 name = "protected"
 cgroup = "/p/protected"
 size = "20M"
-repeat = 1
+repeat = 0
 [[workload]]
 type = "usemem"
 name = "other"
