@@ -60,6 +60,9 @@ pub struct Sim {
     /// oom_lock (a mutex serializing OOM kills) and the tasks waiting for it.
     pub oom_lock: Cell<bool>,
     pub oom_wait: Rc<crate::sched::WaitQueue>,
+    /// folio_wait_table: tasks in folio_wait_writeback(). The kernel hashes folios onto
+    /// 256 queues; one queue here, each waiter re-checks its own folio when woken.
+    pub folio_wait: Rc<crate::sched::WaitQueue>,
     /// Per task: pages charged while a memcg was over memory.high
     /// (current->memcg_nr_pages_over_high) and the memcg to pay them back to.
     pub over_high: RefCell<Vec<(u64, MemcgId)>>,
@@ -285,6 +288,7 @@ impl Sim {
             oom_lock: Cell::new(false),
             lru_gen_rng: RefCell::new(lru_gen_rng),
             oom_wait: Default::default(),
+            folio_wait: Default::default(),
             stats: RefCell::new(SimStats {
                 kswapd_ns: vec![0; nodes],
                 kswapd_since: vec![None; nodes],

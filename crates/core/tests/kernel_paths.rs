@@ -659,3 +659,44 @@ fn seed_000_folded_costs_halve_once_above_a_quarter_of_the_lru() {
     let l = &mm.lruvecs[lv as usize];
     assert_eq!((l.anon_cost, l.file_cost), (500, 300));
 }
+
+/// Two passes of limit reclaim over 32 unreferenced dirty anonymous folios on a disk swap
+/// device whose writes take 1 ms: (pgsteal_anon, pgactivate, when the second pass ended).
+fn second_pass_over_writeback(cgroup_version: u32) -> (u64, u64, u64) {
+    let extra = format!(
+        "cgroup_version = {cgroup_version}\n[machine.swap]\nsize = \"1G\"\ndevice = \"ssd\"\n\
+         [costs]\nssd_write_latency = 1000000\nssd_write_interval = 1000\n"
+    );
+    let s = machine("1G", None, &extra);
+    s.fixture_anon_folios(A, 0, 32, false, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    let end = run_probe(&s, 0, 0, move |s| async move {
+        for _ in 0..2 {
+            let mut sc = ScanControl::new(32, Some(A), false);
+            sc.priority = 0;
+            s.shrink_lruvec(lv, &mut sc).await;
+        }
+    });
+    (
+        event(&s, VmEvent::PgstealAnon),
+        event(&s, VmEvent::Pgactivate),
+        end,
+    )
+}
+
+#[test]
+fn v1_limit_reclaim_waits_for_the_writeback_it_started_and_v2_activates() {
+    const MS: u64 = 1_000_000;
+    // Pass 1 writes all 32 out (pageout marks each PG_reclaim; an asynchronous write keeps
+    // it, under writeback, back on the inactive list): nothing freed yet. Pass 2, well
+    // within the 1 ms the writes take, meets each under writeback with PG_reclaim.
+    // cgroup v1 (writeback_throttling_sane() false): case 3, wait, then free all 32; the
+    // last write ends at 1 ms + 31 intervals of 1 us after the first.
+    let (stolen, activated, end) = second_pass_over_writeback(1);
+    assert_eq!((stolen, activated), (32, 0));
+    assert!(end >= MS + 31_000, "v1: ended at {end} ns");
+    // cgroup v2: case 2, each is activated and nothing is waited for.
+    let (stolen, activated, end) = second_pass_over_writeback(2);
+    assert_eq!((stolen, activated), (0, 32));
+    assert!(end < MS, "v2: ended at {end} ns");
+}

@@ -206,6 +206,19 @@ impl Mm {
         !sc.cgroup_reclaim() || self.memory_cgrp_on_dfl
     }
 
+    /// The test of shrink_folio_list()'s Case 3 for a folio under writeback: limit reclaim
+    /// that cannot rely on dirty throttling (cgroup v1) waits for a folio it already marked
+    /// PG_reclaim, where Case 2 would activate it. Simplified: may_enter_fs() always holds
+    /// (a swap device without SWP_FS_OPS, a fault's GFP_HIGHUSER_MOVABLE), and Case 1
+    /// (kswapd meeting PG_reclaim folios on a PGDAT_WRITEBACK node) is not modeled.
+    pub fn folio_wait_writeback_needed(&self, pfn: Pfn, sc: &ScanControl) -> bool {
+        let p = self.pages[pfn as usize];
+        p.test(PG_OWNED)
+            && p.test(PG_WRITEBACK)
+            && p.test(PG_RECLAIM)
+            && !self.writeback_throttling_sane(sc)
+    }
+
     /// too_many_isolated(): more folios of this type isolated on the node than an eighth
     /// of its inactive list (callers with __GFP_IO|__GFP_FS, as every caller here).
     /// kswapd and cgroup v1 limit reclaim are never throttled. Finding the count below
@@ -831,6 +844,12 @@ impl Sim {
             KeepThrottled(u64),
             Free,
         }
+        // Case 3 of the writeback handling: cgroup v1 limit reclaim meets a folio whose
+        // writeback it started (PG_reclaim from pageout) and waits for it, then goes on
+        // with the same folio.
+        while self.mm.borrow().folio_wait_writeback_needed(pfn, sc) {
+            self.folio_wait_writeback(pfn).await;
+        }
         let early = {
             let mut mm = self.mm.borrow_mut();
             let p = mm.pages[pfn as usize];
@@ -838,7 +857,8 @@ impl Sim {
                 // Freed by its owner while isolated: move_folios_to_lru frees it.
                 Some(Fate::Keep)
             } else if p.test(PG_WRITEBACK) {
-                // Case 2 of the writeback handling: mark for immediate reclaim and move on.
+                // Case 2 of the writeback handling (global reclaim, cgroup v2, or the first
+                // meeting): mark for immediate reclaim and move on.
                 mm.pages[pfn as usize].set(PG_RECLAIM);
                 stat.nr_writeback += 1;
                 Some(Fate::Activate)
@@ -1060,6 +1080,20 @@ impl Sim {
             self.folio_put_last(pfn).await;
         } else if rotate {
             self.folio_rotate_reclaimable(pfn).await;
+        }
+        // folio_wake_bit(PG_writeback), when the folio has waiters.
+        if self.folio_wait.active() {
+            self.wake_up_all(&self.folio_wait);
+        }
+    }
+
+    /// folio_wait_writeback(): sleep until the folio's writeback ends (its bio completion
+    /// wakes the folio wait queue). Simplified: one queue for all folios, so a waiter may
+    /// wake for another folio and sleeps again.
+    pub(crate) async fn folio_wait_writeback(&self, pfn: Pfn) {
+        while self.mm.borrow().pages[pfn as usize].test(PG_WRITEBACK) {
+            let wq = self.folio_wait.clone();
+            self.wait_event_timeout(&wq, None).await;
         }
     }
 
