@@ -457,7 +457,7 @@ def grids():
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @_json_option("the side-by-side report")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Where the file_read workloads' files go (a disk filesystem, not tmpfs; default /var/tmp/reclaimsim-PID). Host runs only.")
-@click.option("--swapfile", type=click.Path(dir_okay=False), help="Swap to this file when the scenario has swap and neither host swap nor zram exists. Host runs only.")
+@click.option("--swapfile", type=click.Path(dir_okay=False), help="Swap to this file when the scenario has swap and the host has none: needed for machine.swap.device = \"ssd\", else used when zram is missing. Host runs only.")
 @click.option("--vm", is_flag=True, help="Boot a kernel under QEMU and run there (cgroup v2, the scenario's LRU, memory.reclaim schedules); nothing on the host changes.")
 @click.option("--kernel", "kernel_image", type=click.Path(dir_okay=False), help="With --vm: the bzImage to boot (default: Debian's 6.12 cloud kernel, fetched into the cache).")
 @click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="With --vm: QEMU's accelerator; auto probes KVM once and caches the answer.")

@@ -275,15 +275,25 @@ def _run(cmd: list[str]) -> None:
 
 
 class Swap:
-    """The swap the scenario asks for: existing swap, zram0, or a swap file (--swapfile)."""
+    """The swap the scenario asks for: existing swap, zram0, or a swap file (--swapfile).
+    A scenario that swaps to a block device (`machine.swap.device = "ssd"`) needs the
+    swap file: zram in its place would be another device, compressing on the faulting
+    CPU where the model waits for IO."""
 
-    def __init__(self, size: int, swapfile: str | None, notes: list):
+    def __init__(self, size: int, swapfile: str | None, notes: list, device: str = "zram"):
         self.dev = None
         self.kind = None
         active = _active_swaps()
         if active:
             notes.append(f"using the host's active swap ({', '.join(active)})")
             return
+        if device != "zram" and swapfile is None:
+            raise KernelRunError(
+                f"machine.swap.device = {device!r}: the kernel must swap to a block device too; "
+                "pass --swapfile PATH (a file on a disk-backed filesystem)"
+            )
+        if device == "zram" and swapfile is not None:
+            notes.append("machine.swap.device is zram but --swapfile swaps to a file: the kernel's swap IO is a disk's")
         zram = Path("/sys/block/zram0")
         if swapfile is None and not zram.exists():
             subprocess.run(["modprobe", "zram"], capture_output=True)  # may be built in or absent
@@ -643,7 +653,7 @@ def kernel_run(
         notes.append("perf lock record ran during the reps: the kernel's time rows include its tracepoint overhead")
     try:
         if swap_spec:
-            swap = Swap(swap_spec["size"], swapfile, notes)
+            swap = Swap(swap_spec["size"], swapfile, notes, swap_spec.get("device", "zram"))
         elif _active_swaps() and _has_anon(norm):
             notes.append("the scenario has no swap but the host does: the kernel may swap where the model cannot")
         _write(sysctl, str(norm["kernel"]["swappiness"]))

@@ -179,6 +179,35 @@ def test_anon_sequential_passes_with_swap_agree_with_the_kernel():
 
 
 @needs_kernel
+def test_a_block_device_swap_needs_a_swap_file():
+    # zram in place of the scenario's SSD would be another device: refused, nothing set up.
+    p = cli("kernel-run", "calib-anon-zram", "--reps", "1", "--set", "machine.swap.device=ssd")
+    assert p.returncode == 2, p.stderr
+    assert "machine.swap.device = 'ssd'" in p.stderr and "--swapfile" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+    assert not _leftovers()
+
+
+@needs_kernel
+def test_anon_passes_swapping_to_a_file_agree_with_the_kernel(tmp_path):
+    # The block-device path: asynchronous swap writes, folios under writeback met again by
+    # limit reclaim (on a cgroup v1 host, shrink_folio_list waits for them).
+    p = cli(
+        "kernel-run", "calib-anon-zram", "--reps", "1", "--json", "-",
+        "--set", "machine.swap.device=ssd", "--swapfile", str(tmp_path / "swap"),
+        "--set", "workload[0].size=24M", "--set", "cgroup[0].memory.max=16M",
+        "--set", "workload[0].threads=1",
+    )
+    assert p.returncode == 0, p.stderr
+    c = _counters(json.loads(p.stdout))
+    assert c["oom_kill"]["kernel_mean"] == 0 and c["oom_kill"]["sim"] == 0
+    assert abs(c["pswpin"]["diff_pct"]) < 10, c["pswpin"]
+    assert abs(c["pswpout"]["diff_pct"]) < 10, c["pswpout"]
+    assert not _leftovers()
+    assert not (tmp_path / "swap").exists()
+
+
+@needs_kernel
 def test_ctrl_c_removes_everything():
     proc = subprocess.Popen(
         [sys.executable, "-m", "reclaimsim.cli", "kernel-run", "calib-seq-loop", "--reps", "5"],
