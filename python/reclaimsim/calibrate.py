@@ -16,6 +16,13 @@ ones first, the table's current values for the rest (named in the entry's `sourc
 | zram_read | swap-in fault from zram | fault_entry, page_alloc, pte_map, swap_cache_op |
 | tlb_flush_ipi | one page zapped per madvise while a thread of the process runs on the other CPU | the same without that thread (its flush is local) |
 
+The block device under the working directory gives three entries as measured, through
+O_DIRECT on a written file: `ssd_write_latency` (one 4 KiB write at a time) and
+`ssd_read_interval`, `ssd_write_interval` (the time per IO of 16 threads reading, then
+writing, at once: 1 / the device's IOPS at that load). The model's device serves reads
+and writes in one queue, so these two also set how a mix of swap-ins and swap-outs
+saturates it.
+
 One entry comes from a timed reclaim-bound run instead: `pte_referenced`, the per-PTE step
 of folio_referenced's rmap walk, which MADV_PAGEOUT skips (it reclaims without looking at
 references). `reclaim_bound` replays a memcg-limited anonymous case on the kernel (one
@@ -61,7 +68,10 @@ _DERIVED = [
 ]
 
 # Figures that are cost-table entries as measured.
-_DIRECT = ("access_seq", "access_random", "page_zero", "file_read_hit", "cacheline_transfer", "atomic_rmw", "lock_uncontended")
+_DIRECT = (
+    "access_seq", "access_random", "page_zero", "file_read_hit", "cacheline_transfer", "atomic_rmw", "lock_uncontended",
+    "ssd_write_latency", "ssd_read_interval", "ssd_write_interval",
+)
 
 # Path figures kept as checks only, with the model's sum for the same path.
 _CHECKS = {
@@ -106,6 +116,12 @@ def measure(workdir: Path, cpus: tuple[int, int], quick: bool, say: Callable[[st
         figs[f["name"]] = f
     say(f"page cache in {workdir}: hits, misses, clean reclaim ({file_pages * 4 >> 10} MiB file)")
     for f in part("page_cache"):
+        figs[f["name"]] = f
+    say(f"the block device under {workdir} (O_DIRECT): write latency, read and write throughput")
+    device = part("device")
+    if not device:
+        notes.append(f"ssd_write_latency, ssd_read_interval, ssd_write_interval not measured: {_fstype(str(workdir)) or 'the filesystem'} refuses O_DIRECT")
+    for f in device:
         figs[f["name"]] = f
     say(f"cache lines between CPUs {cpus[0]} and {cpus[1]}: transfer, lock handoff, atomics")
     for f in part("cache_lines"):

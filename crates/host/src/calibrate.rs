@@ -449,6 +449,97 @@ pub fn page_cache(dir: &Path, s: Sizes) -> Result<Vec<Figure>, String> {
     Ok(out)
 }
 
+/// Submitters at once for the device's throughput figures (each at queue depth 1).
+const DEVICE_SUBMITTERS: usize = 16;
+/// IOs per submitter and repetition of the throughput figures.
+const DEVICE_IOS_EACH: usize = 128;
+
+/// One 4 KiB O_DIRECT read or write of page `i` of `fd` from `buf` (a page-aligned page).
+fn direct_io(fd: libc::c_int, write: bool, i: usize, buf: *mut u8) -> Result<(), String> {
+    let off = (i * PAGE) as libc::off_t;
+    // SAFETY: buf is a page of our own mapping; fd is open with O_DIRECT.
+    let r = unsafe {
+        if write {
+            libc::pwrite(fd, buf as *const libc::c_void, PAGE, off)
+        } else {
+            libc::pread(fd, buf as *mut libc::c_void, PAGE, off)
+        }
+    };
+    if r != PAGE as isize {
+        return Err(os_err(if write {
+            "O_DIRECT pwrite"
+        } else {
+            "O_DIRECT pread"
+        }));
+    }
+    Ok(())
+}
+
+/// The block device under `dir`, bypassing the page cache (O_DIRECT on a file written
+/// first): the latency of one 4 KiB write at queue depth 1, and the throughput of
+/// DEVICE_SUBMITTERS threads reading, then writing, 4 KiB at random offsets at once, as
+/// the time per IO at that load (the device's `interval`, 1 / IOPS). None when the
+/// filesystem refuses O_DIRECT.
+pub fn device(dir: &Path, s: Sizes) -> Result<Option<Vec<Figure>>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = TmpFile::new(dir, s.file_pages)?;
+    let n = f.pages;
+    let direct = match File::options()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&f.path)
+    {
+        Ok(d) => d,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", f.path.display())),
+    };
+    let fd = direct.as_raw_fd();
+    let order = shuffled(n, 0x2545_f491_4f6c_dd1d);
+    let writes = n.min(1024);
+    let buf = Anon::new(1)?;
+    let lat = repeat(s.reps, || {
+        let t = Instant::now();
+        for &i in order.iter().take(writes) {
+            direct_io(fd, true, i, buf.base)?;
+        }
+        Ok((t.elapsed().as_nanos() as f64, writes as u64))
+    })?;
+    let load = |write: bool| {
+        repeat(s.reps, || {
+            let t = Instant::now();
+            std::thread::scope(|sc| {
+                let hs: Vec<_> = (0..DEVICE_SUBMITTERS)
+                    .map(|k| {
+                        let order = &order;
+                        sc.spawn(move || {
+                            let b = Anon::new(1)?;
+                            for j in 0..DEVICE_IOS_EACH {
+                                let i = order[(k * DEVICE_IOS_EACH + j) % n];
+                                direct_io(fd, write, i, b.base)?;
+                            }
+                            Ok::<(), String>(())
+                        })
+                    })
+                    .collect();
+                hs.into_iter().try_for_each(|h| {
+                    h.join()
+                        .map_err(|_| "a device benchmark thread panicked".to_string())?
+                })
+            })?;
+            let ios = (DEVICE_SUBMITTERS * DEVICE_IOS_EACH) as u64;
+            Ok((t.elapsed().as_nanos() as f64, ios))
+        })
+    };
+    let (reads, writes_at_load) = (load(false)?, load(true)?);
+    drop(direct);
+    Ok(Some(vec![
+        figure("ssd_write_latency", lat, "O_DIRECT pwrite of one 4 KiB page of a written file at a random offset, one at a time: the device's write latency plus the direct-IO path"),
+        figure("ssd_read_interval", reads, &format!("O_DIRECT preads of 4 KiB at random offsets from {DEVICE_SUBMITTERS} threads at once (queue depth 1 each): wall time per read, 1 / the device's read IOPS at that load")),
+        figure("ssd_write_interval", writes_at_load, &format!("O_DIRECT pwrites of 4 KiB at random offsets from {DEVICE_SUBMITTERS} threads at once (queue depth 1 each): wall time per write, 1 / the device's write IOPS at that load")),
+    ]))
+}
+
 /// Pin the calling thread to `cpu`; false when the affinity cannot be set.
 fn pin(cpu: usize) -> bool {
     // SAFETY: a zeroed cpu_set_t with one bit set, for this thread.
@@ -651,17 +742,19 @@ pub enum Part {
     Anon,
     Swap,
     PageCache,
+    Device,
     CacheLines,
 }
 
 /// Run one part and return its figures as JSON text (a list; empty for `Swap` when no
-/// page could be swapped out). `dir` holds the page-cache file; `cpus` the two CPUs of
+/// page could be swapped out, for `Device` when the filesystem refuses O_DIRECT). `dir` holds the page-cache file; `cpus` the two CPUs of
 /// the cache-line benchmarks.
 pub fn run_json(part: Part, dir: &Path, cpus: (usize, usize), s: Sizes) -> Result<String, String> {
     let figs = match part {
         Part::Anon => anon(s)?,
         Part::Swap => swap(s)?.unwrap_or_default(),
         Part::PageCache => page_cache(dir, s)?,
+        Part::Device => device(dir, s)?.unwrap_or_default(),
         Part::CacheLines => cache_lines(cpus.0, cpus.1, s)?,
     };
     serde_json::to_string(&figs).map_err(|e| e.to_string())
@@ -768,6 +861,16 @@ mod bench_smoke {
             ]
         );
         let dir = std::env::temp_dir();
+        if let Some(figs) = device(&dir, s).unwrap() {
+            assert_eq!(
+                names(figs),
+                [
+                    "ssd_write_latency",
+                    "ssd_read_interval",
+                    "ssd_write_interval"
+                ]
+            );
+        }
         assert_eq!(
             names(page_cache(&dir, s).unwrap()),
             [

@@ -117,7 +117,7 @@ fn host_create_files_json(py: Python<'_>, scenario_json: &str, dir: &str) -> PyR
 }
 
 /// Run one part of `reclaimsim calibrate`'s microbenchmarks (`anon`, `swap`, `page_cache`,
-/// `cache_lines`) on this machine; returns the figures as JSON text.
+/// `device`, `cache_lines`) on this machine; returns the figures as JSON text.
 #[pyfunction]
 #[pyo3(signature = (part, dir, cpu_a, cpu_b, anon_pages, file_pages, reps, pingpongs))]
 #[allow(clippy::too_many_arguments)]
@@ -137,10 +137,11 @@ fn host_calibrate_json(
         "anon" => Part::Anon,
         "swap" => Part::Swap,
         "page_cache" => Part::PageCache,
+        "device" => Part::Device,
         "cache_lines" => Part::CacheLines,
         _ => {
             return Err(ScenarioError::new_err(format!(
-                "calibrate part {part:?}: allowed anon, swap, page_cache, cache_lines"
+                "calibrate part {part:?}: allowed anon, swap, page_cache, device, cache_lines"
             )))
         }
     };
