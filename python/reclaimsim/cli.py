@@ -294,7 +294,7 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_se
 
     Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload,
     kswapd_cpu_ns, reclaim_cpu_ns, direct_reclaim_latency_ns, lock_wait_total_ns,
-    lock_wait_ns@CALLER, lock_acquisitions@CALLER, lru_add_dead_share,
+    lock_wait_ns@CALLER, lock_hold_ns@CALLER, lock_acquisitions@CALLER, lru_add_dead_share,
     proactive_accuracy, proactive_latency_ns, proactive_ns_per_page; across cgroups or
     workloads cv:KEY@/glob* (stddev over mean, %) and sum:KEY@/glob*; add /s or /min for
     rates per virtual second or minute.

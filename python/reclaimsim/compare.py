@@ -90,6 +90,10 @@ def _apply_side(data: dict, variants: dict, side: dict) -> dict:
     return d
 
 
+# Per-caller lock metrics: KEY@CALLER -> the lock table's field.
+_LOCK_FIELDS = {"lock_wait_ns": "total_wait_ns", "lock_hold_ns": "total_hold_ns", "lock_acquisitions": "acquisitions"}
+
+
 def metric(r: dict, name: str) -> float:
     """The value of a metric in a result (JSON dict). Names:
     a /proc/vmstat counter (`pgscan_anon`); `KEY@/cgroup/path` (memory.stat);
@@ -99,8 +103,8 @@ def metric(r: dict, name: str) -> float:
     `direct_reclaim_ns`; `proactive_accuracy` (memory.reclaim's reclaimed over requested
     bytes, in percent), `proactive_latency_ns` (mean write time) and `proactive_ns_per_page`
     (the writers' time per reclaimed page); `lock_wait_total_ns` (all locks), `lru_lock_wait_total_ns`,
-    `lock_acquisitions`, `lock_wait_ns@CALLER`,
-    `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
+    `lru_lock_hold_total_ns`, `lock_acquisitions`, `lock_wait_ns@CALLER`, `lock_hold_ns@CALLER`
+    (time held by acquisitions at CALLER, as lockstat's holdtime), `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
     `mm_lru_insertion_dead`, `lru_add_dead_filtered`); `lru_add_dead_share` (percent of
     lru_add folios that were dead when inserted); across cgroups, `cv:KEY@/glob*` (the
     population stddev over the mean of memory.stat KEY over the cgroups whose path matches
@@ -125,9 +129,8 @@ def metric(r: dict, name: str) -> float:
                     return float(c["memory.stat"][key])
             paths = ", ".join(c["path"] for c in r["cgroups"])
             raise ScenarioError(f"metric {name!r}: no cgroup {where!r}; cgroups: {paths}")
-        if key in ("lock_wait_ns", "lock_acquisitions"):
-            f = "total_wait_ns" if key == "lock_wait_ns" else "acquisitions"
-            return float(sum(l[f] for l in r["locks"] if l["caller"] == where))
+        if key in _LOCK_FIELDS:
+            return float(sum(l[_LOCK_FIELDS[key]] for l in r["locks"] if l["caller"] == where))
         for w in r["workloads"]:
             if w["name"] == where:
                 if key == "per_process_ops":
@@ -171,6 +174,8 @@ def metric(r: dict, name: str) -> float:
         return float(sum(l["total_wait_ns"] for l in r["locks"]))
     if name == "lru_lock_wait_total_ns":
         return float(sum(l["total_wait_ns"] for l in r["locks"] if l["name"] == "lru_lock"))
+    if name == "lru_lock_hold_total_ns":
+        return float(sum(l["total_hold_ns"] for l in r["locks"] if l["name"] == "lru_lock"))
     if name == "lock_acquisitions":
         return float(sum(l["acquisitions"] for l in r["locks"]))
     if name == "lru_add_dead_share":

@@ -45,5 +45,5 @@ class Result:
         """The lock-contention table as a polars DataFrame."""
         import polars as pl
 
-        cols = ["name", "caller", "acquisitions", "contended", "total_wait_ns", "max_wait_ns", "avg_wait_ns"]
+        cols = ["name", "caller", "acquisitions", "contended", "total_wait_ns", "max_wait_ns", "avg_wait_ns", "total_hold_ns"]
         return pl.DataFrame([[l[c] for c in cols] for l in self.locks], schema=cols, orient="row")

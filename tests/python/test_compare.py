@@ -193,3 +193,18 @@ def test_a_probe_scenario_is_cut_short_without_warmup_with_one_schedule_write():
     # The caller's scenario is left as it was, and a duration never falls to 0.
     assert data["warmup"] == 100_000_000 and data["reclaim"][0]["times"] == 8
     assert shortened(data, 0)["duration"] == 1
+
+
+def test_lock_hold_metrics_read_the_hold_column_per_caller_and_for_lru_lock():
+    from reclaimsim.compare import metric
+
+    r = {"end_ns": 2_000_000_000, "locks": [
+        {"name": "lru_lock", "caller": "move_folios_to_lru", "acquisitions": 4, "total_wait_ns": 7, "total_hold_ns": 100},
+        {"name": "lru_lock", "caller": "shrink_node", "acquisitions": 2, "total_wait_ns": 9, "total_hold_ns": 0},
+        {"name": "cost_lock", "caller": "shrink_node", "acquisitions": 3, "total_wait_ns": 1, "total_hold_ns": 30},
+    ]}
+    assert metric(r, "lock_hold_ns@shrink_node") == 30.0  # both classes at the caller
+    assert metric(r, "lock_hold_ns@move_folios_to_lru") == 100.0
+    assert metric(r, "lru_lock_hold_total_ns") == 100.0  # lru_lock rows only
+    assert metric(r, "lru_lock_hold_total_ns/s") == 50.0
+    assert metric(r, "lock_wait_ns@shrink_node") == 10.0

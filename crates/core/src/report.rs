@@ -343,6 +343,7 @@ impl Report {
                         "total_wait_ns": s.total_wait,
                         "max_wait_ns": s.max_wait,
                         "avg_wait_ns": s.total_wait.checked_div(s.contended).unwrap_or(0),
+                        "total_hold_ns": s.total_hold,
                     }),
                 )
             })

@@ -147,6 +147,9 @@ pub struct SiteStats {
     pub contended: u64,
     pub total_wait: Time,
     pub max_wait: Time,
+    /// Time the lock was held by acquisitions at this site, from the moment the holder
+    /// had it (after the lock word's transfer) to its release (lockstat's holdtime).
+    pub total_hold: Time,
 }
 
 struct LockState {
@@ -158,6 +161,8 @@ struct LockState {
     last_cpu: u32,
     /// FIFO of (task, arrival time, site).
     waiters: VecDeque<(TaskId, Time, Site)>,
+    /// The current holder's site and when it got the lock.
+    holder: (Site, Time),
 }
 
 struct TaskState {
@@ -767,6 +772,7 @@ impl Engine {
             free_at: 0,
             last_cpu: u32::MAX,
             waiters: VecDeque::new(),
+            holder: (Site::ALL[0], 0),
         });
         (l.len() - 1) as LockId
     }
@@ -807,6 +813,7 @@ impl Engine {
                 let c = self.line_cost(l.last_cpu, cpu) + self.costs.lock_uncontended;
                 l.held = true;
                 l.last_cpu = cpu;
+                l.holder = (site, start + c);
                 Some((l.class, start - now, start + c))
             }
         };
@@ -834,11 +841,17 @@ impl Engine {
             let mut ls = self.locks.borrow_mut();
             let l = &mut ls[lock as usize];
             debug_assert!(l.held, "unlock of a free lock");
+            let (held_site, since) = l.holder;
+            let mut st = self.stats.borrow_mut();
+            st[l.class as usize * Site::ALL.len() + held_site as usize].total_hold +=
+                now.saturating_sub(since);
+            drop(st);
             match l.waiters.pop_front() {
                 Some((w, arrived, site)) => {
                     let wcpu = self.tasks.borrow()[w as usize].cpu;
                     let c = self.line_cost(l.last_cpu, wcpu) + self.costs.lock_uncontended;
                     l.last_cpu = wcpu;
+                    l.holder = (site, now.max(arrived) + c);
                     Some((l.class, w, arrived, site, c))
                 }
                 None => {
@@ -1043,6 +1056,15 @@ mod tests {
         // waits: cpu1 1010-200 = 810; cpu2 (1120+50)-300 = 870.
         assert_eq!(m.total_wait, 810 + 870);
         assert_eq!(m.max_wait, 870);
+        // Held: cpu0 from 10 (once it had the lock word) to its release at 1010; cpu1 and
+        // cpu2 for their 50 ns each, counted from after their handoffs.
+        assert_eq!(m.total_hold, 50 + 50);
+        let first = st
+            .iter()
+            .find(|(_, s, _)| *s == Site::ShrinkInactiveList)
+            .unwrap()
+            .2;
+        assert_eq!(first.total_hold, 1000);
     }
 
     #[test]
