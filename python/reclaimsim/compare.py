@@ -102,9 +102,10 @@ def metric(r: dict, name: str) -> float:
     throughput per task as will-it-scale reports it); `kswapd_cpu_ns`,
     `direct_reclaim_ns`; `proactive_accuracy` (memory.reclaim's reclaimed over requested
     bytes, in percent), `proactive_latency_ns` (mean write time) and `proactive_ns_per_page`
-    (the writers' time per reclaimed page); `lock_wait_total_ns` (all locks), `lru_lock_wait_total_ns`,
-    `lru_lock_hold_total_ns`, `lock_acquisitions`, `lock_wait_ns@CALLER`, `lock_hold_ns@CALLER`
-    (time held by acquisitions at CALLER, as lockstat's holdtime), `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
+    (the writers' time per reclaimed page); `lock_wait_total_ns` (all locks),
+    `lru_lock_wait_total_ns`, `lru_lock_hold_total_ns`, `lock_acquisitions`,
+    `lock_wait_ns@CALLER`, `lock_hold_ns@CALLER` (time held by acquisitions at CALLER, as
+    lockstat's holdtime), `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
     `mm_lru_insertion_dead`, `lru_add_dead_filtered`); `lru_add_dead_share` (percent of
     lru_add folios that were dead when inserted); across cgroups, `cv:KEY@/glob*` (the
     population stddev over the mean of memory.stat KEY over the cgroups whose path matches

@@ -747,8 +747,8 @@ pub enum Part {
 }
 
 /// Run one part and return its figures as JSON text (a list; empty for `Swap` when no
-/// page could be swapped out, for `Device` when the filesystem refuses O_DIRECT). `dir` holds the page-cache file; `cpus` the two CPUs of
-/// the cache-line benchmarks.
+/// page could be swapped out, for `Device` when the filesystem refuses O_DIRECT). `dir`
+/// holds the page-cache file; `cpus` the two CPUs of the cache-line benchmarks.
 pub fn run_json(part: Part, dir: &Path, cpus: (usize, usize), s: Sizes) -> Result<String, String> {
     let figs = match part {
         Part::Anon => anon(s)?,

@@ -27,7 +27,7 @@ pub struct BlockDevice {
     pub write_interval: u64,
     /// When the server finishes the IOs submitted so far.
     free_at: Time,
-    /// Requests a direction can have queued (blk-mq nr_requests).
+    /// Requests the device can have queued (blk-mq nr_requests).
     pub queue_depth: u64,
 }
 

@@ -1094,4 +1094,28 @@ mod tests {
         let s = e.lock_stats()[0].2;
         assert_eq!((s.acquisitions, s.contended, s.total_wait), (2, 1, 410));
     }
+
+    #[test]
+    fn hold_time_is_recorded_under_the_lock_class_and_site() {
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let lru = e.new_lock(LockClass::LruLock);
+        let cost = e.new_lock(LockClass::CostLock);
+        let e2 = e.clone();
+        e.spawn(0, 0, async move {
+            e2.lock(cost, Site::PrepareScanControl).await;
+            e2.charge(300);
+            e2.unlock(cost);
+            e2.lock(lru, Site::PrepareScanControl).await;
+            e2.charge(70);
+            e2.unlock(lru);
+        });
+        e.run_until(100_000, 1 << 20, &mut |_| true);
+        let st = e.lock_stats();
+        let hold = |c| st.iter().find(|x| x.0 == c).unwrap().2.total_hold;
+        // Same caller, two classes: each keeps its own hold.
+        assert_eq!(
+            (hold(LockClass::CostLock), hold(LockClass::LruLock)),
+            (300, 70)
+        );
+    }
 }
