@@ -700,3 +700,33 @@ fn v1_limit_reclaim_waits_for_the_writeback_it_started_and_v2_activates() {
     assert_eq!((stolen, activated), (0, 32));
     assert!(end < MS, "v2: ended at {end} ns");
 }
+
+#[test]
+fn plugged_swap_writes_reach_the_device_after_putback_so_every_one_rotates() {
+    // 40 unreferenced dirty anonymous folios, one limit reclaim pass at priority 0 on an
+    // SSD whose writes take 1 ns, each folio costing 10 us of shrink_folio_list (so the
+    // bio completions, 1 ns after submission, get to run while the pass goes on).
+    // shrink_lruvec plugs: the first chunk's 32 writes wait in the plug until the 33rd is
+    // added (during the second chunk, after the first chunk's putback), the last 8 until
+    // blk_finish_plug. So each write completes with its folio back on the inactive list,
+    // and folio_end_writeback rotates all 40 (pgrotated). Unplugged, a write can complete
+    // while its folio is still isolated (the completion context runs when the pass yields),
+    // and that folio does not rotate.
+    let extra = "[machine.swap]\nsize = \"1G\"\ndevice = \"ssd\"\n\
+                 [costs]\nssd_write_latency = 1\nssd_write_interval = 1\nshrink_folio = 10000\n";
+    let s = machine("1G", None, extra);
+    s.fixture_anon_folios(A, 0, 40, false, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(64, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+        assert!(sc.plug.is_none(), "blk_finish_plug ends the plug");
+        // Let the completions run, then drain this CPU's lru_move_tail batch (it moves and
+        // counts the rotations 31 at a time).
+        s.e.sleep(1_000_000).await;
+        s.lru_add_drain().await;
+    });
+    assert_eq!(event(&s, VmEvent::Pswpout), 40);
+    assert_eq!(event(&s, VmEvent::Pgrotated), 40);
+}

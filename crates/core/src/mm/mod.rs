@@ -57,6 +57,8 @@ pub const MAX_RECLAIM_RETRIES: u32 = 16;
 pub const MEMCG_CHARGE_BATCH: u64 = 64;
 /// Per-CPU LRU batch capacity (PAGEVEC_SIZE / folio_batch).
 pub const FOLIO_BATCH_SIZE: usize = 31;
+/// BLK_MAX_REQUEST_COUNT: requests a plug holds before it is flushed (one device).
+pub const BLK_MAX_REQUEST_COUNT: usize = 32;
 /// Index of a memcg (the root is 0).
 pub type MemcgId = u16;
 /// Index of a lruvec in [`Mm::lruvecs`].

@@ -13,17 +13,22 @@
 //!         shrink_active_list (deactivate)  /  shrink_inactive_list:
 //!            isolate_lru_folios -> shrink_folio_list -> move_folios_to_lru -> lru_note_cost
 //! ```
+//! Swap writes to a block device leave shrink_folio_list under writeback; shrink_lruvec
+//! plugs them (blk_start_plug) until its loop ends, and cgroup v1 limit reclaim that meets
+//! one again waits for it (shrink_folio_list's case 3). MGLRU's reclaim is lru_gen_vmscan.rs.
 //! Simplified: one zone per node (no zone skipping or lowmem reserves), no slab shrinkers,
-//! no compaction or high-order reclaim, no MGLRU yet, no dirty file folios (file pages are
-//! written before the run and stay clean), no writeback throttling (PGDAT_WRITEBACK,
-//! reclaim_throttle on WRITEBACK/CONGESTED/NOPROGRESS are not modeled; the ISOLATED throttle
-//! is), no vmpressure, no demotion, no VM_EXEC or VM_LOCKED mappings.
+//! no compaction or high-order reclaim, no dirty file folios (file pages are written
+//! before the run and stay clean), no writeback throttling (PGDAT_WRITEBACK, case 1 of the
+//! writeback handling, reclaim_throttle on WRITEBACK/CONGESTED/NOPROGRESS are not modeled;
+//! the ISOLATED throttle is), no vmpressure, no demotion, no VM_EXEC or VM_LOCKED mappings.
 
 use super::lru_gen_walk::FolioRef;
 use super::mm_types::*;
 use super::mmzone::*;
 use super::vmstat::{NodeStat, VmEvent};
-use super::{LruvecId, MemcgId, Mm, Pfn, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX};
+use super::{
+    LruvecId, MemcgId, Mm, Pfn, BLK_MAX_REQUEST_COUNT, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX,
+};
 use crate::engine::Site;
 use crate::sim::Sim;
 
@@ -91,6 +96,10 @@ pub struct ScanControl {
     /// Pages taken off the LRUs by isolate in this shrink_node pass (sc->nr.taken).
     pub nr_taken: u64,
     pub nr_writeback: u64,
+    /// current->plug: while Some, swap writes (their folios already under writeback) are
+    /// held here instead of reaching the device, until blk_finish_plug, a sleep, or
+    /// BLK_MAX_REQUEST_COUNT of them (blk_start_plug in shrink_lruvec).
+    pub plug: Option<Vec<Pfn>>,
 }
 
 impl ScanControl {
@@ -121,6 +130,7 @@ impl ScanControl {
             nr_reclaimed: 0,
             nr_taken: 0,
             nr_writeback: 0,
+            plug: None,
         }
     }
 
@@ -703,6 +713,7 @@ impl Sim {
                 return 0;
             }
             stalled = true;
+            self.blk_flush_plug(sc).await;
             self.reclaim_throttle_isolated(node).await;
             if self.current_killed() {
                 // About to die and free its memory: report progress so the caller stops.
@@ -832,7 +843,7 @@ impl Sim {
     async fn shrink_one_folio(
         &self,
         pfn: Pfn,
-        sc: &ScanControl,
+        sc: &mut ScanControl,
         target: MemcgId,
         stat: &mut ReclaimStat,
         ubc: &mut super::rmap::TlbUbc,
@@ -842,12 +853,16 @@ impl Sim {
             Keep,
             /// Kept under writeback after sleeping this long for a device request.
             KeepThrottled(u64),
+            /// Kept under writeback, its write held in the reclaimer's plug.
+            KeepPlugged,
             Free,
         }
         // Case 3 of the writeback handling: cgroup v1 limit reclaim meets a folio whose
         // writeback it started (PG_reclaim from pageout) and waits for it, then goes on
         // with the same folio.
         while self.mm.borrow().folio_wait_writeback_needed(pfn, sc) {
+            // io_schedule() submits the sleeper's plugged IO first.
+            self.blk_flush_plug(sc).await;
             self.folio_wait_writeback(pfn).await;
         }
         let early = {
@@ -982,6 +997,20 @@ impl Sim {
                 stat.nr_pageout += 1;
                 mm.count_event(VmEvent::Pswpout, 1);
                 let now = self.e.now();
+                let plugged = sc.plug.is_some()
+                    && !mm
+                        .swap
+                        .as_ref()
+                        .expect("swapcache folio without swap")
+                        .synchronous;
+                if plugged {
+                    // swap_writeout -> submit_bio: the bio waits in the task's plug.
+                    mm.pages[pfn as usize].clear(PG_DIRTY);
+                    mm.pages[pfn as usize].set(PG_WRITEBACK | PG_RECLAIM);
+                    let lvf = mm.folio_lruvec(pfn) as usize;
+                    mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, 1);
+                    break 'f Fate::KeepPlugged;
+                }
                 let (sync_dev, io) = {
                     let s = mm.swap.as_mut().expect("swapcache folio without swap");
                     if s.synchronous {
@@ -1039,6 +1068,16 @@ impl Sim {
                 }
                 false
             }
+            Fate::KeepPlugged => {
+                let full = sc.plug.as_ref().map_or(0, Vec::len) >= BLK_MAX_REQUEST_COUNT;
+                if full {
+                    self.blk_flush_plug(sc).await;
+                }
+                if let Some(plug) = sc.plug.as_mut() {
+                    plug.push(pfn);
+                }
+                false
+            }
             Fate::Activate => {
                 let mut mm = self.mm.borrow_mut();
                 let p = mm.pages[pfn as usize];
@@ -1053,6 +1092,40 @@ impl Sim {
                 mm.pages[pfn as usize].set(PG_ACTIVE);
                 stat.nr_activate[p.is_file_lru() as usize] += 1;
                 false
+            }
+        }
+    }
+
+    /// blk_start_plug(): from here the task's swap writes wait in `sc.plug` (a nested plug
+    /// is the outer one, as in the kernel).
+    pub(crate) fn blk_start_plug(&self, sc: &mut ScanControl) {
+        sc.plug.get_or_insert_with(Vec::new);
+    }
+
+    /// blk_finish_plug(): submit what the plug holds and stop plugging.
+    pub(crate) async fn blk_finish_plug(&self, sc: &mut ScanControl) {
+        self.blk_flush_plug(sc).await;
+        sc.plug = None;
+    }
+
+    /// blk_flush_plug(): submit the plugged swap writes to the device, in order; a full
+    /// device queue makes the submitter sleep for a free request, as submit_bio does.
+    /// Models block/blk-core.c's plug for swap writes only. Simplified: no merging of
+    /// adjacent slots into one request (each folio is one 4 KiB write).
+    pub(crate) async fn blk_flush_plug(&self, sc: &mut ScanControl) {
+        let Some(plug) = sc.plug.as_mut() else {
+            return;
+        };
+        for pfn in std::mem::take(plug) {
+            let now = self.e.now();
+            let io = {
+                let mut mm = self.mm.borrow_mut();
+                let s = mm.swap.as_mut().expect("a plugged swap write without swap");
+                s.dev.submit_write(now)
+            };
+            self.submit_swap_write(pfn, io.done_at);
+            if io.submitted_at > now {
+                self.e.sleep(io.submitted_at - now).await;
             }
         }
     }
@@ -1140,6 +1213,7 @@ impl Sim {
             !sc.cgroup_reclaim() && !sc.kswapd && sc.priority == DEF_PRIORITY;
         let nr_to_reclaim = sc.nr_to_reclaim;
         let mut nr_reclaimed = 0u64;
+        self.blk_start_plug(sc);
         while nr[LRU_INACTIVE_ANON] > 0 || nr[LRU_ACTIVE_FILE] > 0 || nr[LRU_INACTIVE_FILE] > 0 {
             for lru in EVICTABLE_LRUS {
                 if nr[lru] > 0 {
@@ -1174,6 +1248,7 @@ impl Sim {
                 nr[l] -= nr[l].min(scanned);
             }
         }
+        self.blk_finish_plug(sc).await;
         sc.nr_reclaimed += nr_reclaimed;
         // Even if the target was met, keep the anon inactive list balanced.
         let age = {
