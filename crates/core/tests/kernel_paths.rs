@@ -730,3 +730,26 @@ fn plugged_swap_writes_reach_the_device_after_putback_so_every_one_rotates() {
     assert_eq!(event(&s, VmEvent::Pswpout), 40);
     assert_eq!(event(&s, VmEvent::Pgrotated), 40);
 }
+
+#[test]
+fn a_plug_flushed_into_a_full_device_queue_sleeps_per_request() {
+    // The same 40 folios, writes of 1 ms of device service each and a device queue of 2
+    // requests. Submitting a plug's writes, the reclaimer sleeps in submit_bio whenever
+    // the queue is full: request k (0-based) starts service at k ms after the first and
+    // may be queued once the request two ahead of it started, at (k - 1) ms. The 40th is
+    // queued at 38 ms after the first flush, which comes within the first millisecond.
+    let extra = "[machine.swap]\nsize = \"1G\"\ndevice = \"ssd\"\n\
+                 [costs]\nssd_write_latency = 1\nssd_write_interval = 1000000\n";
+    let s = machine("1G", None, extra);
+    s.mm.borrow_mut().swap.as_mut().unwrap().dev.queue_depth = 2;
+    s.fixture_anon_folios(A, 0, 40, false, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    let end = run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(64, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    const MS: u64 = 1_000_000;
+    assert!((38 * MS..39 * MS).contains(&end), "ended at {end} ns");
+    assert_eq!(event(&s, VmEvent::Pswpout), 40);
+}
