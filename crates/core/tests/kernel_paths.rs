@@ -753,3 +753,25 @@ fn a_plug_flushed_into_a_full_device_queue_sleeps_per_request() {
     assert!((38 * MS..39 * MS).contains(&end), "ended at {end} ns");
     assert_eq!(event(&s, VmEvent::Pswpout), 40);
 }
+
+#[test]
+fn shrink_lruvec_inside_a_plug_leaves_its_writes_to_the_outer_plug() {
+    // blk_start_plug inside a plug does nothing and its blk_finish_plug submits nothing:
+    // 16 folios written out by shrink_lruvec stay in the caller's plug (fewer than the 32
+    // that would flush it) until the caller finishes it.
+    let extra = "[machine.swap]\nsize = \"1G\"\ndevice = \"ssd\"\n";
+    let s = machine("1G", None, extra);
+    s.fixture_anon_folios(A, 0, 16, false, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(32, Some(A), false);
+        sc.priority = 0;
+        let outer = s.blk_start_plug(&mut sc);
+        assert!(outer);
+        s.shrink_lruvec(lv, &mut sc).await;
+        assert_eq!(sc.plug.as_ref().map(Vec::len), Some(16));
+        s.blk_finish_plug(&mut sc, outer).await;
+        assert_eq!(sc.plug, None);
+    });
+    assert_eq!(event(&s, VmEvent::Pswpout), 16);
+}

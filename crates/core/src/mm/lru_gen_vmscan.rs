@@ -451,11 +451,11 @@ impl Sim {
     /// patch, which has no memcg LRU).
     pub async fn lru_gen_shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
         self.lru_add_drain().await;
-        self.blk_start_plug(sc);
+        let plugged = self.blk_start_plug(sc);
         if self.try_to_shrink_lruvec(lv, sc).await && !self.v.mglru_memcg_iter {
             self.lru_gen_rotate_memcg(lv, MemcgLruOp::Young).await;
         }
-        self.blk_finish_plug(sc).await;
+        self.blk_finish_plug(sc, plugged).await;
     }
 
     /// try_to_shrink_lruvec(): evict until get_nr_to_scan's target is scanned, nothing

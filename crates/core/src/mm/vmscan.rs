@@ -1096,16 +1096,24 @@ impl Sim {
         }
     }
 
-    /// blk_start_plug(): from here the task's swap writes wait in `sc.plug` (a nested plug
-    /// is the outer one, as in the kernel).
-    pub(crate) fn blk_start_plug(&self, sc: &mut ScanControl) {
-        sc.plug.get_or_insert_with(Vec::new);
+    /// blk_start_plug(): from here the task's swap writes wait in `sc.plug`. Returns
+    /// whether this call started the plug: inside another plug it does nothing, and the
+    /// outer one stays in charge (the kernel keeps current->plug).
+    pub fn blk_start_plug(&self, sc: &mut ScanControl) -> bool {
+        if sc.plug.is_some() {
+            return false;
+        }
+        sc.plug = Some(Vec::new());
+        true
     }
 
-    /// blk_finish_plug(): submit what the plug holds and stop plugging.
-    pub(crate) async fn blk_finish_plug(&self, sc: &mut ScanControl) {
-        self.blk_flush_plug(sc).await;
-        sc.plug = None;
+    /// blk_finish_plug(): submit what the plug holds and stop plugging, when `started`
+    /// (this level's blk_start_plug made the plug; an inner level leaves it alone).
+    pub async fn blk_finish_plug(&self, sc: &mut ScanControl, started: bool) {
+        if started {
+            self.blk_flush_plug(sc).await;
+            sc.plug = None;
+        }
     }
 
     /// blk_flush_plug(): submit the plugged swap writes to the device, in order; a full
@@ -1213,7 +1221,7 @@ impl Sim {
             !sc.cgroup_reclaim() && !sc.kswapd && sc.priority == DEF_PRIORITY;
         let nr_to_reclaim = sc.nr_to_reclaim;
         let mut nr_reclaimed = 0u64;
-        self.blk_start_plug(sc);
+        let plugged = self.blk_start_plug(sc);
         while nr[LRU_INACTIVE_ANON] > 0 || nr[LRU_ACTIVE_FILE] > 0 || nr[LRU_INACTIVE_FILE] > 0 {
             for lru in EVICTABLE_LRUS {
                 if nr[lru] > 0 {
@@ -1248,7 +1256,7 @@ impl Sim {
                 nr[l] -= nr[l].min(scanned);
             }
         }
-        self.blk_finish_plug(sc).await;
+        self.blk_finish_plug(sc, plugged).await;
         sc.nr_reclaimed += nr_reclaimed;
         // Even if the target was met, keep the anon inactive list balanced.
         let age = {
