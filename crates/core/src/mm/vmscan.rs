@@ -229,6 +229,14 @@ impl Mm {
             && !self.writeback_throttling_sane(sc)
     }
 
+    /// folio_start_writeback() of a swap write from pageout(), with the PG_reclaim pageout
+    /// sets first: the folio is under writeback (NR_WRITEBACK) until folio_end_writeback.
+    pub fn folio_start_writeback(&mut self, pfn: Pfn) {
+        self.pages[pfn as usize].set(PG_WRITEBACK | PG_RECLAIM);
+        let lv = self.folio_lruvec(pfn) as usize;
+        self.lruvecs[lv].mod_state(NodeStat::NrWriteback, 1);
+    }
+
     /// too_many_isolated(): more folios of this type isolated on the node than an eighth
     /// of its inactive list (callers with __GFP_IO|__GFP_FS, as every caller here).
     /// kswapd and cgroup v1 limit reclaim are never throttled. Finding the count below
@@ -997,43 +1005,21 @@ impl Sim {
                 stat.nr_pageout += 1;
                 mm.count_event(VmEvent::Pswpout, 1);
                 let now = self.e.now();
-                let plugged = sc.plug.is_some()
-                    && !mm
-                        .swap
-                        .as_ref()
-                        .expect("swapcache folio without swap")
-                        .synchronous;
-                if plugged {
-                    // swap_writeout -> submit_bio: the bio waits in the task's plug.
-                    mm.pages[pfn as usize].clear(PG_DIRTY);
-                    mm.pages[pfn as usize].set(PG_WRITEBACK | PG_RECLAIM);
-                    let lvf = mm.folio_lruvec(pfn) as usize;
-                    mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, 1);
-                    break 'f Fate::KeepPlugged;
-                }
-                let (sync_dev, io) = {
-                    let s = mm.swap.as_mut().expect("swapcache folio without swap");
-                    if s.synchronous {
-                        (
-                            true,
-                            crate::engine::blkdev::Submitted {
-                                submitted_at: now,
-                                done_at: now + s.zram_write,
-                            },
-                        )
-                    } else {
-                        (false, s.dev.submit_write(now))
-                    }
+                let sync_write = {
+                    let s = mm.swap.as_ref().expect("swapcache folio without swap");
+                    s.synchronous.then_some(s.zram_write)
                 };
                 mm.pages[pfn as usize].clear(PG_DIRTY);
-                if sync_dev {
+                if let Some(ns) = sync_write {
                     // zram: the write completes inside pageout; the folio is clean now.
-                    self.e.charge(io.done_at - now);
+                    self.e.charge(ns);
                 } else {
-                    let pg = &mut mm.pages[pfn as usize];
-                    pg.set(PG_WRITEBACK | PG_RECLAIM);
-                    let lvf = mm.folio_lruvec(pfn) as usize;
-                    mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, 1);
+                    mm.folio_start_writeback(pfn);
+                    if sc.plug.is_some() {
+                        // submit_bio: the bio waits in the task's plug.
+                        break 'f Fate::KeepPlugged;
+                    }
+                    let io = mm.swap.as_mut().unwrap().dev.submit_write(now);
                     drop(mm);
                     self.submit_swap_write(pfn, io.done_at);
                     // A full device queue makes submit_bio sleep for a free request.
