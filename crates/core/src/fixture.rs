@@ -60,23 +60,83 @@ impl Sim {
             mm.files.push(File::new(n as usize, memcg, None));
             (mm.files.len() - 1) as u32
         };
+        let pfns: Vec<Pfn> = (0..n)
+            .map(|index| self.fixture_cache_folio(memcg, node, file, index, flags))
+            .collect();
+        self.fixture_link(&pfns);
+        (file, pfns)
+    }
+
+    /// A clean folio for page `index` of `file`, charged to `memcg` (with the xarray nodes
+    /// its store needs) and in the page cache, not yet on a list.
+    fn fixture_cache_folio(
+        &self,
+        memcg: MemcgId,
+        node: u32,
+        file: u32,
+        index: u32,
+        flags: u16,
+    ) -> Pfn {
+        let pfn = self.fixture_frame(memcg, node);
+        let mut mm = self.mm.borrow_mut();
+        let p = &mut mm.pages[pfn as usize];
+        p.set(PG_OWNED | flags);
+        p.owner = file;
+        p.index = index;
+        let nodes = mm.files[file as usize].xa_create(index);
+        fixture_kmem_charge(&mut mm, memcg, nodes * crate::mm::memcontrol::XA_NODE_SIZE);
+        mm.page_cache_store(file, index, crate::mm::filemap::page_entry(pfn));
+        let lv = mm.folio_lruvec(pfn) as usize;
+        mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
+        pfn
+    }
+
+    /// `n` clean folios of a new file charged to `memcg`, mapped read-only at its page
+    /// indices as `how` says, on the file list of `node` its flags select (inactive unless
+    /// `flags` has PG_ACTIVE; page 0 at the tail). Returns the file, its mappers and its
+    /// folios.
+    pub fn fixture_mapped_file_folios(
+        &self,
+        memcg: MemcgId,
+        node: u32,
+        n: u32,
+        how: Mapped,
+        flags: u16,
+    ) -> (u32, Vec<u32>, Vec<Pfn>) {
+        let Mapped {
+            exec,
+            mappers,
+            young,
+        } = how;
+        let (file, mms) = {
+            let mut mm = self.mm.borrow_mut();
+            let mut f = File::text(n as usize, memcg, 0);
+            f.exec = exec;
+            mm.files.push(f);
+            let file = (mm.files.len() - 1) as u32;
+            let mms: Vec<u32> = (0..mappers)
+                .map(|_| {
+                    let mmid = mm.mm_alloc(MmStruct::new(0, memcg, node, 0));
+                    mm.map_text(mmid, file);
+                    mmid
+                })
+                .collect();
+            (file, mms)
+        };
         let mut pfns = Vec::with_capacity(n as usize);
         for index in 0..n {
-            let pfn = self.fixture_frame(memcg, node);
+            let pfn = self.fixture_cache_folio(memcg, node, file, index, flags);
             let mut mm = self.mm.borrow_mut();
-            let p = &mut mm.pages[pfn as usize];
-            p.set(PG_OWNED | flags);
-            p.owner = file;
-            p.index = index;
-            let nodes = mm.files[file as usize].xa_create(index);
-            fixture_kmem_charge(&mut mm, memcg, nodes * crate::mm::memcontrol::XA_NODE_SIZE);
-            mm.page_cache_store(file, index, crate::mm::filemap::page_entry(pfn));
+            mm.pages[pfn as usize].private = mappers;
+            for &mmid in &mms {
+                mm.mms[mmid as usize].ptes[index as usize] = pte::mk_present(pfn, young, false);
+            }
             let lv = mm.folio_lruvec(pfn) as usize;
-            mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
+            mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, mappers as i64);
             pfns.push(pfn);
         }
         self.fixture_link(&pfns);
-        (file, pfns)
+        (file, mms, pfns)
     }
 
     /// `n` anonymous folios of a new process charged to `memcg`, each mapped by a dirty
@@ -132,6 +192,15 @@ impl Sim {
         }
         mm.flush_stats(now);
     }
+}
+
+/// How [`Sim::fixture_mapped_file_folios`] maps its file: by `mappers` new processes,
+/// VM_EXEC when `exec` (a program's text), each PTE young when `young`.
+#[derive(Debug, Clone, Copy)]
+pub struct Mapped {
+    pub exec: bool,
+    pub mappers: u32,
+    pub young: bool,
 }
 
 /// Charge `bytes` of page-cache xarray nodes to `memcg` as obj_cgroup does (whole pages

@@ -683,6 +683,18 @@ pub struct Usemem {
     /// work not done).
     #[serde(default = "yes")]
     pub rate_catch_up: bool,
+    /// The program's hot text [bytes, a multiple of 4096; default 0]: the executable pages
+    /// its access loop runs from, one file mapped VM_EXEC by all its processes after their
+    /// areas. Every access runs from all of them (setting their PTEs young); the first run
+    /// of a page, and the first after reclaim took it, faults it in from the disk, charged
+    /// to the faulting process's memcg. 0 = the text is cached and charged outside the
+    /// workload's memcg, out of its reclaim's reach.
+    #[serde(default = "no_text")]
+    pub text: Size,
+}
+
+fn no_text() -> Size {
+    Size(0)
 }
 
 fn page_step() -> Size {
@@ -1606,6 +1618,15 @@ impl Scenario {
                             format!(
                                 "{}: allowed a multiple of 4096 in 4096..=size ({})",
                                 u.step.0, u.size.0
+                            ),
+                        ));
+                    }
+                    if u.text.0 % PAGE_SIZE != 0 || pages + u.text.pages() > MAX_AREA_PAGES {
+                        return Err(Error::scenario(
+                            at("text"),
+                            format!(
+                                "{} bytes: allowed a multiple of 4096, at most 16T - 4K with the area ({} bytes)",
+                                u.text.0, u.size.0
                             ),
                         ));
                     }

@@ -216,14 +216,20 @@ fn look_around_covers_a_batch_around_the_pte_inside_its_page_table() {
     // ~PMD_MASK, vm_end - 1) + 1 (512 PTEs a table), then MIN_LRU_BATCH (64) of them:
     // centred on the address, or the table's first or last 64 within 32 of either end.
     // The second table of a 2048-page area (PTEs 512..1024):
-    assert_eq!(look_around_window(522, 2048), Some((512, 576))); // 10 from its start
-    assert_eq!(look_around_window(1012, 2048), Some((960, 1024))); // 12 from its end
-    assert_eq!(look_around_window(712, 2048), Some((680, 744))); // centred
-    assert_eq!(look_around_window(544, 2048), Some((512, 576))); // 32 from the start
-                                                                 // An area ending inside the table: 512..600 is 88 PTEs, more than a batch.
-    assert_eq!(look_around_window(590, 600), Some((536, 600)));
+    assert_eq!(look_around_window(522, 0, 2048), Some((512, 576))); // 10 from its start
+    assert_eq!(look_around_window(1012, 0, 2048), Some((960, 1024))); // 12 from its end
+    assert_eq!(look_around_window(712, 0, 2048), Some((680, 744))); // centred
+    assert_eq!(look_around_window(544, 0, 2048), Some((512, 576))); // 32 from the start
+                                                                    // An area ending inside the table: 512..600 is 88 PTEs, more than a batch.
+    assert_eq!(look_around_window(590, 0, 600), Some((536, 600)));
     // A table of fewer than 64 PTEs is taken whole; one of one PTE is not looked at.
-    assert_eq!(look_around_window(520, 540), Some((512, 540)));
-    assert_eq!(look_around_window(512, 513), None);
-    assert_eq!(look_around_window(3, 512), Some((0, 64)));
+    assert_eq!(look_around_window(520, 0, 540), Some((512, 540)));
+    assert_eq!(look_around_window(512, 0, 513), None);
+    assert_eq!(look_around_window(3, 0, 512), Some((0, 64)));
+    // A VMA starting inside the table (a 14-page text mapping after a 600-page area) keeps
+    // the window to itself, and the area's window stops where the text begins.
+    assert_eq!(look_around_window(605, 600, 614), Some((600, 614)));
+    assert_eq!(look_around_window(599, 0, 600), Some((536, 600)));
+    // A text mapping at 2048 (an 8M area), 70 pages: the batch from its start.
+    assert_eq!(look_around_window(2050, 2048, 2118), Some((2048, 2112)));
 }

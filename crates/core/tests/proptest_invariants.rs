@@ -87,8 +87,10 @@ fn toml(c: &Case) -> String {
             );
         } else if *anon {
             t += &format!(
-                "[[workload]]\ntype = \"usemem\"\ncgroup = \"{cg}\"\nprocesses = {procs}\nsize = \"{mb}M\"\nrandom = {}\nrepeat = 0\n",
-                pat % 2 == 0
+                "[[workload]]\ntype = \"usemem\"\ncgroup = \"{cg}\"\nprocesses = {procs}\nsize = \"{mb}M\"\nrandom = {}\nrepeat = 0\ntext = \"{}K\"\n",
+                pat % 2 == 0,
+                // No text, or one or two pages of it (a program's hot code).
+                (mb % 3) * 4
             );
         } else {
             let pattern = ["seq", "uniform", "zipf", "hotscan"][*pat as usize];

@@ -99,6 +99,17 @@ fn sizes_and_counts_beyond_what_the_model_holds_are_refused_with_field_value_and
         "scenario.workload[0].size",
         &["17592186044416", "16T - 4K"],
     );
+    // A program's text is whole pages, and fits the page indices with the area.
+    assert_refused(
+        &base(m, "type = \"usemem\"\nsize = \"16K\"\ntext = 6000"),
+        "scenario.workload[0].text",
+        &["6000 bytes", "multiple of 4096"],
+    );
+    assert_refused(
+        &base(m, "type = \"usemem\"\nsize = \"8T\"\ntext = \"8T\""),
+        "scenario.workload[0].text",
+        &["8796093022208 bytes", "16T - 4K"],
+    );
     assert_refused(
         &base(m, "type = \"file_read\"\nfiles = [\"1M\", \"20T\"]"),
         "scenario.workload[0].files[1]",

@@ -53,6 +53,17 @@ pub enum Cached {
     HitActivate(Pfn),
 }
 
+/// What [`Sim::filemap_add_folio_and_read`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewFolio {
+    /// Inserted and read from the device.
+    Read(Pfn),
+    /// Another task inserted it while this one allocated: that folio.
+    Raced(Pfn),
+    /// The allocation or a charge failed.
+    Oom,
+}
+
 /// What a read did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Read {
@@ -138,26 +149,43 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             std::mem::replace(&mut mm.files[file as usize].ra_prev_index, index) == index
         };
+        let (pfn, read) = match self
+            .filemap_add_folio_and_read(file, index, memcg, node)
+            .await
+        {
+            NewFolio::Oom => return Read::Oom,
+            NewFolio::Raced(other) => (other, Read::Hit),
+            NewFolio::Read(pfn) => (pfn, Read::Miss),
+        };
+        self.e.charge(self.c.file_read_hit);
+        if !same_folio && self.mm.borrow_mut().folio_mark_accessed(pfn, self.e.cpu()) {
+            self.folio_activate(pfn).await;
+        }
+        read
+    }
+
+    /// A missing page-cache folio, brought in (page_cache_sync_ra's one page +
+    /// filemap_read_folio): allocate and charge it to `memcg`, insert it (a shadow found
+    /// there goes to workingset_refault), add it to the LRU and read it from the file's
+    /// device, the task sleeping on the folio lock until the read completes.
+    pub(crate) async fn filemap_add_folio_and_read(
+        &self,
+        file: u32,
+        index: u32,
+        memcg: u16,
+        node: u32,
+    ) -> NewFolio {
         debug_assert!(
             entry_page(self.mm.borrow().files[file as usize].cache[index as usize]).is_none()
         );
         let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
-            return Read::Oom;
+            return NewFolio::Oom;
         };
-        // Another reader may have brought it in while we reclaimed.
+        // Another task may have brought it in while we reclaimed.
         let entry = self.mm.borrow().files[file as usize].cache[index as usize];
         if let Some(other) = entry_page(entry) {
             self.mm.borrow_mut().free_folio(pfn);
-            self.e.charge(self.c.file_read_hit);
-            if !same_folio
-                && self
-                    .mm
-                    .borrow_mut()
-                    .folio_mark_accessed(other, self.e.cpu())
-            {
-                self.folio_activate(other).await;
-            }
-            return Read::Hit;
+            return NewFolio::Raced(other);
         }
         // __filemap_add_folio(): the xarray store allocates any missing nodes, charged to
         // the reader's memcg (radix_tree_node slab objects are __GFP_ACCOUNT). Most stores
@@ -165,7 +193,7 @@ impl Sim {
         let need_nodes = self.mm.borrow().files[file as usize].xa_missing(index) > 0;
         if need_nodes && !self.xa_alloc_nodes(file, index, memcg).await {
             self.mm.borrow_mut().free_folio(pfn);
-            return Read::Oom;
+            return NewFolio::Oom;
         }
         {
             let mut mm = self.mm.borrow_mut();
@@ -190,10 +218,6 @@ impl Sim {
         self.e.sleep(done - self.e.now()).await;
         // The read completed: unlock the folio (it was safe from reclaim while locked).
         self.mm.borrow_mut().pages[pfn as usize].clear(PG_LOCKED);
-        self.e.charge(self.c.file_read_hit);
-        if !same_folio && self.mm.borrow_mut().folio_mark_accessed(pfn, self.e.cpu()) {
-            self.folio_activate(pfn).await;
-        }
-        Read::Miss
+        NewFolio::Read(pfn)
     }
 }

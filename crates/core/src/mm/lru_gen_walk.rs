@@ -134,8 +134,8 @@ impl Mm {
         with_walk: bool,
         activate: &mut Vec<Pfn>,
     ) {
-        let len = self.mms[mmid as usize].ptes.len() as u64;
-        let Some((start, end)) = look_around_window(vpn as u64, len) else {
+        let (vm_start, vm_end) = self.mms[mmid as usize].vma_bounds(vpn);
+        let Some((start, end)) = look_around_window(vpn as u64, vm_start, vm_end) else {
             return;
         };
         let pmd = vpn as u64 / PTRS_PER_PTE as u64;
@@ -201,7 +201,7 @@ impl Sim {
             if young > 0 && self.v.mglru_look_around {
                 if let Some(mmid) = mm.folio_mapper(pfn) {
                     let lv = mm.folio_lruvec(pfn);
-                    let vpn = mm.pages[pfn as usize].index;
+                    let vpn = mm.folio_vpn(pfn);
                     mm.lru_gen_look_around(lv, mmid, vpn, with_walk, &mut activate);
                     self.e.charge(MIN_LRU_BATCH * self.c.walk_pte);
                 }
@@ -338,13 +338,15 @@ impl Sim {
     }
 }
 
-/// The PTEs lru_gen_look_around() looks at around the young PTE at `vpn` of an area of
-/// `len` pages: MIN_LRU_BATCH of them centred on it, kept inside its page table (and the
-/// area), moved to the table's first or last MIN_LRU_BATCH when it lies within half a batch
-/// of either end; the whole table when it is smaller; None when the table maps one page.
-pub fn look_around_window(vpn: u64, len: u64) -> Option<(u64, u64)> {
-    let start = vpn / PTRS_PER_PTE as u64 * PTRS_PER_PTE as u64;
-    let end = (start + PTRS_PER_PTE as u64).min(len);
+/// The PTEs lru_gen_look_around() looks at around the young PTE at `vpn` of a VMA
+/// covering pages `vm_start..vm_end`: MIN_LRU_BATCH of them centred on it, kept inside its
+/// page table and the VMA, moved to that range's first or last MIN_LRU_BATCH when it lies
+/// within half a batch of either end; the whole range when it is smaller; None when it
+/// holds one page.
+pub fn look_around_window(vpn: u64, vm_start: u64, vm_end: u64) -> Option<(u64, u64)> {
+    let table = vpn / PTRS_PER_PTE as u64 * PTRS_PER_PTE as u64;
+    let start = table.max(vm_start);
+    let end = (table + PTRS_PER_PTE as u64).min(vm_end);
     if end - start == 1 {
         return None;
     }

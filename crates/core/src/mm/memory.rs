@@ -9,6 +9,7 @@
 //! zap_pte_range (munmap, exit) frees through free_pages_and_swap_cache, which drains the
 //! local CPU's LRU batches first.
 
+use super::filemap::NewFolio;
 use super::memcontrol::KmemKind;
 use super::memcontrol::StatKind;
 use super::mm_types::*;
@@ -76,8 +77,14 @@ impl Sim {
             r
         };
         self.memcg_stat_update(memcg, StatKind::Pgfault, 1);
-        let file = self.mm.borrow().mms[mmid as usize].file;
-        let r = if let Some(f) = file {
+        let (file, text) = {
+            let mm = self.mm.borrow();
+            (mm.mms[mmid as usize].file, mm.mms[mmid as usize].text)
+        };
+        let r = if let Some(t) = text.filter(|t| vpn >= t.base) {
+            self.do_read_fault(mmid, vpn, t.file, vpn - t.base, memcg, node)
+                .await
+        } else if let Some(f) = file {
             self.do_shared_fault(mmid, vpn, f, memcg, node).await
         } else if pte::is_swap(v) {
             self.do_swap_page(mmid, vpn, pte::slot(v), write, memcg, node)
@@ -174,22 +181,81 @@ impl Sim {
                 pfn
             }
         };
-        let memcg_of_page = {
-            let mut mm = self.mm.borrow_mut();
-            if !mm.mms[mmid as usize].alive || !mm.pages[pfn as usize].test(PG_OWNED) {
-                // Killed meanwhile, or the folio was reclaimed while we slept: retry later.
-                return Fault::Minor;
-            }
-            mm.mms[mmid as usize].ptes[vpn as usize] = pte::mk_present(pfn, true, true);
-            mm.pmd_mkyoung(mmid, vpn);
-            mm.pages[pfn as usize].private += 1;
-            let lv = mm.folio_lruvec(pfn) as usize;
-            mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, 1);
-            mm.pages[pfn as usize].memcg
-        };
-        self.e.charge(self.c.pte_map);
-        self.memcg_stat_update(memcg_of_page, StatKind::FileMapped, 1);
+        // Killed meanwhile, or the folio was reclaimed while we slept: retry later.
+        if let Some(m) = self.finish_fault_file(mmid, vpn, pfn, true) {
+            self.memcg_stat_update(m, StatKind::FileMapped, 1);
+        }
         Fault::Minor
+    }
+
+    /// do_read_fault(): a fault on page `index` of the program's text, a private read-only
+    /// VM_EXEC file mapping. filemap_fault finds the folio in the page cache (a minor
+    /// fault: another process of the program brought it in, or reclaim only unmapped it)
+    /// or reads it in, charged to the faulting task's memcg (a major fault: PGMAJFAULT);
+    /// finish_fault maps it young and counts NR_FILE_MAPPED. Simplified: no fault-around
+    /// (the kernel maps up to 16 cached neighbours with it) and no mmap read-around; a
+    /// folio another task is still reading is mapped without waiting for its lock, as
+    /// filemap_read's hits are.
+    async fn do_read_fault(
+        &self,
+        mmid: u32,
+        vpn: u32,
+        file: u32,
+        index: u32,
+        memcg: u16,
+        node: u32,
+    ) -> Fault {
+        if !self.pte_alloc(mmid, vpn, memcg).await {
+            return Fault::Oom;
+        }
+        let entry = self.mm.borrow().files[file as usize].cache[index as usize];
+        let (pfn, major) = match super::filemap::entry_page(entry) {
+            Some(p) => (p, false),
+            None => match self
+                .filemap_add_folio_and_read(file, index, memcg, node)
+                .await
+            {
+                NewFolio::Read(p) => (p, true),
+                NewFolio::Raced(p) => (p, false),
+                NewFolio::Oom => return Fault::Oom,
+            },
+        };
+        if major {
+            let mut mm = self.mm.borrow_mut();
+            mm.count_event(VmEvent::Pgmajfault, 1);
+            mm.count_memcg_event(memcg, VmEvent::Pgmajfault, 1);
+        }
+        match self.finish_fault_file(mmid, vpn, pfn, false) {
+            Some(m) => {
+                self.memcg_stat_update(m, StatKind::FileMapped, 1);
+                if major {
+                    Fault::Major
+                } else {
+                    Fault::Minor
+                }
+            }
+            None if !self.mm.borrow().mms[mmid as usize].alive => Fault::Oom,
+            // Reclaimed between the read and the mapping: the access faults again.
+            None => Fault::Retry { major },
+        }
+    }
+
+    /// finish_fault() for a page-cache folio: map it at `vpn` (young; dirty for a write),
+    /// count the PTE in its mapcount and NR_FILE_MAPPED. Returns the folio's memcg for
+    /// the memcg statistic, or None when the task was killed or the folio left the page
+    /// cache while the task slept.
+    fn finish_fault_file(&self, mmid: u32, vpn: u32, pfn: Pfn, write: bool) -> Option<u16> {
+        let mut mm = self.mm.borrow_mut();
+        if !mm.mms[mmid as usize].alive || !mm.pages[pfn as usize].test(PG_OWNED) {
+            return None;
+        }
+        mm.mms[mmid as usize].ptes[vpn as usize] = pte::mk_present(pfn, true, write);
+        mm.pmd_mkyoung(mmid, vpn);
+        mm.pages[pfn as usize].private += 1;
+        let lv = mm.folio_lruvec(pfn) as usize;
+        mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, 1);
+        self.e.charge(self.c.pte_map);
+        Some(mm.pages[pfn as usize].memcg)
     }
 
     /// do_anonymous_page(): a zeroed private page.

@@ -20,8 +20,9 @@
 //! clears both fields at free (PAGE_FLAGS_CHECK_AT_PREP). See `lru_gen.rs`.
 //! `owner` is the mm (anon) or file (page cache) the folio belongs to, `index` its page offset
 //! there (folio->index); together they are the reverse map: an anonymous folio is mapped by
-//! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM); a file folio by at
-//! most one, of the process mapping its file (`files[owner].mapped_by`). `private` is the
+//! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM); a file folio by one
+//! PTE in each process mapping its file, at `map_base + index` (`files[owner].mappers`:
+//! the MAP_SHARED file of a usemem area, or a program's text). `private` is the
 //! swap slot while an anon folio is in the swap cache, and a file folio's mapcount. The page refcount is not kept as a number: its
 //! holders are flags (`PG_HELD`): `PG_OWNED` (the page table or page-cache reference),
 //! `PG_INBATCH` (a per-CPU LRU batch), `PG_ISOLATED` (a reclaimer), `PG_WRITEBACK` and

@@ -100,6 +100,18 @@ pub struct MmStruct {
     pub pmd_young: Vec<u64>,
     /// Ran (faulted) since MGLRU's last look at it (lru_gen_use_mm).
     pub lru_gen_used: bool,
+    /// The program's text: a file mapped VM_EXEC after the area (see [`TextMap`]).
+    pub text: Option<TextMap>,
+}
+
+/// A process's executable text: pages `base..base + pages` of its PTEs map pages
+/// `0..pages` of the text file `file` (MAP_PRIVATE, PROT_EXEC, never written): the code its
+/// access loop runs, every page of it on every access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextMap {
+    pub file: u32,
+    pub base: u32,
+    pub pages: u32,
 }
 
 impl MmStruct {
@@ -120,6 +132,17 @@ impl MmStruct {
             pte_tables: vec![false; pages.div_ceil(PTRS_PER_PTE)],
             pmd_young: vec![0; pages.div_ceil(PTRS_PER_PTE).div_ceil(64)],
             lru_gen_used: false,
+            text: None,
+        }
+    }
+
+    /// The pages `[vm_start, vm_end)` of the VMA holding `vpn`: the text mapping or the
+    /// area before it.
+    pub fn vma_bounds(&self, vpn: u32) -> (u64, u64) {
+        match self.text {
+            Some(t) if vpn >= t.base => (t.base as u64, (t.base + t.pages) as u64),
+            Some(t) => (0, t.base as u64),
+            None => (0, self.ptes.len() as u64),
         }
     }
 
@@ -181,8 +204,19 @@ impl File {
             xa_nodes,
             memcg,
             ra_prev_index: u32::MAX,
-            mapped_by,
+            mappers: mapped_by.into_iter().collect(),
+            map_base: 0,
+            exec: false,
         }
+    }
+
+    /// A program's text file of `pages` pages, mapped VM_EXEC at `base` by the processes
+    /// that run it (added with [`Mm::map_text`]).
+    pub fn text(pages: usize, memcg: MemcgId, base: u32) -> Self {
+        let mut f = File::new(pages, memcg, None);
+        f.map_base = base;
+        f.exec = true;
+        f
     }
 
     /// Extend the file to `pages` pages (a trace workload's file grows with its objects):
@@ -296,9 +330,13 @@ pub struct File {
     /// read() ended in (u32::MAX before the first). Each file is opened once, by its
     /// workload, and its threads share the open file, as kernel-run's runner does.
     pub ra_prev_index: u32,
-    /// The process that maps the file MAP_SHARED at offset 0, if any: the reverse map of
-    /// its pages (a mapped file folio's `private` counts its PTEs).
-    pub mapped_by: Option<u32>,
+    /// The processes that map the file (MAP_SHARED over a usemem area, or a program's
+    /// text), each with page i of the file at virtual page `map_base + i`: the reverse map
+    /// of its pages (a mapped file folio's `private` counts its PTEs).
+    pub mappers: Vec<u32>,
+    pub map_base: u32,
+    /// Mapped PROT_EXEC (VM_EXEC): reclaim keeps its referenced folios active.
+    pub exec: bool,
 }
 
 /// Counters derived from kernel tracepoints, reported under `trace`.
@@ -433,6 +471,18 @@ impl Mm {
 
     /// mm_init() + lru_gen_add_mm(): a new address space joins the table and, with MGLRU,
     /// its memcg's mm_list. Returns its id.
+    /// Map text file `file` into mm `mmid` at the file's `map_base`, right after the
+    /// area (execve's mapping of the program; its pages are faulted in when first run).
+    pub fn map_text(&mut self, mmid: u32, file: u32) {
+        let f = &mut self.files[file as usize];
+        let (base, pages) = (f.map_base, f.cache.len() as u32);
+        f.mappers.push(mmid);
+        let m = &mut self.mms[mmid as usize];
+        assert_eq!(m.ptes.len() as u32, base, "text maps right after the area");
+        m.grow((base + pages) as usize);
+        m.text = Some(TextMap { file, base, pages });
+    }
+
     pub fn mm_alloc(&mut self, m: MmStruct) -> u32 {
         let memcg = m.memcg as usize;
         self.mms.push(m);

@@ -20,7 +20,9 @@
 //! no compaction or high-order reclaim, no dirty file folios (file pages are written
 //! before the run and stay clean), no writeback throttling (PGDAT_WRITEBACK, case 1 of the
 //! writeback handling, reclaim_throttle on WRITEBACK/CONGESTED/NOPROGRESS are not modeled;
-//! the ISOLATED throttle is), no vmpressure, no demotion, no VM_EXEC or VM_LOCKED mappings.
+//! the ISOLATED throttle is), no vmpressure, no demotion, no VM_LOCKED mappings. VM_EXEC
+//! file folios (a workload's `text`) get the kernel's protection: activated on their
+//! first young PTE, and rotated on the active list while referenced.
 
 use super::lru_gen_walk::FolioRef;
 use super::mm_types::*;
@@ -372,24 +374,35 @@ impl Mm {
     }
 
     /// folio_referenced(): walk the reverse map, test and clear young PTE bits; returns
-    /// the number of young PTEs. Only anonymous folios are mapped in this model.
+    /// the number of young PTEs (an anonymous folio has one candidate PTE, a mapped file
+    /// folio one per process mapping its file). Whether a young mapping was VM_EXEC is
+    /// [`Mm::folio_exec`] (the kernel returns the VMAs' flags beside the count).
     pub fn folio_referenced(&mut self, pfn: Pfn) -> u32 {
-        let Some(mmid) = self.folio_mapper(pfn) else {
+        let n = self.folio_nr_mappers(pfn);
+        if n == 0 {
             return 0;
-        };
-        let p = self.pages[pfn as usize];
-        let mm = &mut self.mms[mmid as usize];
-        let pte_v = &mut mm.ptes[p.index as usize];
-        if pte::present(*pte_v) && pte::pfn(*pte_v) == pfn && *pte_v & pte::YOUNG != 0 {
-            *pte_v &= !pte::YOUNG;
-            1
-        } else {
-            0
         }
+        let vpn = self.folio_vpn(pfn) as usize;
+        let mut young = 0;
+        for k in 0..n {
+            let mmid = self.folio_rmap_mm(pfn, k);
+            let pte_v = &mut self.mms[mmid as usize].ptes[vpn];
+            if pte::present(*pte_v) && pte::pfn(*pte_v) == pfn && *pte_v & pte::YOUNG != 0 {
+                *pte_v &= !pte::YOUNG;
+                young += 1;
+            }
+        }
+        young
+    }
+
+    /// Is the folio a page of a VM_EXEC file mapping (a program's text)?
+    pub fn folio_exec(&self, pfn: Pfn) -> bool {
+        let p = &self.pages[pfn as usize];
+        p.test(PG_OWNED) && p.is_file_lru() && self.files[p.owner as usize].exec
     }
 
     /// Prefetch the PTE folio_referenced / try_to_unmap will read for `pfn` (the reverse
-    /// map's one candidate) and, for a page-cache folio, the mapping slot __remove_mapping
+    /// map's first candidate) and, for a page-cache folio, the mapping slot __remove_mapping
     /// will write its shadow to, so loops over isolated folios overlap those cache misses.
     #[inline]
     pub fn prefetch_rmap(&self, pfn: Pfn) {
@@ -400,35 +413,64 @@ impl Mm {
             }
         }
         if let Some(mmid) = self.folio_mapper(pfn) {
-            let i = self.pages[pfn as usize].index as usize;
+            let i = self.folio_vpn(pfn) as usize;
             if let Some(v) = self.mms[mmid as usize].ptes.get(i) {
                 super::prefetch(v);
             }
         }
     }
 
-    /// folio_mapped(): is the anon folio mapped by its PTE?
+    /// folio_mapped(): does any candidate PTE map the folio?
     pub fn folio_mapped(&self, pfn: Pfn) -> bool {
-        let Some(mmid) = self.folio_mapper(pfn) else {
+        let n = self.folio_nr_mappers(pfn);
+        if n == 0 {
             return false;
-        };
-        let v = self.mms[mmid as usize].ptes[self.pages[pfn as usize].index as usize];
-        pte::present(v) && pte::pfn(v) == pfn
+        }
+        let vpn = self.folio_vpn(pfn) as usize;
+        (0..n).any(|k| {
+            let v = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes[vpn];
+            pte::present(v) && pte::pfn(v) == pfn
+        })
     }
 
-    /// The process whose PTE may map the folio (the rmap walk's only candidate).
+    /// The first process whose PTE may map the folio (an anon folio's only candidate).
     pub(crate) fn folio_mapper(&self, pfn: Pfn) -> Option<u32> {
+        (self.folio_nr_mappers(pfn) > 0).then(|| self.folio_rmap_mm(pfn, 0))
+    }
+
+    /// How many processes the rmap walk visits for the folio: the owner of an anonymous
+    /// folio (no fork sharing), every mapper of a file folio that has PTEs (mapcount > 0).
+    fn folio_nr_mappers(&self, pfn: Pfn) -> usize {
         let p = &self.pages[pfn as usize];
         if !p.test(PG_OWNED) {
-            return None;
-        }
-        if p.is_file_lru() {
-            if p.private == 0 {
-                return None;
-            }
-            self.files[p.owner as usize].mapped_by
+            0
+        } else if !p.is_file_lru() {
+            1
+        } else if p.private == 0 {
+            0
         } else {
-            Some(p.owner)
+            self.files[p.owner as usize].mappers.len()
+        }
+    }
+
+    /// The `k`-th process of the folio's rmap walk (k < folio_nr_mappers).
+    fn folio_rmap_mm(&self, pfn: Pfn, k: usize) -> u32 {
+        let p = &self.pages[pfn as usize];
+        if p.is_file_lru() {
+            self.files[p.owner as usize].mappers[k]
+        } else {
+            p.owner
+        }
+    }
+
+    /// The virtual page at which the folio's candidate PTEs sit (vma_address()): an
+    /// anonymous folio's index; a file folio's index past its file's mapping base.
+    pub(crate) fn folio_vpn(&self, pfn: Pfn) -> u32 {
+        let p = &self.pages[pfn as usize];
+        if p.is_file_lru() {
+            p.index + self.files[p.owner as usize].map_base
+        } else {
+            p.index
         }
     }
 
@@ -631,8 +673,9 @@ impl Sim {
     /// shrink_active_list(): move folios from the active list to the inactive list.
     ///
     /// Every isolated folio is deactivated, referenced or not (young bits are cleared by
-    /// the rmap walk), except referenced executable file folios, which rotate (none exist
-    /// in this model). Deactivated folios get PG_workingset.
+    /// the rmap walk), except referenced executable file folios (a program's text), which
+    /// go back to the active list and count as rotated (lru_note_cost). Deactivated folios
+    /// get PG_workingset.
     async fn shrink_active_list(
         &self,
         nr_to_scan: u64,
@@ -658,38 +701,55 @@ impl Sim {
             self.mm.borrow_mut().put_pfn_vec(hold);
             return;
         }
+        let mut nr_rotated = 0;
+        let mut l_active = self.mm.borrow_mut().pfn_vec();
         {
-            // folio_referenced() clears the young bits. Only referenced VM_EXEC file folios
-            // would stay active (and count as rotated); no mapping here is executable, so
-            // every folio is deactivated.
+            // folio_referenced() clears the young bits. Referenced VM_EXEC file folios
+            // stay active ("code pages ... are a small set": they get one more trip
+            // around the active list); every other folio is deactivated.
             let mut mm = self.mm.borrow_mut();
             for (i, &pfn) in hold.iter().enumerate() {
                 if let Some(&next) = hold.get(i + super::RMAP_PREFETCH) {
                     mm.prefetch_rmap(next);
                 }
-                mm.folio_referenced(pfn);
+                let young = mm.folio_referenced(pfn);
                 self.e.charge(self.c.pte_referenced);
+                if young > 0 && mm.folio_exec(pfn) {
+                    nr_rotated += 1;
+                    l_active.push(pfn);
+                    continue;
+                }
                 let p = &mut mm.pages[pfn as usize];
                 p.clear(PG_ACTIVE);
                 p.set(PG_WORKINGSET);
+            }
+            if nr_rotated > 0 {
+                // What is left to put back is l_inactive.
+                hold.retain(|&pfn| !mm.pages[pfn as usize].test(PG_ACTIVE));
             }
         }
         self.lock_lruvec(lv, Site::ShrinkActiveList).await;
         let dead = {
             let mut mm = self.mm.borrow_mut();
             let mut dead = mm.pfn_vec();
-            let moved = mm.move_folios_to_lru(lv, &hold, &mut dead);
+            mm.move_folios_to_lru(lv, &l_active, &mut dead);
+            let deactivated = mm.move_folios_to_lru(lv, &hold, &mut dead);
             mm.count_isolated(lv, file, -(taken as i64));
             let memcg = mm.lruvecs[lv as usize].memcg;
-            mm.count_event(VmEvent::Pgdeactivate, moved);
-            mm.count_memcg_event(memcg, VmEvent::Pgdeactivate, moved);
+            mm.count_event(VmEvent::Pgdeactivate, deactivated);
+            mm.count_memcg_event(memcg, VmEvent::Pgdeactivate, deactivated);
             dead
         };
         self.e.charge(taken * self.c.list_op);
         self.unlock_lruvec(lv);
         self.mm.borrow_mut().put_pfn_vec(hold);
+        self.mm.borrow_mut().put_pfn_vec(l_active);
         self.free_unref_folios(dead);
-        // lru_note_cost(lruvec, file, 0, nr_rotated) records nothing: nr_rotated is 0.
+        // lru_note_cost(lruvec, file, 0, nr_rotated): nothing to record without rotations.
+        if nr_rotated > 0 {
+            self.lru_note_cost(lv, file, 0, nr_rotated, Site::ShrinkActiveList)
+                .await;
+        }
     }
 
     /// shrink_inactive_list(): isolate a chunk of inactive folios, try to reclaim them,
@@ -847,6 +907,27 @@ impl Sim {
         stat
     }
 
+    /// try_to_unmap() of a mapped file folio: clear each mapper's PTE (NR_FILE_MAPPED
+    /// drops per PTE), queue each mm's TLB flush, and leave the mapcount at zero.
+    fn try_to_unmap_file(&self, mm: &mut Mm, pfn: Pfn, ubc: &mut super::rmap::TlbUbc) {
+        let p = mm.pages[pfn as usize];
+        let f = p.owner as usize;
+        let vpn = (p.index + mm.files[f].map_base) as usize;
+        let lvf = mm.folio_lruvec(pfn) as usize;
+        for k in 0..mm.files[f].mappers.len() {
+            let mmid = mm.files[f].mappers[k];
+            let v = mm.mms[mmid as usize].ptes[vpn];
+            if !(pte::present(v) && pte::pfn(v) == pfn) {
+                continue;
+            }
+            mm.mms[mmid as usize].ptes[vpn] = 0;
+            mm.lruvecs[lvf].mod_state(NodeStat::NrFileMapped, -1);
+            self.e.charge(self.c.pte_unmap);
+            self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid as usize], mmid, false);
+        }
+        mm.pages[pfn as usize].private = 0;
+    }
+
     /// One folio of shrink_folio_list; true if it was freed.
     async fn shrink_one_folio(
         &self,
@@ -923,8 +1004,9 @@ impl Sim {
                 if referenced_ptes > 0 {
                     mm.pages[pfn as usize].set(PG_REFERENCED);
                     // Mapped folios start with a young PTE from the fault: activate only on
-                    // a second use (referenced before, or several PTEs); else one more trip.
-                    if referenced_folio || referenced_ptes > 1 {
+                    // a second use (referenced before, or several PTEs), or at once for
+                    // executable file folios (a program's text); else one more trip.
+                    if referenced_folio || referenced_ptes > 1 || mm.folio_exec(pfn) {
                         break 'f Fate::Activate;
                     }
                     stat.nr_ref_keep += 1;
@@ -960,18 +1042,9 @@ impl Sim {
                 break 'f Fate::Keep;
             }
             if file && mapped {
-                // try_to_unmap() of a shared file folio: the PTE goes; the next access
-                // faults it back in from the page cache.
-                let pg = mm.pages[pfn as usize];
-                let mmid = mm.files[pg.owner as usize]
-                    .mapped_by
-                    .expect("a mapped file has a mapper");
-                mm.mms[mmid as usize].ptes[pg.index as usize] = 0;
-                mm.pages[pfn as usize].private = 0;
-                let lvf = mm.folio_lruvec(pfn) as usize;
-                mm.lruvecs[lvf].mod_state(NodeStat::NrFileMapped, -1);
-                self.e.charge(self.c.pte_unmap);
-                self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid as usize], mmid, false);
+                // try_to_unmap() of a mapped file folio: every PTE mapping it goes; the
+                // next access faults it back in from the page cache.
+                self.try_to_unmap_file(&mut mm, pfn, ubc);
             } else if mapped {
                 // try_to_unmap(): the PTE becomes the swap entry; its dirty bit moves to the folio.
                 let pg = mm.pages[pfn as usize];

@@ -230,9 +230,26 @@ async fn thread_exit(s: &Sim, wi: usize, start: u64, mmid: u32, live: &std::cell
     finish(s, wi, start, killed);
 }
 
-/// One anonymous access of a usemem task; false when the process was killed.
+/// One anonymous access of a usemem task; false when the process was killed. The access
+/// first runs the process's text (see [`text_fetch`]).
 async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u64) -> bool {
     bump(&t.accesses);
+    loop {
+        let text_miss = {
+            let mut mm = s.mm.borrow_mut();
+            let m = &mut mm.mms[mmid as usize];
+            if !m.alive {
+                return false;
+            }
+            text_fetch(m)
+        };
+        let Some(tv) = text_miss else { break };
+        r.flush(s);
+        s.e.sync().await;
+        if !fault(s, t, mmid, tv, false).await {
+            return false;
+        }
+    }
     let hit = {
         let mut mm = s.mm.borrow_mut();
         let m = &mut mm.mms[mmid as usize];
@@ -256,19 +273,52 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
     }
     r.flush(s);
     s.e.sync().await;
+    if !fault(s, t, mmid, vpn, true).await {
+        return false;
+    }
+    r.tick(s, cost).await;
+    true
+}
+
+/// The instruction fetches of an access by a process with text: every text page (the
+/// loop's code) has its PTE made young, as the hardware sets the accessed bit; returns
+/// the first that is not mapped (reclaim took it), for the caller to fault in.
+#[inline]
+fn text_fetch(m: &mut MmStruct) -> Option<u32> {
+    let t = m.text?;
+    for vpn in t.base..t.base + t.pages {
+        let v = &mut m.ptes[vpn as usize];
+        if !pte::present(*v) {
+            return Some(vpn);
+        }
+        *v |= pte::YOUNG;
+        let table = vpn as usize / crate::mm::PTRS_PER_PTE;
+        m.pmd_young[table / 64] |= 1 << (table % 64);
+    }
+    None
+}
+
+/// Fault `vpn` in until it is mapped (handle_mm_fault, again after a fault that backed
+/// out); false when the process was killed. A data access's major fault is also a miss;
+/// an instruction fetch's is not.
+async fn fault(s: &Sim, t: &Tally, mmid: u32, vpn: u32, data: bool) -> bool {
     loop {
-        match s.handle_mm_fault(mmid, vpn, true).await {
+        match s.handle_mm_fault(mmid, vpn, data).await {
             Fault::Minor => bump(&t.minor),
             Fault::Major => {
                 bump(&t.major);
-                bump(&t.misses);
+                if data {
+                    bump(&t.misses);
+                }
             }
             Fault::Retry { major } => {
                 // The fault backed out: the access runs again (a fault if the PTE is
                 // still not present, e.g. unmapped meanwhile).
                 if major {
                     bump(&t.major);
-                    bump(&t.misses);
+                    if data {
+                        bump(&t.misses);
+                    }
                 } else {
                     bump(&t.minor);
                 }
@@ -293,10 +343,8 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
                 return false;
             }
         }
-        break;
+        return true;
     }
-    r.tick(s, cost).await;
-    true
 }
 
 /// fio's rate limit: a thread may not run ahead of `bytes_per_s` (one page per access).
@@ -372,11 +420,21 @@ pub fn spawn_usemem(
 ) {
     let pages = u.size.pages() as u32;
     let mut ci = 0;
+    // The program's text: one file, mapped by each process after its area.
+    let text = (u.text.pages() > 0).then(|| {
+        let mut mm = s.mm.borrow_mut();
+        mm.files
+            .push(File::text(u.text.pages() as usize, memcg, pages));
+        (mm.files.len() - 1) as u32
+    });
     for _p in 0..u.processes {
         let node = s.cpu_node[cpus[ci] as usize];
         let mmid = {
             let mut mm = s.mm.borrow_mut();
             let mmid = mm.mm_alloc(MmStruct::new(pages as usize, memcg, node, wi as u32));
+            if let Some(f) = text {
+                mm.map_text(mmid, f);
+            }
             if u.mapping == MappingKind::SharedFile {
                 // A file of the area's size, mapped MAP_SHARED (will-it-scale page_fault3).
                 mm.files.push(File::new(pages as usize, memcg, Some(mmid)));
