@@ -233,3 +233,22 @@ fn look_around_covers_a_batch_around_the_pte_inside_its_page_table() {
     // A text mapping at 2048 (an 8M area), 70 pages: the batch from its start.
     assert_eq!(look_around_window(2050, 2048, 2118), Some((2048, 2112)));
 }
+
+#[test]
+fn an_mm_with_text_has_two_vmas_the_area_and_the_text_after_it() {
+    use reclaimsim_core::mm::{MmStruct, TextMap};
+    // find_vma(): a 600-page area at 0 alone is one VMA; with 14 pages of text mapped at
+    // 600 the area ends where the text begins, and the text ends at 614.
+    let mut m = MmStruct::new(600, 1, 0, 0);
+    assert_eq!(m.vma_bounds(5), (0, 600));
+    m.grow(614);
+    m.text = Some(TextMap {
+        file: 0,
+        base: 600,
+        pages: 14,
+    });
+    assert_eq!(m.vma_bounds(0), (0, 600));
+    assert_eq!(m.vma_bounds(599), (0, 600));
+    assert_eq!(m.vma_bounds(600), (600, 614));
+    assert_eq!(m.vma_bounds(613), (600, 614));
+}

@@ -110,6 +110,17 @@ fn sizes_and_counts_beyond_what_the_model_holds_are_refused_with_field_value_and
         "scenario.workload[0].text",
         &["8796093022208 bytes", "16T - 4K"],
     );
+    // One page of area and 2^32 - 1 of text is one page too many; 2^32 - 2 of text fit.
+    assert_refused(
+        &base(m, "type = \"usemem\"\nsize = \"4K\"\ntext = 17592186040320"),
+        "scenario.workload[0].text",
+        &["17592186040320 bytes"],
+    );
+    assert!(Scenario::from_toml(&base(
+        m,
+        "type = \"usemem\"\nsize = \"4K\"\ntext = 17592186036224"
+    ))
+    .is_ok());
     assert_refused(
         &base(m, "type = \"file_read\"\nfiles = [\"1M\", \"20T\"]"),
         "scenario.workload[0].files[1]",

@@ -107,10 +107,7 @@ impl Mm {
     /// when it walks to a PTE).
     #[inline]
     pub fn pmd_mkyoung(&mut self, mmid: u32, vpn: u32) {
-        let t = vpn as usize / PTRS_PER_PTE;
-        if let Some(w) = self.mms[mmid as usize].pmd_young.get_mut(t / 64) {
-            *w |= 1 << (t % 64);
-        }
+        self.mms[mmid as usize].pmd_mkyoung(vpn);
     }
 
     /// pmdp_test_and_clear_young() on the non-leaf PMD entry of table `pmd`.

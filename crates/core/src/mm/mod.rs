@@ -136,6 +136,16 @@ impl MmStruct {
         }
     }
 
+    /// Set the accessed bit of the non-leaf PMD entry above `vpn` (the hardware sets it
+    /// when it walks to a PTE).
+    #[inline]
+    pub fn pmd_mkyoung(&mut self, vpn: u32) {
+        let t = vpn as usize / PTRS_PER_PTE;
+        if let Some(w) = self.pmd_young.get_mut(t / 64) {
+            *w |= 1 << (t % 64);
+        }
+    }
+
     /// The pages `[vm_start, vm_end)` of the VMA holding `vpn`: the text mapping or the
     /// area before it.
     pub fn vma_bounds(&self, vpn: u32) -> (u64, u64) {

@@ -259,8 +259,7 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
         let v = &mut m.ptes[vpn as usize];
         if pte::present(*v) {
             *v |= pte::YOUNG | pte::DIRTY;
-            let t = vpn as usize / crate::mm::PTRS_PER_PTE;
-            m.pmd_young[t / 64] |= 1 << (t % 64);
+            m.pmd_mkyoung(vpn);
             true
         } else {
             false
@@ -292,8 +291,7 @@ fn text_fetch(m: &mut MmStruct) -> Option<u32> {
             return Some(vpn);
         }
         *v |= pte::YOUNG;
-        let table = vpn as usize / crate::mm::PTRS_PER_PTE;
-        m.pmd_young[table / 64] |= 1 << (table % 64);
+        m.pmd_mkyoung(vpn);
     }
     None
 }
@@ -1046,4 +1044,36 @@ pub fn spawn_trace(
         s.mm.borrow_mut().mms[target as usize].tasks.push(id);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_fetch_makes_every_text_pte_young_and_stops_at_the_first_unmapped() {
+        // A 600-page area with 3 pages of text at 600..603, in the second PTE table (512..
+        // 1024): pages 600 and 601 mapped, 602 not. The fetch marks 600 and 601 young and
+        // the table's PMD entry accessed, and returns 602 to be faulted in; once 602 is
+        // mapped, it returns None with all three young.
+        let mut m = MmStruct::new(600, 1, 0, 0);
+        m.grow(603);
+        m.text = Some(crate::mm::TextMap {
+            file: 0,
+            base: 600,
+            pages: 3,
+        });
+        m.ptes[600] = pte::mk_present(7, false, false);
+        m.ptes[601] = pte::mk_present(8, false, false);
+        assert_eq!(text_fetch(&mut m), Some(602));
+        assert!(m.ptes[600] & pte::YOUNG != 0 && m.ptes[601] & pte::YOUNG != 0);
+        assert_eq!(m.pmd_young[0], 1 << 1);
+        assert_eq!(m.ptes[..600].iter().filter(|&&v| v != 0).count(), 0);
+        m.ptes[602] = pte::mk_present(9, false, false);
+        assert_eq!(text_fetch(&mut m), None);
+        assert!(m.ptes[600..603].iter().all(|&v| v & pte::YOUNG != 0));
+        // No text: nothing to fetch.
+        let mut plain = MmStruct::new(8, 1, 0, 0);
+        assert_eq!(text_fetch(&mut plain), None);
+    }
 }
