@@ -91,10 +91,10 @@ impl Sim {
         pfn
     }
 
-    /// `n` clean folios of a new file charged to `memcg`, mapped read-only at its page
-    /// indices as `how` says, on the file list of `node` its flags select (inactive unless
-    /// `flags` has PG_ACTIVE; page 0 at the tail). Returns the file, its mappers and its
-    /// folios.
+    /// `n` clean folios of a new file charged to `memcg`, mapped read-only (page i at
+    /// virtual page MAPPED_FILE_BASE + i) as `how` says, on the file list of `node` its
+    /// flags select (inactive unless `flags` has PG_ACTIVE; page 0 at the tail). Returns the
+    /// file, its mappers and its folios.
     pub fn fixture_mapped_file_folios(
         &self,
         memcg: MemcgId,
@@ -110,13 +110,14 @@ impl Sim {
         } = how;
         let (file, mms) = {
             let mut mm = self.mm.borrow_mut();
-            let mut f = File::text(n as usize, memcg, 0);
+            let mut f = File::text(n as usize, memcg, MAPPED_FILE_BASE);
             f.exec = exec;
             mm.files.push(f);
             let file = (mm.files.len() - 1) as u32;
             let mms: Vec<u32> = (0..mappers)
                 .map(|_| {
-                    let mmid = mm.mm_alloc(MmStruct::new(0, memcg, node, 0));
+                    let mmid =
+                        mm.mm_alloc(MmStruct::new(MAPPED_FILE_BASE as usize, memcg, node, 0));
                     mm.map_text(mmid, file);
                     mmid
                 })
@@ -129,7 +130,8 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             mm.pages[pfn as usize].private = mappers;
             for &mmid in &mms {
-                mm.mms[mmid as usize].ptes[index as usize] = pte::mk_present(pfn, young, false);
+                let vpn = (MAPPED_FILE_BASE + index) as usize;
+                mm.mms[mmid as usize].ptes[vpn] = pte::mk_present(pfn, young, false);
             }
             let lv = mm.folio_lruvec(pfn) as usize;
             mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, mappers as i64);
@@ -193,6 +195,10 @@ impl Sim {
         mm.flush_stats(now);
     }
 }
+
+/// Where [`Sim::fixture_mapped_file_folios`] maps its file in each mapper: after an
+/// untouched 16-page area, as a program's text follows its data.
+pub const MAPPED_FILE_BASE: u32 = 16;
 
 /// How [`Sim::fixture_mapped_file_folios`] maps its file: by `mappers` new processes,
 /// VM_EXEC when `exec` (a program's text), each PTE young when `young`.

@@ -234,8 +234,8 @@ impl Sim {
                     Fault::Minor
                 }
             }
-            None if !self.mm.borrow().mms[mmid as usize].alive => Fault::Oom,
-            // Reclaimed between the read and the mapping: the access faults again.
+            // Reclaimed between the read and the mapping, or killed meanwhile: the access
+            // faults again, or ends as the caller finds the task dead.
             None => Fault::Retry { major },
         }
     }
