@@ -343,6 +343,36 @@ fn rereading_the_folio_just_read_is_not_a_new_access() {
 }
 
 #[test]
+fn a_page_read_in_is_referenced_and_activated_when_read_again() {
+    // filemap_read() of an uncached page reads it in, then marks it accessed:
+    // PG_referenced. Read again after another page (not the folio the last read ended
+    // in), folio_mark_accessed finds it referenced and inactive: folio_activate, and
+    // PG_referenced cleared. The page read once stays inactive and referenced.
+    let s = machine("1G", None, "");
+    let file = {
+        let mut mm = s.mm.borrow_mut();
+        mm.files.push(reclaimsim_core::mm::File::new(2, A, None));
+        (mm.files.len() - 1) as u32
+    };
+    run_probe(&s, 0, 0, move |s| async move {
+        for page in [0, 1, 0] {
+            s.filemap_read(file, page, A, 0).await;
+        }
+        s.lru_add_drain().await;
+    });
+    let mm = s.mm.borrow();
+    let flags = |i: usize| {
+        let pfn = reclaimsim_core::mm::filemap::entry_page(mm.files[file as usize].cache[i]);
+        mm.pages[pfn.expect("cached") as usize].flags & (PG_ACTIVE | PG_REFERENCED)
+    };
+    assert_eq!(flags(0), PG_ACTIVE);
+    assert_eq!(flags(1), PG_REFERENCED);
+    // Both folios were still in this CPU's lru_add batch: __lru_cache_activate_folio sets
+    // PG_active there, and only lru_activate (a folio on an LRU) counts PGACTIVATE.
+    assert_eq!(event(&s, VmEvent::Pgactivate), 0);
+}
+
+#[test]
 fn oom_badness_counts_page_tables() {
     let s = machine("1G", None, "");
     let (p1, _) = s.fixture_anon_folios(A, 0, 100, true, 0);
