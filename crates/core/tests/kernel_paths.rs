@@ -820,9 +820,9 @@ fn shrink_lruvec_inside_a_plug_leaves_its_writes_to_the_outer_plug() {
 
 #[test]
 fn a_young_text_folio_is_activated_at_once_and_a_plain_mapped_one_gets_one_more_trip() {
-    // folio_check_references() on a folio with one young PTE and no PG_referenced:
-    // "Activate file-backed executable folios after first usage" (VM_EXEC), else
-    // PG_referenced is set and the folio is kept for one more trip (FOLIOREF_KEEP).
+    // folio_check_references() on a folio with one young PTE and no PG_referenced: a
+    // VM_EXEC file folio is activated at once; any other gets PG_referenced and is kept on
+    // the inactive list (FOLIOREF_KEEP), to be activated if it is used again.
     let s = machine("1G", None, "");
     let (_, text_mm, text) = s.fixture_mapped_file_folios(A, 0, 16, mapped(true, 1, true), 0);
     let (_, _, plain) = s.fixture_mapped_file_folios(A, 0, 16, mapped(false, 1, true), 0);

@@ -704,9 +704,9 @@ impl Sim {
         let mut nr_rotated = 0;
         let mut l_active = self.mm.borrow_mut().pfn_vec();
         {
-            // folio_referenced() clears the young bits. Referenced VM_EXEC file folios
-            // stay active ("code pages ... are a small set": they get one more trip
-            // around the active list); every other folio is deactivated.
+            // folio_referenced() clears the young bits. A program's text that was run
+            // since the last look goes back to the active list (l_active); every other
+            // folio is deactivated.
             let mut mm = self.mm.borrow_mut();
             for (i, &pfn) in hold.iter().enumerate() {
                 if let Some(&next) = hold.get(i + super::RMAP_PREFETCH) {
