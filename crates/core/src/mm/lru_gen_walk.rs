@@ -103,13 +103,6 @@ impl Mm {
         }
     }
 
-    /// Set the accessed bit of the non-leaf PMD entry above `vpn` (the hardware sets it
-    /// when it walks to a PTE).
-    #[inline]
-    pub fn pmd_mkyoung(&mut self, mmid: u32, vpn: u32) {
-        self.mms[mmid as usize].pmd_mkyoung(vpn);
-    }
-
     /// pmdp_test_and_clear_young() on the non-leaf PMD entry of table `pmd`.
     fn pmd_test_and_clear_young(&mut self, mmid: u32, pmd: usize) -> bool {
         let w = &mut self.mms[mmid as usize].pmd_young[pmd / 64];

@@ -57,7 +57,7 @@ impl Mm {
         let m = &mut self.mms[mmid as usize];
         m.ptes[vpn as usize] = pte::mk_present(pfn, true, write);
         m.rss += 1;
-        self.pmd_mkyoung(mmid, vpn);
+        m.pmd_mkyoung(vpn);
         let lv = self.folio_lruvec(pfn) as usize;
         self.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, 1);
     }
@@ -250,7 +250,7 @@ impl Sim {
             return None;
         }
         mm.mms[mmid as usize].ptes[vpn as usize] = pte::mk_present(pfn, true, write);
-        mm.pmd_mkyoung(mmid, vpn);
+        mm.mms[mmid as usize].pmd_mkyoung(vpn);
         mm.pages[pfn as usize].private += 1;
         let lv = mm.folio_lruvec(pfn) as usize;
         mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, 1);

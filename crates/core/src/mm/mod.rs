@@ -106,7 +106,8 @@ pub struct MmStruct {
 
 /// A process's executable text: pages `base..base + pages` of its PTEs map pages
 /// `0..pages` of the text file `file` (MAP_PRIVATE, PROT_EXEC, never written): the code its
-/// access loop runs, every page of it on every access.
+/// access loop runs, every page of it on every access. `base` and `pages` repeat the
+/// file's `map_base` and size so that an access reads the mm alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TextMap {
     pub file: u32,
@@ -146,8 +147,8 @@ impl MmStruct {
         }
     }
 
-    /// The pages `[vm_start, vm_end)` of the VMA holding `vpn`: the text mapping or the
-    /// area before it.
+    /// find_vma(): the pages `[vm_start, vm_end)` of the VMA holding `vpn`, the text
+    /// mapping or the area before it (an mm has at most these two).
     pub fn vma_bounds(&self, vpn: u32) -> (u64, u64) {
         match self.text {
             Some(t) if vpn >= t.base => (t.base as u64, (t.base + t.pages) as u64),

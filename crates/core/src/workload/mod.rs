@@ -234,35 +234,37 @@ async fn thread_exit(s: &Sim, wi: usize, start: u64, mmid: u32, live: &std::cell
 /// first runs the process's text (see [`text_fetch`]).
 async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u64) -> bool {
     bump(&t.accesses);
-    loop {
-        let text_miss = {
+    // One look at the mm per access: the text's PTEs, then the data's.
+    let hit = loop {
+        let step = {
             let mut mm = s.mm.borrow_mut();
             let m = &mut mm.mms[mmid as usize];
             if !m.alive {
                 return false;
             }
-            text_fetch(m)
+            match text_fetch(m) {
+                Some(tv) => Err(tv),
+                None => {
+                    let v = &mut m.ptes[vpn as usize];
+                    let present = pte::present(*v);
+                    if present {
+                        *v |= pte::YOUNG | pte::DIRTY;
+                        m.pmd_mkyoung(vpn);
+                    }
+                    Ok(present)
+                }
+            }
         };
-        let Some(tv) = text_miss else { break };
-        r.flush(s);
-        s.e.sync().await;
-        if !fault(s, t, mmid, tv, false).await {
-            return false;
-        }
-    }
-    let hit = {
-        let mut mm = s.mm.borrow_mut();
-        let m = &mut mm.mms[mmid as usize];
-        if !m.alive {
-            return false;
-        }
-        let v = &mut m.ptes[vpn as usize];
-        if pte::present(*v) {
-            *v |= pte::YOUNG | pte::DIRTY;
-            m.pmd_mkyoung(vpn);
-            true
-        } else {
-            false
+        match step {
+            Ok(hit) => break hit,
+            Err(tv) => {
+                // A text page reclaim took: fault it in, then run the access again.
+                r.flush(s);
+                s.e.sync().await;
+                if !fault(s, t, mmid, tv, false).await {
+                    return false;
+                }
+            }
         }
     };
     if hit {
