@@ -9,7 +9,7 @@
 //! | page tables | 4 per page of every usemem area and request_churn buffer ring (PTEs) | areas are written all over (prefault, passes, random writes) |
 //! | page-cache index | 8 per page of every file (file_read files, shared_file mappings) | a read leaves an entry or a shadow per page |
 //! | swap map | 8 per swap slot: the anonymous pages that the cgroups' memory.max and the machine cannot hold | slots are handed out in order |
-//! | memcg state | per cgroup: its lruvecs and locks on every node and its per-CPU statistics deltas (40 bytes per CPU) | built at start |
+//! | memcg state | per cgroup: its lruvecs and locks on every node and its per-CPU statistics deltas (152 bytes per CPU, and 144 per CPU per node) | built at start |
 //! | tasks | per task: its future, its CPU's batches and run queue entry | built at start |
 //! | time series | per row (one per cgroup per sample): the row, its JSON and the front's copy | one row per cgroup every sample_interval until duration |
 //!
@@ -37,8 +37,12 @@ const SWAP_SLOT_BYTES: u64 = 8;
 /// memcg, its view in the sampler and the report).
 const MEMCG_NODE_BYTES: u64 = 1_200;
 const MEMCG_BYTES: u64 = 4_096;
-/// Host bytes per cgroup per CPU: the per-CPU statistics deltas ([i64; 4] and a u64).
-const MEMCG_CPU_BYTES: u64 = 40;
+/// Host bytes per cgroup per CPU (the per-CPU statistics deltas of the memcg: [i64; 2]
+/// per counter item, and rstat's u64) and per cgroup per node per CPU (those of its
+/// lruvec: [i64; 2] per counter item).
+const MEMCG_CPU_BYTES: u64 = 16 * NR_STAT_KINDS + 8;
+const MEMCG_NODE_CPU_BYTES: u64 = 16 * NR_STAT_KINDS;
+const NR_STAT_KINDS: u64 = crate::mm::memcontrol::NR_STAT_KINDS as u64;
 /// Host bytes per workload task (its boxed future, task state, tally) and per CPU (its
 /// LRU batches, charge stock and IO completion queue).
 const TASK_BYTES: u64 = 4_096;
@@ -227,7 +231,10 @@ pub fn estimate(sc: &Scenario) -> Estimate {
     add(
         format!("memcg state ({memcgs} cgroups on {nodes} node(s) and {cpus} CPUs)"),
         "scenario.cgroup".into(),
-        memcgs * (MEMCG_BYTES + nodes * MEMCG_NODE_BYTES + cpus * MEMCG_CPU_BYTES),
+        memcgs
+            * (MEMCG_BYTES
+                + nodes * MEMCG_NODE_BYTES
+                + cpus * (MEMCG_CPU_BYTES + nodes * MEMCG_NODE_CPU_BYTES)),
     );
     let tasks: u64 = sc.workloads.iter().map(|w| w.nr_tasks()).sum::<u64>() + 2 * nodes;
     add(

@@ -232,6 +232,7 @@ impl Sim {
         });
         let all_cpus = cpu_node.len();
         let memcgs_len = memcgs.len();
+        let lruvecs_len = lruvecs.len();
         let mut mm = Mm {
             pages: crate::mm::mm_types::Frames::zeroed((node_pages * nodes as u64) as usize),
             node_pages,
@@ -264,7 +265,7 @@ impl Sim {
             pfn_vecs: Vec::new(),
             lines: crate::mm::lru_lines::LineTracker::new(cpu_node.clone()),
             trace: Default::default(),
-            stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len),
+            stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len, lruvecs_len),
             stat_pending: Default::default(),
             file_dev: costs.ssd(),
         };

@@ -106,5 +106,17 @@ files = ["16M"]
     assert_eq!(term("swap map"), (32768 - 8192) * 8);
     // Ten samples of two cgroups.
     assert_eq!(term("time series"), 10 * 2 * 2560);
+    // Two cgroups (the root and /a) on one node and 5 CPUs (4 and kswapd's): per cgroup
+    // its struct (4096) and lruvec (1200), and per CPU the statistics batches of its 9
+    // counter items, a [local, hierarchical] pair of i64 for the memcg (and rstat's u64)
+    // and one for the lruvec of each node.
+    let per_cpu = (9 * 2 * 8 + 8) + 9 * 2 * 8;
+    assert_eq!(term("memcg state"), 2 * (4096 + 1200 + 5 * per_cpu));
+    // Two nodes (6 CPUs with the two kswapds): a lruvec and its per-CPU batches more per
+    // cgroup.
+    let two = t.replace("cpus = 4\n", "cpus = 4\nnodes = 2\n");
+    let e3 = reclaimsim_core::budget::estimate(&Scenario::from_toml(&two).unwrap());
+    let memcg3 = e3.terms.iter().find(|t| t.name.starts_with("memcg state")).unwrap();
+    assert_eq!(memcg3.bytes, 2 * (4096 + 2 * 1200 + 6 * (per_cpu + 9 * 2 * 8)));
     assert_eq!(e.total, e.terms.iter().map(|t| t.bytes).sum::<u64>());
 }

@@ -14,6 +14,7 @@ const C: u16 = 3;
 const STAT_UPDATE: u64 = 10;
 const ATOMIC: u64 = 100;
 const TRANSFER: u64 = 1000;
+const REMOTE: u64 = 3000;
 
 fn machine(scheme: &str) -> Rc<Sim> {
     machine_with(scheme, STAT_UPDATE)
@@ -24,11 +25,16 @@ fn machine_with(scheme: &str, stat_update: u64) -> Rc<Sim> {
 }
 
 fn machine_lru(scheme: &str, stat_update: u64, lru: &str) -> Rc<Sim> {
+    machine_nodes(scheme, stat_update, lru, 1)
+}
+
+fn machine_nodes(scheme: &str, stat_update: u64, lru: &str, nodes: u32) -> Rc<Sim> {
     let t = format!(
         r#"
 duration = "1000s"
 [machine]
 cpus = 4
+nodes = {nodes}
 memory_per_node = "64M"
 [kernel]
 memcg_flush_phase = "1.9s"
@@ -39,6 +45,7 @@ memcg_stats = "{scheme}"
 stat_update = {stat_update}
 atomic_rmw = {ATOMIC}
 cacheline_transfer = {TRANSFER}
+cacheline_transfer_remote = {REMOTE}
 [[cgroup]]
 path = "/a"
 [[cgroup]]
@@ -68,9 +75,14 @@ async fn put_last_refs(s: &Rc<Sim>, pfns: &[u32]) {
 
 /// `n` updates of +1 to `kind` of /a/b/c on `cpu` at `at`; their duration.
 fn updates(s: &Rc<Sim>, cpu: u32, at: u64, kind: StatKind, n: u64) -> u64 {
+    updates_on(s, cpu, at, 0, kind, n)
+}
+
+/// [`updates`] of the lruvec of /a/b/c on node `nid`.
+fn updates_on(s: &Rc<Sim>, cpu: u32, at: u64, nid: u32, kind: StatKind, n: u64) -> u64 {
     let end = run_probe(s, cpu, at, move |s| async move {
         for _ in 0..n {
-            s.memcg_stat_update(C, kind, 1);
+            s.memcg_stat_update(C, nid, kind, 1);
         }
     });
     end - at
@@ -155,6 +167,45 @@ fn items_share_a_line_only_where_the_kernels_arrays_put_them_together() {
         updates(&s, 3, 8_000_000, StatKind::Pgpgout, 33),
         cold + 5 * (TRANSFER + ATOMIC)
     );
+}
+
+#[test]
+fn lruvec_counters_spill_into_the_lines_of_their_nodes_lruvecs() {
+    // Two nodes, CPUs 0-1 on node 0 and 2-3 on node 1. A state item spills into the
+    // memcg's lines (struct mem_cgroup, one per cgroup) and into those of the lruvec of
+    // the page's node (struct mem_cgroup_per_node), whose hierarchical walk goes up the
+    // ancestors' lruvecs of that node (parent_nodeinfo).
+    let s = machine_nodes("batched_local", STAT_UPDATE, "classic", 2);
+    let cold = 33 * STAT_UPDATE;
+    assert_eq!(
+        updates_on(&s, 0, 1_000_000, 0, StatKind::FileMapped, 33),
+        cold + 10 * ATOMIC
+    );
+    // Node 1's CPU 2 on node 1's lruvec: the memcg's 5 lines come from node 0, the
+    // lruvec's 5 (c, b, a and the root's lruvecs of node 1) are cold.
+    assert_eq!(
+        updates_on(&s, 2, 2_000_000, 1, StatKind::FileMapped, 33),
+        cold + 5 * (REMOTE + ATOMIC) + 5 * ATOMIC
+    );
+    // CPU 1, back on node 0: the memcg's lines are on node 1 now, node 0's lruvec lines
+    // are still CPU 0's.
+    assert_eq!(
+        updates_on(&s, 1, 3_000_000, 0, StatKind::FileMapped, 33),
+        cold + 5 * (REMOTE + ATOMIC) + 5 * (TRANSFER + ATOMIC)
+    );
+    // CPU 3 on node 1: the memcg's lines come from CPU 1 on node 0 again, node 1's
+    // lruvec lines from CPU 2 on its own node.
+    assert_eq!(
+        updates_on(&s, 3, 4_000_000, 1, StatKind::FileMapped, 33),
+        cold + 5 * (REMOTE + ATOMIC) + 5 * (TRANSFER + ATOMIC)
+    );
+    // Each node's lruvec has its own per-CPU batch (lruvec_stat_cpu): 20 updates on node
+    // 0's lruvec and 13 on node 1's bring the memcg's batch to 33 (5 atomics), neither
+    // lruvec's.
+    let s = machine_nodes("batched_local", STAT_UPDATE, "classic", 2);
+    let took = updates_on(&s, 0, 1_000_000, 0, StatKind::FileMapped, 20)
+        + updates_on(&s, 0, 2_000_000, 1, StatKind::FileMapped, 13);
+    assert_eq!(took, cold + 5 * ATOMIC);
 }
 
 #[test]
@@ -257,7 +308,7 @@ fn each_cpu_memcg_and_item_batches_on_its_own() {
     );
     let in_b = run_probe(&s, 0, 4_000_000, |s| async move {
         for _ in 0..13 {
-            s.memcg_stat_update(C - 1, StatKind::FileMapped, 1);
+            s.memcg_stat_update(C - 1, 0, StatKind::FileMapped, 1);
         }
     });
     assert_eq!(in_b - 4_000_000, 13 * STAT_UPDATE);
@@ -272,7 +323,7 @@ fn each_cpu_memcg_and_item_batches_on_its_own() {
 fn updates_of(s: &Rc<Sim>, m: u16, cpu: u32, at: u64, kind: StatKind, n: u64) -> u64 {
     let end = run_probe(s, cpu, at, move |s| async move {
         for _ in 0..n {
-            s.memcg_stat_update(m, kind, 1);
+            s.memcg_stat_update(m, 0, kind, 1);
         }
     });
     end - at

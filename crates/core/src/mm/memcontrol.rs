@@ -12,7 +12,7 @@
 
 use super::vmscan::MEMCG_RECLAIM_MAY_SWAP;
 use super::vmstat::{VmEvent, NR_NODE_STAT, NR_VM_EVENTS};
-use super::{MemcgId, Mm, MEMCG_CHARGE_BATCH};
+use super::{LruvecId, MemcgId, Mm, MEMCG_CHARGE_BATCH};
 use crate::engine::{CacheLine, Time};
 
 /// memory.events items.
@@ -102,10 +102,10 @@ pub struct Memcg {
     pub counter_line: CacheLine,
     /// This memcg and its ancestors up to the root (for page-counter walks).
     pub ancestors: Vec<MemcgId>,
-    /// Shared lines of the statistics, per line group of counter items (StatKind::line):
-    /// [memcg local, memcg hierarchical, lruvec local, lruvec hierarchical] atomics of the
-    /// batched schemes (the lruvec ones are node 0's).
-    pub stat_lines: [[CacheLine; 4]; NR_STAT_LINES],
+    /// Shared lines of the memcg statistics, per line group of counter items
+    /// (StatKind::line): [local, hierarchical] atomics of the batched schemes. The lruvec
+    /// statistics have their own lines in each node's lruvec (Lruvec::stat_lines).
+    pub stat_lines: [[CacheLine; 2]; NR_STAT_LINES],
     /// rstat's stats_updates atomic.
     pub stat_updates_line: CacheLine,
 }
@@ -1215,21 +1215,25 @@ impl StatKind {
 /// The per-CPU batch of 42a300353577's counters before they spill (MEMCG_CHARGE_BATCH then).
 const STAT_SPILL_BATCH: i64 = 32;
 
-/// Per-CPU state of the modeled memcg counters: for each (cpu, memcg, kind) the pending
-/// local and hierarchical deltas, and per (cpu, memcg) rstat's pending update count.
+/// Per-CPU state of the modeled memcg counters: the pending [local, hierarchical] deltas
+/// of each (cpu, memcg, kind) (memcg_vmstats_percpu) and of each (cpu, lruvec, kind)
+/// (the per-node lruvec_stat_cpu), and per (cpu, memcg) rstat's pending update count.
 #[derive(Default)]
 pub struct StatPcpu {
     nr_memcgs: usize,
-    /// [memcg local, memcg hierarchical, lruvec local, lruvec hierarchical]
-    deltas: Vec<[i64; 4]>,
+    nr_lruvecs: usize,
+    memcg_deltas: Vec<[i64; 2]>,
+    lruvec_deltas: Vec<[i64; 2]>,
     rstat_updates: Vec<u64>,
 }
 
 impl StatPcpu {
-    pub fn new(nr_cpus: usize, nr_memcgs: usize) -> Self {
+    pub fn new(nr_cpus: usize, nr_memcgs: usize, nr_lruvecs: usize) -> Self {
         StatPcpu {
             nr_memcgs,
-            deltas: vec![[0; 4]; nr_cpus * nr_memcgs * NR_STAT_KINDS],
+            nr_lruvecs,
+            memcg_deltas: vec![[0; 2]; nr_cpus * nr_memcgs * NR_STAT_KINDS],
+            lruvec_deltas: vec![[0; 2]; nr_cpus * nr_lruvecs * NR_STAT_KINDS],
             rstat_updates: vec![0; nr_cpus * nr_memcgs],
         }
     }
@@ -1245,25 +1249,28 @@ impl StatPcpu {
 #[derive(Default)]
 pub struct StatPending {
     /// update_lru_size of the current lru_lock hold (applied inside the hold).
-    held: Vec<(MemcgId, StatKind, i64)>,
+    held: Vec<StatUpdate>,
     /// uncharge_batch of freed folios (applied after the free loop, outside any lock).
-    freed: Vec<(MemcgId, StatKind, i64)>,
+    freed: Vec<StatUpdate>,
 }
 
-fn push_summed(v: &mut Vec<(MemcgId, StatKind, i64)>, memcg: MemcgId, kind: StatKind, delta: i64) {
+/// One pending counter update: (memcg, node of the lruvec, item, delta).
+type StatUpdate = (MemcgId, u32, StatKind, i64);
+
+fn push_summed(v: &mut Vec<StatUpdate>, u: StatUpdate) {
     match v.last_mut() {
-        Some(last) if last.0 == memcg && last.1 == kind => last.2 += delta,
-        _ => v.push((memcg, kind, delta)),
+        Some(last) if (last.0, last.1, last.2) == (u.0, u.1, u.2) => last.3 += u.3,
+        _ => v.push(u),
     }
 }
 
 impl StatPending {
-    pub fn push_held(&mut self, memcg: MemcgId, kind: StatKind, delta: i64) {
-        push_summed(&mut self.held, memcg, kind, delta);
+    pub fn push_held(&mut self, memcg: MemcgId, nid: u32, kind: StatKind, delta: i64) {
+        push_summed(&mut self.held, (memcg, nid, kind, delta));
     }
 
-    pub fn push_freed(&mut self, memcg: MemcgId, kind: StatKind, delta: i64) {
-        push_summed(&mut self.freed, memcg, kind, delta);
+    pub fn push_freed(&mut self, memcg: MemcgId, nid: u32, kind: StatKind, delta: i64) {
+        push_summed(&mut self.freed, (memcg, nid, kind, delta));
     }
 }
 
@@ -1280,13 +1287,14 @@ impl crate::sim::Sim {
     /// - `percpu_local` (the seed's fix): the local counter stays per-CPU (summed on read);
     ///   the hierarchical one spills as above.
     ///
-    /// A state item is a memcg counter and a lruvec counter, as __mod_lruvec_state updates
-    /// both, each with its own local and hierarchical lines; an event is a memcg counter.
-    /// Items share a line as the kernel's arrays place them (StatKind::line). Simplified:
-    /// one lruvec per memcg (node 0's lines), and the walk up the tree always reaches the
-    /// root.
-    pub fn memcg_stat_update(&self, memcg: MemcgId, kind: StatKind, delta: i64) {
-        self.memcg_stat_update_mm(&mut self.mm.borrow_mut(), memcg, kind, delta);
+    /// A state item is a memcg counter and a counter of the memcg's lruvec on node `nid`,
+    /// as __mod_lruvec_state updates both, each with its own local and hierarchical lines
+    /// and per-CPU batch; the lruvec's hierarchical spill walks the ancestors' lruvecs of
+    /// the same node (parent_nodeinfo). An event is a memcg counter (`nid` unused). Items
+    /// share a line as the kernel's arrays place them (StatKind::line). Simplified: the
+    /// walk up the tree always reaches the root.
+    pub fn memcg_stat_update(&self, memcg: MemcgId, nid: u32, kind: StatKind, delta: i64) {
+        self.memcg_stat_update_mm(&mut self.mm.borrow_mut(), memcg, nid, kind, delta);
     }
 
     /// Apply the Mm's pending counter updates (StatPending) on this CPU: those of the
@@ -1302,9 +1310,9 @@ impl crate::sim::Sim {
             return;
         }
         let mut items = std::mem::take(list);
-        for &(memcg, kind, delta) in &items {
+        for &(memcg, nid, kind, delta) in &items {
             if delta != 0 {
-                self.memcg_stat_update_mm(&mut mm, memcg, kind, delta);
+                self.memcg_stat_update_mm(&mut mm, memcg, nid, kind, delta);
             }
         }
         items.clear();
@@ -1316,55 +1324,120 @@ impl crate::sim::Sim {
     }
 
     /// [`Sim::memcg_stat_update`] for a caller that already holds the mm.
-    pub fn memcg_stat_update_mm(&self, mm: &mut Mm, memcg: MemcgId, kind: StatKind, delta: i64) {
+    pub fn memcg_stat_update_mm(
+        &self,
+        mm: &mut Mm,
+        memcg: MemcgId,
+        nid: u32,
+        kind: StatKind,
+        delta: i64,
+    ) {
         use crate::variant::MemcgStats;
         let cpu = self.e.cpu() as usize;
+        self.e.charge(self.c.stat_update);
+        let scheme = self.v.memcg_stats;
+        if scheme == MemcgStats::Rstat {
+            let Mm {
+                memcgs, stat_pcpu, ..
+            } = mm;
+            let u = &mut stat_pcpu.rstat_updates[cpu * stat_pcpu.nr_memcgs + memcg as usize];
+            *u += delta.unsigned_abs();
+            if *u >= MEMCG_CHARGE_BATCH {
+                *u = 0;
+                for i in 0..memcgs[memcg as usize].ancestors.len() {
+                    let m = memcgs[memcg as usize].ancestors[i] as usize;
+                    let c = self.e.rmw_line(&mut memcgs[m].stat_updates_line);
+                    self.e.charge(c);
+                }
+            }
+            return;
+        }
+        let local = scheme == MemcgStats::BatchedLocal;
+        self.memcg_family_update(mm, cpu, memcg, kind, delta, local);
+        if kind.families() == 2 {
+            let lv = mm.lruvec_of(memcg, nid);
+            self.lruvec_family_update(mm, cpu, lv, kind, delta, local);
+        }
+    }
+
+    /// __mod_memcg_state / __count_memcg_events of the batched schemes: past 32 the local
+    /// delta spills into the memcg's local atomic (`local`: 42a300353577 only) and the
+    /// hierarchical one into the atomic of the memcg and of every ancestor.
+    fn memcg_family_update(
+        &self,
+        mm: &mut Mm,
+        cpu: usize,
+        memcg: MemcgId,
+        kind: StatKind,
+        delta: i64,
+        local: bool,
+    ) {
         let Mm {
             memcgs, stat_pcpu, ..
         } = mm;
-        let nm = stat_pcpu.nr_memcgs;
-        self.e.charge(self.c.stat_update);
-        match self.v.memcg_stats {
-            MemcgStats::Rstat => {
-                let u = &mut stat_pcpu.rstat_updates[cpu * nm + memcg as usize];
-                *u += delta.unsigned_abs();
-                if *u >= MEMCG_CHARGE_BATCH {
-                    *u = 0;
-                    for i in 0..memcgs[memcg as usize].ancestors.len() {
-                        let m = memcgs[memcg as usize].ancestors[i] as usize;
-                        let c = self.e.rmw_line(&mut memcgs[m].stat_updates_line);
-                        self.e.charge(c);
-                    }
-                }
-            }
-            scheme => {
-                let d = &mut stat_pcpu.deltas
-                    [(cpu * nm + memcg as usize) * NR_STAT_KINDS + kind as usize];
-                let line = kind.line();
-                for fam in 0..kind.families() {
-                    if scheme == MemcgStats::BatchedLocal {
-                        let x = &mut d[2 * fam];
-                        *x += delta;
-                        if x.abs() > STAT_SPILL_BATCH {
-                            *x = 0;
-                            let l = &mut memcgs[memcg as usize].stat_lines[line][2 * fam];
-                            let c = self.e.rmw_line(l);
-                            self.e.charge(c);
-                        }
-                    }
-                    let x = &mut d[2 * fam + 1];
-                    *x += delta;
-                    if x.abs() > STAT_SPILL_BATCH {
-                        *x = 0;
-                        for i in 0..memcgs[memcg as usize].ancestors.len() {
-                            let m = memcgs[memcg as usize].ancestors[i] as usize;
-                            let l = &mut memcgs[m].stat_lines[line][2 * fam + 1];
-                            let c = self.e.rmw_line(l);
-                            self.e.charge(c);
-                        }
-                    }
-                }
+        let i = (cpu * stat_pcpu.nr_memcgs + memcg as usize) * NR_STAT_KINDS + kind as usize;
+        let d = &mut stat_pcpu.memcg_deltas[i];
+        let line = kind.line();
+        if local && spill(&mut d[0], delta) {
+            let c = self
+                .e
+                .rmw_line(&mut memcgs[memcg as usize].stat_lines[line][0]);
+            self.e.charge(c);
+        }
+        if spill(&mut d[1], delta) {
+            for i in 0..memcgs[memcg as usize].ancestors.len() {
+                let m = memcgs[memcg as usize].ancestors[i] as usize;
+                let c = self.e.rmw_line(&mut memcgs[m].stat_lines[line][1]);
+                self.e.charge(c);
             }
         }
+    }
+
+    /// The lruvec half of __mod_lruvec_state in the batched schemes: the same spills on the
+    /// lines of the memcg's lruvec on this node (struct mem_cgroup_per_node), the
+    /// hierarchical one up the ancestors' lruvecs of that node (parent_nodeinfo).
+    fn lruvec_family_update(
+        &self,
+        mm: &mut Mm,
+        cpu: usize,
+        lv: LruvecId,
+        kind: StatKind,
+        delta: i64,
+        local: bool,
+    ) {
+        let Mm {
+            lruvecs, stat_pcpu, ..
+        } = mm;
+        let i = (cpu * stat_pcpu.nr_lruvecs + lv as usize) * NR_STAT_KINDS + kind as usize;
+        let d = &mut stat_pcpu.lruvec_deltas[i];
+        let line = kind.line();
+        if local && spill(&mut d[0], delta) {
+            let c = self
+                .e
+                .rmw_line(&mut lruvecs[lv as usize].stat_lines[line][0]);
+            self.e.charge(c);
+        }
+        if spill(&mut d[1], delta) {
+            let mut cur = Some(lv);
+            while let Some(l) = cur {
+                let c = self
+                    .e
+                    .rmw_line(&mut lruvecs[l as usize].stat_lines[line][1]);
+                self.e.charge(c);
+                cur = lruvecs[l as usize].parent;
+            }
+        }
+    }
+}
+
+/// Add `delta` to a per-CPU batch; true (and the batch emptied) when it went past the
+/// spill threshold, abs(x) > 32.
+fn spill(x: &mut i64, delta: i64) -> bool {
+    *x += delta;
+    if x.abs() > STAT_SPILL_BATCH {
+        *x = 0;
+        true
+    } else {
+        false
     }
 }

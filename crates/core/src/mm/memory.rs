@@ -76,7 +76,7 @@ impl Sim {
             mm.count_memcg_event(r.1, VmEvent::Pgfault, 1);
             r
         };
-        self.memcg_stat_update(memcg, StatKind::Pgfault, 1);
+        self.memcg_stat_update(memcg, node, StatKind::Pgfault, 1);
         let (file, text) = {
             let mm = self.mm.borrow();
             (mm.mms[mmid as usize].file, mm.mms[mmid as usize].text)
@@ -131,7 +131,7 @@ impl Sim {
         }
         self.mm.borrow_mut().pages[pfn as usize].memcg = memcg;
         // mem_cgroup_charge_statistics(): PGPGIN.
-        self.memcg_stat_update(memcg, StatKind::Pgpgin, 1);
+        self.memcg_stat_update(memcg, node, StatKind::Pgpgin, 1);
         Some(pfn)
     }
 
@@ -183,7 +183,8 @@ impl Sim {
         };
         // Killed meanwhile, or the folio was reclaimed while we slept: retry later.
         if let Some(m) = self.finish_fault_file(mmid, vpn, pfn, true) {
-            self.memcg_stat_update(m, StatKind::FileMapped, 1);
+            let nid = self.mm.borrow().pfn_node(pfn);
+            self.memcg_stat_update(m, nid, StatKind::FileMapped, 1);
         }
         Fault::Minor
     }
@@ -227,7 +228,8 @@ impl Sim {
         }
         match self.finish_fault_file(mmid, vpn, pfn, false) {
             Some(m) => {
-                self.memcg_stat_update(m, StatKind::FileMapped, 1);
+                let nid = self.mm.borrow().pfn_node(pfn);
+                self.memcg_stat_update(m, nid, StatKind::FileMapped, 1);
                 if major {
                     Fault::Major
                 } else {
@@ -288,7 +290,8 @@ impl Sim {
             mm.map_anon(mmid, vpn, pfn, write);
             mm.pages[pfn as usize].clear(PG_LOCKED);
         }
-        self.memcg_stat_update(memcg, StatKind::AnonMapped, 1);
+        let nid = self.mm.borrow().pfn_node(pfn);
+        self.memcg_stat_update(memcg, nid, StatKind::AnonMapped, 1);
         self.folio_add_lru(pfn, true).await;
         Fault::Minor
     }
@@ -411,8 +414,9 @@ impl Sim {
     /// flush of the range (tlb_finish_mmu), a shootdown when other CPUs run the mm.
     pub async fn zap_pte_range(&self, mmid: u32, lo: u32, hi: u32) {
         let mut folios: Vec<Pfn> = Vec::new();
-        let mut unmapped = 0u64;
-        let mut file_unmapped: Vec<u16> = Vec::new();
+        // The nodes of the unmapped anon folios, and (memcg, node) of the file ones.
+        let mut anon_unmapped: Vec<u32> = Vec::new();
+        let mut file_unmapped: Vec<(u16, u32)> = Vec::new();
         let memcg_id = self.mm.borrow().mms[mmid as usize].memcg;
         {
             let mut mm = self.mm.borrow_mut();
@@ -431,7 +435,7 @@ impl Sim {
                     mm.pages[pfn as usize].private -= 1;
                     let lv = mm.folio_lruvec(pfn) as usize;
                     mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, -1);
-                    file_unmapped.push(mm.pages[pfn as usize].memcg);
+                    file_unmapped.push((mm.pages[pfn as usize].memcg, mm.pfn_node(pfn)));
                 } else if pte::present(v) {
                     let pfn = pte::pfn(v);
                     mm.mms[mmid as usize].rss -= 1;
@@ -440,7 +444,7 @@ impl Sim {
                     mm.delete_from_swap_cache(pfn);
                     mm.pages[pfn as usize].clear(PG_OWNED);
                     folios.push(pfn);
-                    unmapped += 1;
+                    anon_unmapped.push(mm.pfn_node(pfn));
                 } else if pte::is_swap(v) {
                     mm.mms[mmid as usize].swapents -= 1;
                     let slot = pte::slot(v);
@@ -460,15 +464,15 @@ impl Sim {
             }
         }
         self.e.charge(folios.len() as u64 * self.c.pte_unmap);
-        if unmapped > 0 || !file_unmapped.is_empty() {
+        if !anon_unmapped.is_empty() || !file_unmapped.is_empty() {
             // tlb_finish_mmu(): the cleared present PTEs, flushed once for the range.
             self.flush_tlb_mm_range(&self.mm.borrow().mms[mmid as usize], mmid);
         }
-        for _ in 0..unmapped {
-            self.memcg_stat_update(memcg_id, StatKind::AnonMapped, -1);
+        for nid in anon_unmapped {
+            self.memcg_stat_update(memcg_id, nid, StatKind::AnonMapped, -1);
         }
-        for m in file_unmapped {
-            self.memcg_stat_update(m, StatKind::FileMapped, -1);
+        for (m, nid) in file_unmapped {
+            self.memcg_stat_update(m, nid, StatKind::FileMapped, -1);
         }
         // free_pages_and_swap_cache()
         self.lru_add_drain().await;

@@ -88,6 +88,10 @@ pub struct Lruvec {
     /// MGLRU generations of this lruvec (struct lru_gen_folio); off (`enabled` false)
     /// unless the run uses lru_gen.
     pub lrugen: crate::mm::lru_gen::LruGenFolio,
+    /// Shared lines of the lruvec statistics of the batched memcg_stats schemes (seed
+    /// 004), per line group of counter items: [local, hierarchical] atomics
+    /// (lruvec_stat_local and lruvec_stat of struct mem_cgroup_per_node).
+    pub stat_lines: [[crate::engine::CacheLine; 2]; crate::mm::memcontrol::NR_STAT_LINES],
 }
 
 /// How far ahead of the tail the lists are prefetched: three reclaim chunks.
@@ -114,6 +118,7 @@ impl Lruvec {
             prefetch_cursor: [NIL; EVICTABLE_LRUS.len()],
             prefetch_ahead: [0; EVICTABLE_LRUS.len()],
             lrugen: crate::mm::lru_gen::LruGenFolio::new(),
+            stat_lines: Default::default(),
         }
     }
 

@@ -591,8 +591,9 @@ impl Mm {
         } else {
             lru
         };
+        let nid = self.pfn_node(pfn);
         self.stat_pending
-            .push_held(p.memcg, memcontrol::StatKind::lru(lru), delta);
+            .push_held(p.memcg, nid, memcontrol::StatKind::lru(lru), delta);
     }
 
     /// The cache lines a list operation on `lv` wrote: list_add/__list_del_entry write the

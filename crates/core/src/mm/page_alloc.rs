@@ -98,7 +98,7 @@ impl Mm {
         // uncharge_batch's PGPGOUT, one update per run of one memcg's folios.
         let memcg = self.pages[pfn as usize].memcg;
         self.stat_pending
-            .push_freed(memcg, super::memcontrol::StatKind::Pgpgout, 1);
+            .push_freed(memcg, 0, super::memcontrol::StatKind::Pgpgout, 1);
         self.release_frame(pfn);
     }
 
