@@ -116,7 +116,14 @@ files = ["16M"]
     // cgroup.
     let two = t.replace("cpus = 4\n", "cpus = 4\nnodes = 2\n");
     let e3 = reclaimsim_core::budget::estimate(&Scenario::from_toml(&two).unwrap());
-    let memcg3 = e3.terms.iter().find(|t| t.name.starts_with("memcg state")).unwrap();
-    assert_eq!(memcg3.bytes, 2 * (4096 + 2 * 1200 + 6 * (per_cpu + 9 * 2 * 8)));
+    let memcg3 = e3
+        .terms
+        .iter()
+        .find(|t| t.name.starts_with("memcg state"))
+        .unwrap();
+    assert_eq!(
+        memcg3.bytes,
+        2 * (4096 + 2 * 1200 + 6 * (per_cpu + 9 * 2 * 8))
+    );
     assert_eq!(e.total, e.terms.iter().map(|t| t.bytes).sum::<u64>());
 }

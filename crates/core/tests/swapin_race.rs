@@ -3,6 +3,14 @@
 //! (pte_same) and backs out when it changed; the fault must not map the folio into the
 //! unmapped range nor drop the process's swap-entry count a second time.
 
+//!
+//! And its drain of the LRU batches: a write fault on a folio taken through the swap
+//! cache that is not on an LRU (its read-in just queued it in this CPU's lru_add batch)
+//! drains the batches first, so that the refcount check for exclusive ownership does not
+//! count the batch's reference. Every such swap-in takes the lru_lock once, at
+//! lru_add_drain_cpu. A read fault does not; nor does a swap-in from a synchronous device
+//! (zram), which in the kernel skips the swap cache for an entry one process uses.
+use reclaimsim_core::engine::{LockClass, Site};
 use reclaimsim_core::mm::memory::Fault;
 use reclaimsim_core::mm::mm_types::pte;
 use reclaimsim_core::mm::MmStruct;
@@ -14,14 +22,20 @@ use std::rc::Rc;
 /// A machine with an SSD swap (asynchronous reads, 80 us) and no workload running (the
 /// scenario's only one starts after the end).
 fn sim() -> Rc<Sim> {
-    let t = r#"
+    sim_on("ssd")
+}
+
+/// [`sim`] with swap on `device`.
+fn sim_on(device: &str) -> Rc<Sim> {
+    let t = format!(
+        r#"
 duration = "1ms"
 [machine]
 cpus = 2
 memory_per_node = "64M"
 [machine.swap]
 size = "64M"
-device = "ssd"
+device = "{device}"
 [[cgroup]]
 path = "/a"
 [[workload]]
@@ -29,8 +43,9 @@ type = "usemem"
 cgroup = "/a"
 size = "4K"
 start = "10s"
-"#;
-    Sim::build(&Scenario::from_toml(t).unwrap()).unwrap()
+"#
+    );
+    Sim::build(&Scenario::from_toml(&t).unwrap()).unwrap()
 }
 
 /// A process of memcg /a (id 1) with page 0 swapped out (its slot holds a shadow).
@@ -105,4 +120,98 @@ fn without_a_munmap_the_swapin_maps_the_page() {
     // A write fault frees the swap slot (should_try_to_free_swap).
     assert_eq!(mm.swap.as_ref().unwrap().nr_used(), 0);
     assert_eq!(mm.used_frames, 1);
+}
+
+/// The lru_lock acquisitions at lru_add_drain_cpu so far.
+fn drains(s: &Sim) -> u64 {
+    s.e.lock_stats()
+        .iter()
+        .filter(|(c, site, _)| *c == LockClass::LruLock && *site == Site::LruAddDrainCpu)
+        .map(|(_, _, st)| st.acquisitions)
+        .sum()
+}
+
+/// A fault on page 0 by a thread of the process on CPU 0; returns the fault's outcome,
+/// whether the folio ended on an LRU (not in a batch), and the lru_lock acquisitions at
+/// lru_add_drain_cpu.
+fn swap_in(device: &str, write: bool) -> (Option<Fault>, bool, u64) {
+    let s = sim_on(device);
+    let (mmid, _) = swapped_out_process(&s);
+    let fault = Rc::new(Cell::new(None));
+    let (s2, f2) = (s.clone(), fault.clone());
+    s.e.spawn_tagged(0, 0, mmid, async move {
+        f2.set(Some(s2.handle_mm_fault(mmid, 0, write).await));
+    });
+    s.e.run_until(1_000_000, 1 << 20, &mut |_| true);
+    let on_lru = {
+        let mm = s.mm.borrow();
+        let pfn = pte::pfn(mm.mms[mmid as usize].ptes[0]);
+        mm.pages[pfn as usize].on_lru()
+    };
+    let drains =
+        s.e.lock_stats()
+            .iter()
+            .filter(|(c, site, _)| *c == LockClass::LruLock && *site == Site::LruAddDrainCpu)
+            .map(|(_, _, st)| st.acquisitions)
+            .sum();
+    (fault.get(), on_lru, drains)
+}
+
+#[test]
+fn a_write_swapin_from_a_disk_drains_the_batch_that_holds_its_folio() {
+    assert_eq!(swap_in("ssd", true), (Some(Fault::Major), true, 1));
+}
+
+#[test]
+fn a_read_swapin_leaves_its_folio_in_the_batch() {
+    assert_eq!(swap_in("ssd", false), (Some(Fault::Major), false, 0));
+}
+
+#[test]
+fn a_write_swapin_from_zram_does_not_drain() {
+    assert_eq!(swap_in("zram", true), (Some(Fault::Major), false, 0));
+}
+
+#[test]
+fn a_write_fault_on_a_swap_cache_folio_still_in_the_batch_drains_it() {
+    // A read swap-in maps the folio and leaves it in the swap cache and in the lru_add
+    // batch; its PTE then goes back to the swap entry (as try_to_unmap leaves it), so the
+    // next write fault finds the folio in the swap cache (minor) while it is off the LRU.
+    let s = sim_on("zram");
+    let (mmid, _) = swapped_out_process(&s);
+    let s2 = s.clone();
+    s.e.spawn_tagged(0, 0, mmid, async move {
+        s2.handle_mm_fault(mmid, 0, false).await;
+    });
+    s.e.run_until(1_000_000, 1 << 20, &mut |_| true);
+    let pfn = {
+        let mut mm = s.mm.borrow_mut();
+        let pfn = pte::pfn(mm.mms[mmid as usize].ptes[0]);
+        assert!(
+            !mm.pages[pfn as usize].on_lru(),
+            "the read leaves it in the batch"
+        );
+        let slot = mm.pages[pfn as usize].private;
+        let m = &mut mm.mms[mmid as usize];
+        m.ptes[0] = pte::mk_swap(slot);
+        m.rss -= 1;
+        m.swapents += 1;
+        pfn
+    };
+    let fault = Rc::new(Cell::new(None));
+    let (s2, f2) = (s.clone(), fault.clone());
+    s.e.spawn_tagged(2_000_000, 0, mmid, async move {
+        f2.set(Some(s2.handle_mm_fault(mmid, 0, true).await));
+    });
+    s.e.run_until(3_000_000, 1 << 20, &mut |_| true);
+    assert_eq!(fault.get(), Some(Fault::Minor));
+    // Found in the swap cache: the drain applies on zram too.
+    assert!(s.mm.borrow().pages[pfn as usize].on_lru());
+    let drains: u64 =
+        s.e.lock_stats()
+            .iter()
+            .filter(|(c, site, _)| *c == LockClass::LruLock && *site == Site::LruAddDrainCpu)
+            .map(|(_, _, st)| st.acquisitions)
+            .sum();
+    assert_eq!(drains, 1);
 }

@@ -298,6 +298,15 @@ impl Sim {
 
     /// do_swap_page(): bring a swapped-out page back, from the swap cache if it is still
     /// there (minor), else from the device (major: pswpin, read latency, refault check).
+    ///
+    /// A write fault on a folio taken through the swap cache drains this CPU's LRU batches
+    /// first when the folio is not on an LRU (it usually sits in the lru_add batch its
+    /// read-in just put it in): the kernel does so to drop the batch's reference before it
+    /// checks the refcount for exclusive ownership, so every write swap-in from an
+    /// asynchronous device takes the lru_lock at lru_add_drain_cpu. A swap-in from a
+    /// synchronous device (zram) of an entry only one process uses skips the swap cache
+    /// (SWP_SYNCHRONOUS_IO) and does not drain; the model reads it through the swap cache
+    /// all the same (simplified) but skips the drain as the kernel does.
     async fn do_swap_page(
         &self,
         mmid: u32,
@@ -314,6 +323,13 @@ impl Sim {
             .as_ref()
             .map_or(SwapEnt::Free, |s| s.get(slot));
         if let SwapEnt::Cached(pfn) = ent {
+            if write && !self.mm.borrow().pages[pfn as usize].on_lru() {
+                self.lru_add_drain().await;
+                // The entry may have gone while the drain waited for the lock.
+                if self.mm.borrow().mms[mmid as usize].ptes[vpn as usize] != pte::mk_swap(slot) {
+                    return Fault::Retry { major: false };
+                }
+            }
             let mut mm = self.mm.borrow_mut();
             mm.map_anon(mmid, vpn, pfn, write);
             mm.mms[mmid as usize].swapents -= 1;
@@ -376,6 +392,15 @@ impl Sim {
             // Killed during the read: exit_mmap dropped the mapping side; drop ours.
             self.folio_put_last(pfn).await;
             return Fault::Oom;
+        }
+        let synchronous = self
+            .mm
+            .borrow()
+            .swap
+            .as_ref()
+            .is_some_and(|s| s.synchronous);
+        if write && !synchronous && !self.mm.borrow().pages[pfn as usize].on_lru() {
+            self.lru_add_drain().await;
         }
         // pte_same() under the page-table lock: a munmap during the read zapped the swap
         // entry (and took the folio out of the swap cache); back out, dropping our

@@ -147,6 +147,13 @@ impl Page {
         self.flags &= !f;
         r
     }
+    /// folio_test_lru(): on an LRU list and free to be taken off it. A folio queued in a
+    /// per-CPU batch keeps PG_LRU here but is marked PG_INBATCH, where the kernel clears
+    /// PG_lru while the batch holds it.
+    #[inline]
+    pub fn on_lru(&self) -> bool {
+        self.test(PG_LRU) && !self.test(PG_INBATCH)
+    }
     /// folio_is_file_lru(): file LRU (not swap-backed).
     #[inline]
     pub fn is_file_lru(&self) -> bool {
