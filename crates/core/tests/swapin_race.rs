@@ -172,11 +172,13 @@ fn a_write_swapin_from_zram_does_not_drain() {
     assert_eq!(swap_in("zram", true), (Some(Fault::Major), false, 0));
 }
 
-#[test]
-fn a_write_fault_on_a_swap_cache_folio_still_in_the_batch_drains_it() {
-    // A read swap-in maps the folio and leaves it in the swap cache and in the lru_add
-    // batch; its PTE then goes back to the swap entry (as try_to_unmap leaves it), so the
-    // next write fault finds the folio in the swap cache (minor) while it is off the LRU.
+/// A fault (`write` or read) on page 0 that finds its folio in the swap cache while the
+/// folio is still in the lru_add batch: a read swap-in maps the folio and leaves it in the
+/// swap cache and in the batch; its PTE then goes back to the swap entry (as try_to_unmap
+/// leaves it), so the next fault is a minor one on a folio off the LRU. Returns that
+/// fault's outcome, whether the folio ended on an LRU, and the acquisitions at
+/// lru_add_drain_cpu.
+fn cached_fault(write: bool) -> (Option<Fault>, bool, u64) {
     let s = sim_on("zram");
     let (mmid, _) = swapped_out_process(&s);
     let s2 = s.clone();
@@ -201,17 +203,40 @@ fn a_write_fault_on_a_swap_cache_folio_still_in_the_batch_drains_it() {
     let fault = Rc::new(Cell::new(None));
     let (s2, f2) = (s.clone(), fault.clone());
     s.e.spawn_tagged(2_000_000, 0, mmid, async move {
-        f2.set(Some(s2.handle_mm_fault(mmid, 0, true).await));
+        f2.set(Some(s2.handle_mm_fault(mmid, 0, write).await));
     });
     s.e.run_until(3_000_000, 1 << 20, &mut |_| true);
-    assert_eq!(fault.get(), Some(Fault::Minor));
+    let on_lru = s.mm.borrow().pages[pfn as usize].on_lru();
+    (fault.get(), on_lru, drains(&s))
+}
+
+#[test]
+fn a_write_fault_on_a_swap_cache_folio_still_in_the_batch_drains_it() {
     // Found in the swap cache: the drain applies on zram too.
-    assert!(s.mm.borrow().pages[pfn as usize].on_lru());
-    let drains: u64 =
-        s.e.lock_stats()
-            .iter()
-            .filter(|(c, site, _)| *c == LockClass::LruLock && *site == Site::LruAddDrainCpu)
-            .map(|(_, _, st)| st.acquisitions)
-            .sum();
-    assert_eq!(drains, 1);
+    assert_eq!(cached_fault(true), (Some(Fault::Minor), true, 1));
+}
+
+#[test]
+fn a_read_fault_on_a_swap_cache_folio_leaves_the_batch_alone() {
+    assert_eq!(cached_fault(false), (Some(Fault::Minor), false, 0));
+}
+
+#[test]
+fn folio_test_lru_is_false_for_a_batched_or_isolated_folio() {
+    use reclaimsim_core::mm::mm_types::{Page, PG_INBATCH, PG_LRU};
+    let with = |f: u16| {
+        let mut p = Page::default();
+        p.set(f);
+        p.on_lru()
+    };
+    // On a list: yes. In a batch (PG_lru cleared in the kernel), isolated, or both: no.
+    assert_eq!(
+        [
+            with(PG_LRU),
+            with(PG_LRU | PG_INBATCH),
+            with(0),
+            with(PG_INBATCH)
+        ],
+        [true, false, false, false]
+    );
 }
