@@ -1375,8 +1375,8 @@ impl crate::sim::Sim {
         let Mm {
             memcgs, stat_pcpu, ..
         } = mm;
-        let i = (cpu * stat_pcpu.nr_memcgs + memcg as usize) * NR_STAT_KINDS + kind as usize;
-        let d = &mut stat_pcpu.memcg_deltas[i];
+        let at = (cpu * stat_pcpu.nr_memcgs + memcg as usize) * NR_STAT_KINDS + kind as usize;
+        let d = &mut stat_pcpu.memcg_deltas[at];
         let line = kind.line();
         if local && spill(&mut d[0], delta) {
             let c = self
@@ -1408,8 +1408,8 @@ impl crate::sim::Sim {
         let Mm {
             lruvecs, stat_pcpu, ..
         } = mm;
-        let i = (cpu * stat_pcpu.nr_lruvecs + lv as usize) * NR_STAT_KINDS + kind as usize;
-        let d = &mut stat_pcpu.lruvec_deltas[i];
+        let at = (cpu * stat_pcpu.nr_lruvecs + lv as usize) * NR_STAT_KINDS + kind as usize;
+        let d = &mut stat_pcpu.lruvec_deltas[at];
         let line = kind.line();
         if local && spill(&mut d[0], delta) {
             let c = self
