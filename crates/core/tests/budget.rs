@@ -81,25 +81,14 @@ type = "file_read"
 files = ["16M"]
 "#;
     let e = reclaimsim_core::budget::estimate(&Scenario::from_toml(t).unwrap());
-    let term = |prefix: &str| {
-        e.terms
-            .iter()
-            .find(|t| t.name.starts_with(prefix))
-            .unwrap_or_else(|| panic!("{prefix}: {:?}", e.terms))
-            .bytes
-    };
+    let term = |prefix: &str| term_of(&e, prefix);
     // Frames: 32M of the cgroup (8192 pages) plus the 16M file (4096), 25 bytes each
     // (Page 16, LruLink 8, the line-owner byte 1).
     assert_eq!(term("frame table"), (8192 + 4096) * 25);
     // With MGLRU, one generation byte more per frame.
     let mg = format!("{t}[kernel]\nlru = \"mglru\"\n");
     let e2 = reclaimsim_core::budget::estimate(&Scenario::from_toml(&mg).unwrap());
-    let frames2 = e2
-        .terms
-        .iter()
-        .find(|t| t.name.starts_with("frame table"))
-        .unwrap();
-    assert_eq!(frames2.bytes, (8192 + 4096) * 26);
+    assert_eq!(term_of(&e2, "frame table"), (8192 + 4096) * 26);
     // PTEs: 2 * 16384 pages, 4 bytes each and a byte per 512.
     assert_eq!(term("page tables of workload[0]"), 32768 * 4 + 32768 / 512);
     // The swap map: the anonymous pages beyond the cgroup's 8192, 8 bytes each.
@@ -116,14 +105,18 @@ files = ["16M"]
     // cgroup.
     let two = t.replace("cpus = 4\n", "cpus = 4\nnodes = 2\n");
     let e3 = reclaimsim_core::budget::estimate(&Scenario::from_toml(&two).unwrap());
-    let memcg3 = e3
-        .terms
-        .iter()
-        .find(|t| t.name.starts_with("memcg state"))
-        .unwrap();
     assert_eq!(
-        memcg3.bytes,
+        term_of(&e3, "memcg state"),
         2 * (4096 + 2 * 1200 + 6 * (per_cpu + 9 * 2 * 8))
     );
     assert_eq!(e.total, e.terms.iter().map(|t| t.bytes).sum::<u64>());
+}
+
+/// The bytes of the term of estimate `e` whose name starts with `prefix`.
+fn term_of(e: &reclaimsim_core::budget::Estimate, prefix: &str) -> u64 {
+    e.terms
+        .iter()
+        .find(|t| t.name.starts_with(prefix))
+        .unwrap_or_else(|| panic!("{prefix}: {:?}", e.terms))
+        .bytes
 }

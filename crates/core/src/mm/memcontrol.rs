@@ -1346,8 +1346,7 @@ impl crate::sim::Sim {
                 *u = 0;
                 for i in 0..memcgs[memcg as usize].ancestors.len() {
                     let m = memcgs[memcg as usize].ancestors[i] as usize;
-                    let c = self.e.rmw_line(&mut memcgs[m].stat_updates_line);
-                    self.e.charge(c);
+                    self.atomic_add(&mut memcgs[m].stat_updates_line);
                 }
             }
             return;
@@ -1379,16 +1378,12 @@ impl crate::sim::Sim {
         let d = &mut stat_pcpu.memcg_deltas[at];
         let line = kind.line();
         if local && spill(&mut d[0], delta) {
-            let c = self
-                .e
-                .rmw_line(&mut memcgs[memcg as usize].stat_lines[line][0]);
-            self.e.charge(c);
+            self.atomic_add(&mut memcgs[memcg as usize].stat_lines[line][0]);
         }
         if spill(&mut d[1], delta) {
             for i in 0..memcgs[memcg as usize].ancestors.len() {
                 let m = memcgs[memcg as usize].ancestors[i] as usize;
-                let c = self.e.rmw_line(&mut memcgs[m].stat_lines[line][1]);
-                self.e.charge(c);
+                self.atomic_add(&mut memcgs[m].stat_lines[line][1]);
             }
         }
     }
@@ -1412,21 +1407,22 @@ impl crate::sim::Sim {
         let d = &mut stat_pcpu.lruvec_deltas[at];
         let line = kind.line();
         if local && spill(&mut d[0], delta) {
-            let c = self
-                .e
-                .rmw_line(&mut lruvecs[lv as usize].stat_lines[line][0]);
-            self.e.charge(c);
+            self.atomic_add(&mut lruvecs[lv as usize].stat_lines[line][0]);
         }
         if spill(&mut d[1], delta) {
             let mut cur = Some(lv);
             while let Some(l) = cur {
-                let c = self
-                    .e
-                    .rmw_line(&mut lruvecs[l as usize].stat_lines[line][1]);
-                self.e.charge(c);
+                self.atomic_add(&mut lruvecs[l as usize].stat_lines[line][1]);
                 cur = lruvecs[l as usize].parent;
             }
         }
+    }
+
+    /// atomic_long_add() on a shared counter line: this CPU waits for the line, takes it
+    /// from its last writer and does the atomic (Engine::rmw_line), all of it CPU time.
+    fn atomic_add(&self, line: &mut CacheLine) {
+        let c = self.e.rmw_line(line);
+        self.e.charge(c);
     }
 }
 
