@@ -6,7 +6,7 @@
 //! | term | bytes | reached when |
 //! |---|---|---|
 //! | frame table | 25 per frame the workloads can use (26 with MGLRU's generation byte): their memory, capped by the cgroups' memory.max and by the machine | frames are allocated zeroed and touched in order as they are first used |
-//! | page tables | 4 per page of every usemem area and request_churn buffer ring (PTEs) | areas are written all over (prefault, passes, random writes) |
+//! | page tables | 4 per page of every usemem area (the parent's too, with prealloc, plus a write-protect bit per page) and request_churn buffer ring (PTEs) | areas are written all over (prefault, passes, random writes) |
 //! | page-cache index | 8 per page of every file (file_read files, shared_file mappings) | a read leaves an entry or a shadow per page |
 //! | swap map | 8 per swap slot: the anonymous pages that the cgroups' memory.max and the machine cannot hold | slots are handed out in order |
 //! | memcg state | per cgroup: its lruvecs and locks on every node and its per-CPU statistics deltas (152 bytes per CPU, and 144 per CPU per node) | built at start |
@@ -107,7 +107,8 @@ pub fn available_memory() -> Option<u64> {
 fn demand(w: &WorkloadSpec, frames: u64) -> (u64, u64) {
     match w {
         WorkloadSpec::Usemem(u) => {
-            let p = u.processes as u64 * u.size.pages();
+            // With prealloc, the parent's area besides each worker's copies.
+            let p = (u.processes as u64 + u.prealloc as u64) * u.size.pages();
             match u.mapping {
                 // Shmem folios are swap-backed, on the anon LRU, as anonymous ones.
                 MappingKind::Anon | MappingKind::Shmem => (p, p),
@@ -184,11 +185,13 @@ pub fn estimate(sc: &Scenario) -> Estimate {
         let at = |f: &str| format!("scenario.workload[{i}].{f}");
         match w {
             WorkloadSpec::Usemem(u) => {
-                let p = u.processes as u64 * u.size.pages();
+                let p = (u.processes as u64 + u.prealloc as u64) * u.size.pages();
+                // A forked area also has its write-protect bits, one per page.
+                let per = PTE_BYTES + if u.prealloc { 1.0 / 8.0 } else { 0.0 };
                 add(
                     format!("page tables of workload[{i}] (usemem, {p} pages)"),
                     at("size"),
-                    (p as f64 * PTE_BYTES) as u64,
+                    (p as f64 * per) as u64,
                 );
                 if u.mapping == MappingKind::SharedFile {
                     add(

@@ -644,7 +644,9 @@ pub struct Usemem {
     pub threads: u32,
     /// Bytes mapped per process.
     pub size: Size,
-    /// `--prealloc`: map before starting (the area exists from the start).
+    /// `--prealloc`: a parent process maps (and with `prefault` populates) the area, then
+    /// forks the `processes` workers, which share its pages copy-on-write until each
+    /// writes them (mm/fork.rs); an anonymous mapping only, without `unmap`.
     #[serde(default)]
     pub prealloc: bool,
     /// `--prefault`: populate the whole area before the timed passes (MAP_POPULATE).
@@ -1637,6 +1639,12 @@ impl Scenario {
                                 format!("{} ns: allowed up to {MAX_DURATION} ns", r.0),
                             ));
                         }
+                    }
+                    if u.prealloc && (u.mapping != MappingKind::Anon || u.unmap) {
+                        return Err(Error::scenario(
+                            at("prealloc"),
+                            "true: the parent's area is shared copy-on-write with its forked workers, which needs mapping = \"anon\" and unmap = false",
+                        ));
                     }
                     if !u.rate_catch_up && u.rate.is_none() {
                         return Err(Error::scenario(

@@ -243,6 +243,7 @@ impl Sim {
             mms: Vec::new(),
             files: Vec::new(),
             swap,
+            shared_mapcount: Default::default(),
             batches: (0..all_cpus).map(|_| CpuBatches::default()).collect(),
             stock: vec![(0, 0); all_cpus],
             events: [0; NR_VM_EVENTS],

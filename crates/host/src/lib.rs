@@ -148,6 +148,9 @@ pub fn processes(sc: &Scenario, wi: usize) -> Result<u32, String> {
         WorkloadSpec::Usemem(u) if u.mapping == MappingKind::SharedFile => Err(format!(
             "scenario.workload[{wi}]: kernel-run supports usemem mapping = \"anon\" only"
         )),
+        WorkloadSpec::Usemem(u) if u.prealloc => Err(format!(
+            "scenario.workload[{wi}].prealloc: true: kernel-run maps each process's area in the process itself (its workers share no parent's pages copy-on-write); allowed: prealloc = false"
+        )),
         WorkloadSpec::Usemem(u) => Ok(u.processes),
         WorkloadSpec::FileRead(_) => Ok(1),
         WorkloadSpec::Trace(_) => Ok(1),

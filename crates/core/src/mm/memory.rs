@@ -2,12 +2,16 @@
 //!
 //! Models mm/memory.c: handle_mm_fault -> do_anonymous_page (a zeroed private page) or
 //! do_swap_page (swap cache hit = minor fault; miss = major fault reading the slot back,
-//! with workingset_refault deciding activation). Simplified: no swap readahead (one page
-//! per swapin, as on zram), no THP, no fork/COW sharing, no zero page (reads of untouched
-//! memory are treated as writes); a write fault on a swapped-in folio frees its swap slot
-//! (should_try_to_free_swap), a read fault keeps it unless swap is half full.
+//! with workingset_refault deciding activation) or, for a write to a PTE that fork
+//! write-protected, do_wp_page (reuse the folio if this process is its only user, else copy
+//! it). Simplified: no swap readahead (one page per swapin, as on zram), no THP, no zero
+//! page (reads of untouched memory are treated as writes); a write fault on a swapped-in
+//! folio frees its swap slot (should_try_to_free_swap), a read fault keeps it unless swap
+//! is half full. A swap-in of a slot other processes' swap PTEs still refer to (a folio
+//! forked processes share) maps the folio write-protected and leaves it in the swap cache;
+//! a write then copies it. The copy is costed as a page clear (`page_zero`).
 //! zap_pte_range (munmap, exit) frees through free_pages_and_swap_cache, which drains the
-//! local CPU's LRU batches first.
+//! local CPU's LRU batches first; a folio or swap slot other processes still use stays.
 
 use super::filemap::NewFolio;
 use super::memcontrol::KmemKind;
@@ -37,7 +41,7 @@ impl Mm {
     /// folio_free_swap(): drop a mapped folio's swap slot; the folio becomes dirty anon.
     pub fn folio_free_swap(&mut self, pfn: Pfn) {
         let p = self.pages[pfn as usize];
-        if !p.test(PG_SWAPCACHE) || p.test(PG_WRITEBACK) {
+        if !p.test(PG_SWAPCACHE) || p.test(PG_WRITEBACK) || self.folio_swapped(pfn) {
             return;
         }
         if let Some(s) = self.swap.as_mut() {
@@ -52,14 +56,42 @@ impl Mm {
         pg.set(PG_DIRTY);
     }
 
-    /// Map `pfn` at `vpn` of mm `mmid` (set_pte_at plus the rss and NR_ANON_MAPPED counts).
-    fn map_anon(&mut self, mmid: u32, vpn: u32, pfn: Pfn, write: bool) {
+    /// folio_swapped(): do swap PTEs of other processes still refer to the folio's slot?
+    /// Only a shared folio's slot can have them while the folio is mapped (swapfile.rs).
+    pub fn folio_swapped(&self, pfn: Pfn) -> bool {
+        let p = &self.pages[pfn as usize];
+        p.test(PG_SWAPCACHE)
+            && self
+                .swap
+                .as_ref()
+                .and_then(|s| s.swap_count(p.private))
+                .is_some_and(|c| c > 0)
+    }
+
+    /// Map `pfn` at `vpn` of mm `mmid` (set_pte_at plus the rss count, and NR_ANON_MAPPED
+    /// when no other process maps the folio yet), write-protected if `wrprotect`.
+    fn map_anon(&mut self, mmid: u32, vpn: u32, pfn: Pfn, write: bool, wrprotect: bool) {
+        let first = !self.folio_shared_anon(pfn) || self.shared_mapcount_mod(pfn, true) == 0;
         let m = &mut self.mms[mmid as usize];
         m.ptes[vpn as usize] = pte::mk_present(pfn, true, write);
+        m.set_wrprotect(vpn, wrprotect);
         m.rss += 1;
         m.pmd_mkyoung(vpn);
-        let lv = self.folio_lruvec(pfn) as usize;
-        self.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, 1);
+        if first {
+            let lv = self.folio_lruvec(pfn) as usize;
+            self.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, 1);
+        }
+    }
+
+    /// The swap PTE at `vpn` of `mmid` becomes a mapping of its slot's folio: swap_free()
+    /// of the PTE's reference. Returns whether the folio is now exclusive to this process
+    /// (no other swap PTE refers to the slot): mapped writable, else write-protected.
+    fn swap_map_exclusive(&mut self, slot: u32) -> bool {
+        let s = self.swap.as_mut().expect("swap entry without swap");
+        match s.swap_count(slot) {
+            Some(_) => s.swap_put(slot) == 0,
+            None => true,
+        }
     }
 }
 
@@ -86,6 +118,9 @@ impl Sim {
                 .await
         } else if let Some(f) = file {
             self.do_shared_fault(mmid, vpn, f, memcg, node).await
+        } else if pte::present(v) {
+            // A write to a PTE fork write-protected.
+            self.do_wp_page(mmid, vpn, pte::pfn(v), memcg, node).await
         } else if pte::is_swap(v) {
             self.do_swap_page(mmid, vpn, pte::slot(v), write, memcg, node)
                 .await
@@ -287,7 +322,7 @@ impl Sim {
             p.set(PG_SWAPBACKED | PG_OWNED);
             p.owner = mmid;
             p.index = vpn;
-            mm.map_anon(mmid, vpn, pfn, write);
+            mm.map_anon(mmid, vpn, pfn, write, false);
             mm.pages[pfn as usize].clear(PG_LOCKED);
         }
         let nid = self.mm.borrow().pfn_node(pfn);
@@ -325,17 +360,19 @@ impl Sim {
         if let SwapEnt::Cached(pfn) = ent {
             if write && !self.mm.borrow().pages[pfn as usize].on_lru() {
                 self.lru_add_drain().await;
-                // The entry may have gone while the drain waited for the lock.
-                if self.mm.borrow().mms[mmid as usize].ptes[vpn as usize] != pte::mk_swap(slot) {
+                // The entry may have gone while the drain waited for the lock, or reclaim
+                // may have taken the folio out of the swap cache (the kernel holds a
+                // reference and rechecks folio->swap under the folio lock).
+                let mm = self.mm.borrow();
+                if mm.mms[mmid as usize].ptes[vpn as usize] != pte::mk_swap(slot)
+                    || mm.swap.as_ref().map(|s| s.get(slot)) != Some(SwapEnt::Cached(pfn))
+                {
                     return Fault::Retry { major: false };
                 }
             }
-            let mut mm = self.mm.borrow_mut();
-            mm.map_anon(mmid, vpn, pfn, write);
-            mm.mms[mmid as usize].swapents -= 1;
-            self.e.charge(self.c.pte_map);
-            if write || mm.mem_cgroup_swap_full(mm.pages[pfn as usize].memcg) {
-                mm.folio_free_swap(pfn);
+            let exclusive = self.map_swapped_folio(mmid, vpn, slot, pfn, write);
+            if write && !exclusive {
+                return self.do_wp_page(mmid, vpn, pfn, memcg, node).await;
             }
             return Fault::Minor;
         }
@@ -362,9 +399,21 @@ impl Sim {
             mm.count_event(VmEvent::Pgmajfault, 1);
             mm.count_memcg_event(memcg, VmEvent::Pgmajfault, 1);
             mm.count_event(VmEvent::Pswpin, 1);
+            // A slot other processes' swap PTEs refer to reads in a folio they share: its
+            // rmap walk starts at the anon_vma root, the process they were forked from.
+            let shared = mm
+                .swap
+                .as_ref()
+                .unwrap()
+                .swap_count(slot)
+                .is_some_and(|c| c > 1);
+            let owner = match mm.mms[mmid as usize].fork_parent {
+                Some(root) if shared => root,
+                _ => mmid,
+            };
             let p = &mut mm.pages[pfn as usize];
             p.set(PG_SWAPBACKED | PG_SWAPCACHE | PG_OWNED | PG_LOCKED);
-            p.owner = mmid;
+            p.owner = owner;
             p.index = vpn;
             p.private = slot;
             let s = mm.swap.as_mut().expect("swap entry without swap");
@@ -393,13 +442,14 @@ impl Sim {
             self.folio_put_last(pfn).await;
             return Fault::Oom;
         }
-        let synchronous = self
+        // A synchronous device skips the swap cache for a slot one process uses.
+        let skips_cache = self
             .mm
             .borrow()
             .swap
             .as_ref()
-            .is_some_and(|s| s.synchronous);
-        if write && !synchronous && !self.mm.borrow().pages[pfn as usize].on_lru() {
+            .is_some_and(|s| s.synchronous && s.swap_count(slot).is_none_or(|c| c <= 1));
+        if write && !skips_cache && !self.mm.borrow().pages[pfn as usize].on_lru() {
             self.lru_add_drain().await;
         }
         // pte_same() under the page-table lock: a munmap during the read zapped the swap
@@ -409,14 +459,132 @@ impl Sim {
             self.folio_put_last(pfn).await;
             return Fault::Retry { major: true };
         }
+        if self.mm.borrow().swap.as_ref().map(|s| s.get(slot)) != Some(SwapEnt::Cached(pfn)) {
+            // Reclaim took the folio while the drain waited for the lock (the kernel's
+            // folio lock and reference keep it): read it again.
+            return Fault::Retry { major: true };
+        }
+        let exclusive = self.map_swapped_folio(mmid, vpn, slot, pfn, write);
+        if write && !exclusive {
+            self.do_wp_page(mmid, vpn, pfn, memcg, node).await;
+        }
+        Fault::Major
+    }
+
+    /// do_swap_page()'s mapping of the swap-cache folio `pfn` of `slot` at `vpn`: writable
+    /// (and dirty on a write) when this process is now its only user, else write-protected
+    /// (the caller's write then goes to do_wp_page); the slot is freed on a write or when
+    /// swap is half full, unless other processes' swap PTEs still refer to it. Returns
+    /// whether the folio was exclusive.
+    fn map_swapped_folio(&self, mmid: u32, vpn: u32, slot: u32, pfn: Pfn, write: bool) -> bool {
         let mut mm = self.mm.borrow_mut();
-        mm.map_anon(mmid, vpn, pfn, write);
+        let exclusive = mm.swap_map_exclusive(slot);
+        mm.map_anon(mmid, vpn, pfn, write && exclusive, !exclusive);
         mm.mms[mmid as usize].swapents -= 1;
         self.e.charge(self.c.pte_map);
         if write || mm.mem_cgroup_swap_full(mm.pages[pfn as usize].memcg) {
             mm.folio_free_swap(pfn);
         }
-        Fault::Major
+        exclusive
+    }
+
+    /// do_wp_page() on an anonymous folio: a write to a PTE that fork write-protected.
+    /// wp_can_reuse_anon_folio() reuses the folio when this process maps it alone and no
+    /// other process's swap PTE refers to its slot (the PTE becomes writable, the slot is
+    /// freed); before that check it drains this CPU's LRU batches if the folio is off the
+    /// LRU and its refcount could still be low enough to reuse (mapcount, swap cache and
+    /// the batch's reference at most 3). Otherwise wp_page_copy(): a new page, charged to
+    /// this process's memcg, takes the copy and the PTE (flushed from other CPUs running
+    /// the mm); the old folio loses this mapping and is freed if nothing else holds it.
+    pub async fn do_wp_page(&self, mmid: u32, vpn: u32, pfn: Pfn, memcg: u16, node: u32) -> Fault {
+        // The PTE still maps the folio (its young bit may change meanwhile).
+        let still = |mm: &super::Mm| {
+            let v = mm.mms[mmid as usize].ptes[vpn as usize];
+            pte::present(v) && pte::pfn(v) == pfn
+        };
+        let (mapcount, swapcache, on_lru) = {
+            let mm = self.mm.borrow();
+            let p = mm.pages[pfn as usize];
+            (mm.folio_mapcount(pfn), p.test(PG_SWAPCACHE), p.on_lru())
+        };
+        // The folio's refcount: its mappings, the swap cache's and the batch's references.
+        let refs = mapcount + swapcache as u32 + !on_lru as u32;
+        if !on_lru && refs <= 3 {
+            self.lru_add_drain().await;
+            if !still(&self.mm.borrow()) {
+                return Fault::Retry { major: false };
+            }
+        }
+        if mapcount == 1 && !self.mm.borrow().folio_swapped(pfn) {
+            // wp_page_reuse()
+            let mut mm = self.mm.borrow_mut();
+            mm.folio_free_swap(pfn);
+            let m = &mut mm.mms[mmid as usize];
+            m.ptes[vpn as usize] |= pte::YOUNG | pte::DIRTY;
+            m.set_wrprotect(vpn, false);
+            self.e.charge(self.c.pte_map);
+            return Fault::Minor;
+        }
+        let Some(new) = self.alloc_charged_page(node, memcg).await else {
+            return Fault::Oom;
+        };
+        self.e.charge(self.c.page_zero + self.c.pte_map);
+        let old_unmapped = {
+            let mut mm = self.mm.borrow_mut();
+            if !mm.mms[mmid as usize].alive || !still(&mm) {
+                // Killed, or reclaim took the old folio while we allocated.
+                mm.free_folio(new);
+                return if mm.mms[mmid as usize].alive {
+                    Fault::Retry { major: false }
+                } else {
+                    Fault::Oom
+                };
+            }
+            let p = &mut mm.pages[new as usize];
+            p.set(PG_SWAPBACKED | PG_OWNED);
+            p.owner = mmid;
+            p.index = vpn;
+            mm.mms[mmid as usize].rss -= 1;
+            mm.map_anon(mmid, vpn, new, true, false);
+            mm.pages[new as usize].clear(PG_LOCKED);
+            let old_unmapped = if mm.folio_shared_anon(pfn) {
+                mm.shared_mapcount_mod(pfn, false) == 1
+            } else {
+                !mm.folio_mapped(pfn)
+            };
+            if old_unmapped {
+                let lv = mm.folio_lruvec(pfn) as usize;
+                mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, -1);
+            }
+            old_unmapped
+        };
+        self.flush_tlb_mm_range(&self.mm.borrow().mms[mmid as usize], mmid);
+        let (new_nid, old) = {
+            let mm = self.mm.borrow();
+            (
+                mm.pfn_node(new),
+                (mm.pages[pfn as usize].memcg, mm.pfn_node(pfn)),
+            )
+        };
+        self.memcg_stat_update(memcg, new_nid, StatKind::AnonMapped, 1);
+        self.folio_add_lru(new, true).await;
+        if old_unmapped {
+            self.memcg_stat_update(old.0, old.1, StatKind::AnonMapped, -1);
+            let free = {
+                let mut mm = self.mm.borrow_mut();
+                let p = &mut mm.pages[pfn as usize];
+                // The swap cache keeps a folio whose slot other processes still use.
+                let free = !p.test(PG_SWAPCACHE) && p.test(PG_OWNED);
+                if free {
+                    p.clear(PG_OWNED);
+                }
+                free
+            };
+            if free {
+                self.folios_put_refs(&[pfn]).await;
+            }
+        }
+        Fault::Minor
     }
 }
 
@@ -443,6 +611,7 @@ impl Sim {
         let mut anon_unmapped: Vec<u32> = Vec::new();
         let mut file_unmapped: Vec<(u16, u32)> = Vec::new();
         let memcg_id = self.mm.borrow().mms[mmid as usize].memcg;
+        let mut cleared = false;
         {
             let mut mm = self.mm.borrow_mut();
             let memcg = mm.mms[mmid as usize].memcg as usize;
@@ -464,16 +633,34 @@ impl Sim {
                 } else if pte::present(v) {
                     let pfn = pte::pfn(v);
                     mm.mms[mmid as usize].rss -= 1;
+                    mm.mms[mmid as usize].set_wrprotect(vpn, false);
+                    cleared = true;
+                    if mm.folio_shared_anon(pfn) && mm.shared_mapcount_mod(pfn, false) > 1 {
+                        // Other processes still map the folio (fork sharing).
+                        continue;
+                    }
                     let lv = mm.folio_lruvec(pfn) as usize;
                     mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, -1);
-                    mm.delete_from_swap_cache(pfn);
-                    mm.pages[pfn as usize].clear(PG_OWNED);
-                    folios.push(pfn);
                     anon_unmapped.push(mm.pfn_node(pfn));
+                    if !mm.folio_swapped(pfn) {
+                        mm.delete_from_swap_cache(pfn);
+                        mm.pages[pfn as usize].clear(PG_OWNED);
+                        folios.push(pfn);
+                    }
                 } else if pte::is_swap(v) {
                     mm.mms[mmid as usize].swapents -= 1;
                     let slot = pte::slot(v);
+                    let s = mm.swap.as_mut();
+                    if s.as_ref().and_then(|s| s.swap_count(slot)).is_some()
+                        && s.is_some_and(|s| s.swap_put(slot) > 0)
+                    {
+                        // Other processes' swap PTEs still refer to the slot.
+                        continue;
+                    }
                     match mm.swap.as_ref().map_or(SwapEnt::Free, |s| s.get(slot)) {
+                        SwapEnt::Cached(pfn) if mm.folio_mapped(pfn) => {
+                            // Another process mapped the shared folio back; it keeps it.
+                        }
                         SwapEnt::Cached(pfn) => {
                             mm.delete_from_swap_cache(pfn);
                             mm.pages[pfn as usize].clear(PG_OWNED);
@@ -489,7 +676,7 @@ impl Sim {
             }
         }
         self.e.charge(folios.len() as u64 * self.c.pte_unmap);
-        if !anon_unmapped.is_empty() || !file_unmapped.is_empty() {
+        if cleared || !file_unmapped.is_empty() {
             // tlb_finish_mmu(): the cleared present PTEs, flushed once for the range.
             self.flush_tlb_mm_range(&self.mm.borrow().mms[mmid as usize], mmid);
         }

@@ -22,6 +22,7 @@
 //! borrow it between synchronization points and never across an `.await`.
 
 pub mod filemap;
+pub mod fork;
 pub mod lru_gen;
 pub mod lru_gen_debugfs;
 pub mod lru_gen_vmscan;
@@ -102,6 +103,16 @@ pub struct MmStruct {
     pub lru_gen_used: bool,
     /// The program's text: a file mapped VM_EXEC after the area (see [`TextMap`]).
     pub text: Option<TextMap>,
+    /// The processes forked from this one that share its anonymous folios (fork.rs): an
+    /// anonymous folio owned by this mm may be mapped by each of them at the same page
+    /// (the anon_vma chain of the kernel's rmap walk). Empty for an mm never forked.
+    pub forks: Vec<u32>,
+    /// The process this one was forked from (its anon_vma root), if any.
+    pub fork_parent: Option<u32>,
+    /// PTEs write-protected for copy-on-write, one bit per page (the PTE's cleared RW
+    /// bit; meaningful while the PTE is present). Empty for an mm never forked, whose
+    /// anonymous PTEs are all writable.
+    pub wrprotect: Vec<u64>,
 }
 
 /// A process's executable text: pages `base..base + pages` of its PTEs map pages
@@ -134,6 +145,30 @@ impl MmStruct {
             pmd_young: vec![0; pages.div_ceil(PTRS_PER_PTE).div_ceil(64)],
             lru_gen_used: false,
             text: None,
+            forks: Vec::new(),
+            fork_parent: None,
+            wrprotect: Vec::new(),
+        }
+    }
+
+    /// Is the PTE at `vpn` write-protected (a write takes do_wp_page)?
+    #[inline]
+    pub fn pte_wrprotected(&self, vpn: u32) -> bool {
+        self.wrprotect
+            .get(vpn as usize / 64)
+            .is_some_and(|w| w & (1 << (vpn % 64)) != 0)
+    }
+
+    /// Set or clear the write protection of the PTE at `vpn` (pte_wrprotect /
+    /// pte_mkwrite); a no-op on an mm never forked, where every PTE is writable.
+    #[inline]
+    pub fn set_wrprotect(&mut self, vpn: u32, on: bool) {
+        if let Some(w) = self.wrprotect.get_mut(vpn as usize / 64) {
+            if on {
+                *w |= 1 << (vpn % 64);
+            } else {
+                *w &= !(1 << (vpn % 64));
+            }
         }
     }
 
@@ -164,6 +199,9 @@ impl MmStruct {
             self.pte_tables.resize(pages.div_ceil(PTRS_PER_PTE), false);
             self.pmd_young
                 .resize(pages.div_ceil(PTRS_PER_PTE).div_ceil(64), 0);
+            if !self.wrprotect.is_empty() {
+                self.wrprotect.resize(pages.div_ceil(64), 0);
+            }
         }
     }
 
@@ -188,6 +226,9 @@ pub fn prefetch<T>(p: *const T) {
 
 /// How far ahead reclaim's per-folio loops prefetch the PTE the rmap walk will read.
 pub const RMAP_PREFETCH: usize = 4;
+
+/// At most this many processes' PTEs are prefetched for one folio's rmap walk.
+pub const RMAP_PREFETCH_MMS: usize = 32;
 
 /// PTEs per page-table page (x86-64).
 pub const PTRS_PER_PTE: usize = 512;
@@ -374,6 +415,11 @@ pub struct Mm {
     pub mms: Vec<MmStruct>,
     pub files: Vec<File>,
     pub swap: Option<SwapInfo>,
+    /// The mapcount (folio->_mapcount + 1) of each mapped anonymous folio whose owner has
+    /// forked (fork.rs), so that folio_mapped() of a shared folio is a look-up, as in the
+    /// kernel, and the rmap walk stops when it has found every mapping. A folio one
+    /// process owns has one candidate PTE and needs no count.
+    pub shared_mapcount: rustc_hash::FxHashMap<Pfn, u32>,
     /// Per-CPU LRU batches, indexed by CPU id (workload CPUs, then one kthread CPU per node).
     pub batches: Vec<CpuBatches>,
     /// Per-CPU memcg charge stock: (memcg, pages).

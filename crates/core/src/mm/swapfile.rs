@@ -10,6 +10,12 @@
 //! ```
 //! Simplified: one swap device, no clusters or per-CPU slot caches (slots come from a free
 //! stack, then never-used slots in order), no swap.max, no readahead (one page per swapin).
+//!
+//! The swap count (swap_map's count of swap PTEs, beside SWAP_HAS_CACHE) is implicit for
+//! a slot one process uses: one while its swap PTE exists, none once the folio is mapped
+//! again. A slot of a folio that forked processes share (fork.rs) keeps its count
+//! explicitly in `shared`: try_to_unmap adds one per PTE it replaces, fork one per swap
+//! PTE it copies, and each swap-in or zap of such a PTE takes one off (swap_free).
 
 use super::Pfn;
 
@@ -38,6 +44,8 @@ pub struct SwapInfo {
     pub zram_write: u64,
     /// The block device (asynchronous swap).
     pub dev: crate::engine::blkdev::BlockDevice,
+    /// Swap counts of the slots of shared folios (see the module comment).
+    shared: rustc_hash::FxHashMap<u32, u32>,
 }
 
 impl SwapInfo {
@@ -57,6 +65,7 @@ impl SwapInfo {
             zram_read,
             zram_write,
             dev,
+            shared: Default::default(),
         }
     }
 
@@ -129,6 +138,36 @@ impl SwapInfo {
         self.map[slot as usize] = 0;
         self.free_stack.push(slot);
         self.nr_used -= 1;
+        if !self.shared.is_empty() {
+            self.shared.remove(&slot);
+        }
+    }
+
+    /// __swap_count() of a slot whose count is explicit (a shared folio's); None for a
+    /// slot one process uses.
+    #[inline]
+    pub fn swap_count(&self, slot: u32) -> Option<u32> {
+        if self.shared.is_empty() {
+            return None;
+        }
+        self.shared.get(&slot).copied()
+    }
+
+    /// swap_duplicate(), `n` times: `n` more swap PTEs refer to the slot; `implicit` is
+    /// its count until now if it was not explicit yet.
+    pub fn swap_duplicate(&mut self, slot: u32, implicit: u32, n: u32) {
+        *self.shared.entry(slot).or_insert(implicit) += n;
+    }
+
+    /// swap_free() of one swap PTE of a slot with an explicit count: the count left.
+    pub fn swap_put(&mut self, slot: u32) -> u32 {
+        let c = self
+            .shared
+            .get_mut(&slot)
+            .expect("swap_put on a slot without an explicit count");
+        debug_assert!(*c > 0, "swap count of slot {slot} underflows");
+        *c -= 1;
+        *c
     }
 
     /// Slots in use (for invariants).

@@ -29,7 +29,8 @@ use super::mm_types::*;
 use super::mmzone::*;
 use super::vmstat::{NodeStat, VmEvent};
 use super::{
-    LruvecId, MemcgId, Mm, Pfn, BLK_MAX_REQUEST_COUNT, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX,
+    LruvecId, MemcgId, Mm, Pfn, BLK_MAX_REQUEST_COUNT, DEF_PRIORITY, NIL, RMAP_PREFETCH_MMS,
+    SWAP_CLUSTER_MAX,
 };
 use crate::engine::Site;
 use crate::sim::Sim;
@@ -382,14 +383,27 @@ impl Mm {
         if n == 0 {
             return 0;
         }
+        // A shared anonymous folio's walk ends once it has met every mapping (the
+        // kernel's pra.mapcount), at once if there is none.
+        let mut left = if self.folio_shared_anon(pfn) {
+            self.folio_mapcount(pfn)
+        } else {
+            u32::MAX
+        };
         let vpn = self.folio_vpn(pfn) as usize;
         let mut young = 0;
         for k in 0..n {
+            if left == 0 {
+                break;
+            }
             let mmid = self.folio_rmap_mm(pfn, k);
             let pte_v = &mut self.mms[mmid as usize].ptes[vpn];
-            if pte::present(*pte_v) && pte::pfn(*pte_v) == pfn && *pte_v & pte::YOUNG != 0 {
-                *pte_v &= !pte::YOUNG;
-                young += 1;
+            if pte::present(*pte_v) && pte::pfn(*pte_v) == pfn {
+                left -= 1;
+                if *pte_v & pte::YOUNG != 0 {
+                    *pte_v &= !pte::YOUNG;
+                    young += 1;
+                }
             }
         }
         young
@@ -401,8 +415,8 @@ impl Mm {
         p.test(PG_OWNED) && p.is_file_lru() && self.files[p.owner as usize].exec
     }
 
-    /// Prefetch the PTE folio_referenced / try_to_unmap will read for `pfn` (the reverse
-    /// map's first candidate) and, for a page-cache folio, the mapping slot __remove_mapping
+    /// Prefetch the PTEs folio_referenced / try_to_unmap will read for `pfn` (the reverse
+    /// map's candidates) and, for a page-cache folio, the mapping slot __remove_mapping
     /// will write its shadow to, so loops over isolated folios overlap those cache misses.
     #[inline]
     pub fn prefetch_rmap(&self, pfn: Pfn) {
@@ -412,16 +426,25 @@ impl Mm {
                 super::prefetch(slot);
             }
         }
-        if let Some(mmid) = self.folio_mapper(pfn) {
+        // Every candidate PTE of the walk (a shared anonymous folio has one per process of
+        // its fork family), up to RMAP_PREFETCH_MMS of them.
+        let n = self.folio_nr_mappers(pfn).min(RMAP_PREFETCH_MMS);
+        if n > 0 && (n == 1 || self.folio_mapped(pfn)) {
             let i = self.folio_vpn(pfn) as usize;
-            if let Some(v) = self.mms[mmid as usize].ptes.get(i) {
-                super::prefetch(v);
+            for k in 0..n {
+                if let Some(v) = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes.get(i) {
+                    super::prefetch(v);
+                }
             }
         }
     }
 
-    /// folio_mapped(): does any candidate PTE map the folio?
+    /// folio_mapped(): does any candidate PTE map the folio? (A shared anonymous folio's
+    /// mapcount says so at once.)
     pub fn folio_mapped(&self, pfn: Pfn) -> bool {
+        if self.folio_shared_anon(pfn) {
+            return self.shared_mapcount.contains_key(&pfn);
+        }
         let n = self.folio_nr_mappers(pfn);
         if n == 0 {
             return false;
@@ -439,13 +462,14 @@ impl Mm {
     }
 
     /// How many processes the rmap walk visits for the folio: the owner of an anonymous
-    /// folio (no fork sharing), every mapper of a file folio that has PTEs (mapcount > 0).
-    fn folio_nr_mappers(&self, pfn: Pfn) -> usize {
+    /// folio and the processes forked from it (its anon_vma chain; fork.rs), every mapper
+    /// of a file folio that has PTEs (mapcount > 0).
+    pub(crate) fn folio_nr_mappers(&self, pfn: Pfn) -> usize {
         let p = &self.pages[pfn as usize];
         if !p.test(PG_OWNED) {
             0
         } else if !p.is_file_lru() {
-            1
+            1 + self.mms[p.owner as usize].forks.len()
         } else if p.private == 0 {
             0
         } else {
@@ -454,13 +478,54 @@ impl Mm {
     }
 
     /// The `k`-th process of the folio's rmap walk (k < folio_nr_mappers).
-    fn folio_rmap_mm(&self, pfn: Pfn, k: usize) -> u32 {
+    pub(crate) fn folio_rmap_mm(&self, pfn: Pfn, k: usize) -> u32 {
         let p = &self.pages[pfn as usize];
         if p.is_file_lru() {
             self.files[p.owner as usize].mappers[k]
-        } else {
+        } else if k == 0 {
             p.owner
+        } else {
+            self.mms[p.owner as usize].forks[k - 1]
         }
+    }
+
+    /// Is the folio anonymous and owned by a process that has forked (its rmap walk
+    /// visits the whole fork family, and its mapcount is kept in `shared_mapcount`)?
+    #[inline]
+    pub fn folio_shared_anon(&self, pfn: Pfn) -> bool {
+        let p = &self.pages[pfn as usize];
+        p.test(PG_OWNED) && !p.is_file_lru() && !self.mms[p.owner as usize].forks.is_empty()
+    }
+
+    /// One more (`up`) or one less PTE maps the shared anonymous folio `pfn`; returns its
+    /// mapcount before.
+    pub fn shared_mapcount_mod(&mut self, pfn: Pfn, up: bool) -> u32 {
+        let c = self.shared_mapcount.entry(pfn).or_insert(0);
+        let before = *c;
+        if up {
+            *c += 1;
+        } else {
+            debug_assert!(before > 0, "mapcount of folio {pfn} underflows");
+            *c -= 1;
+            if *c == 0 {
+                self.shared_mapcount.remove(&pfn);
+            }
+        }
+        before
+    }
+
+    /// folio_mapcount(): how many PTEs map the folio (the rmap walk's hits).
+    pub fn folio_mapcount(&self, pfn: Pfn) -> u32 {
+        if self.folio_shared_anon(pfn) {
+            return self.shared_mapcount.get(&pfn).copied().unwrap_or(0);
+        }
+        let vpn = self.folio_vpn(pfn) as usize;
+        (0..self.folio_nr_mappers(pfn))
+            .filter(|&k| {
+                let v = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes[vpn];
+                pte::present(v) && pte::pfn(v) == pfn
+            })
+            .count() as u32
     }
 
     /// The virtual page at which the folio's candidate PTEs sit (vma_address()): an
@@ -928,6 +993,53 @@ impl Sim {
         mm.pages[pfn as usize].private = 0;
     }
 
+    /// try_to_unmap() of a mapped anonymous folio in the swap cache: each PTE the rmap
+    /// walk finds mapping it becomes the swap entry (its dirty bit moves to the folio),
+    /// queueing its mm's TLB flush. The slot's swap count counts the PTEs replaced when
+    /// it is explicit (a folio of forked processes; swapfile.rs).
+    fn try_to_unmap_anon(&self, mm: &mut Mm, pfn: Pfn, ubc: &mut super::rmap::TlbUbc) {
+        let pg = mm.pages[pfn as usize];
+        let slot = pg.private;
+        let vpn = pg.index as usize;
+        let mut replaced = 0;
+        let family = mm.folio_shared_anon(pfn);
+        let mapcount = if family {
+            mm.shared_mapcount.remove(&pfn).unwrap_or(0)
+        } else {
+            u32::MAX
+        };
+        for k in 0..mm.folio_nr_mappers(pfn) {
+            if replaced == mapcount {
+                break;
+            }
+            let mmid = mm.folio_rmap_mm(pfn, k) as usize;
+            let v = mm.mms[mmid].ptes[vpn];
+            if !(pte::present(v) && pte::pfn(v) == pfn) {
+                continue;
+            }
+            mm.mms[mmid].ptes[vpn] = pte::mk_swap(slot);
+            mm.mms[mmid].rss -= 1;
+            mm.mms[mmid].swapents += 1;
+            if v & pte::DIRTY != 0 {
+                mm.pages[pfn as usize].set(PG_DIRTY);
+            }
+            self.e.charge(self.c.pte_unmap);
+            let dirty = v & pte::DIRTY != 0;
+            self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid], mmid as u32, dirty);
+            replaced += 1;
+        }
+        debug_assert!(
+            !family || replaced == mapcount,
+            "folio {pfn}: mapcount {mapcount}, {replaced} PTEs"
+        );
+        let lvf = mm.folio_lruvec(pfn) as usize;
+        mm.lruvecs[lvf].mod_state(NodeStat::NrAnonMapped, -1);
+        let s = mm.swap.as_mut().expect("swapcache folio without swap");
+        if family || s.swap_count(slot).is_some() {
+            s.swap_duplicate(slot, 0, replaced);
+        }
+    }
+
     /// One folio of shrink_folio_list; true if it was freed.
     async fn shrink_one_folio(
         &self,
@@ -1046,22 +1158,7 @@ impl Sim {
                 // next access faults it back in from the page cache.
                 self.try_to_unmap_file(&mut mm, pfn, ubc);
             } else if mapped {
-                // try_to_unmap(): the PTE becomes the swap entry; its dirty bit moves to the folio.
-                let pg = mm.pages[pfn as usize];
-                let slot = pg.private;
-                let mmid = pg.owner as usize;
-                let v = mm.mms[mmid].ptes[pg.index as usize];
-                mm.mms[mmid].ptes[pg.index as usize] = pte::mk_swap(slot);
-                mm.mms[mmid].rss -= 1;
-                mm.mms[mmid].swapents += 1;
-                let lvf = mm.folio_lruvec(pfn) as usize;
-                mm.lruvecs[lvf].mod_state(NodeStat::NrAnonMapped, -1);
-                if v & pte::DIRTY != 0 {
-                    mm.pages[pfn as usize].set(PG_DIRTY);
-                }
-                self.e.charge(self.c.pte_unmap);
-                let dirty = v & pte::DIRTY != 0;
-                self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid], mmid as u32, dirty);
+                self.try_to_unmap_anon(&mut mm, pfn, ubc);
             }
             if mm.pages[pfn as usize].test(PG_DIRTY) {
                 if file {
@@ -1103,7 +1200,12 @@ impl Sim {
             let shadow = mm.workingset_eviction(pfn, target);
             let pg = mm.pages[pfn as usize];
             let lvf = mm.folio_lruvec(pfn) as usize;
-            if pg.test(PG_SWAPCACHE) {
+            if pg.test(PG_SWAPCACHE) && mm.swap.as_ref().unwrap().swap_count(pg.private) == Some(0)
+            {
+                // No swap PTE refers to the slot any more (every sharer has copied or
+                // unmapped the page): put_swap_folio() frees it with the cache's reference.
+                mm.delete_from_swap_cache(pfn);
+            } else if pg.test(PG_SWAPCACHE) {
                 mm.swap.as_mut().unwrap().set_shadow(pg.private, shadow);
                 mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, -1);
             } else {

@@ -245,8 +245,10 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
             match text_fetch(m) {
                 Some(tv) => Err(tv),
                 None => {
+                    let wp = m.pte_wrprotected(vpn);
                     let v = &mut m.ptes[vpn as usize];
-                    let present = pte::present(*v);
+                    // A write-protected PTE (fork) faults into do_wp_page.
+                    let present = pte::present(*v) && !wp;
                     if present {
                         *v |= pte::YOUNG | pte::DIRTY;
                         m.pmd_mkyoung(vpn);
@@ -391,8 +393,14 @@ const USEMEM_LOOKAHEAD: usize = 8;
 /// Prefetch the PTE of `vpn`.
 #[inline]
 fn prefetch_pte(s: &Sim, mmid: u32, vpn: u32) {
-    if let Some(v) = s.mm.borrow().mms[mmid as usize].ptes.get(vpn as usize) {
+    let mm = s.mm.borrow();
+    let m = &mm.mms[mmid as usize];
+    if let Some(v) = m.ptes.get(vpn as usize) {
         prefetch(v);
+    }
+    // A forked process's write-protect bit too.
+    if let Some(w) = m.wrprotect.get(vpn as usize / 64) {
+        prefetch(w);
     }
 }
 
@@ -409,7 +417,9 @@ fn prefetch_swap_entry(s: &Sim, mmid: u32, vpn: u32) {
     }
 }
 
-/// Create usemem's processes and threads.
+/// Create usemem's processes and threads. With `prealloc` (usemem --prealloc) a parent
+/// process maps the area, populates it if `prefault`, and forks the workers, which share
+/// its pages copy-on-write (fork.rs); without it each process maps and populates its own.
 pub fn spawn_usemem(
     s: &Rc<Sim>,
     wi: usize,
@@ -419,7 +429,6 @@ pub fn spawn_usemem(
     stream: &mut u64,
 ) {
     let pages = u.size.pages() as u32;
-    let mut ci = 0;
     // The program's text: one file, mapped by each process after its area.
     let text = (u.text.pages() > 0).then(|| {
         let mut mm = s.mm.borrow_mut();
@@ -427,96 +436,182 @@ pub fn spawn_usemem(
             .push(File::text(u.text.pages() as usize, memcg, pages));
         (mm.files.len() - 1) as u32
     });
-    for _p in 0..u.processes {
-        let node = s.cpu_node[cpus[ci] as usize];
-        let mmid = {
-            let mut mm = s.mm.borrow_mut();
-            let mmid = mm.mm_alloc(MmStruct::new(pages as usize, memcg, node, wi as u32));
-            if let Some(f) = text {
-                mm.map_text(mmid, f);
-            }
-            if u.mapping == MappingKind::SharedFile {
-                // A file of the area's size, mapped MAP_SHARED (will-it-scale page_fault3).
-                mm.files.push(File::new(pages as usize, memcg, Some(mmid)));
-                let f = (mm.files.len() - 1) as u32;
-                mm.mms[mmid as usize].file = Some(f);
-            }
-            mmid
-        };
-        let live = Rc::new(std::cell::Cell::new(u.threads));
-        for t in 0..u.threads {
-            let sim = s.clone();
-            let spec = u.clone();
-            let live = live.clone();
-            let seq = UsememSeq::new(u, t, rng::stream(s.seed, *stream));
-            let stream_id = *stream;
-            *stream += 1;
-            let cpu = cpus[ci];
-            ci += 1;
-            s.live_tasks.set(s.live_tasks.get() + 1);
-            let id =
-                s.e.spawn_tagged(spec.placement.start.0, cpu, mmid, async move {
-                    let s = &*sim;
-                    let start = s.e.now();
-                    let mut r = Runner::new(s, wi, start);
-                    let t = tally(s, wi);
-                    let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
-                    let mut pace = spec.rate.map(|b| Pace::new(start, b.0, spec.rate_catch_up));
-                    let mut work = Work::default();
-                    // Accesses drawn ahead so their PTEs (and swap-map entries) are
-                    // prefetched while earlier ones run; results do not change.
-                    // (Sequential passes need none: the hardware prefetcher sees them.)
-                    let mut seq = seq;
-                    let depth = if spec.random { USEMEM_LOOKAHEAD } else { 1 };
-                    let mut ahead: std::collections::VecDeque<Access> =
-                        std::collections::VecDeque::with_capacity(depth);
-                    loop {
-                        let next = if depth == 1 {
-                            seq.next()
-                        } else {
-                            while ahead.len() < depth {
-                                let Some(a) = seq.next() else { break };
-                                if let Access::Touch { vpn, .. } = a {
-                                    prefetch_pte(s, mmid, vpn);
-                                }
-                                ahead.push_back(a);
-                            }
-                            if let Some(Access::Touch { vpn, .. }) = ahead.get(depth / 2) {
-                                prefetch_swap_entry(s, mmid, *vpn);
-                            }
-                            ahead.pop_front()
-                        };
-                        let Some(a) = next else { break };
-                        s.record_access(stream_id, a);
-                        let alive = match a {
-                            Access::Touch { vpn, random } => {
-                                let cost = if random {
-                                    s.c.access_random
-                                } else {
-                                    s.c.access_seq
-                                };
-                                touch(s, &mut r, &t, mmid, vpn, cost).await
-                            }
-                            Access::Unmap { lo, hi } => {
-                                // munmap; the next pass faults a fresh mapping in.
-                                r.flush(s);
-                                s.zap_pte_range(mmid, lo, hi).await;
-                                s.mm.borrow().mms[mmid as usize].alive
-                            }
-                            Access::Read { .. } => unreachable!("usemem reads no files"),
-                        };
-                        if !alive || s.e.now() + r.pending >= deadline || work.done(s) {
-                            break;
-                        }
-                        if let Some(p) = pace.as_mut() {
-                            p.wait(s, &mut r).await;
-                        }
+    // Each process's CPUs and the first random stream of its threads.
+    let procs: Vec<(Vec<u32>, u64)> = (0..u.processes)
+        .map(|p| {
+            let c = &cpus[(p * u.threads) as usize..((p + 1) * u.threads) as usize];
+            (c.to_vec(), *stream + (p * u.threads) as u64)
+        })
+        .collect();
+    *stream += (u.processes * u.threads) as u64;
+    if u.prealloc {
+        spawn_usemem_parent(s, wi, u, memcg, text, procs);
+        return;
+    }
+    for (cpus, first_stream) in procs {
+        let mmid = usemem_mm(s, wi, u, memcg, text, s.cpu_node[cpus[0] as usize]);
+        spawn_usemem_threads(s, wi, u, mmid, &cpus, first_stream, u.placement.start.0);
+    }
+}
+
+/// A usemem process's address space: its area, and its text and file if it has them.
+fn usemem_mm(s: &Sim, wi: usize, u: &Usemem, memcg: MemcgId, text: Option<u32>, node: u32) -> u32 {
+    let pages = u.size.pages() as u32;
+    let mut mm = s.mm.borrow_mut();
+    let mmid = mm.mm_alloc(MmStruct::new(pages as usize, memcg, node, wi as u32));
+    if let Some(f) = text {
+        mm.map_text(mmid, f);
+    }
+    if u.mapping == MappingKind::SharedFile {
+        // A file of the area's size, mapped MAP_SHARED (will-it-scale page_fault3).
+        mm.files.push(File::new(pages as usize, memcg, Some(mmid)));
+        let f = (mm.files.len() - 1) as u32;
+        mm.mms[mmid as usize].file = Some(f);
+    }
+    mmid
+}
+
+/// usemem --prealloc: the parent maps the area on the first worker's CPU, populates it
+/// page by page if `prefault` (MAP_POPULATE), then forks each worker process, whose
+/// threads start at once and do not populate again. The parent then waits for them, its
+/// area staying mapped until the run ends (it exits after its children).
+fn spawn_usemem_parent(
+    s: &Rc<Sim>,
+    wi: usize,
+    u: &Usemem,
+    memcg: MemcgId,
+    text: Option<u32>,
+    procs: Vec<(Vec<u32>, u64)>,
+) {
+    let cpu = procs[0].0[0];
+    let parent = {
+        let node = s.cpu_node[cpu as usize];
+        let mut mm = s.mm.borrow_mut();
+        let pages = u.size.pages() as usize;
+        mm.mm_alloc(MmStruct::new(pages, memcg, node, wi as u32))
+    };
+    let sim = s.clone();
+    let spec = u.clone();
+    s.live_tasks.set(s.live_tasks.get() + 1);
+    let id =
+        s.e.spawn_tagged(u.placement.start.0, cpu, parent, async move {
+            let s = &sim;
+            let start = s.e.now();
+            let mut r = Runner::new(s, wi, start);
+            let t = tally(s, wi);
+            if spec.prefault {
+                for vpn in 0..spec.size.pages() as u32 {
+                    if !touch(s, &mut r, &t, parent, vpn, s.c.access_seq).await {
+                        break;
                     }
-                    r.flush(s);
-                    thread_exit(s, wi, start, mmid, &live).await;
-                });
-            s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
-        }
+                }
+            }
+            r.flush(s);
+            if !s.mm.borrow().mms[parent as usize].alive {
+                // OOM-killed while populating: no worker is forked.
+                s.task_exited();
+                return;
+            }
+            let workers = Usemem {
+                prefault: false,
+                ..spec.clone()
+            };
+            for (cpus, first_stream) in procs {
+                let child = usemem_mm(s, wi, &spec, memcg, text, s.cpu_node[cpus[0] as usize]);
+                if !s.dup_mmap(parent, child).await {
+                    break;
+                }
+                spawn_usemem_threads(s, wi, &workers, child, &cpus, first_stream, s.e.now());
+            }
+            s.task_exited();
+        });
+    s.mm.borrow_mut().mms[parent as usize].tasks.push(id);
+}
+
+/// Spawn the threads of usemem process `mmid`, thread t on `cpus[t]` with random stream
+/// `first_stream + t`, starting at `start_at`.
+fn spawn_usemem_threads(
+    s: &Rc<Sim>,
+    wi: usize,
+    u: &Usemem,
+    mmid: u32,
+    cpus: &[u32],
+    first_stream: u64,
+    start_at: u64,
+) {
+    let mut stream = first_stream;
+    let stream = &mut stream;
+    let live = Rc::new(std::cell::Cell::new(u.threads));
+    for t in 0..u.threads {
+        let sim = s.clone();
+        let spec = u.clone();
+        let live = live.clone();
+        let seq = UsememSeq::new(u, t, rng::stream(s.seed, *stream));
+        let stream_id = *stream;
+        *stream += 1;
+        let cpu = cpus[t as usize];
+        s.live_tasks.set(s.live_tasks.get() + 1);
+        let id = s.e.spawn_tagged(start_at, cpu, mmid, async move {
+            let s = &*sim;
+            let start = s.e.now();
+            let mut r = Runner::new(s, wi, start);
+            let t = tally(s, wi);
+            let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
+            let mut pace = spec.rate.map(|b| Pace::new(start, b.0, spec.rate_catch_up));
+            let mut work = Work::default();
+            // Accesses drawn ahead so their PTEs (and swap-map entries) are
+            // prefetched while earlier ones run; results do not change.
+            // (Sequential passes need none: the hardware prefetcher sees them.)
+            let mut seq = seq;
+            let depth = if spec.random { USEMEM_LOOKAHEAD } else { 1 };
+            let mut ahead: std::collections::VecDeque<Access> =
+                std::collections::VecDeque::with_capacity(depth);
+            loop {
+                let next = if depth == 1 {
+                    seq.next()
+                } else {
+                    while ahead.len() < depth {
+                        let Some(a) = seq.next() else { break };
+                        if let Access::Touch { vpn, .. } = a {
+                            prefetch_pte(s, mmid, vpn);
+                        }
+                        ahead.push_back(a);
+                    }
+                    if let Some(Access::Touch { vpn, .. }) = ahead.get(depth / 2) {
+                        prefetch_swap_entry(s, mmid, *vpn);
+                    }
+                    ahead.pop_front()
+                };
+                let Some(a) = next else { break };
+                s.record_access(stream_id, a);
+                let alive = match a {
+                    Access::Touch { vpn, random } => {
+                        let cost = if random {
+                            s.c.access_random
+                        } else {
+                            s.c.access_seq
+                        };
+                        touch(s, &mut r, &t, mmid, vpn, cost).await
+                    }
+                    Access::Unmap { lo, hi } => {
+                        // munmap; the next pass faults a fresh mapping in.
+                        r.flush(s);
+                        s.zap_pte_range(mmid, lo, hi).await;
+                        s.mm.borrow().mms[mmid as usize].alive
+                    }
+                    Access::Read { .. } => unreachable!("usemem reads no files"),
+                };
+                if !alive || s.e.now() + r.pending >= deadline || work.done(s) {
+                    break;
+                }
+                if let Some(p) = pace.as_mut() {
+                    p.wait(s, &mut r).await;
+                }
+            }
+            r.flush(s);
+            thread_exit(s, wi, start, mmid, &live).await;
+        });
+        s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
     }
 }
 

@@ -1,0 +1,231 @@
+//! fork() and copy-on-write of anonymous memory (mm/fork.rs, do_wp_page in memory.rs).
+//!
+//! Expectations follow the kernel's rules, counted by hand: fork shares every populated
+//! page (one folio, mapcount 1 + children, charged once) and write-protects it; a write
+//! copies the folio (a new page charged to the writer's memcg) unless the writer is its
+//! only user, which reuses it in place; reclaim unmaps a shared folio from every process
+//! (one swap-out, a swap count of one per PTE), and the slot is freed when its last user
+//! maps it back or goes away.
+use reclaimsim_core::fixture::{one_node_machine, run_probe};
+use reclaimsim_core::mm::memory::Fault;
+use reclaimsim_core::mm::mm_types::pte;
+use reclaimsim_core::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON};
+use reclaimsim_core::mm::vmscan::MEMCG_RECLAIM_MAY_SWAP;
+use reclaimsim_core::mm::vmstat::{NodeStat, VmEvent};
+use reclaimsim_core::mm::MmStruct;
+use reclaimsim_core::sim::Sim;
+use std::rc::Rc;
+
+const PAGES: u32 = 64;
+const A: u16 = 1;
+
+/// A machine with 64M of zram swap, memcg /a (id 1), and no workload running.
+fn sim() -> Rc<Sim> {
+    one_node_machine("64M", Some("64M"), "")
+}
+
+fn new_mm(s: &Sim) -> u32 {
+    let mut mm = s.mm.borrow_mut();
+    mm.mms.push(MmStruct::new(PAGES as usize, A, 0, 0));
+    (mm.mms.len() - 1) as u32
+}
+
+/// Run `f` as one task on CPU 0 to its end.
+fn run<F, Fut>(s: &Rc<Sim>, f: F)
+where
+    F: FnOnce(Rc<Sim>) -> Fut + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    run_probe(s, 0, 0, f);
+}
+
+/// A parent with every page written, and `n` children forked from it.
+async fn forked(s: &Sim, n: usize) -> (u32, Vec<u32>) {
+    let parent = new_mm(s);
+    let children: Vec<u32> = (0..n).map(|_| new_mm(s)).collect();
+    for vpn in 0..PAGES {
+        s.handle_mm_fault(parent, vpn, true).await;
+    }
+    for &c in &children {
+        assert!(s.dup_mmap(parent, c).await);
+    }
+    s.lru_add_drain().await;
+    (parent, children)
+}
+
+/// Writes by `mmid` to `vpns`, faulting where the PTE is absent or write-protected.
+async fn write(s: &Sim, mmid: u32, vpns: std::ops::Range<u32>) {
+    for vpn in vpns {
+        let faults = {
+            let mm = s.mm.borrow();
+            let m = &mm.mms[mmid as usize];
+            !pte::present(m.ptes[vpn as usize]) || m.pte_wrprotected(vpn)
+        };
+        if faults {
+            let f = s.handle_mm_fault(mmid, vpn, true).await;
+            assert!(
+                matches!(f, Fault::Minor | Fault::Major),
+                "write fault of {mmid} at {vpn}: {f:?}"
+            );
+        }
+    }
+    s.lru_add_drain().await;
+}
+
+/// [`forked`] with two children, then every PTE made old (so that reclaim keeps no folio
+/// for its young bits) and /a reclaimed by PAGES pages, swapping.
+async fn forked_and_reclaimed(s: &Sim) -> (u32, Vec<u32>) {
+    let (parent, kids) = forked(s, 2).await;
+    {
+        let mut mm = s.mm.borrow_mut();
+        for m in [parent, kids[0], kids[1]] {
+            for v in mm.mms[m as usize].ptes.iter_mut() {
+                *v &= !pte::YOUNG;
+            }
+        }
+    }
+    s.try_to_free_mem_cgroup_pages(A, PAGES as u64, MEMCG_RECLAIM_MAY_SWAP, Some(200))
+        .await;
+    (parent, kids)
+}
+
+fn pfn_at(s: &Sim, mmid: u32, vpn: u32) -> Option<u32> {
+    let v = s.mm.borrow().mms[mmid as usize].ptes[vpn as usize];
+    pte::present(v).then(|| pte::pfn(v))
+}
+
+/// Anonymous pages charged to /a (memory.stat anon) and mapped folios (NR_ANON_MAPPED).
+fn anon(s: &Sim) -> (u64, i64) {
+    let mm = s.mm.borrow();
+    let lv = &mm.lruvecs[mm.memcgs[A as usize].lruvecs[0] as usize];
+    let charged = lv.nr[LRU_INACTIVE_ANON] + lv.nr[LRU_ACTIVE_ANON];
+    (
+        charged,
+        mm.node_page_state(0, NodeStat::NrAnonMapped) as i64,
+    )
+}
+
+#[test]
+fn fork_shares_every_page_once_and_write_protects_it() {
+    let s = sim();
+    run(&s, |s| async move {
+        let (parent, kids) = forked(&s, 2).await;
+        let mm = s.mm.borrow();
+        for vpn in 0..PAGES {
+            let p = pfn_at(&s, parent, vpn).unwrap();
+            for &c in &kids {
+                assert_eq!(pfn_at(&s, c, vpn), Some(p), "page {vpn} shared");
+                assert!(mm.mms[c as usize].pte_wrprotected(vpn));
+                // copy_present_pte makes the child's copy old.
+                assert_eq!(mm.mms[c as usize].ptes[vpn as usize] & pte::YOUNG, 0);
+            }
+            assert!(mm.mms[parent as usize].pte_wrprotected(vpn));
+            assert_eq!(mm.folio_mapcount(p), 3);
+        }
+        for &c in &kids {
+            assert_eq!(mm.mms[c as usize].rss, PAGES as u64);
+        }
+        drop(mm);
+        // One folio per page, charged and counted once.
+        assert_eq!(anon(&s), (PAGES as u64, PAGES as i64));
+    });
+}
+
+#[test]
+fn a_write_copies_a_shared_page_and_the_last_user_reuses_it() {
+    let s = sim();
+    run(&s, |s| async move {
+        let (parent, kids) = forked(&s, 2).await;
+        let old: Vec<u32> = (0..PAGES).map(|v| pfn_at(&s, parent, v).unwrap()).collect();
+        // Child 0 writes pages 0..16: 16 copies.
+        write(&s, kids[0], 0..16).await;
+        for vpn in 0..16 {
+            let new = pfn_at(&s, kids[0], vpn).unwrap();
+            assert_ne!(new, old[vpn as usize]);
+            assert!(!s.mm.borrow().mms[kids[0] as usize].pte_wrprotected(vpn));
+            assert_eq!(s.mm.borrow().folio_mapcount(old[vpn as usize]), 2);
+        }
+        assert_eq!(anon(&s), (PAGES as u64 + 16, PAGES as i64 + 16));
+        // Child 1 writes page 0 (a copy: the parent still maps it), then the parent, now
+        // its only user, writes it in place.
+        write(&s, kids[1], 0..1).await;
+        write(&s, parent, 0..1).await;
+        assert_eq!(pfn_at(&s, parent, 0), Some(old[0]));
+        assert!(!s.mm.borrow().mms[parent as usize].pte_wrprotected(0));
+        assert_eq!(anon(&s), (PAGES as u64 + 17, PAGES as i64 + 17));
+        // Child 0 exits: its 16 copies go; the pages it shared stay with the others.
+        s.exit_mmap(kids[0]).await;
+        assert_eq!(anon(&s), (PAGES as u64 + 1, PAGES as i64 + 1));
+        assert_eq!(s.mm.borrow().folio_mapcount(old[20]), 2);
+    });
+}
+
+#[test]
+fn reclaim_unmaps_a_shared_folio_everywhere_and_its_slot_lives_until_its_last_user() {
+    let s = sim();
+    run(&s, |s| async move {
+        let before = s.mm.borrow().events[VmEvent::Pswpout as usize];
+        let (parent, kids) = forked_and_reclaimed(&s).await;
+        let slot_of = |m: u32, vpn: u32| {
+            let v = s.mm.borrow().mms[m as usize].ptes[vpn as usize];
+            pte::is_swap(v).then(|| pte::slot(v))
+        };
+        let gone: Vec<u32> = (0..PAGES)
+            .filter(|&v| slot_of(parent, v).is_some())
+            .collect();
+        assert!(!gone.is_empty(), "reclaim swapped out nothing");
+        let v0 = gone[0];
+        let slot = slot_of(parent, v0).unwrap();
+        {
+            let mm = s.mm.borrow();
+            // Every process's PTE became the same swap entry; one write per folio.
+            for &c in &kids {
+                assert_eq!(slot_of(c, v0), Some(slot));
+            }
+            assert_eq!(mm.swap.as_ref().unwrap().swap_count(slot), Some(3));
+            assert_eq!(
+                mm.events[VmEvent::Pswpout as usize] - before,
+                gone.len() as u64
+            );
+            assert_eq!(mm.memcgs[A as usize].swap_usage, gone.len() as u64);
+        }
+        let pswpin = s.mm.borrow().events[VmEvent::Pswpin as usize];
+        // Child 0 writes the page: one read, mapped then copied; the swap-cache folio
+        // stays for the other two users.
+        write(&s, kids[0], v0..v0 + 1).await;
+        assert_eq!(
+            s.mm.borrow().swap.as_ref().unwrap().swap_count(slot),
+            Some(2)
+        );
+        // Child 1: a swap-cache hit and a copy; the parent, last user: a hit, reused, and
+        // the slot freed.
+        write(&s, kids[1], v0..v0 + 1).await;
+        write(&s, parent, v0..v0 + 1).await;
+        let mm = s.mm.borrow();
+        assert_eq!(mm.events[VmEvent::Pswpin as usize] - pswpin, 1);
+        assert_eq!(mm.memcgs[A as usize].swap_usage, gone.len() as u64 - 1);
+        let cached = pfn_at(&s, parent, v0).unwrap();
+        assert!(!mm.folio_swapped(cached));
+        assert!(!mm.mms[parent as usize].pte_wrprotected(v0));
+        assert_ne!(pfn_at(&s, kids[0], v0), Some(cached));
+        assert_ne!(pfn_at(&s, kids[1], v0), Some(cached));
+    });
+}
+
+#[test]
+fn exiting_drops_one_reference_per_swap_pte() {
+    let s = sim();
+    run(&s, |s| async move {
+        let (parent, kids) = forked_and_reclaimed(&s).await;
+        let swapped = s.mm.borrow().memcgs[A as usize].swap_usage;
+        assert!(swapped >= 32, "reclaim swapped out {swapped} pages");
+        // Two of three users exit: every slot is still in use by the third.
+        s.exit_mmap(kids[0]).await;
+        s.exit_mmap(kids[1]).await;
+        assert_eq!(s.mm.borrow().memcgs[A as usize].swap_usage, swapped);
+        // The last one exits: all slots are freed, and all pages.
+        s.exit_mmap(parent).await;
+        assert_eq!(s.mm.borrow().memcgs[A as usize].swap_usage, 0);
+        assert_eq!(anon(&s), (0, 0));
+    });
+}
