@@ -68,6 +68,7 @@ def test_without_memory_controller_exits_2_saying_so(monkeypatch):
     "args, needle",
     [
         (["kernel-run", "default"], "repeat"),
+        (["kernel-run", "default", "--set", "workload[0].repeat=1"], "scenario.workload[0].prealloc: true"),
         (["kernel-run", "file-zipf"], "scenario.workload[0]: file_read.accesses = 0"),
         (["kernel-run", "seed-003"], "request_churn"),
         (["kernel-run", "calib-uniform", "--reps", "0"], "--reps"),

@@ -377,6 +377,10 @@ fn bad_scenarios_name_the_field() {
             r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "1G"}, "costs": {"nope": 1}, "workload": [{"type": "usemem", "size": "1M"}]}"#,
             "scenario.costs.nope",
         ),
+        (
+            r#"{"duration": 1, "machine": {"cpus": 2, "memory_per_node": "1G"}, "workload": [{"type": "usemem", "size": "1M", "prealloc": true, "mapping": "shared_file"}]}"#,
+            "scenario.workload[0].prealloc",
+        ),
     ];
     for (json, path) in cases {
         match Scenario::from_json(json) {
