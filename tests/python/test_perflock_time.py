@@ -54,6 +54,25 @@ def test_side_by_side_sums_a_symbol_and_averages_reps():
     assert perflock.side_by_side([k1, k2], [sim1, sim2])[0]["caller"] == "shrink_node"
 
 
+def test_a_site_reported_under_the_function_taking_its_lock_joins_that_row():
+    # This kernel's perf names folio_batch_move_lru, never lru_add_drain_cpu: the model's
+    # drains (lru_add_drain_cpu) join its full-batch moves (folio_batch_move_lru) there.
+    kernel = [{"symbol": "folio_batch_move_lru", "contended": 100, "total_wait_ns": 9_000}]
+    sim = [{"caller": "lru_add_drain_cpu", "contended": 30, "total_wait_ns": 3_000},
+           {"caller": "folio_batch_move_lru", "contended": 5, "total_wait_ns": 500},
+           {"caller": "shrink_node", "contended": 1, "total_wait_ns": 10}]
+    rows = {r["caller"]: r for r in perflock.side_by_side([kernel], [sim])}
+    assert "lru_add_drain_cpu" not in rows
+    row = rows["folio_batch_move_lru"]
+    assert (row["sim_contended"], row["sim_wait_ns"]) == (35, 3_500)
+    assert row["model_sites"] == ["folio_batch_move_lru", "lru_add_drain_cpu"] and row["mapped"]
+    assert "(model: folio_batch_move_lru + lru_add_drain_cpu)" in "\n".join(perflock.format_rows(list(rows.values())))
+    # A build that reports lru_add_drain_cpu itself keeps the two rows apart.
+    kernel2 = kernel + [{"symbol": "lru_add_drain_cpu", "contended": 7, "total_wait_ns": 70}]
+    rows2 = {r["caller"]: r for r in perflock.side_by_side([kernel2], [sim])}
+    assert rows2["lru_add_drain_cpu"]["sim_wait_ns"] == 3_000 and rows2["folio_batch_move_lru"]["sim_wait_ns"] == 500
+
+
 def test_time_rows_of_a_workload_come_from_its_longest_thread():
     procs = [
         {"workload": 0, "threads": [{"accesses": 1000, "major_faults": 10, "minor_faults": 5, "elapsed_ns": 2_000_000_000},
