@@ -273,3 +273,14 @@ where
     s.e.run_until(Time::MAX, 1 << 20, &mut |_| true);
     done.get().expect("fixture: the probe task ran to its end")
 }
+
+/// lru_lock acquisitions at lru_add_drain_cpu so far (the drains of the per-CPU batches).
+pub fn lru_add_drain_acquisitions(s: &Sim) -> u64 {
+    s.e.lock_stats()
+        .iter()
+        .filter(|(c, site, _)| {
+            *c == crate::engine::LockClass::LruLock && *site == crate::engine::Site::LruAddDrainCpu
+        })
+        .map(|(_, _, st)| st.acquisitions)
+        .sum()
+}

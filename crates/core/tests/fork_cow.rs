@@ -6,7 +6,7 @@
 //! only user, which reuses it in place; reclaim unmaps a shared folio from every process
 //! (one swap-out, a swap count of one per PTE), and the slot is freed when its last user
 //! maps it back or goes away.
-use reclaimsim_core::fixture::{one_node_machine, run_probe};
+use reclaimsim_core::fixture::{lru_add_drain_acquisitions, one_node_machine, run_probe};
 use reclaimsim_core::mm::memory::Fault;
 use reclaimsim_core::mm::mm_types::pte;
 use reclaimsim_core::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON};
@@ -269,4 +269,155 @@ fn fork_time(pte_map: u64) -> u64 {
 fn fork_copies_every_pte_page_and_charges_one_pte_map_per_copied_entry() {
     // 1000 PTEs copied at one pte_map each: 2000 ns more each with pte_map 3000 than 1000.
     assert_eq!(fork_time(3000) - fork_time(1000), 1000 * 2000);
+}
+
+fn drains(s: &Sim) -> u64 {
+    lru_add_drain_acquisitions(s)
+}
+
+/// The drains of one write by the first of `children` to a page its parent faulted just
+/// before forking them, whose folio still sits in CPU 0's lru_add batch.
+fn wp_drains(children: usize) -> u64 {
+    let s = sim();
+    let out = Rc::new(std::cell::Cell::new(u64::MAX));
+    let o2 = out.clone();
+    run(&s, move |s| async move {
+        let parent = new_mm(&s);
+        let kids: Vec<u32> = (0..children).map(|_| new_mm(&s)).collect();
+        s.handle_mm_fault(parent, 0, true).await;
+        for &c in &kids {
+            assert!(s.dup_mmap(parent, c).await);
+        }
+        let old = pfn_at(&s, parent, 0).unwrap();
+        assert!(
+            !s.mm.borrow().pages[old as usize].on_lru(),
+            "the folio is in the batch"
+        );
+        let d0 = drains(&s);
+        assert_eq!(s.handle_mm_fault(kids[0], 0, true).await, Fault::Minor);
+        assert_ne!(pfn_at(&s, kids[0], 0), Some(old), "copied");
+        o2.set(drains(&s) - d0);
+    });
+    out.get()
+}
+
+#[test]
+fn a_copy_drains_the_batches_only_while_the_refcount_could_allow_reuse() {
+    // Two mappings and the batch's reference: 3, drained; three mappings: 4, not.
+    assert_eq!(wp_drains(1), 1);
+    assert_eq!(wp_drains(2), 0);
+}
+
+#[test]
+fn fork_duplicates_the_slots_of_swapped_pages_and_faults_map_them_as_their_users_allow() {
+    let s = sim();
+    run(&s, |s| async move {
+        let parent = new_mm(&s);
+        let child = new_mm(&s);
+        for vpn in 0..PAGES {
+            s.handle_mm_fault(parent, vpn, true).await;
+        }
+        s.lru_add_drain().await;
+        for v in s.mm.borrow_mut().mms[parent as usize].ptes.iter_mut() {
+            *v &= !pte::YOUNG;
+        }
+        s.try_to_free_mem_cgroup_pages(A, PAGES as u64, MEMCG_RECLAIM_MAY_SWAP, Some(200))
+            .await;
+        let swapped = s.mm.borrow().mms[parent as usize].swapents;
+        assert!(swapped >= 32, "reclaim swapped out {swapped} pages");
+        assert!(s.dup_mmap(parent, child).await);
+        let v0 = (0..PAGES)
+            .find(|&v| pte::is_swap(s.mm.borrow().mms[parent as usize].ptes[v as usize]))
+            .unwrap();
+        let slot = pte::slot(s.mm.borrow().mms[parent as usize].ptes[v0 as usize]);
+        {
+            let mm = s.mm.borrow();
+            assert_eq!(mm.mms[child as usize].swapents, swapped);
+            assert_eq!(mm.mms[child as usize].ptes[v0 as usize], pte::mk_swap(slot));
+            assert_eq!(mm.swap.as_ref().unwrap().swap_count(slot), Some(2));
+        }
+        // The child reads it: the parent's swap PTE still names the slot, so the folio is
+        // mapped write-protected, clean.
+        s.handle_mm_fault(child, v0, false).await;
+        {
+            let mm = s.mm.borrow();
+            let v = mm.mms[child as usize].ptes[v0 as usize];
+            assert!(pte::present(v) && v & pte::DIRTY == 0);
+            assert!(mm.mms[child as usize].pte_wrprotected(v0));
+            assert_eq!(mm.swap.as_ref().unwrap().swap_count(slot), Some(1));
+        }
+        // The parent reads it too: its swap PTE was the slot's last reference, but the
+        // child maps the folio, so it is mapped write-protected as well, clean, and the
+        // slot kept (a read frees it only when swap is half full).
+        s.handle_mm_fault(parent, v0, false).await;
+        let shared = {
+            let mm = s.mm.borrow();
+            let v = mm.mms[parent as usize].ptes[v0 as usize];
+            assert!(pte::present(v) && v & pte::DIRTY == 0);
+            assert!(mm.mms[parent as usize].pte_wrprotected(v0));
+            assert_eq!(mm.swap.as_ref().unwrap().swap_count(slot), Some(0));
+            assert_eq!(mm.folio_mapcount(pte::pfn(v)), 2);
+            pte::pfn(v)
+        };
+        // The parent writes: a copy (the child still maps the folio); then the child, now
+        // its only user, reuses it in place, which frees the slot.
+        let before = s.mm.borrow().memcgs[A as usize].swap_usage;
+        s.handle_mm_fault(parent, v0, true).await;
+        assert_ne!(pfn_at(&s, parent, v0), Some(shared));
+        s.handle_mm_fault(child, v0, true).await;
+        assert_eq!(pfn_at(&s, child, v0), Some(shared));
+        assert!(!s.mm.borrow().mms[child as usize].pte_wrprotected(v0));
+        assert_eq!(s.mm.borrow().memcgs[A as usize].swap_usage, before - 1);
+    });
+}
+
+/// Found by the property test: reclaim that runs while a fork copies its PTE pages (the
+/// child's page-table charge reclaims) must see the parent's folios as mapped; the shared
+/// mapcounts are set up before the first page is copied. The invariants (check_invariants:
+/// every shared folio's mapcount and every slot's swap count recounted) hold throughout.
+#[test]
+fn reclaim_during_a_fork_sees_the_parents_mappings() {
+    let t = r#"
+duration = "60ms"
+seed = 0
+sample_interval = "10ms"
+[machine]
+nodes = 1
+cpus = 16
+memory_per_node = "32M"
+[kernel]
+lru = "mglru"
+[variants]
+mglru_memcg_iter = true
+[machine.swap]
+size = "256M"
+device = "ssd"
+[[cgroup]]
+path = "/c0"
+memory.max = "12M"
+memory.high = "12M"
+[[cgroup]]
+path = "/c0/c1"
+memory.max = "11M"
+memory.high = "11M"
+[[workload]]
+type = "file_read"
+cgroup = "/c0/c1"
+threads = 1
+files = ["29M"]
+pattern = "seq"
+passes = 0
+[[workload]]
+type = "usemem"
+cgroup = "/c0"
+processes = 1
+size = "33M"
+random = true
+repeat = 0
+prealloc = true
+prefault = true
+"#;
+    let sc = reclaimsim_core::Scenario::from_toml(t).unwrap();
+    let r = reclaimsim_core::sim::run_checked(&sc, true, &mut |_, _| true);
+    assert!(r.is_ok(), "{:?}", r.err());
 }

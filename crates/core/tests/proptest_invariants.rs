@@ -87,8 +87,11 @@ fn toml(c: &Case) -> String {
             );
         } else if *anon {
             t += &format!(
-                "[[workload]]\ntype = \"usemem\"\ncgroup = \"{cg}\"\nprocesses = {procs}\nsize = \"{mb}M\"\nrandom = {}\nrepeat = 0\ntext = \"{}K\"\n",
+                "[[workload]]\ntype = \"usemem\"\ncgroup = \"{cg}\"\nprocesses = {procs}\nsize = \"{mb}M\"\nrandom = {}\nrepeat = 0\nprealloc = {}\nprefault = {}\ntext = \"{}K\"\n",
                 pat % 2 == 0,
+                // Half the areas forked from a parent that populated them (COW).
+                mb % 2 == 1,
+                mb % 2 == 1,
                 // No text, or one or two pages of it (a program's hot code).
                 (mb % 3) * 4
             );

@@ -10,7 +10,7 @@
 //! count the batch's reference. Every such swap-in takes the lru_lock once, at
 //! lru_add_drain_cpu. A read fault does not; nor does a swap-in from a synchronous device
 //! (zram), which in the kernel skips the swap cache for an entry one process uses.
-use reclaimsim_core::engine::{LockClass, Site};
+use reclaimsim_core::fixture::lru_add_drain_acquisitions;
 use reclaimsim_core::mm::memory::Fault;
 use reclaimsim_core::mm::mm_types::pte;
 use reclaimsim_core::mm::MmStruct;
@@ -122,13 +122,8 @@ fn without_a_munmap_the_swapin_maps_the_page() {
     assert_eq!(mm.used_frames, 1);
 }
 
-/// The lru_lock acquisitions at lru_add_drain_cpu so far.
 fn drains(s: &Sim) -> u64 {
-    s.e.lock_stats()
-        .iter()
-        .filter(|(c, site, _)| *c == LockClass::LruLock && *site == Site::LruAddDrainCpu)
-        .map(|(_, _, st)| st.acquisitions)
-        .sum()
+    lru_add_drain_acquisitions(s)
 }
 
 /// A fault on page 0 by a thread of the process on CPU 0; returns the fault's outcome,
@@ -148,13 +143,7 @@ fn swap_in(device: &str, write: bool) -> (Option<Fault>, bool, u64) {
         let pfn = pte::pfn(mm.mms[mmid as usize].ptes[0]);
         mm.pages[pfn as usize].on_lru()
     };
-    let drains =
-        s.e.lock_stats()
-            .iter()
-            .filter(|(c, site, _)| *c == LockClass::LruLock && *site == Site::LruAddDrainCpu)
-            .map(|(_, _, st)| st.acquisitions)
-            .sum();
-    (fault.get(), on_lru, drains)
+    (fault.get(), on_lru, drains(&s))
 }
 
 #[test]

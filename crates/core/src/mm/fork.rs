@@ -23,9 +23,14 @@
 
 use super::memcontrol::KmemKind;
 use super::mm_types::*;
-use super::PTRS_PER_PTE;
+use super::{Pfn, PTRS_PER_PTE};
 use crate::scenario::PAGE_SIZE;
 use crate::sim::Sim;
+
+/// The pages of `m`'s anonymous area: its PTEs up to its text mapping, if it has one.
+fn anon_area(m: &super::MmStruct) -> usize {
+    m.text.map_or(m.ptes.len(), |t| t.base as usize)
+}
 
 impl Sim {
     /// dup_mmap(): give the new, empty mm `child` a copy of `parent`'s page tables, every
@@ -38,12 +43,26 @@ impl Sim {
                 mm.mms[parent as usize].fork_parent.is_none(),
                 "a forked process forks again"
             );
-            let n = mm.mms[parent as usize].ptes.len();
+            let n = anon_area(&mm.mms[parent as usize]);
             mm.mms[child as usize].grow(n);
             for m in [parent, child] {
                 let m = &mut mm.mms[m as usize];
                 if m.wrprotect.is_empty() {
                     m.wrprotect = vec![0; m.ptes.len().div_ceil(64)];
+                }
+            }
+            if mm.mms[parent as usize].forks.is_empty() {
+                // The parent's folios become shared ones now: their mapcounts start at the
+                // parent's PTEs, before any is copied (reclaim may run between the PTE pages
+                // copied below, and must see every mapping).
+                let p = &mm.mms[parent as usize];
+                let present: Vec<Pfn> = p.ptes[..anon_area(p)]
+                    .iter()
+                    .filter(|&&v| pte::present(v))
+                    .map(|&v| pte::pfn(v))
+                    .collect();
+                for pfn in present {
+                    mm.shared_mapcount.insert(pfn, 1);
                 }
             }
             mm.mms[parent as usize].forks.push(child);
@@ -52,7 +71,11 @@ impl Sim {
         let (tables, memcg) = {
             let mm = self.mm.borrow();
             let p = &mm.mms[parent as usize];
-            (p.pte_tables.clone(), mm.mms[child as usize].memcg)
+            let area_tables = anon_area(p).div_ceil(PTRS_PER_PTE);
+            (
+                p.pte_tables[..area_tables].to_vec(),
+                mm.mms[child as usize].memcg,
+            )
         };
         for (t, _) in tables.iter().enumerate().filter(|(_, &on)| on) {
             if !self
@@ -72,7 +95,7 @@ impl Sim {
     fn copy_pte_range(&self, parent: u32, child: u32, lo: usize) -> u64 {
         let mut mm = self.mm.borrow_mut();
         let mm = &mut *mm;
-        let hi = (lo + PTRS_PER_PTE).min(mm.mms[parent as usize].ptes.len());
+        let hi = (lo + PTRS_PER_PTE).min(anon_area(&mm.mms[parent as usize]));
         mm.mms[child as usize].pte_tables[lo / PTRS_PER_PTE] = true;
         let mut copied = 0;
         for vpn in lo..hi {

@@ -472,13 +472,17 @@ impl Sim {
     }
 
     /// do_swap_page()'s mapping of the swap-cache folio `pfn` of `slot` at `vpn`: writable
-    /// (and dirty on a write) when this process is now its only user, else write-protected
+    /// (and dirty on a write) when this process is now its only user (no other swap PTE
+    /// names the slot, no other process maps the folio), else write-protected
     /// (the caller's write then goes to do_wp_page); the slot is freed on a write or when
     /// swap is half full, unless other processes' swap PTEs still refer to it. Returns
     /// whether the folio was exclusive.
     fn map_swapped_folio(&self, mmid: u32, vpn: u32, slot: u32, pfn: Pfn, write: bool) -> bool {
         let mut mm = self.mm.borrow_mut();
-        let exclusive = mm.swap_map_exclusive(slot);
+        // Exclusive: no swap PTE names the slot any more and no process maps the folio (a
+        // sharer may have mapped it from the swap cache already).
+        let last = mm.swap_map_exclusive(slot);
+        let exclusive = last && !mm.folio_mapped(pfn);
         mm.map_anon(mmid, vpn, pfn, write && exclusive, !exclusive);
         mm.mms[mmid as usize].swapents -= 1;
         self.e.charge(self.c.pte_map);

@@ -831,6 +831,7 @@ impl Mm {
                 ));
             }
         }
+        self.check_fork_sharing()?;
         for &m in self.memcg_preorder.iter() {
             if m == 0 {
                 continue;
@@ -854,6 +855,55 @@ impl Mm {
                     "memcg {}: usage {} above memory.max {}",
                     mc.path, mc.usage, mc.max
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fork sharing (fork.rs): each shared anonymous folio's mapcount is the number of PTEs
+    /// mapping it, and each slot's explicit swap count the number of swap PTEs naming it;
+    /// a slot with the implicit count is named by at most one swap PTE.
+    fn check_fork_sharing(&self) -> std::result::Result<(), String> {
+        use mm_types::pte;
+        let mut maps: rustc_hash::FxHashMap<Pfn, u32> = Default::default();
+        let mut swaps: rustc_hash::FxHashMap<u32, u32> = Default::default();
+        for m in &self.mms {
+            let area = m.text.map_or(m.ptes.len(), |t| t.base as usize);
+            for &v in &m.ptes[..area.min(m.ptes.len())] {
+                if pte::present(v) && self.folio_shared_anon(pte::pfn(v)) {
+                    *maps.entry(pte::pfn(v)).or_insert(0) += 1;
+                } else if pte::is_swap(v) {
+                    *swaps.entry(pte::slot(v)).or_insert(0) += 1;
+                }
+            }
+        }
+        if maps != self.shared_mapcount {
+            let bad = maps
+                .iter()
+                .find(|(p, c)| self.shared_mapcount.get(p) != Some(c))
+                .map(|(p, c)| (*p, *c, self.shared_mapcount.get(p).copied()))
+                .or_else(|| {
+                    self.shared_mapcount
+                        .iter()
+                        .find(|(p, _)| !maps.contains_key(p))
+                        .map(|(p, c)| (*p, 0, Some(*c)))
+                });
+            return Err(format!(
+                "shared folio mapcount (pfn, PTEs, counted): {bad:?}"
+            ));
+        }
+        let Some(sw) = self.swap.as_ref() else {
+            return Ok(());
+        };
+        for (slot, c) in sw.explicit_counts() {
+            let n = swaps.get(&slot).copied().unwrap_or(0);
+            if n != c {
+                return Err(format!("swap slot {slot}: {n} swap PTEs, count {c}"));
+            }
+        }
+        for (&slot, &n) in &swaps {
+            if n > 1 && sw.swap_count(slot).is_none() {
+                return Err(format!("swap slot {slot}: {n} swap PTEs, implicit count"));
             }
         }
         Ok(())

@@ -159,6 +159,11 @@ impl SwapInfo {
         *self.shared.entry(slot).or_insert(implicit) += n;
     }
 
+    /// The slots with an explicit count, and their counts (for the invariant checks).
+    pub fn explicit_counts(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.shared.iter().map(|(&s, &c)| (s, c))
+    }
+
     /// swap_free() of one swap PTE of a slot with an explicit count: the count left.
     pub fn swap_put(&mut self, slot: u32) -> u32 {
         let c = self
