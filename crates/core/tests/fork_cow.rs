@@ -146,11 +146,14 @@ fn a_write_copies_a_shared_page_and_the_last_user_reuses_it() {
             assert_eq!(s.mm.borrow().folio_mapcount(old[vpn as usize]), 2);
         }
         assert_eq!(anon(&s), (PAGES as u64 + 16, PAGES as i64 + 16));
+        assert_eq!(s.mm.borrow().mms[kids[0] as usize].rss, PAGES as u64);
         // Child 1 writes page 0 (a copy: the parent still maps it), then the parent, now
         // its only user, writes it in place.
         write(&s, kids[1], 0..1).await;
         write(&s, parent, 0..1).await;
         assert_eq!(pfn_at(&s, parent, 0), Some(old[0]));
+        let v = s.mm.borrow().mms[parent as usize].ptes[0];
+        assert_eq!(v & (pte::YOUNG | pte::DIRTY), pte::YOUNG | pte::DIRTY);
         assert!(!s.mm.borrow().mms[parent as usize].pte_wrprotected(0));
         assert_eq!(anon(&s), (PAGES as u64 + 17, PAGES as i64 + 17));
         // Child 0 exits: its 16 copies go; the pages it shared stay with the others.
@@ -223,6 +226,19 @@ fn exiting_drops_one_reference_per_swap_pte() {
         s.exit_mmap(kids[0]).await;
         s.exit_mmap(kids[1]).await;
         assert_eq!(s.mm.borrow().memcgs[A as usize].swap_usage, swapped);
+        // The parent, now each slot's only user, reads a page back: mapped writable and
+        // clean, the slot kept (a read frees it only when swap is half full).
+        let v0 = (0..PAGES)
+            .find(|&v| pte::is_swap(s.mm.borrow().mms[parent as usize].ptes[v as usize]))
+            .unwrap();
+        s.handle_mm_fault(parent, v0, false).await;
+        {
+            let mm = s.mm.borrow();
+            let v = mm.mms[parent as usize].ptes[v0 as usize];
+            assert!(pte::present(v) && v & pte::DIRTY == 0);
+            assert!(!mm.mms[parent as usize].pte_wrprotected(v0));
+            assert_eq!(mm.memcgs[A as usize].swap_usage, swapped);
+        }
         // The last one exits: all slots are freed, and all pages.
         s.exit_mmap(parent).await;
         assert_eq!(s.mm.borrow().memcgs[A as usize].swap_usage, 0);
@@ -420,4 +436,109 @@ prefault = true
     let sc = reclaimsim_core::Scenario::from_toml(t).unwrap();
     let r = reclaimsim_core::sim::run_checked(&sc, true, &mut |_, _| true);
     assert!(r.is_ok(), "{:?}", r.err());
+}
+
+/// The drains of a write by the child to a page of the parent that reclaim swapped out
+/// after the fork: the child reads it back first (a swap-in: the folio goes to CPU 0's
+/// lru_add batch, in the swap cache, mapped write-protected), and with `parent_reads` the
+/// parent maps it from the swap cache too; then the child writes it, which copies it.
+fn swapcache_wp_drains(parent_reads: bool) -> u64 {
+    let s = sim();
+    let out = Rc::new(std::cell::Cell::new(u64::MAX));
+    let o2 = out.clone();
+    run(&s, move |s| async move {
+        let (parent, kids) = forked_and_reclaimed(&s).await;
+        let c = kids[0];
+        s.exit_mmap(kids[1]).await;
+        let v0 = (0..PAGES)
+            .find(|&v| pte::is_swap(s.mm.borrow().mms[parent as usize].ptes[v as usize]))
+            .unwrap();
+        s.handle_mm_fault(c, v0, false).await;
+        if parent_reads {
+            s.handle_mm_fault(parent, v0, false).await;
+        }
+        let old = pfn_at(&s, c, v0).unwrap();
+        assert!(
+            !s.mm.borrow().pages[old as usize].on_lru(),
+            "the folio is in the batch"
+        );
+        let d0 = drains(&s);
+        s.handle_mm_fault(c, v0, true).await;
+        assert_ne!(pfn_at(&s, c, v0), Some(old), "copied");
+        o2.set(drains(&s) - d0);
+    });
+    out.get()
+}
+
+#[test]
+fn the_swap_cache_counts_in_the_refcount_that_decides_the_drain() {
+    // One mapping, the swap cache and the batch: 3, drained (and copied: the parent's swap
+    // PTE still names the slot). Two mappings, the swap cache and the batch: 4, not.
+    assert_eq!(swapcache_wp_drains(false), 1);
+    assert_eq!(swapcache_wp_drains(true), 0);
+}
+
+/// Virtual time of one copy-on-write fault with `page_zero` set to `page_zero` ns.
+fn cow_time(page_zero: u64) -> u64 {
+    let s = one_node_machine(
+        "64M",
+        Some("64M"),
+        &format!("\n[costs]\npage_zero = {page_zero}\n"),
+    );
+    let took = Rc::new(std::cell::Cell::new(0));
+    let t2 = took.clone();
+    run(&s, move |s| async move {
+        let (_, kids) = forked(&s, 2).await;
+        let t0 = s.e.now();
+        s.handle_mm_fault(kids[0], 0, true).await;
+        t2.set(s.e.now() - t0);
+    });
+    took.get()
+}
+
+#[test]
+fn a_copy_costs_one_page_clear() {
+    // The copy (copy_mc_user_highpage) is costed as a page clear, once per copy.
+    assert_eq!(cow_time(3000) - cow_time(1000), 2000);
+}
+
+#[test]
+fn reclaim_unmaps_only_the_ptes_that_map_the_shared_folio() {
+    let s = sim();
+    run(&s, |s| async move {
+        let (parent, kids) = forked(&s, 2).await;
+        // Child 0 copies every page; the shared folios stay with the parent and child 1.
+        write(&s, kids[0], 0..PAGES).await;
+        let mms = [parent, kids[0], kids[1]];
+        for m in mms {
+            for v in s.mm.borrow_mut().mms[m as usize].ptes.iter_mut() {
+                *v &= !pte::YOUNG;
+            }
+        }
+        s.try_to_free_mem_cgroup_pages(A, PAGES as u64, MEMCG_RECLAIM_MAY_SWAP, Some(200))
+            .await;
+        let mm = s.mm.borrow();
+        let mut shared_out = 0;
+        for vpn in 0..PAGES as usize {
+            let (p, c0, c1) = (
+                mm.mms[parent as usize].ptes[vpn],
+                mm.mms[kids[0] as usize].ptes[vpn],
+                mm.mms[kids[1] as usize].ptes[vpn],
+            );
+            // The parent and child 1 share one folio, so one PTE value for both; child 0's
+            // copy is its own: never that folio, nor its slot.
+            assert_eq!(p, c1, "page {vpn}");
+            assert_ne!(
+                c0 & !(pte::YOUNG | pte::DIRTY),
+                p & !(pte::YOUNG | pte::DIRTY),
+                "page {vpn}"
+            );
+            shared_out += pte::is_swap(p) as u64;
+        }
+        assert!(shared_out > 0, "reclaim swapped out no shared folio");
+        for m in mms {
+            let mm_s = &mm.mms[m as usize];
+            assert_eq!(mm_s.rss + mm_s.swapents, PAGES as u64, "mm {m}");
+        }
+    });
 }

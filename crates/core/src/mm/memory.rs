@@ -551,11 +551,9 @@ impl Sim {
             mm.mms[mmid as usize].rss -= 1;
             mm.map_anon(mmid, vpn, new, true, false);
             mm.pages[new as usize].clear(PG_LOCKED);
-            let old_unmapped = if mm.folio_shared_anon(pfn) {
-                mm.shared_mapcount_mod(pfn, false) == 1
-            } else {
-                !mm.folio_mapped(pfn)
-            };
+            // Only a forked process's folio is ever mapped write-protected.
+            debug_assert!(mm.folio_shared_anon(pfn), "do_wp_page on folio {pfn}");
+            let old_unmapped = mm.shared_mapcount_mod(pfn, false) == 1;
             if old_unmapped {
                 let lv = mm.folio_lruvec(pfn) as usize;
                 mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, -1);
