@@ -463,8 +463,11 @@ fn swapcache_wp_drains(parent_reads: bool) -> u64 {
             "the folio is in the batch"
         );
         let d0 = drains(&s);
+        let mapped = anon(&s).1;
         s.handle_mm_fault(c, v0, true).await;
         assert_ne!(pfn_at(&s, c, v0), Some(old), "copied");
+        // The copy is mapped; the old folio is unmapped unless the parent maps it too.
+        assert_eq!(anon(&s).1, mapped + if parent_reads { 1 } else { 0 });
         o2.set(drains(&s) - d0);
     });
     out.get()
