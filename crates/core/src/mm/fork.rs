@@ -35,7 +35,7 @@ fn anon_area(m: &super::MmStruct) -> usize {
 impl Sim {
     /// dup_mmap(): give the new, empty mm `child` a copy of `parent`'s page tables, every
     /// page shared copy-on-write. False when a page-table page cannot be charged (fork
-    /// fails with -ENOMEM; the child keeps what was copied, for its exit to undo).
+    /// fails with -ENOMEM; the caller tears down what was copied with exit_mmap).
     pub async fn dup_mmap(&self, parent: u32, child: u32) -> bool {
         {
             let mut mm = self.mm.borrow_mut();

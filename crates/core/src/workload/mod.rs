@@ -519,6 +519,10 @@ fn spawn_usemem_parent(
             for (cpus, first_stream) in procs {
                 let child = usemem_mm(s, wi, &spec, memcg, text, s.cpu_node[cpus[0] as usize]);
                 if !s.dup_mmap(parent, child).await {
+                    // fork() failed (-ENOMEM): the half-built child goes (mmput), and no
+                    // further worker is forked.
+                    s.mm.borrow_mut().mms[child as usize].alive = false;
+                    s.exit_mmap(child).await;
                     break;
                 }
                 spawn_usemem_threads(s, wi, &workers, child, &cpus, first_stream, s.e.now());
