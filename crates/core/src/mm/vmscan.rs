@@ -497,8 +497,11 @@ impl Mm {
         p.test(PG_OWNED) && !p.is_file_lru() && !self.mms[p.owner as usize].forks.is_empty()
     }
 
-    /// One more (`up`) or one less PTE maps the shared anonymous folio `pfn`; returns its
-    /// mapcount before.
+    /// One more (`up`) or one less PTE maps the shared anonymous folio `pfn`: the _mapcount
+    /// increment of folio_add_anon_rmap_pte() and folio_try_dup_anon_rmap_pte() (fork) and the
+    /// decrement of folio_remove_rmap_pte(); returns the mapcount before. Simplified: a
+    /// map entry only while the count is above zero (the kernel keeps the counter in the
+    /// folio), and none for folios one process owns (their one candidate PTE says it).
     pub fn shared_mapcount_mod(&mut self, pfn: Pfn, up: bool) -> u32 {
         let c = self.shared_mapcount.entry(pfn).or_insert(0);
         let before = *c;
