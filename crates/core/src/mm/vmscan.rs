@@ -498,8 +498,8 @@ impl Mm {
     }
 
     /// One more (`up`) or one less PTE maps the shared anonymous folio `pfn`: the _mapcount
-    /// increment of folio_add_anon_rmap_pte() and folio_try_dup_anon_rmap_pte() (fork) and the
-    /// decrement of folio_remove_rmap_pte(); returns the mapcount before. Simplified: a
+    /// increment of folio_add_anon_rmap_pte() and folio_try_dup_anon_rmap_pte() (fork) and
+    /// the decrement of folio_remove_rmap_pte(); returns the mapcount before. Simplified: a
     /// map entry only while the count is above zero (the kernel keeps the counter in the
     /// folio), and none for folios one process owns (their one candidate PTE says it).
     pub fn shared_mapcount_mod(&mut self, pfn: Pfn, up: bool) -> u32 {
