@@ -10,6 +10,7 @@ ones first, the table's current values for the rest (named in the entry's `sourc
 | entry | from | subtracted |
 |---|---|---|
 | fault_entry | first touch of an anonymous page | page_zero, page_alloc, pte_map |
+| page_copy | first write to a page a forked child still maps | fault_entry, page_alloc, pte_map |
 | ssd_read_latency | pread of an uncached page | file_read_hit, page_alloc |
 | shrink_folio | MADV_PAGEOUT of a mapped clean file page | isolate_folio, pte_unmap, page_free, list_op |
 | zram_write | MADV_PAGEOUT of an anonymous page to zram | the clean-file reclaim path, swap_cache_op |
@@ -61,6 +62,8 @@ from .kernelrun import _fstype
 # (entry, path figure, subtracted entries): see the module's table.
 _DERIVED = [
     ("fault_entry", "anon_fault_path", ("page_zero", "page_alloc", "pte_map")),
+    # do_wp_page's copy: the same fault, a copy where the first touch clears.
+    ("page_copy", "cow_fault_path", ("fault_entry", "page_alloc", "pte_map")),
     ("ssd_read_latency", "file_read_miss_path", ("file_read_hit", "page_alloc")),
     # MADV_PAGEOUT reclaims without a reference check: no pte_referenced on this path.
     ("shrink_folio", "reclaim_clean_file_path", ("isolate_folio", "pte_unmap", "page_free", "list_op")),

@@ -30,7 +30,7 @@ def test_derive_subtracts_measured_entries_first_then_the_table():
     figs = {
         "page_zero": fig(300.4), "file_read_hit": fig(700), "cacheline_transfer": fig(50),
         "lock_uncontended": fig(6),
-        "anon_fault_path": fig(2000), "file_read_miss_path": fig(50_000),
+        "anon_fault_path": fig(2000), "cow_fault_path": fig(2600), "file_read_miss_path": fig(50_000),
         "reclaim_clean_file_path": fig(1000), "swap_out_path": fig(5000), "swap_in_path": fig(4000),
         "lock_handoff": fig(70),
         "zap_page_path": fig(1400.4), "zap_page_shared_path": fig(10_000),
@@ -41,6 +41,8 @@ def test_derive_subtracts_measured_entries_first_then_the_table():
     assert ns["page_zero"] == 300 and ns["file_read_hit"] == 700
     # 2000 - (300 measured + 120 + 40) = 1540
     assert ns["fault_entry"] == 1540
+    # 2600 - (fault_entry as derived 1540 + 120 + 40) = 900
+    assert ns["page_copy"] == 900
     # 50000 - (700 measured + 120) = 49180
     assert ns["ssd_read_latency"] == 49180
     # 1000 - (15 + 150 + 80 + 6) = 749: MADV_PAGEOUT checks no references.
@@ -59,7 +61,7 @@ def test_derive_subtracts_measured_entries_first_then_the_table():
     assert checks["lock_handoff"]["ns"] == 70 and "is 56 ns" in checks["lock_handoff"]["source"]
     assert checks["anon_fault_path"]["ns"] == 2000
     assert set(costs) == {"page_zero", "file_read_hit", "cacheline_transfer", "lock_uncontended", "fault_entry",
-                          "ssd_read_latency", "shrink_folio", "zram_write", "zram_read", "tlb_flush_ipi"}
+                          "page_copy", "ssd_read_latency", "shrink_folio", "zram_write", "zram_read", "tlb_flush_ipi"}
 
 
 def test_derive_floors_a_negative_difference_and_says_so():

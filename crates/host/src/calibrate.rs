@@ -133,6 +133,78 @@ impl Drop for Anon {
     }
 }
 
+/// A forked child that keeps an [`Anon`] mapping shared copy-on-write with this process
+/// until [`Sharer::finish`], then checks that every page still holds the word written
+/// before the fork: the parent's writes meanwhile must have copied the pages, not changed
+/// them in place.
+struct Sharer {
+    pid: libc::pid_t,
+    /// The pipe's write end: one byte (or its closing) releases the child.
+    go: libc::c_int,
+}
+
+impl Sharer {
+    fn fork(m: &Anon, word: u64) -> Result<Sharer, String> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: fds has room for the two descriptors.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(os_err("pipe"));
+        }
+        // SAFETY: the child only reads the pipe, reads its own copy of the mapping and
+        // calls _exit: no allocation, no lock, nothing the other threads may hold.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let mut b = 0u8;
+            // SAFETY: one byte into a local; then reads of pages of the inherited mapping.
+            unsafe {
+                libc::close(fds[1]);
+                libc::read(fds[0], &mut b as *mut u8 as *mut _, 1);
+                let same = (0..m.pages())
+                    .all(|i| std::ptr::read_volatile(m.base.add(i * PAGE) as *const u64) == word);
+                libc::_exit(if same { 0 } else { 1 });
+            }
+        }
+        // SAFETY: closing our copy of the read end.
+        unsafe { libc::close(fds[0]) };
+        if pid < 0 {
+            let e = os_err("fork");
+            // SAFETY: the write end is ours.
+            unsafe { libc::close(fds[1]) };
+            return Err(e);
+        }
+        Ok(Sharer { pid, go: fds[1] })
+    }
+
+    /// Release the child and wait for it; an error if it saw the parent's writes.
+    fn finish(self) -> Result<(), String> {
+        let (pid, go) = (self.pid, self.go);
+        std::mem::forget(self);
+        // SAFETY: our descriptor and child.
+        let status = unsafe {
+            libc::close(go);
+            let mut status = 0;
+            if libc::waitpid(pid, &mut status, 0) != pid {
+                return Err(os_err("waitpid"));
+            }
+            status
+        };
+        if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+            return Err("copy-on-write: the forked child saw the parent's writes".into());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Sharer {
+    fn drop(&mut self) {
+        // SAFETY: release and reap our child (an error path left it running).
+        unsafe {
+            libc::close(self.go);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
 /// Pages of the `pages`-page mapping at `base` resident in memory (mincore).
 fn resident_pages(base: *mut libc::c_void, pages: usize) -> Result<usize, String> {
     let mut vec = vec![0u8; pages];
@@ -208,6 +280,21 @@ pub fn anon(s: Sizes) -> Result<Vec<Figure>, String> {
         Ok((t.elapsed().as_nanos() as f64, n as u64))
     })?;
     out.push(figure("anon_fault_path", r, "first write to each page of a fresh private anonymous mapping (THP off): one do_anonymous_page per page"));
+    let r = repeat(s.reps, || {
+        let m = Anon::new(n)?;
+        for i in 0..n {
+            m.touch(i, 1);
+        }
+        let sharer = Sharer::fork(&m, 1)?;
+        let t = Instant::now();
+        for i in 0..n {
+            m.touch(i, 2);
+        }
+        let ns = t.elapsed().as_nanos() as f64;
+        sharer.finish()?;
+        Ok((ns, n as u64))
+    })?;
+    out.push(figure("cow_fault_path", r, "first write to each page of a populated private anonymous mapping (THP off) that a forked child still maps: one do_wp_page copying the page (wp_page_copy) per page"));
     let m = Anon::new(n)?;
     for i in 0..n {
         m.touch(i, 1);
@@ -797,6 +884,36 @@ mod tests {
         assert_eq!(m.resident(), Ok(0));
     }
 
+    /// The parent's writes after the fork copy the pages: the child still reads the word
+    /// written before it, the parent its own.
+    #[test]
+    fn writes_after_the_fork_leave_the_childs_pages_alone() {
+        let m = Anon::new(16).unwrap();
+        for i in 0..16 {
+            m.touch(i, 1);
+        }
+        let sharer = Sharer::fork(&m, 1).unwrap();
+        for i in 0..16 {
+            m.touch(i, 2);
+        }
+        assert_eq!(sharer.finish(), Ok(()));
+        // SAFETY: page 5 of our mapping.
+        let w = unsafe { std::ptr::read_volatile(m.base.add(5 * PAGE) as *const u64) };
+        assert_eq!(w, 2);
+    }
+
+    /// The child's check bites: told to expect a word the pages never held, it reports it.
+    #[test]
+    fn a_sharer_that_sees_other_words_is_an_error() {
+        let m = Anon::new(4).unwrap();
+        for i in 0..4 {
+            m.touch(i, 1);
+        }
+        let sharer = Sharer::fork(&m, 3).unwrap();
+        let e = sharer.finish().unwrap_err();
+        assert!(e.starts_with("copy-on-write"), "{e}");
+    }
+
     #[test]
     fn residency_of_an_unmapped_range_is_an_error_not_zero() {
         // A range nothing maps: mincore fails with ENOMEM. Before, that read as "no page
@@ -854,6 +971,7 @@ mod bench_smoke {
             names(anon(s).unwrap()),
             [
                 "anon_fault_path",
+                "cow_fault_path",
                 "access_seq",
                 "access_random",
                 "page_zero",

@@ -67,6 +67,10 @@ cost_table! {
     fault_entry = 500;
     /// Clearing a 4 KiB page for a new anonymous mapping.
     page_zero = 250;
+    /// Copying a 4 KiB page for a copy-on-write fault (wp_page_copy), with what the copy
+    /// path adds to a fault that the other entries do not name (two page streams where a
+    /// clear has one; `reclaimsim calibrate` derives it from timed copy-on-write faults).
+    page_copy = 500;
     /// Allocating one page from the per-CPU free lists.
     page_alloc = 120;
     /// Freeing one page to the per-CPU free lists.

@@ -9,7 +9,8 @@
 //! folio frees its swap slot (should_try_to_free_swap), a read fault keeps it unless swap
 //! is half full. A swap-in of a slot other processes' swap PTEs still refer to (a folio
 //! forked processes share) maps the folio write-protected and leaves it in the swap cache;
-//! a write then copies it. The copy is costed as a page clear (`page_zero`).
+//! a write then copies it. The copy is one `page_copy` (the page's copy and the rest of
+//! wp_page_copy beyond a fault's entry, allocation and mapping), not broken down further.
 //! zap_pte_range (munmap, exit) frees through free_pages_and_swap_cache, which drains the
 //! local CPU's LRU batches first; a folio or swap slot other processes still use stays.
 
@@ -532,7 +533,7 @@ impl Sim {
         let Some(new) = self.alloc_charged_page(node, memcg).await else {
             return Fault::Oom;
         };
-        self.e.charge(self.c.page_zero + self.c.pte_map);
+        self.e.charge(self.c.page_copy + self.c.pte_map);
         let old_unmapped = {
             let mut mm = self.mm.borrow_mut();
             if !mm.mms[mmid as usize].alive || !still(&mm) {
