@@ -649,7 +649,8 @@ pub struct Usemem {
     /// writes them (mm/fork.rs); an anonymous mapping only, without `unmap`.
     #[serde(default)]
     pub prealloc: bool,
-    /// `--prefault`: populate the whole area before the timed passes (MAP_POPULATE).
+    /// `--prefault`: populate the whole area before the timed passes (MAP_POPULATE: each
+    /// page faulted in and its folio marked accessed, mm/gup.rs).
     #[serde(default)]
     pub prefault: bool,
     /// `--random`: each access writes a uniformly random page of the area; else sequential.

@@ -6,7 +6,9 @@
 //! for real:
 //!
 //! - usemem: one anonymous private mapping per process (THP off by MADV_NOHUGEPAGE, since
-//!   the model has base pages only); a touch writes one word of the page; `unmap` between
+//!   the model has base pages only); a touch writes one word of the page; the prefault
+//!   walk (MAP_POPULATE in usemem) writes the word and then applies MADV_POPULATE_WRITE
+//!   to the page, whose FOLL_TOUCH marks the folio accessed as MAP_POPULATE's does; `unmap` between
 //!   passes is MADV_DONTNEED on the thread's span (the zap the model does). Major faults
 //!   (getrusage, per thread) are the misses.
 //! - file_read: files opened with POSIX_FADV_RANDOM (readahead off, one page per read, as
@@ -457,10 +459,20 @@ fn usemem_thread(
     };
     for a in seq {
         match a {
-            Access::Touch { vpn, .. } => {
+            Access::Touch { vpn, .. } | Access::Populate { vpn } => {
                 // SAFETY: vpn < pages of the mapping (the generator stays in the span).
                 let p = unsafe { map.base.add(vpn as usize * PAGE) } as *mut u64;
                 unsafe { p.write_volatile(st.accesses ^ 0x5a5a) };
+                if let Access::Populate { .. } = a {
+                    // MAP_POPULATE's state, page by page: faulted in for writing (the word
+                    // above, so that the page is not all zeros, which zram would store
+                    // without compressing) and marked accessed by GUP's FOLL_TOUCH, which
+                    // MADV_POPULATE_WRITE (Linux 5.14) applies to the page it finds present.
+                    // SAFETY: advice on page vpn of our own mapping.
+                    unsafe {
+                        libc::madvise(p as *mut libc::c_void, PAGE, libc::MADV_POPULATE_WRITE)
+                    };
+                }
                 st.accesses += 1;
                 if let Some(r) = rate {
                     // fio's rate: sleep while ahead of `r` bytes per second.
@@ -476,10 +488,13 @@ fn usemem_thread(
                     live.publish(&mut st);
                 }
                 if let Some(l) = st.log.as_mut() {
-                    let vpn = (p as usize - map.base as usize) / PAGE;
-                    l.push(Access::Touch {
-                        vpn: vpn as u32,
-                        random: matches!(a, Access::Touch { random: true, .. }),
+                    let vpn = ((p as usize - map.base as usize) / PAGE) as u32;
+                    l.push(match a {
+                        Access::Populate { .. } => Access::Populate { vpn },
+                        _ => Access::Touch {
+                            vpn,
+                            random: matches!(a, Access::Touch { random: true, .. }),
+                        },
                     });
                 }
             }

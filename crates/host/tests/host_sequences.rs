@@ -126,6 +126,12 @@ fn native_runner_issues_the_simulated_sequences() {
     }
     // The usemem random workload unmapped between its passes, on both sides.
     assert!(native[&0].iter().any(|a| matches!(a, Access::Unmap { .. })));
+    // Its prefault populated the thread's span (2M over 2 threads: 256 pages) first.
+    let populated = native[&0]
+        .iter()
+        .take_while(|a| matches!(a, Access::Populate { .. }))
+        .count();
+    assert_eq!(populated, 256);
 }
 
 #[test]

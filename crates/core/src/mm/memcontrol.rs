@@ -474,6 +474,14 @@ impl Mm {
         updates > MEMCG_CHARGE_BATCH * self.nr_cpus as u64
     }
 
+    /// mem_cgroup_flush_stats(m): flush `m`'s subtree if its update threshold was crossed
+    /// (memcg_vmstats_needs_flush).
+    pub fn mem_cgroup_flush_stats(&mut self, m: MemcgId, now: Time) {
+        if self.memcg_stats_need_flush(m) {
+            self.flush_stats_subtree(m, now);
+        }
+    }
+
     /// mem_cgroup_flush_stats_ratelimited(m): flush `m`'s subtree, only if the periodic
     /// flush has not run for 2 * FLUSH_TIME and the subtree's update threshold was crossed.
     pub fn flush_stats_ratelimited(&mut self, m: MemcgId, now: Time) {

@@ -16,6 +16,11 @@ use super::vmstat::{NodeStat, VmEvent};
 use super::MemcgId;
 use crate::sim::Sim;
 
+/// oom_rs, the rate limit of oom_kill_process's reports (DEFAULT_RATELIMIT_INTERVAL,
+/// DEFAULT_RATELIMIT_BURST): at most 10 in 5 s.
+const OOM_RS_INTERVAL: u64 = 5_000_000_000;
+const OOM_RS_BURST: u32 = 10;
+
 /// What select_bad_process() found.
 enum Chosen {
     /// Nobody to kill.
@@ -26,6 +31,30 @@ enum Chosen {
 }
 
 impl super::Mm {
+    /// __ratelimit(&oom_rs) at `now`: true when this OOM may report (the first call of an
+    /// interval starts it; the interval allows OOM_RS_BURST reports).
+    fn oom_rs_ratelimit(&mut self, now: u64) -> bool {
+        let (begin, n) = self.oom_rs;
+        if n == 0 || now >= begin + OOM_RS_INTERVAL {
+            self.oom_rs = (now, 1);
+            return true;
+        }
+        self.oom_rs.1 += (n < OOM_RS_BURST) as u32;
+        n < OOM_RS_BURST
+    }
+
+    /// dump_header() of oom_kill_process, for what it changes: a memcg OOM's report
+    /// (mem_cgroup_print_oom_meminfo) prints the memcg's memory.stat, and formatting it
+    /// flushes the memcg's statistics first (memory_stat_format -> mem_cgroup_flush_stats),
+    /// so reclaim after the kill reads fresh list sizes (inactive_is_low). A global OOM
+    /// prints the node counters (__show_mem), which flushes nothing. The printing is not
+    /// costed.
+    fn dump_header(&mut self, memcg: Option<MemcgId>, now: u64) {
+        if let Some(m) = memcg {
+            self.mem_cgroup_flush_stats(m, now);
+        }
+    }
+
     /// oom_badness() without oom_score_adj: resident pages, swap entries and page-table
     /// pages of the process.
     pub fn oom_badness(&self, mmid: u32) -> u64 {
@@ -76,6 +105,10 @@ impl Sim {
         };
         {
             let mut mm = self.mm.borrow_mut();
+            let now = self.e.now();
+            if mm.oom_rs_ratelimit(now) {
+                mm.dump_header(memcg, now);
+            }
             let vm = mm.mms[v as usize].memcg;
             let m = &mut mm.mms[v as usize];
             m.alive = false;

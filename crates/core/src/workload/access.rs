@@ -18,6 +18,9 @@ use serde::Serialize;
 pub enum Access {
     /// Write one word of anonymous page `vpn`; `random` selects the random-access cost.
     Touch { vpn: u32, random: bool },
+    /// Page `vpn` of usemem's --prefault walk: mmap's MAP_POPULATE faults it in for
+    /// writing and marks the folio accessed (GUP's FOLL_TOUCH).
+    Populate { vpn: u32 },
     /// munmap + mmap of pages [lo, hi) (usemem `unmap` between passes).
     Unmap { lo: u32, hi: u32 },
     /// Read page `page` of the workload's file `file` (an index into its `files`).
@@ -94,10 +97,7 @@ impl Iterator for UsememSeq {
         if let Some(v) = self.prefault {
             if v < self.hi {
                 self.prefault = Some(v + 1);
-                return Some(Access::Touch {
-                    vpn: v,
-                    random: false,
-                });
+                return Some(Access::Populate { vpn: v });
             }
             self.prefault = None;
         }

@@ -283,6 +283,17 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
     true
 }
 
+/// One page of MAP_POPULATE (usemem --prefault): the page faulted in for writing as a
+/// touch faults it, then marked accessed by GUP's FOLL_TOUCH (mm/gup.rs). False when the
+/// process was killed.
+async fn populate(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32) -> bool {
+    if !touch(s, r, t, mmid, vpn, s.c.access_seq).await {
+        return false;
+    }
+    s.follow_page_touch(mmid, vpn).await;
+    true
+}
+
 /// The instruction fetches of an access by a process with text: every text page (the
 /// loop's code) has its PTE made young, as the hardware sets the accessed bit; returns
 /// the first that is not mapped (reclaim took it), for the caller to fault in.
@@ -501,7 +512,7 @@ fn spawn_usemem_parent(
             let t = tally(s, wi);
             if spec.prefault {
                 for vpn in 0..spec.size.pages() as u32 {
-                    if !touch(s, &mut r, &t, parent, vpn, s.c.access_seq).await {
+                    if !populate(s, &mut r, &t, parent, vpn).await {
                         break;
                     }
                 }
@@ -576,7 +587,7 @@ fn spawn_usemem_threads(
                 } else {
                     while ahead.len() < depth {
                         let Some(a) = seq.next() else { break };
-                        if let Access::Touch { vpn, .. } = a {
+                        if let Access::Touch { vpn, .. } | Access::Populate { vpn } = a {
                             prefetch_pte(s, mmid, vpn);
                         }
                         ahead.push_back(a);
@@ -597,6 +608,7 @@ fn spawn_usemem_threads(
                         };
                         touch(s, &mut r, &t, mmid, vpn, cost).await
                     }
+                    Access::Populate { vpn } => populate(s, &mut r, &t, mmid, vpn).await,
                     Access::Unmap { lo, hi } => {
                         // munmap; the next pass faults a fresh mapping in.
                         r.flush(s);
