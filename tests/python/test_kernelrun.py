@@ -170,12 +170,35 @@ def test_anon_sequential_passes_with_swap_agree_with_the_kernel():
         "--set", "workload[0].size=24M", "--set", "cgroup[0].memory.max=16M",
         # One thread: how two threads' passes interleave on the host varies run to run.
         "--set", "workload[0].threads=1",
+        # The first pass faults the area in: populating 24M under 16M is OOM-killed
+        # (test_populating_beyond_the_limit_is_oom_killed_on_both_sides).
+        "--set", "workload[0].prefault=false",
     )
     assert p.returncode == 0, p.stderr
     c = _counters(json.loads(p.stdout))
     assert c["pswpout"]["kernel_mean"] > 0 and c["pswpout"]["sim"] > 0
     assert abs(c["pswpin"]["diff_pct"]) < 10, c["pswpin"]
     assert abs(c["major_faults"]["diff_pct"]) < 10, c["major_faults"]
+    assert not _leftovers()
+
+
+@needs_kernel
+def test_populating_beyond_the_limit_is_oom_killed_on_both_sides():
+    # usemem's --prefault is MAP_POPULATE: every page is marked accessed (FOLL_TOUCH), so
+    # reclaim activates each one it finds and the inactive list runs empty; with no file
+    # pages in the memcg nothing lets shrink_lruvec age the active list before the memcg
+    # statistics are flushed, and the charge fails. The kernel kills within the first
+    # 16M (4,096 pages) of the 24M; so must the model.
+    p = cli(
+        "kernel-run", "calib-anon-zram", "--reps", "1", "--json", "-",
+        "--set", "workload[0].size=24M", "--set", "cgroup[0].memory.max=16M",
+        "--set", "workload[0].threads=1", "--set", "workload[0].text=0",
+    )
+    assert p.returncode == 0, p.stderr
+    c = _counters(json.loads(p.stdout))
+    assert c["oom_kill"]["kernel_mean"] == 1 and c["oom_kill"]["sim"] == 1
+    for side in ("kernel_mean", "sim"):
+        assert 3500 < c["accesses"][side] <= 4096 + 64, c["accesses"]
     assert not _leftovers()
 
 
@@ -197,7 +220,7 @@ def test_anon_passes_swapping_to_a_file_agree_with_the_kernel(tmp_path):
         "kernel-run", "calib-anon-zram", "--reps", "1", "--json", "-",
         "--set", "machine.swap.device=ssd", "--swapfile", str(tmp_path / "swap"),
         "--set", "workload[0].size=24M", "--set", "cgroup[0].memory.max=16M",
-        "--set", "workload[0].threads=1",
+        "--set", "workload[0].threads=1", "--set", "workload[0].prefault=false",
     )
     assert p.returncode == 0, p.stderr
     c = _counters(json.loads(p.stdout))
