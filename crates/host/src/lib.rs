@@ -8,9 +8,10 @@
 //! - usemem: one anonymous private mapping per process (THP off by MADV_NOHUGEPAGE, since
 //!   the model has base pages only); a touch writes one word of the page; the prefault
 //!   walk (MAP_POPULATE in usemem) writes the word and then applies MADV_POPULATE_WRITE
-//!   to the page, whose FOLL_TOUCH marks the folio accessed as MAP_POPULATE's does; `unmap` between
-//!   passes is MADV_DONTNEED on the thread's span (the zap the model does). Major faults
-//!   (getrusage, per thread) are the misses.
+//!   to the page, whose FOLL_TOUCH marks the folio accessed as MAP_POPULATE's does (a
+//!   kernel without it is refused); `unmap` between passes is MADV_DONTNEED on the
+//!   thread's span (the zap the model does). Major faults (getrusage, per thread) are the
+//!   misses.
 //! - file_read: files opened with POSIX_FADV_RANDOM (readahead off, one page per read, as
 //!   the model reads); each access is first classified by mincore() on a never-touched
 //!   MAP_SHARED mapping of the file (it does not disturb the page cache), then read with
@@ -153,6 +154,9 @@ pub fn processes(sc: &Scenario, wi: usize) -> Result<u32, String> {
         WorkloadSpec::Usemem(u) if u.prealloc => Err(format!(
             "scenario.workload[{wi}].prealloc: true: kernel-run maps each process's area in the process itself (its workers share no parent's pages copy-on-write); allowed: prealloc = false"
         )),
+        WorkloadSpec::Usemem(u) if u.prefault && !populate_write_supported() => Err(format!(
+            "scenario.workload[{wi}].prefault: true: this kernel refuses MADV_POPULATE_WRITE (Linux 5.14 and later have it), with which kernel-run populates as MAP_POPULATE does; allowed: prefault = false"
+        )),
         WorkloadSpec::Usemem(u) => Ok(u.processes),
         WorkloadSpec::FileRead(_) => Ok(1),
         WorkloadSpec::Trace(_) => Ok(1),
@@ -160,6 +164,16 @@ pub fn processes(sc: &Scenario, wi: usize) -> Result<u32, String> {
             "scenario.workload[{wi}]: kernel-run does not replay request_churn (its accesses depend on simulated timing); allowed: usemem, file_read"
         )),
     }
+}
+
+/// Whether this kernel has MADV_POPULATE_WRITE (Linux 5.14), the prefault walk's way to
+/// mark each page accessed as MAP_POPULATE does: tried on one page of a fresh mapping.
+pub fn populate_write_supported() -> bool {
+    let Ok(m) = Mapping::anon(PAGE) else {
+        return false;
+    };
+    // SAFETY: advice on the one page of our own fresh mapping.
+    unsafe { libc::madvise(m.base as *mut libc::c_void, PAGE, libc::MADV_POPULATE_WRITE) == 0 }
 }
 
 /// The path of file `j` of workload `wi` under `dir`.
@@ -468,6 +482,7 @@ fn usemem_thread(
                     // above, so that the page is not all zeros, which zram would store
                     // without compressing) and marked accessed by GUP's FOLL_TOUCH, which
                     // MADV_POPULATE_WRITE (Linux 5.14) applies to the page it finds present.
+                    // `processes` refused a kernel without it; the page is ours and mapped.
                     // SAFETY: advice on page vpn of our own mapping.
                     unsafe {
                         libc::madvise(p as *mut libc::c_void, PAGE, libc::MADV_POPULATE_WRITE)
