@@ -259,7 +259,7 @@ impl Sim {
             peak_used_frames: 0,
             used_frames: 0,
             oom_log: Vec::new(),
-            oom_rs: (0, 0),
+            oom_rs: Default::default(),
             stats_updates: 0,
             last_flush: 0,
             draining: Vec::new(),

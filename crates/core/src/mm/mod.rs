@@ -449,8 +449,8 @@ pub struct Mm {
     pub used_frames: u64,
     /// OOM kills: (time, memcg, mm).
     pub oom_log: Vec<(u64, MemcgId, u32)>,
-    /// oom_rs, the rate limit of the OOM reports: (start of the interval, reports in it).
-    pub oom_rs: (u64, u32),
+    /// oom_rs, the rate limit of the OOM reports.
+    pub oom_rs: oom_kill::RateLimit,
     /// memcg stats updates since the last flush (rstat's stats_updates, machine-wide).
     pub stats_updates: u64,
     /// Virtual time of the last memcg stats flush.

@@ -18,8 +18,33 @@ use crate::sim::Sim;
 
 /// oom_rs, the rate limit of oom_kill_process's reports (DEFAULT_RATELIMIT_INTERVAL,
 /// DEFAULT_RATELIMIT_BURST): at most 10 in 5 s.
-const OOM_RS_INTERVAL: u64 = 5_000_000_000;
-const OOM_RS_BURST: u32 = 10;
+pub const OOM_RS_INTERVAL: u64 = 5_000_000_000;
+pub const OOM_RS_BURST: u32 = 10;
+
+/// A struct ratelimit_state (lib/ratelimit.c): an interval starts at the first call and
+/// allows `burst` calls; the first call after the interval has passed starts the next.
+/// Simplified: no count of the calls it suppressed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RateLimit {
+    begin: Option<u64>,
+    printed: u32,
+}
+
+impl RateLimit {
+    /// ___ratelimit() at `now`: true when the call may go ahead.
+    pub fn allow(&mut self, now: u64, interval: u64, burst: u32) -> bool {
+        let begin = *self.begin.get_or_insert(now);
+        if now > begin + interval {
+            self.begin = Some(now);
+            self.printed = 0;
+        }
+        if burst > self.printed {
+            self.printed += 1;
+            return true;
+        }
+        false
+    }
+}
 
 /// What select_bad_process() found.
 enum Chosen {
@@ -31,18 +56,6 @@ enum Chosen {
 }
 
 impl super::Mm {
-    /// __ratelimit(&oom_rs) at `now`: true when this OOM may report (the first call of an
-    /// interval starts it; the interval allows OOM_RS_BURST reports).
-    fn oom_rs_ratelimit(&mut self, now: u64) -> bool {
-        let (begin, n) = self.oom_rs;
-        if n == 0 || now >= begin + OOM_RS_INTERVAL {
-            self.oom_rs = (now, 1);
-            return true;
-        }
-        self.oom_rs.1 += (n < OOM_RS_BURST) as u32;
-        n < OOM_RS_BURST
-    }
-
     /// dump_header() of oom_kill_process, for what it changes: a memcg OOM's report
     /// (mem_cgroup_print_oom_meminfo) prints the memcg's memory.stat, and formatting it
     /// flushes the memcg's statistics first (memory_stat_format -> mem_cgroup_flush_stats),
@@ -106,7 +119,7 @@ impl Sim {
         {
             let mut mm = self.mm.borrow_mut();
             let now = self.e.now();
-            if mm.oom_rs_ratelimit(now) {
+            if mm.oom_rs.allow(now, OOM_RS_INTERVAL, OOM_RS_BURST) {
                 mm.dump_header(memcg, now);
             }
             let vm = mm.mms[v as usize].memcg;
@@ -204,5 +217,30 @@ impl super::Mm {
         self.lruvecs[lv].mod_state(NodeStat::NrSwapcache, -1);
         self.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);
         self.pages[pfn as usize].clear(PG_SWAPCACHE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratelimit_allows_a_burst_per_interval_from_its_first_call() {
+        // lib/ratelimit.c with interval 5 s and burst 10: the interval starts at the first
+        // call (t = 1 s), ten calls go ahead, the rest wait until it has passed (strictly
+        // after 6 s), when the next call starts a new one.
+        let mut rs = RateLimit::default();
+        let s = 1_000_000_000;
+        let allowed: Vec<bool> = (0..12).map(|i| rs.allow(s + i, 5 * s, 10)).collect();
+        assert_eq!(allowed, [[true; 10].as_slice(), &[false, false]].concat());
+        assert!(!rs.allow(6 * s, 5 * s, 10));
+        assert!(rs.allow(6 * s + 1, 5 * s, 10));
+        assert_eq!(
+            (1..10)
+                .filter(|i| rs.allow(6 * s + 1 + i, 5 * s, 10))
+                .count(),
+            9
+        );
+        assert!(!rs.allow(7 * s, 5 * s, 10));
     }
 }
