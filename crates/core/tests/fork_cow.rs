@@ -546,3 +546,35 @@ fn reclaim_unmaps_only_the_ptes_that_map_the_shared_folio() {
         }
     });
 }
+
+#[test]
+fn usemem_prealloc_populates_once_in_the_parent_and_each_worker_copies_every_page() {
+    // usemem --prealloc --prefault, 2 workers, one sequential pass over 4M (1024 pages),
+    // no limit: the parent's MAP_POPULATE faults each page once (1024) and marks it
+    // accessed; each worker's first write to a page it shares with the parent copies it
+    // (the parent keeps its mapping, so no worker is ever the only user): 2 * 1024. No
+    // swap-in and no reclaim.
+    let t = r#"
+name = "prealloc"
+seed = 1
+duration = "10s"
+[machine]
+cpus = 4
+memory_per_node = "1G"
+[[workload]]
+type = "usemem"
+processes = 2
+size = "4M"
+prealloc = true
+prefault = true
+repeat = 1
+"#;
+    let sc = reclaimsim_core::Scenario::from_toml(t).expect("valid scenario");
+    let r = reclaimsim_core::sim::run_checked(&sc, true, &mut |_, _| true).expect("run");
+    let r = serde_json::to_value(&r).unwrap();
+    assert_eq!(r["vmstat"]["pgfault"], 1024 + 2 * 1024);
+    assert_eq!(r["vmstat"]["pgmajfault"], 0);
+    assert_eq!(r["vmstat"]["pgscan_anon"], 0);
+    // The parent's populate and the workers' pass: 1024 + 2 * 1024 accesses.
+    assert_eq!(r["workloads"][0]["accesses"], 3 * 1024);
+}
