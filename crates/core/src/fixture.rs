@@ -254,6 +254,14 @@ start = "900s"
     Sim::build(&crate::Scenario::from_toml(&t).expect("fixture scenario")).expect("fixture machine")
 }
 
+/// Run the scenario in TOML `t` to its end, with the invariants checked after every
+/// reclaim pass when `check` (run_checked), and return its report as JSON.
+pub fn run_toml(t: &str, check: bool) -> serde_json::Value {
+    let sc = crate::Scenario::from_toml(t).expect("valid scenario");
+    let r = crate::sim::run_checked(&sc, check, &mut |_, _| true).expect("run");
+    serde_json::to_value(&r).expect("report as JSON")
+}
+
 /// Run `f` as a task on `cpu` from virtual time `at` until it returns (other tasks of the
 /// machine run meanwhile, in virtual-time order); returns the virtual time it ended at.
 pub fn run_probe<F, Fut>(s: &Rc<Sim>, cpu: u32, at: Time, f: F) -> Time

@@ -6,7 +6,7 @@
 //! only user, which reuses it in place; reclaim unmaps a shared folio from every process
 //! (one swap-out, a swap count of one per PTE), and the slot is freed when its last user
 //! maps it back or goes away.
-use reclaimsim_core::fixture::{lru_add_drain_acquisitions, one_node_machine, run_probe};
+use reclaimsim_core::fixture::{lru_add_drain_acquisitions, one_node_machine, run_probe, run_toml};
 use reclaimsim_core::mm::memory::Fault;
 use reclaimsim_core::mm::mm_types::pte;
 use reclaimsim_core::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON};
@@ -433,9 +433,8 @@ repeat = 0
 prealloc = true
 prefault = true
 "#;
-    let sc = reclaimsim_core::Scenario::from_toml(t).unwrap();
-    let r = reclaimsim_core::sim::run_checked(&sc, true, &mut |_, _| true);
-    assert!(r.is_ok(), "{:?}", r.err());
+    // run_toml panics on an invariant the checked run finds broken.
+    run_toml(t, true);
 }
 
 /// The drains of a write by the child to a page of the parent that reclaim swapped out
@@ -569,9 +568,7 @@ prealloc = true
 prefault = true
 repeat = 1
 "#;
-    let sc = reclaimsim_core::Scenario::from_toml(t).expect("valid scenario");
-    let r = reclaimsim_core::sim::run_checked(&sc, true, &mut |_, _| true).expect("run");
-    let r = serde_json::to_value(&r).unwrap();
+    let r = run_toml(t, true);
     assert_eq!(r["vmstat"]["pgfault"], 1024 + 2 * 1024);
     assert_eq!(r["vmstat"]["pgmajfault"], 0);
     assert_eq!(r["vmstat"]["pgscan_anon"], 0);

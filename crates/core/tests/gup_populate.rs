@@ -5,7 +5,7 @@
 //! check activates it (folio_check_references: referenced_ptes = 1 and the folio was
 //! referenced); a page only written by its process has the young PTE alone and gets one
 //! more trip round the inactive list (FOLIOREF_KEEP, with PG_referenced now set).
-use reclaimsim_core::fixture::{one_node_machine, run_probe};
+use reclaimsim_core::fixture::{one_node_machine, run_probe, run_toml};
 use reclaimsim_core::mm::mm_types::{pte, PG_ACTIVE, PG_REFERENCED};
 use reclaimsim_core::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON};
 use reclaimsim_core::mm::vmscan::ScanControl;
@@ -111,12 +111,7 @@ random = true
 repeat = 1
 "#
     );
-    let sc = reclaimsim_core::Scenario::from_toml(&t).expect("valid scenario");
-    let r = reclaimsim_core::sim::run_checked(&sc, true, &mut |_, _| true).expect("run");
-    serde_json::to_value(&r).unwrap()["oom_kills"]
-        .as_array()
-        .unwrap()
-        .len()
+    run_toml(&t, true)["oom_kills"].as_array().unwrap().len()
 }
 
 #[test]

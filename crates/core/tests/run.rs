@@ -1,6 +1,7 @@
 //! End-to-end runs of small scenarios through the whole model.
 
-use reclaimsim_core::{run_json, sim, Error, Scenario};
+use reclaimsim_core::fixture::run_toml;
+use reclaimsim_core::{run_json, Error, Scenario};
 use serde_json::Value;
 
 /// Four processes writing at random over 16M each under a 32M limit. Not prefaulted:
@@ -34,12 +35,6 @@ random = true
 repeat = 0
 "#
     )
-}
-
-fn run_toml(t: &str, check: bool) -> Value {
-    let sc = Scenario::from_toml(t).expect("valid scenario");
-    let r = sim::run_checked(&sc, check, &mut |_, _| true).expect("run");
-    serde_json::to_value(&r).unwrap()
 }
 
 fn cgroup<'a>(r: &'a Value, path: &str) -> &'a Value {
