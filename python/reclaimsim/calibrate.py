@@ -36,6 +36,10 @@ ms, in proportions that change from one minute to the next), and the entry moves
 1 us per 80 ms of it, so the profile's source gives the reps' range. Everything else the kernel does
 per scanned folio under limit reclaim that the table does not name (try_charge_memcg's
 reclaim entry, the anon_vma walk) is thereby charged to this entry, per reference check.
+The area is faulted in by its first pass, not populated: MAP_POPULATE marks every folio
+accessed, and an area populated beyond the limit is OOM-killed on both sides (each folio
+is activated at its first check). A run that ends in an OOM kill on either side times the
+kill, not reclaim, so it gives no value and the profile says why.
 
 The path figures themselves are kept in the profile's `[checks]` table beside the model's
 sum for the same path, so a reader sees what was decomposed. The swap benchmarks need root
@@ -168,11 +172,11 @@ def _swap_part(part: Callable[[str], list[dict]], say: Callable[[str], None]) ->
 # The reclaim-bound case of `reclaim_bound` (kept out of the calib-* acceptance cases).
 RECLAIM_CASE = {
     "name": "calibrate-reclaim",
-    "description": "calibrate: one thread writing 64M sequentially (prefault + 2 passes) in a 40M memcg, zram swap",
+    "description": "calibrate: one thread writing 64M sequentially (3 passes, the first faulting each page in) in a 40M memcg, zram swap",
     "duration": "600s",
     "machine": {"cpus": 2, "memory_per_node": "4G", "swap": {"size": "256M", "device": "zram"}},
     "cgroup": [{"path": "/reclaim", "memory": {"max": "40M"}}],
-    "workload": [{"type": "usemem", "name": "usemem", "cgroup": "/reclaim", "size": "64M", "prefault": True, "repeat": 2}],
+    "workload": [{"type": "usemem", "name": "usemem", "cgroup": "/reclaim", "size": "64M", "prefault": False, "repeat": 3}],
 }
 
 # Kernel reps of the reclaim-bound case (half a second each).
@@ -191,9 +195,25 @@ def solve_linear(v0: float, t0: float, t1: float, step: float, target: float) ->
     return v0 + (target - t0) / slope
 
 
-def reclaim_bound(profile_path: Path, cgroup_version: int, say: Callable[[str], None], reps: int) -> dict | None:
-    """`pte_referenced` from the reclaim-bound case (see the module doc): {"ns", "source"},
-    or None when the model's time does not depend on it."""
+def oom_verdict(kernel_kills: list, model_kills: float) -> str | None:
+    """Why a timed run cannot calibrate anything when a side ended in an OOM kill (its
+    time is then the time to the kill), or None. `kernel_kills` holds the OOM-killed
+    processes of each kernel rep, `model_kills` the model's mean over its runs."""
+    k = sum(1 for n in kernel_kills if n)
+    if not k and not model_kills:
+        return None
+    return (
+        f"the case was OOM-killed in {k} of {len(kernel_kills)} kernel reps and the model killed "
+        f"{model_kills:g} processes per run, so its time is not reclaim's"
+    )
+
+
+def reclaim_bound(
+    profile_path: Path, cgroup_version: int, say: Callable[[str], None], reps: int
+) -> tuple[dict | None, str | None]:
+    """`pte_referenced` from the reclaim-bound case (see the module doc): ({"ns", "source"},
+    None), or (None, why) when a side was OOM-killed or the model's time does not depend
+    on the entry."""
     from . import kernelrun
 
     sc = json.loads(json.dumps(RECLAIM_CASE))
@@ -202,6 +222,10 @@ def reclaim_bound(profile_path: Path, cgroup_version: int, say: Callable[[str], 
     say(f"reclaim-bound case on the kernel and in the model ({reps} reps): {sc['description']}")
     rep = kernelrun.kernel_run(sc, reps, str(profile_path.parent / "reclaim-work"))
     rows = {r["name"]: r for r in rep["counters"]}
+    kills = rows["oom_killed_processes"]
+    why = oom_verdict(kills["kernel_values"], kills["sim"])
+    if why:
+        return None, why
     # The median rep: on a virtual machine a rep whose thread migrates between vCPUs can
     # take a third longer, and the entry moves by about 1 us per 80 ms of the kernel's time.
     times = rows["elapsed_ms@usemem"]["kernel_values"]
@@ -212,13 +236,17 @@ def reclaim_bound(profile_path: Path, cgroup_version: int, say: Callable[[str], 
     v0 = table["pte_referenced"]["ns"]
     sc1 = dict(sc, costs={"pte_referenced": v0 + _SLOPE_STEP})
     norm = json.loads(_core.validate_json(json.dumps(sc1)))
-    t1 = statistics.fmean(r["elapsed_ms@usemem"] for r in kernelrun.simulate(norm, reps))
+    sims1 = kernelrun.simulate(norm, reps)
+    why = oom_verdict([], statistics.fmean(r["oom_killed_processes"] for r in sims1))
+    if why:
+        return None, why
+    t1 = statistics.fmean(r["elapsed_ms@usemem"] for r in sims1)
     x = solve_linear(v0, t0, t1, _SLOPE_STEP, tk)
     if x is None:
-        return None
+        return None, "the model's time did not grow with pte_referenced"
     ns = max(round(x), 1)
     floor = "" if x >= 1 else f" (the solution was {x:.0f} ns, floored at 1)"
-    return {
+    entry = {
         "ns": ns,
         "source": (
             f"derived from a timed reclaim-bound run: {RECLAIM_CASE['description']}; kernel elapsed "
@@ -228,6 +256,7 @@ def reclaim_bound(profile_path: Path, cgroup_version: int, say: Callable[[str], 
             f"{x:.0f} ns{floor}. Carries the per-folio work of limit reclaim the table does not name."
         ),
     }
+    return entry, None
 
 
 def derive(figs: dict, base: dict[str, int]) -> tuple[dict, dict]:
@@ -343,13 +372,12 @@ def _add_reclaim_bound(p: dict, d: Path, reps: int, say: Callable[[str], None]) 
         interim = d / "interim.toml"
         interim.write_text(tomli_w.dumps(p))
         try:
-            e = reclaim_bound(interim, version, say, reps)
+            e, why = reclaim_bound(interim, version, say, reps)
         except (kernelrun.KernelRunError, OSError) as err:
             e, why = None, str(err)
         if e is not None:
             p["costs"]["pte_referenced"] = e
             return
-        why = why or "the model's time did not grow with pte_referenced"
     p["description"] += f"; pte_referenced not measured (reclaim-bound run: {why})"
 
 

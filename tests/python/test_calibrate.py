@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from reclaimsim.calibrate import derive, solve_linear
+from reclaimsim.calibrate import derive, oom_verdict, solve_linear
 
 
 def cli(*args, **kw):
@@ -127,3 +127,34 @@ def test_solve_linear_reads_the_entry_off_two_model_runs():
     # A time that does not grow with the entry gives no answer.
     assert solve_linear(40, 380.0, 380.0, 1000, 574.0) is None
     assert solve_linear(40, 380.0, 370.0, 1000, 574.0) is None
+
+
+def test_a_run_that_ends_in_an_oom_kill_calibrates_nothing():
+    assert oom_verdict([0, 0, 0], 0.0) is None
+    why = oom_verdict([0, 1, 0], 0.0)
+    assert why is not None and "1 of 3 kernel reps" in why
+    why = oom_verdict([0, 0, 0], 0.5)
+    assert why is not None and "killed 0.5 processes per run" in why
+    assert oom_verdict([], 1.0) is not None
+
+
+def test_the_reclaim_bound_case_runs_to_its_end_where_populating_it_is_oom_killed():
+    # Populating an area beyond the memcg limit activates every folio at its first check
+    # and ends in an OOM kill (on this machine's kernel too, docs/fidelity.md); the case
+    # faults its area in by writing it and reclaims to the end. Its three passes write
+    # every one of the 16,384 pages three times.
+    import json
+
+    from reclaimsim import _core
+    from reclaimsim.calibrate import RECLAIM_CASE
+    from reclaimsim.result import Result
+
+    def run(**w):
+        sc = json.loads(json.dumps(RECLAIM_CASE))
+        sc["workload"][0].update(w)
+        return Result(_core.run_json(_core.validate_json(json.dumps(sc)), None))
+
+    faulted = run()
+    assert len(faulted.oom_kills) == 0
+    assert faulted.workloads[0]["accesses"] == 3 * (64 << 20) // 4096
+    assert len(run(prefault=True).oom_kills) == 1
