@@ -1,7 +1,8 @@
 """The `reclaimsim` command. Data goes to stdout; progress and errors to stderr.
 
 Exit codes: 0 ok, 1 simulation error, 2 bad input (scenario, arguments, or an output path
-that cannot be written), 130 interrupted. Every error is one line on stderr, never a
+that cannot be written), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM; 129 for
+SIGHUP), each after the same cleanup. Every error is one line on stderr, never a
 traceback.
 """
 
@@ -17,7 +18,7 @@ import click
 
 from . import _core
 from ._core import ScenarioError, SimulationError
-from ._interrupt import call_interruptibly
+from ._interrupt import Terminated, call_interruptibly, handle_termination
 from .compare import _fmt_ns
 from .scenario import builtin_scenarios, load_scenario, run as run_scenario
 
@@ -33,9 +34,11 @@ def _one_line(msg: str) -> str:
 
 class _Main(click.Group):
     """The command group, with reclaimsim's exit codes: a usage error, a bad scenario or
-    a bad output path is 2, a simulation error 1, Ctrl-C 130; each one line on stderr."""
+    a bad output path is 2, a simulation error 1, Ctrl-C 130, SIGTERM 143 (SIGHUP 129);
+    each one line on stderr."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        handle_termination()
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as e:
@@ -47,8 +50,10 @@ class _Main(click.Group):
             _fail(str(e), 2)
         except SimulationError as e:
             _fail(str(e), 1)
-        except (KeyboardInterrupt, click.Abort):
-            sys.exit(130)
+        except (KeyboardInterrupt, click.Abort) as e:
+            # click turns a KeyboardInterrupt (Terminated is one) into Abort.
+            cause = e if isinstance(e, Terminated) else e.__context__
+            sys.exit(128 + cause.signum if isinstance(cause, Terminated) else 130)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 

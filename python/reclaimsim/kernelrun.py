@@ -385,13 +385,16 @@ def _read_live(p: Path) -> list[dict]:
 
 
 def _spawn(scenario_json: str, wi: int, proc: int, workdir: str, procs_file: Path, live: Path, prepared=None):
-    """Fork a worker: join the cgroup, replay, send the statistics back through a pipe."""
+    """Fork a worker: join the cgroup, replay, send the statistics back through a pipe.
+    A worker dies with its parent (a parent killed outright cannot remove it)."""
     r, w = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # child
         code = 0
         try:
             os.close(r)
+            _die_with(parent)
             procs_file.write_text(str(os.getpid()))
             out = _core.host_run_process_json(scenario_json, wi, proc, workdir, str(live), prepared)
         except BaseException as e:  # report anything to the parent, never unwind into it
@@ -403,6 +406,17 @@ def _spawn(scenario_json: str, wi: int, proc: int, workdir: str, procs_file: Pat
             os._exit(code)
     os.close(w)
     return pid, r
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this process when `parent` exits (prctl PR_SET_PDEATHSIG), or now if it
+    already has."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _read_all(fd: int) -> bytes:

@@ -43,10 +43,11 @@ def busiest(pid: int, in_child: bool) -> float:
     return max([cpu_seconds(p) for p in pids] + [0.0])
 
 
-def interrupt_when_busy(args, busy_cpu_s=1.5, in_child=False, **kw):
+def interrupt_when_busy(args, busy_cpu_s=1.5, in_child=False, sig=None, **kw):
     """Start the CLI, wait until it (or one of its children; with `in_child`, a child) has
     used `busy_cpu_s` of CPU (past imports and setup, inside the work), send SIGINT to its
-    process group."""
+    process group; with `sig`, send that signal to the command's process alone, as
+    `kill PID` does."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "reclaimsim.cli", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kw,
@@ -58,7 +59,10 @@ def interrupt_when_busy(args, busy_cpu_s=1.5, in_child=False, **kw):
             assert time.monotonic() < deadline, "never got busy"
             time.sleep(0.05)
         kids = descendants(proc.pid)
-        os.killpg(proc.pid, signal.SIGINT)
+        if sig is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, sig)
         out, err = proc.communicate(timeout=GUARD_S)
         return proc.returncode, out, err, kids
     finally:
@@ -109,5 +113,34 @@ def test_trace_gen_exits_130_and_leaves_no_partial_trace(tmp_path):
     out = tmp_path / "big.oracleGeneral"
     rc, _, err, _ = interrupt_when_busy(["trace-gen", str(out), "--requests", str(10**12)])
     assert rc == 130, err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_kill_of_a_run_exits_128_plus_the_signal(sig):
+    rc, out, err, _ = interrupt_when_busy(["run", "default", "--set", "duration=3600s", "--no-progress"], sig=sig)
+    assert rc == 128 + sig, err
+    assert "Traceback" not in err and "error" not in err
+    assert out == ""
+
+
+def test_kill_of_compare_stops_its_workers():
+    # Only the command gets the signal; its workers must be stopped by its cleanup.
+    rc, _, err, kids = interrupt_when_busy(
+        ["compare", "default", "--b", "rotation_cost=false", "--seeds", "2", "--jobs", "2",
+         "--set", "duration=3600s", "--metric", "pgscan_anon"],
+        in_child=True, sig=signal.SIGTERM,
+    )
+    assert rc == 143, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert kids, "the workers were running"
+    assert_gone(kids)
+
+
+def test_kill_of_trace_gen_leaves_no_partial_trace(tmp_path):
+    out = tmp_path / "big.oracleGeneral"
+    rc, _, err, _ = interrupt_when_busy(["trace-gen", str(out), "--requests", str(10**12)], sig=signal.SIGTERM)
+    assert rc == 143, err
     assert "Traceback" not in err
     assert not out.exists()

@@ -245,6 +245,86 @@ def test_ctrl_c_removes_everything():
     assert not _leftovers()
 
 
+# A kernel-run whose rep lasts far longer than the tests wait: sequential passes with zram
+# swap, faulted in by writing (no populate beyond the limit, so no OOM kill).
+LONG_RUN = [
+    "calib-anon-zram", "--reps", "1", "--set", "workload[0].prefault=false",
+    "--set", "workload[0].repeat=100000",
+]
+
+
+def _start_and_wait_for_workers(args):
+    """Start kernel-run in its own session; return it once a worker has used CPU."""
+    from test_interrupt import busiest, descendants
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reclaimsim.cli", "kernel-run", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while busiest(proc.pid, in_child=True) < 0.5:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no worker got busy"
+        time.sleep(0.05)
+    return proc, descendants(proc.pid)
+
+
+@needs_kernel
+def test_sigterm_removes_everything():
+    # `kill PID` reaches the command alone; its cleanup must stop the workers, remove the
+    # cgroups and the swap it set up, as on Ctrl-C.
+    from test_interrupt import assert_gone
+
+    proc, kids = _start_and_wait_for_workers(LONG_RUN)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert kids
+    assert_gone(kids)
+    assert not _leftovers()
+
+
+def _remove_leftovers():
+    """What a kernel-run killed outright leaves: its cgroups, swap and live files."""
+    subprocess.run(["swapoff", "/dev/zram0"], capture_output=True)
+    zram = Path("/sys/block/zram0/reset")
+    if zram.exists():
+        zram.write_text("1")
+    for mnt, fstype, _ in kernelrun._mounts():
+        if fstype in ("cgroup", "cgroup2"):
+            for root in Path(mnt).glob("reclaimsim-*"):
+                for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [root]:
+                    d.rmdir()
+    for f in Path("/dev/shm").glob("reclaimsim-*"):
+        f.unlink()
+
+
+@needs_kernel
+def test_workers_die_with_a_kernel_run_killed_outright():
+    # SIGKILL leaves no chance to clean up, but the workers (forks of the command, each
+    # with a parent-death signal) must not run on.
+    proc, kids = _start_and_wait_for_workers(LONG_RUN)
+    survivors = []
+    try:
+        proc.kill()
+        proc.wait()
+        assert kids
+        deadline = time.monotonic() + 10
+        survivors = list(kids)
+        while survivors and time.monotonic() < deadline:
+            survivors = [k for k in survivors if Path(f"/proc/{k}").exists()
+                         and "Z" not in Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1][:3]]
+            time.sleep(0.1)
+    finally:
+        for k in survivors:
+            os.kill(k, signal.SIGKILL)
+        time.sleep(0.5)
+        _remove_leftovers()
+    assert not survivors, f"workers {survivors} outlived their parent"
+    assert not _leftovers()
+
+
 @needs_kernel
 def test_file_reads_refuse_a_tmpfs_workdir():
     if kernelrun._fstype("/dev/shm") != "tmpfs":
