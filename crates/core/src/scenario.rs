@@ -653,6 +653,11 @@ pub struct Usemem {
     /// page faulted in and its folio marked accessed, mm/gup.rs).
     #[serde(default)]
     pub prefault: bool,
+    /// Write each page of a thread's span once, in address order, before the passes: a
+    /// first sequential pass of ordinary write faults (not MAP_POPULATE: no folio is
+    /// marked accessed), counted as accesses. Not with `prefault`.
+    #[serde(default)]
+    pub fill: bool,
     /// `--random`: each access writes a uniformly random page of the area; else sequential.
     #[serde(default)]
     pub random: bool,
@@ -1645,6 +1650,12 @@ impl Scenario {
                         return Err(Error::scenario(
                             at("prealloc"),
                             "true: the parent's area is shared copy-on-write with its forked workers, which needs mapping = \"anon\" and unmap = false",
+                        ));
+                    }
+                    if u.fill && u.prefault {
+                        return Err(Error::scenario(
+                            at("fill"),
+                            "true: the area is populated by `prefault` already; allowed: one of fill and prefault",
                         ));
                     }
                     if !u.rate_catch_up && u.rate.is_none() {

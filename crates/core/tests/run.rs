@@ -583,6 +583,53 @@ rate_catch_up = false
 }
 
 #[test]
+fn fill_with_prefault_is_refused() {
+    let t = r#"
+duration = "1s"
+[machine]
+cpus = 1
+memory_per_node = "1G"
+[[workload]]
+type = "usemem"
+size = "4M"
+prefault = true
+fill = true
+"#;
+    let e = Scenario::from_toml(t)
+        .and_then(|sc| sc.validate().map(|_| sc))
+        .err();
+    let msg = e.map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        msg.contains("workload[0].fill") && msg.contains("one of fill and prefault"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn fill_is_a_first_pass_of_write_faults_that_marks_nothing_accessed() {
+    // One thread, 1M (256 pages) filled, then one sequential pass, no memory pressure:
+    // the fill's 256 writes each fault a page in (do_anonymous_page) and the pass's 256
+    // find them mapped. Unlike prefault's MAP_POPULATE, no folio gets PG_referenced, so
+    // nothing is activated by mark_page_accessed (pgactivate 0).
+    let t = r#"
+duration = "10s"
+[machine]
+cpus = 1
+memory_per_node = "1G"
+[[workload]]
+type = "usemem"
+size = "1M"
+fill = true
+"#;
+    let v = reclaimsim_core::fixture::run_toml(t, true);
+    let w = &v["workloads"][0];
+    assert_eq!(w["accesses"].as_u64(), Some(512));
+    assert_eq!(w["minor_faults"].as_u64(), Some(256));
+    assert_eq!(w["hits"].as_u64(), Some(256));
+    assert_eq!(v["vmstat"]["pgactivate"].as_u64(), Some(0));
+}
+
+#[test]
 fn a_programs_text_is_read_once_shared_by_its_processes_and_charged_to_their_memcg() {
     // Two processes of one program, 8K of text (2 pages) and 16K of anon each, no memory
     // pressure, three passes. Each text page is read from the disk once, by whichever process runs it

@@ -31,6 +31,7 @@ type = "usemem"
 size = "1M"
 step = "8K"
 repeat = 3
+fill = true
 [[workload]]
 type = "file_read"
 cgroup = "/a"
@@ -132,6 +133,30 @@ fn native_runner_issues_the_simulated_sequences() {
         .take_while(|a| matches!(a, Access::Populate { .. }))
         .count();
     assert_eq!(populated, 256);
+    // The second usemem (1M, one thread) wrote its 256 pages in order first, then its
+    // passes every 8K.
+    let filled: Vec<Access> = (0..256)
+        .map(|vpn| Access::Touch { vpn, random: false })
+        .collect();
+    let log = native
+        .values()
+        .find(|l| l.len() == 256 + 3 * 128)
+        .expect("the filled usemem's log");
+    assert_eq!(&log[..256], &filled[..]);
+    assert_eq!(
+        log[256],
+        Access::Touch {
+            vpn: 0,
+            random: false
+        }
+    );
+    assert_eq!(
+        log[257],
+        Access::Touch {
+            vpn: 2,
+            random: false
+        }
+    );
 }
 
 #[test]

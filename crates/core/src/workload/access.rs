@@ -46,7 +46,8 @@ pub fn usemem_span(pages: u32, threads: u32, t: u32) -> (u32, u32) {
     (lo, hi)
 }
 
-/// One usemem thread (vm-scalability usemem): prefault its span once, then `repeat` passes
+/// One usemem thread (vm-scalability usemem): prefault its span once (or, with `fill`,
+/// write each of its pages once in address order), then `repeat` passes
 /// (0 = unbounded) of sequential writes every `step` bytes, or of span*512 random-page
 /// writes (`--random` writes size/8 words); with `unmap`, each pass after the first starts
 /// on a fresh mapping.
@@ -60,6 +61,8 @@ pub struct UsememSeq {
     rng: Rng,
     /// Next page of the prefault walk, or None once done.
     prefault: Option<u32>,
+    /// Next page of the `fill` pass, or None once done.
+    fill: Option<u32>,
     /// Passes started.
     pass: u64,
     /// Position within the current pass (a page for sequential, a count for random).
@@ -79,6 +82,7 @@ impl UsememSeq {
             unmap: u.unmap,
             rng,
             prefault: u.prefault.then_some(lo),
+            fill: u.fill.then_some(lo),
             pass: 0,
             pos: 0,
             in_pass: false,
@@ -100,6 +104,16 @@ impl Iterator for UsememSeq {
                 return Some(Access::Populate { vpn: v });
             }
             self.prefault = None;
+        }
+        if let Some(v) = self.fill {
+            if v < self.hi {
+                self.fill = Some(v + 1);
+                return Some(Access::Touch {
+                    vpn: v,
+                    random: false,
+                });
+            }
+            self.fill = None;
         }
         loop {
             if !self.in_pass {
