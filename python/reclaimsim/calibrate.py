@@ -26,14 +26,17 @@ saturates it.
 
 One entry comes from a timed reclaim-bound run instead: `pte_referenced`, the per-PTE step
 of folio_referenced's rmap walk, which MADV_PAGEOUT skips (it reclaims without looking at
-references). `reclaim_bound` replays a memcg-limited anonymous case on the kernel (one
-thread writing a 64M area sequentially in a 40M memory cgroup, zram swap: not one of the
+references). `reclaim_bound` replays a memcg-limited anonymous case on the kernel (two
+threads writing a 64M area sequentially in a 40M memory cgroup, zram swap: not one of the
 calib-* acceptance cases) and in the model with the profile measured so far, and with
 pte_referenced 1 us higher; the model's elapsed time is linear in the entry, so the value
 at which it equals the kernel's is read off the two runs. The kernel's time is the median
-of 15 reps: on a two-vCPU virtual machine it is bimodal (15 reps: 339-361 ms or 475-680
-ms, in proportions that change from one minute to the next), and the entry moves by about
-1 us per 80 ms of it, so the profile's source gives the reps' range. Everything else the kernel does
+of 15 reps, and the profile's source gives their range: the entry moves by about 1 us per
+80 ms of it. Two threads, one per CPU of a two-vCPU virtual machine, leave no CPU idle for
+a thread to migrate to: with one thread the case's time was bimodal there (15 reps:
+339-361 ms or 475-680 ms, in proportions that changed from one minute to the next; medians
+385, 552 and 590 ms within 30 minutes), with two it spread over 435-477 ms (medians 456
+and 453 ms). Everything else the kernel does
 per scanned folio under limit reclaim that the table does not name (try_charge_memcg's
 reclaim entry, the anon_vma walk) is thereby charged to this entry, per reference check.
 The area is faulted in by its first pass, not populated: MAP_POPULATE marks every folio
@@ -172,11 +175,11 @@ def _swap_part(part: Callable[[str], list[dict]], say: Callable[[str], None]) ->
 # The reclaim-bound case of `reclaim_bound` (kept out of the calib-* acceptance cases).
 RECLAIM_CASE = {
     "name": "calibrate-reclaim",
-    "description": "calibrate: one thread writing 64M sequentially (3 passes, the first faulting each page in) in a 40M memcg, zram swap",
+    "description": "calibrate: two threads writing 64M sequentially (3 passes, the first faulting each page in) in a 40M memcg, zram swap",
     "duration": "600s",
     "machine": {"cpus": 2, "memory_per_node": "4G", "swap": {"size": "256M", "device": "zram"}},
     "cgroup": [{"path": "/reclaim", "memory": {"max": "40M"}}],
-    "workload": [{"type": "usemem", "name": "usemem", "cgroup": "/reclaim", "size": "64M", "prefault": False, "repeat": 3}],
+    "workload": [{"type": "usemem", "name": "usemem", "cgroup": "/reclaim", "size": "64M", "threads": 2, "prefault": False, "repeat": 3}],
 }
 
 # Kernel reps of the reclaim-bound case (half a second each).

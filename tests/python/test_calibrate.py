@@ -142,7 +142,7 @@ def test_the_reclaim_bound_case_runs_to_its_end_where_populating_it_is_oom_kille
     # Populating an area beyond the memcg limit activates every folio at its first check
     # and ends in an OOM kill (on this machine's kernel too, docs/fidelity.md); the case
     # faults its area in by writing it and reclaims to the end. Its three passes write
-    # every one of the 16,384 pages three times.
+    # every one of the 16,384 pages three times (two threads, 8,192 pages each).
     import json
 
     from reclaimsim import _core
