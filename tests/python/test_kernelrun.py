@@ -309,6 +309,9 @@ def test_workers_die_with_a_kernel_run_killed_outright():
     try:
         proc.kill()
         proc.wait()
+        # Not communicate(): a surviving worker would hold the pipes open.
+        proc.stdout.close()
+        proc.stderr.close()
         assert kids
         deadline = time.monotonic() + 10
         survivors = list(kids)
