@@ -32,7 +32,7 @@ calib-* acceptance cases) and in the model with the profile measured so far, and
 pte_referenced 1 us higher; the model's elapsed time is linear in the entry, so the value
 at which it equals the kernel's is read off the two runs. The kernel's time is the median
 of 15 reps, and the profile's source gives their range: the entry moves by about 1 us per
-80 ms of it. Two threads, one per CPU of a two-vCPU virtual machine, leave no CPU idle for
+40 ms of it (the two threads scan in parallel). Two threads, one per CPU of a two-vCPU virtual machine, leave no CPU idle for
 a thread to migrate to: with one thread the case's time was bimodal there (15 reps:
 339-361 ms or 475-680 ms, in proportions that changed from one minute to the next; medians
 385, 552 and 590 ms within 30 minutes), with two it spread over 435-477 ms (medians 456
@@ -229,8 +229,8 @@ def reclaim_bound(
     why = oom_verdict(kills["kernel_values"], kills["sim"])
     if why:
         return None, why
-    # The median rep: on a virtual machine a rep whose thread migrates between vCPUs can
-    # take a third longer, and the entry moves by about 1 us per 80 ms of the kernel's time.
+    # The median rep: on a virtual machine a rep can be slowed by a migration between
+    # vCPUs, and the entry moves by about 1 us per 40 ms of the kernel's time.
     times = rows["elapsed_ms@usemem"]["kernel_values"]
     tk = statistics.median(times)
     t0 = rows["elapsed_ms@usemem"]["sim"]
