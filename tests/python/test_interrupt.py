@@ -83,20 +83,28 @@ def assert_gone(pids):
             raise AssertionError(f"process {pid} outlived the interrupt")
 
 
-def test_run_exits_130():
-    rc, out, err, _ = interrupt_when_busy(["run", "default", "--set", "duration=3600s", "--no-progress"])
-    assert rc == 130, err
+# Ctrl-C (SIGINT to the process group) exits 130; `kill` (SIGTERM, SIGHUP to the command
+# alone) exits 128 + the signal, after the same cleanup.
+SIGNALS = [(None, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+
+
+@pytest.mark.parametrize("sig,code", SIGNALS)
+def test_run_exits_with_the_signals_code(sig, code):
+    rc, out, err, _ = interrupt_when_busy(["run", "default", "--set", "duration=3600s", "--no-progress"], sig=sig)
+    assert rc == code, err
     assert "Traceback" not in err and "error" not in err
     assert out == ""
 
 
-def test_compare_with_workers_exits_130_and_stops_them():
+@pytest.mark.parametrize("sig,code", SIGNALS[:2])
+def test_compare_with_workers_exits_and_stops_them(sig, code):
+    # With SIGTERM only the command gets the signal: its cleanup must stop the workers.
     rc, _, err, kids = interrupt_when_busy(
         ["compare", "default", "--b", "rotation_cost=false", "--seeds", "2", "--jobs", "2",
          "--set", "duration=3600s", "--metric", "pgscan_anon"],
-        in_child=True,
+        in_child=True, sig=sig,
     )
-    assert rc == 130, err
+    assert rc == code, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert kids, "the workers were running"
     assert_gone(kids)
@@ -109,38 +117,11 @@ def test_bench_exits_130():
     assert_gone(kids)
 
 
-def test_trace_gen_exits_130_and_leaves_no_partial_trace(tmp_path):
+@pytest.mark.parametrize("sig,code", SIGNALS[:2])
+def test_trace_gen_exits_and_leaves_no_partial_trace(tmp_path, sig, code):
     out = tmp_path / "big.oracleGeneral"
-    rc, _, err, _ = interrupt_when_busy(["trace-gen", str(out), "--requests", str(10**12)])
-    assert rc == 130, err
+    rc, _, err, _ = interrupt_when_busy(["trace-gen", str(out), "--requests", str(10**12)], sig=sig)
+    assert rc == code, err
     assert "Traceback" not in err
     assert not out.exists()
 
-
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_kill_of_a_run_exits_128_plus_the_signal(sig):
-    rc, out, err, _ = interrupt_when_busy(["run", "default", "--set", "duration=3600s", "--no-progress"], sig=sig)
-    assert rc == 128 + sig, err
-    assert "Traceback" not in err and "error" not in err
-    assert out == ""
-
-
-def test_kill_of_compare_stops_its_workers():
-    # Only the command gets the signal; its workers must be stopped by its cleanup.
-    rc, _, err, kids = interrupt_when_busy(
-        ["compare", "default", "--b", "rotation_cost=false", "--seeds", "2", "--jobs", "2",
-         "--set", "duration=3600s", "--metric", "pgscan_anon"],
-        in_child=True, sig=signal.SIGTERM,
-    )
-    assert rc == 143, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    assert kids, "the workers were running"
-    assert_gone(kids)
-
-
-def test_kill_of_trace_gen_leaves_no_partial_trace(tmp_path):
-    out = tmp_path / "big.oracleGeneral"
-    rc, _, err, _ = interrupt_when_busy(["trace-gen", str(out), "--requests", str(10**12)], sig=signal.SIGTERM)
-    assert rc == 143, err
-    assert "Traceback" not in err
-    assert not out.exists()

@@ -560,6 +560,15 @@ rate_catch_up = {catch_up}
     assert!(closed["vmstat"]["pswpout"].as_u64().unwrap() > 1000);
 }
 
+/// The error a scenario is refused with, parsed and validated ("" if it is accepted).
+fn refusal(t: &str) -> String {
+    Scenario::from_toml(t)
+        .and_then(|sc| sc.validate().map(|_| sc))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
 #[test]
 fn rate_catch_up_without_a_rate_is_refused() {
     let t = r#"
@@ -572,10 +581,7 @@ type = "usemem"
 size = "4M"
 rate_catch_up = false
 "#;
-    let e = Scenario::from_toml(t)
-        .and_then(|sc| sc.validate().map(|_| sc))
-        .err();
-    let msg = e.map(|e| e.to_string()).unwrap_or_default();
+    let msg = refusal(t);
     assert!(
         msg.contains("workload[0].rate_catch_up") && msg.contains("needs a `rate`"),
         "{msg}"
@@ -595,10 +601,7 @@ size = "4M"
 prefault = true
 fill = true
 "#;
-    let e = Scenario::from_toml(t)
-        .and_then(|sc| sc.validate().map(|_| sc))
-        .err();
-    let msg = e.map(|e| e.to_string()).unwrap_or_default();
+    let msg = refusal(t);
     assert!(
         msg.contains("workload[0].fill") && msg.contains("one of fill and prefault"),
         "{msg}"
