@@ -469,9 +469,10 @@ def grids():
 @click.option("--timeout", type=click.FloatRange(10, 86400), default=1800, show_default=True, help="With --vm: stop a guest that has not finished after this many seconds.")
 @click.option("--reclaim-timing", type=click.Choice(["progress", "wall"]), default="progress", show_default=True, help="With --vm: make each memory.reclaim write when the workloads reach the accesses the simulator had done by its due time (progress), or at its wall-clock due time (wall).")
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
+@click.option("--pin", is_flag=True, help="Pin each workload thread to the CPU the simulator gives it (sched_setaffinity; each worker process is forked on its CPUs), as the model has no scheduler. Host runs only.")
 @click.option("--perf-lock", is_flag=True, help="Record `perf lock contention` during the reps (linux-perf, root) and print it per caller beside the model's lock table; adds tracepoint overhead to the kernel's time rows. Host runs only.")
 @_costs_option
-def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, reclaim_timing, show_all, perf_lock, costs_sets):
+def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, reclaim_timing, show_all, pin, perf_lock, costs_sets):
     """Run SCENARIO's workloads on a real kernel, in real memory cgroups, and print the
     kernel's counters beside the simulator's for the same scenario and seed.
 
@@ -499,9 +500,9 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
         ):
             if value is not None:
                 _fail(f"{name} {value}: only with --vm (this machine's kernel runs without it)")
-    elif workdir or swapfile or perf_lock:
-        flag = "--workdir" if workdir else "--swapfile" if swapfile else "--perf-lock"
-        _fail(f"{flag}: not with --vm (the guest has its own disk, zram and no perf)")
+    elif workdir or swapfile or perf_lock or pin:
+        flag = "--workdir" if workdir else "--swapfile" if swapfile else "--perf-lock" if perf_lock else "--pin"
+        _fail(f"{flag}: not with --vm (the guest has its own disk, zram and no perf, and places its tasks itself)")
     try:
         data = load_scenario(scenario, sets + costs_sets)
         if seed is not None:
@@ -511,7 +512,7 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
 
             rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say, reclaim_timing)
         else:
-            rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say, perf_lock)
+            rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say, perf_lock, pin)
     except KernelRunError as e:
         _fail(str(e))
     except OSError as e:

@@ -384,19 +384,63 @@ def _read_live(p: Path) -> list[dict]:
     return [dict(zip(LIVE_FIELDS, vals[i : i + n])) for i in range(0, len(vals) - n + 1, n)]
 
 
-def _spawn(scenario_json: str, wi: int, proc: int, workdir: str, procs_file: Path, live: Path, prepared=None):
+def pin_plan(process_cpus: list[list[list[int]]], allowed: set[int]) -> tuple[dict, list[str]]:
+    """Where each worker process is born: {(workload, process): its threads' CPUs as the
+    simulator places them} for every process whose CPUs this host lets us use, and a note
+    for each workload left to the host's scheduler (crates/host/src/affinity.rs says why
+    kernel-run pins)."""
+    plan, notes = {}, []
+    for wi, procs in enumerate(process_cpus):
+        missing = sorted({c for cpus in procs for c in cpus} - allowed)
+        if missing:
+            notes.append(
+                f"workload[{wi}] is not pinned: the model places its tasks on CPUs {_cpu_list(missing)}, "
+                f"which this host does not offer (it runs on {_cpu_list(sorted(allowed))}); the kernel's scheduler places them"
+            )
+            continue
+        for p, cpus in enumerate(procs):
+            plan[(wi, p)] = set(cpus)
+    return plan, notes
+
+
+def _cpu_list(cpus: list[int]) -> str:
+    """CPUs as a list of ranges (0-3,8)."""
+    runs: list[list[int]] = []
+    for c in cpus:
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _spawn(
+    scenario_json: str, wi: int, proc: int, workdir: str, procs_file: Path, live: Path, prepared=None,
+    cpus: set[int] | None = None,
+):
     """Fork a worker: join the cgroup, replay, send the statistics back through a pipe.
-    A worker dies with its parent (a parent killed outright cannot remove it)."""
+    A worker dies with its parent (a parent killed outright cannot remove it). With
+    `cpus` (kernel-run --pin), the worker is born on those CPUs: this thread's affinity is
+    narrowed to them for the fork and restored after, and the worker pins each of its
+    threads to its own CPU (crates/host/src/affinity.rs)."""
     r, w = os.pipe()
     parent = os.getpid()
-    pid = os.fork()
+    before = os.sched_getaffinity(0) if cpus else None
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if before is not None and pid != 0:
+            os.sched_setaffinity(0, before)
     if pid == 0:  # child
         code = 0
         try:
             os.close(r)
             _die_with(parent)
             procs_file.write_text(str(os.getpid()))
-            out = _core.host_run_process_json(scenario_json, wi, proc, workdir, str(live), prepared)
+            out = _core.host_run_process_json(scenario_json, wi, proc, workdir, str(live), prepared, bool(cpus))
         except BaseException as e:  # report anything to the parent, never unwind into it
             out = json.dumps({"error": str(e)})
             code = 1
@@ -432,10 +476,11 @@ def _read_all(fd: int) -> bytes:
 
 def run_rep(
     scenario: dict, scenario_json: str, nprocs: list[int], cg: Cgroups, workdir: str, tag: str, prepared=None,
-    locks=None,
+    locks=None, pins: dict | None = None,
 ) -> dict:
     """One rep on the host kernel; with `locks` (a perflock.Recorder), `perf lock record`
-    runs while the workloads do."""
+    runs while the workloads do; `pins` ({(workload, process): CPUs}, pin_plan) says
+    where each worker is born."""
     cg.create(scenario, tag)
     kids = []
     lock_rows = []
@@ -452,7 +497,8 @@ def run_rep(
             for p in range(nprocs[wi]):
                 live = _live_file(tag, wi, p, threads)
                 pid, fd = _spawn(
-                    scenario_json, wi, p, workdir, cg.procs_file(w.get("cgroup", "/")), live, prepared
+                    scenario_json, wi, p, workdir, cg.procs_file(w.get("cgroup", "/")), live, prepared,
+                    (pins or {}).get((wi, p)),
                 )
                 kids.append((wi, pid, fd, live))
         results = []
@@ -632,11 +678,13 @@ def check_lru(norm: dict) -> None:
 
 
 def kernel_run(
-    scenario: dict, reps: int, workdir: str, swapfile: str | None = None, progress=None, perf_lock: bool = False
+    scenario: dict, reps: int, workdir: str, swapfile: str | None = None, progress=None, perf_lock: bool = False,
+    pin: bool = False,
 ) -> dict:
     """Run `scenario` `reps` times on the host kernel and `reps` times in the simulator
     (flush phases spread, unless pinned); return the side-by-side report. With
-    `perf_lock`, `perf lock contention` per caller beside the model's lock table."""
+    `perf_lock`, `perf lock contention` per caller beside the model's lock table; with
+    `pin`, each workload thread runs on the CPU the simulator gives it (pin_plan)."""
     scenario_json = json.dumps(scenario)
     nprocs = _core.host_processes_json(scenario_json)
     norm = json.loads(_core.validate_json(scenario_json))
@@ -648,6 +696,11 @@ def kernel_run(
     check_lru(norm)
     cg = check_host()
     notes = cg.notes
+    pins: dict = {}
+    if pin:
+        pins, pin_notes = pin_plan(_core.host_process_cpus_json(scenario_json), os.sched_getaffinity(0))
+        notes.extend(pin_notes)
+        notes.append("--pin: each workload thread ran on the CPU the simulator gives it")
     if any(w.get("start", 0) for w in norm["workload"]):
         notes.append("workload start times are not replayed: every workload starts at once")
     swap_spec = norm["machine"].get("swap")
@@ -684,7 +737,7 @@ def kernel_run(
         for i in range(reps):
             if progress:
                 progress(f"rep {i + 1}/{reps} on the kernel")
-            reps_out.append(run_rep(norm, scenario_json, nprocs, cg, workdir, tag, prepared, recorder))
+            reps_out.append(run_rep(norm, scenario_json, nprocs, cg, workdir, tag, prepared, recorder, pins))
     finally:
         cg.remove()
         try:

@@ -80,6 +80,7 @@ size = "16M"
         # kernel-run (more in test_kernelrun.py)
         (["kernel-run", "calib-uniform", "--reps", "101"], ["--reps", "101", "1<=x<=100"]),
         (["kernel-run", "calib-uniform", "--vm", "--perf-lock"], ["--perf-lock", "not with --vm"]),
+        (["kernel-run", "calib-uniform", "--vm", "--pin"], ["--pin", "not with --vm"]),
         (["kernel-run", "calib-uniform", "--costs", "/dev/null"], ["--costs", "/dev/null: not a regular file"]),
         # calibrate (more in test_calibrate.py)
         (["calibrate"], ["Missing option", "-o"]),

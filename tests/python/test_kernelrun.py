@@ -369,3 +369,54 @@ path = "{trace}"
     assert c["misses"]["kernel_mean"] > 20000 * 0.5  # at least most objects' cold misses
     assert abs(c["misses"]["diff_pct"]) < 10, c["misses"]
     assert not _leftovers()
+
+
+def test_pin_plan_pins_processes_the_host_can_place_and_names_the_others():
+    # Workload 0: two processes of one thread on CPUs 0 and 1; workload 1: one process
+    # of two threads on CPUs 2-3, which a two-CPU host does not have.
+    plan, notes = kernelrun.pin_plan([[[0], [1]], [[2, 3]]], {0, 1})
+    assert plan == {(0, 0): {0}, (0, 1): {1}}
+    assert len(notes) == 1
+    assert "workload[1] is not pinned" in notes[0]
+    assert "CPUs 2-3" in notes[0] and "runs on 0-1" in notes[0]
+    assert kernelrun.pin_plan([[[0], [1]]], {0, 1, 2}) == ({(0, 0): {0}, (0, 1): {1}}, [])
+
+
+def test_cpu_lists_print_as_ranges():
+    assert kernelrun._cpu_list([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert kernelrun._cpu_list([3]) == "3"
+
+
+PINNED = """
+name = "pinned"
+duration = "10s"
+[machine]
+cpus = 2
+memory_per_node = "1G"
+[[workload]]
+type = "usemem"
+size = "1M"
+threads = 2
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
+def test_a_worker_is_born_on_its_cpus_and_pins_each_thread_to_its_own(tmp_path):
+    import tomllib
+
+    sc = json.dumps(tomllib.loads(PINNED))
+    cpus = _core.host_process_cpus_json(sc)
+    assert cpus == [[[0, 1]]]  # one process, its two threads on the lowest CPUs
+    before = os.sched_getaffinity(0)
+    live = tmp_path / "live"
+    live.write_bytes(b"\0" * 2 * len(kernelrun.LIVE_FIELDS) * 8)
+    pid, fd = kernelrun._spawn(sc, 0, 0, str(tmp_path), tmp_path / "procs", live, None, {0, 1})
+    assert os.sched_getaffinity(0) == before, "the parent's affinity is restored after the fork"
+    out = json.loads(kernelrun._read_all(fd))
+    os.waitpid(pid, 0)
+    assert [t["affinity"] for t in out["threads"]] == [[0], [1]]
+    # Without a plan (kernel-run without --pin) the threads keep the parent's CPUs.
+    pid, fd = kernelrun._spawn(sc, 0, 0, str(tmp_path), tmp_path / "procs", live, None, None)
+    out = json.loads(kernelrun._read_all(fd))
+    os.waitpid(pid, 0)
+    assert [t["affinity"] for t in out["threads"]] == [sorted(before)] * 2

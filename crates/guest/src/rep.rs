@@ -130,6 +130,7 @@ fn spawn(
                         false,
                         Some(live.as_path()),
                         Some(&ready.prepared),
+                        false,
                     )
                 })
                 .and_then(|st| serde_json::to_string(&st).map_err(|e| e.to_string()));

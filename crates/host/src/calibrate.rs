@@ -629,12 +629,7 @@ pub fn device(dir: &Path, s: Sizes) -> Result<Option<Vec<Figure>>, String> {
 
 /// Pin the calling thread to `cpu`; false when the affinity cannot be set.
 fn pin(cpu: usize) -> bool {
-    // SAFETY: a zeroed cpu_set_t with one bit set, for this thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
+    crate::affinity::pin_thread(cpu as u32)
 }
 
 #[repr(align(128))]

@@ -17,9 +17,13 @@
 //!   MAP_SHARED mapping of the file (it does not disturb the page cache), then read with
 //!   pread() of one page.
 //!
+//! With `pin` (kernel-run --pin), each thread runs pinned to the CPU the simulator gives
+//! its task, where the host has that CPU ([`affinity`]).
+//!
 //! The caller (the Python front) places the process in the cgroup before calling
 //! [`run_process`]; this crate does no cgroup or swap setup.
 
+pub mod affinity;
 pub mod calibrate;
 
 use reclaimsim_core::scenario::{
@@ -122,6 +126,9 @@ pub struct ThreadStats {
     /// Wall time from the thread's start to its last access [ns] (kernel-run's elapsed
     /// time and accesses per second, beside the model's virtual runtime).
     pub elapsed_ns: u64,
+    /// The CPUs the thread could run on when it started (one: pinned to its simulated
+    /// CPU; see [`affinity`]).
+    pub affinity: Vec<u32>,
     /// When the thread started.
     #[serde(skip)]
     pub started: Option<std::time::Instant>,
@@ -231,7 +238,7 @@ pub fn run_process(
     record: bool,
     live: Option<&Path>,
 ) -> Result<ProcessStats, String> {
-    run_process_prepared(sc, wi, process, dir, record, live, None)
+    run_process_prepared(sc, wi, process, dir, record, live, None, false)
 }
 
 /// The id-to-page maps of a scenario's trace workloads, built ahead (see [`prepare`]).
@@ -268,7 +275,9 @@ pub fn prepare(sc: &Scenario) -> Result<Prepared, String> {
     Ok(Prepared { maps })
 }
 
-/// [`run_process`] with trace maps built ahead by [`prepare`].
+/// [`run_process`] with trace maps built ahead by [`prepare`]; with `pin`, each thread
+/// pinned to its simulated CPU ([`affinity`]).
+#[allow(clippy::too_many_arguments)]
 pub fn run_process_prepared(
     sc: &Scenario,
     wi: usize,
@@ -277,6 +286,7 @@ pub fn run_process_prepared(
     record: bool,
     live: Option<&Path>,
     prepared: Option<&Prepared>,
+    pin: bool,
 ) -> Result<ProcessStats, String> {
     let n = processes(sc, wi)?;
     if process >= n {
@@ -286,14 +296,33 @@ pub fn run_process_prepared(
         ));
     }
     let (_map, slots) = live_slots(live, threads_per_process(&sc.workloads[wi]))?;
+    let cpus = if pin {
+        affinity::process_cpus(sc, wi, process)
+    } else {
+        Vec::new()
+    };
     let threads = match &sc.workloads[wi] {
-        WorkloadSpec::Usemem(u) => run_usemem(sc, wi, u, process, record, &slots)?,
-        WorkloadSpec::FileRead(f) => run_file_read(sc, wi, f, dir, record, &slots)?,
+        WorkloadSpec::Usemem(u) => run_usemem(sc, wi, u, process, record, &slots, &cpus)?,
+        WorkloadSpec::FileRead(f) => run_file_read(sc, wi, f, dir, record, &slots, &cpus)?,
         WorkloadSpec::Trace(t) => {
             let map = prepared
                 .and_then(|p| p.maps.get(wi))
                 .and_then(|m| m.as_ref());
-            vec![run_trace(sc, wi, t, dir, record, slots[0], map)?]
+            let (cpu, live) = (cpus.first().copied(), slots[0]);
+            // On a thread of its own, like the other workloads' threads, so that pinning
+            // it leaves the caller's affinity alone.
+            let st = std::thread::scope(|scope| {
+                scope
+                    .spawn(move || {
+                        let allowed = affinity::pin_workload_thread(cpu);
+                        let mut st = run_trace(sc, wi, t, dir, record, live, map)?;
+                        st.affinity = allowed;
+                        Ok::<_, String>(st)
+                    })
+                    .join()
+                    .map_err(|_| "the trace thread panicked".to_string())?
+            })?;
+            vec![st]
         }
         WorkloadSpec::RequestChurn(_) => unreachable!("rejected by processes()"),
     };
@@ -422,6 +451,7 @@ impl Drop for Mapping {
     }
 }
 
+/// Run a usemem process's threads, thread t pinned to `cpus[t]` when given.
 fn run_usemem(
     sc: &Scenario,
     wi: usize,
@@ -429,6 +459,7 @@ fn run_usemem(
     process: u32,
     record: bool,
     slots: &[Live],
+    cpus: &[u32],
 ) -> Result<Vec<ThreadStats>, String> {
     let pages = u.size.pages() as usize;
     let map = if u.mapping == MappingKind::Shmem {
@@ -445,7 +476,13 @@ fn run_usemem(
                 let stream = reclaimsim_core::workload::access::task_stream(sc, wi, task);
                 let seq = UsememSeq::new(u, t, task_rng(sc, wi, task));
                 let live = slots[t as usize];
-                scope.spawn(move || usemem_thread(map, seq, stream, record, live, rate))
+                let cpu = cpus.get(t as usize).copied();
+                scope.spawn(move || {
+                    let allowed = affinity::pin_workload_thread(cpu);
+                    let mut st = usemem_thread(map, seq, stream, record, live, rate);
+                    st.affinity = allowed;
+                    st
+                })
             })
             .collect();
         handles
@@ -551,6 +588,7 @@ struct OpenFile {
     map: Mapping,
 }
 
+/// Run a file_read workload's threads, thread t pinned to `cpus[t]` when given.
 fn run_file_read(
     sc: &Scenario,
     wi: usize,
@@ -558,6 +596,7 @@ fn run_file_read(
     dir: &Path,
     record: bool,
     slots: &[Live],
+    cpus: &[u32],
 ) -> Result<Vec<ThreadStats>, String> {
     let mut files = Vec::new();
     for (j, sz) in f.files.iter().enumerate() {
@@ -582,7 +621,13 @@ fn run_file_read(
                 let stream = reclaimsim_core::workload::access::task_stream(sc, wi, t);
                 let seq = FileReadSeq::new(f, task_rng(sc, wi, t));
                 let live = slots[t as usize];
-                scope.spawn(move || file_read_thread(files, seq, stream, record, live))
+                let cpu = cpus.get(t as usize).copied();
+                scope.spawn(move || {
+                    let allowed = affinity::pin_workload_thread(cpu);
+                    let mut st = file_read_thread(files, seq, stream, record, live)?;
+                    st.affinity = allowed;
+                    Ok(st)
+                })
             })
             .collect();
         handles
@@ -839,6 +884,7 @@ pub fn run_process_json(
     dir: &str,
     live: Option<&str>,
     prepared: Option<&Prepared>,
+    pin: bool,
 ) -> Result<String, String> {
     let sc = Scenario::from_json(scenario_json).map_err(|e| e.to_string())?;
     let st = run_process_prepared(
@@ -849,6 +895,7 @@ pub fn run_process_json(
         false,
         live.map(Path::new),
         prepared,
+        pin,
     )?;
     serde_json::to_string(&st).map_err(|e| e.to_string())
 }

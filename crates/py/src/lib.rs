@@ -109,6 +109,21 @@ fn host_processes_json(scenario_json: &str) -> PyResult<Vec<u32>> {
         .collect()
 }
 
+/// The CPU of each thread of each process of each workload of a scenario (JSON text), as
+/// the simulator places them: kernel-run pins its workers there.
+#[pyfunction]
+fn host_process_cpus_json(scenario_json: &str) -> PyResult<Vec<Vec<Vec<u32>>>> {
+    let sc = reclaimsim_core::Scenario::from_json(scenario_json).map_err(to_py_err)?;
+    (0..sc.workloads.len())
+        .map(|wi| {
+            let n = reclaimsim_host::processes(&sc, wi).map_err(ScenarioError::new_err)?;
+            Ok((0..n)
+                .map(|p| reclaimsim_host::affinity::process_cpus(&sc, wi, p))
+                .collect())
+        })
+        .collect()
+}
+
 /// Create the files of the scenario's file_read workloads under `dir` (kernel-run).
 #[pyfunction]
 fn host_create_files_json(py: Python<'_>, scenario_json: &str, dir: &str) -> PyResult<()> {
@@ -172,8 +187,10 @@ fn host_prepare_json(py: Python<'_>, scenario_json: &str) -> PyResult<HostPrepar
 /// Replay process `process` of workload `workload` natively in this process (kernel-run's
 /// worker, already placed in its cgroup); returns its per-thread statistics as JSON text.
 /// `live`: a file of threads * 5 u64 where the threads publish their counters as they go.
+/// `pin`: pin each thread to the CPU the simulator gives it (kernel-run --pin).
 #[pyfunction]
-#[pyo3(signature = (scenario_json, workload, process, dir, live=None, prepared=None))]
+#[pyo3(signature = (scenario_json, workload, process, dir, live=None, prepared=None, pin=false))]
+#[allow(clippy::too_many_arguments)]
 fn host_run_process_json(
     py: Python<'_>,
     scenario_json: &str,
@@ -182,10 +199,19 @@ fn host_run_process_json(
     dir: &str,
     live: Option<&str>,
     prepared: Option<&HostPrepared>,
+    pin: bool,
 ) -> PyResult<String> {
     let prepared = prepared.map(|p| &p.0);
     py.allow_threads(|| {
-        reclaimsim_host::run_process_json(scenario_json, workload, process, dir, live, prepared)
+        reclaimsim_host::run_process_json(
+            scenario_json,
+            workload,
+            process,
+            dir,
+            live,
+            prepared,
+            pin,
+        )
     })
     .map_err(pyo3::exceptions::PyOSError::new_err)
 }
@@ -255,6 +281,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profiles_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_calibrate_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_processes_json, m)?)?;
+    m.add_function(wrap_pyfunction!(host_process_cpus_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_prepare_json, m)?)?;
     m.add_class::<HostPrepared>()?;
     m.add_function(wrap_pyfunction!(trace_gen, m)?)?;

@@ -22,8 +22,13 @@
 //! CPU.
 //!
 //! Simplified: the CPUs a flush reaches are those of the mm's other live threads, each
-//! taken as running it (the kernel skips CPUs that switched to another mm or went idle in
-//! lazy-TLB mode; the workloads modeled are CPU-bound); one shootdown costs the same for
+//! taken as running it (the kernel skips CPUs that went idle in lazy-TLB mode; the
+//! workloads modeled are CPU-bound). The kernel's reclaim flush (arch_tlbbatch_flush)
+//! goes to every non-lazy CPU of the mm's mm_cpumask, whichever mm it runs now, and since
+//! Linux 6.14 x86 that mask keeps the CPUs the mm ran on before (trimmed at most once a
+//! second), so a single-threaded process that migrated is shot down too; the model's
+//! tasks never migrate (`kernel-run --pin` pins the kernel's tasks to the same CPUs,
+//! crates/host/src/affinity.rs). One shootdown costs the same for
 //! one target as for many (the IPIs go out together and the waits overlap); the
 //! interrupted CPUs' own time in the flush handler is not charged to them; a PTE counts
 //! as writable when it is dirty (the modeled workloads map their pages by writing them);
