@@ -56,19 +56,22 @@ NOT_COMPARABLE_PREFIX = {
     "of which some outlive it",
     "hits#": "per thread, kernel only: the simulator counts per workload",
     "misses#": "per thread, kernel only: the simulator counts per workload",
+    "elapsed_ms#": "per thread, kernel only: the simulator times each workload",
 }
 
 
 def per_thread_counters(threads: list[dict]) -> dict[str, int]:
-    """hits#tN and misses#tN of each workload thread, numbered in workload, process and
-    thread order. Threads of a workload run unsynchronized: when one gets ahead (a host
-    CPU busy elsewhere, a vCPU descheduled), its share of the cgroup may fit and stop
-    missing while the other waits, which the totals alone cannot tell from a reclaim
-    difference."""
+    """hits#tN, misses#tN and elapsed_ms#tN of each workload thread, numbered in
+    workload, process and thread order. Threads of a workload run unsynchronized: when one
+    gets ahead (a host CPU busy elsewhere, a vCPU descheduled, a CPU that every IO
+    completion must wake from another), its share of the cgroup may fit and stop missing
+    while the other waits, which the totals alone cannot tell from a reclaim difference."""
     out = {}
     for i, t in enumerate(threads):
         out[f"hits#t{i}"] = t["hits"]
         out[f"misses#t{i}"] = t["misses"]
+        if "elapsed_ns" in t:
+            out[f"elapsed_ms#t{i}"] = round(t["elapsed_ns"] / 1e6)
     return out
 
 
