@@ -56,17 +56,28 @@ pub fn allowed_cpus() -> Vec<u32> {
     }
 }
 
-/// Pin the calling thread to `cpu`; false when the affinity cannot be set (no such CPU).
-pub fn pin_thread(cpu: u32) -> bool {
-    if cpu as usize >= libc::CPU_SETSIZE as usize {
+/// Let the calling thread run on `cpus` only (sched_setaffinity); false when the kernel
+/// refuses the set (no such CPU) or a CPU is past the set's size.
+pub fn set_allowed(cpus: &[u32]) -> bool {
+    if cpus
+        .iter()
+        .any(|&c| c as usize >= libc::CPU_SETSIZE as usize)
+    {
         return false;
     }
-    // SAFETY: a zeroed cpu_set_t with one bit set, for this thread.
+    // SAFETY: a zeroed cpu_set_t with the given bits set, for this thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
+        for &c in cpus {
+            libc::CPU_SET(c as usize, &mut set);
+        }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
+}
+
+/// Pin the calling thread to `cpu`; false when the affinity cannot be set (no such CPU).
+pub fn pin_thread(cpu: u32) -> bool {
+    set_allowed(&[cpu])
 }
 
 /// Pin the calling workload thread to its simulated CPU when the thread may run there

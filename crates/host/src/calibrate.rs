@@ -13,6 +13,7 @@
 //! Nothing here asserts a time: the figures are measurements, and the tests check only
 //! that each benchmark does the work it says (pages resident, pages swapped out).
 
+use crate::affinity;
 use serde::Serialize;
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -627,11 +628,6 @@ pub fn device(dir: &Path, s: Sizes) -> Result<Option<Vec<Figure>>, String> {
     ]))
 }
 
-/// Pin the calling thread to `cpu`; false when the affinity cannot be set.
-fn pin(cpu: usize) -> bool {
-    crate::affinity::pin_thread(cpu as u32)
-}
-
 #[repr(align(128))]
 struct Line(AtomicU64);
 
@@ -666,11 +662,11 @@ fn on_two_cpus(
     let ready = Arc::new(Line(AtomicU64::new(0)));
     let r2 = ready.clone();
     let h = std::thread::spawn(move || {
-        pin(b);
+        affinity::pin_thread(b as u32);
         r2.0.store(1, Ordering::Release);
         peer()
     });
-    pin(a);
+    affinity::pin_thread(a as u32);
     let res = spin_until(&ready.0, 1, deadline).and_then(|_| {
         let t0 = Instant::now();
         mine().map(|_| t0)
@@ -690,16 +686,10 @@ fn on_two_cpus(
 /// calling thread's CPU affinity is restored afterwards (processes it forks later, such as
 /// the reclaim-bound run's workers, would inherit the pinning).
 pub fn cache_lines(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
-    // SAFETY: reading this thread's affinity into a zeroed cpu_set_t.
-    let saved = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        let ok = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
-        (ok == 0).then_some(set)
-    };
+    let saved = affinity::allowed_cpus();
     let r = cache_lines_pinned(a, b, s);
-    if let Some(set) = saved {
-        // SAFETY: restoring the set read above, for this thread.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if !saved.is_empty() {
+        affinity::set_allowed(&saved);
     }
     r
 }
@@ -746,7 +736,7 @@ fn cache_lines_pinned(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, Strin
     })?;
     out.push(figure("lock_handoff", r, &format!("ticket spinlock (FIFO, as the kernel's queued spinlock) taken and released in a loop by CPUs {a} and {b} at once: wall time per acquisition, each one a handoff")));
     out.extend(tlb_shootdown(a, b, s)?);
-    pin(a);
+    affinity::pin_thread(a as u32);
     let line = Line(AtomicU64::new(0));
     let m = n * 10;
     let r = repeat(s.reps, || {
@@ -793,7 +783,7 @@ fn tlb_shootdown(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
         }
         Ok(m)
     };
-    pin(a);
+    affinity::pin_thread(a as u32);
     let r = repeat(s.reps, || {
         let m = populated()?;
         let t = Instant::now();
@@ -925,21 +915,10 @@ mod tests {
 mod bench_smoke {
     use super::*;
 
-    fn affinity() -> Vec<usize> {
-        // SAFETY: reading this thread's affinity.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
-            (0..libc::CPU_SETSIZE as usize)
-                .filter(|c| libc::CPU_ISSET(*c, &set))
-                .collect()
-        }
-    }
-
     /// The cache-line benchmarks pin this thread while they run and unpin it afterwards.
     #[test]
     fn cache_lines_restore_the_callers_affinity() {
-        let before = affinity();
+        let before = affinity::allowed_cpus();
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
         let s = Sizes {
             anon_pages: 1,
@@ -948,7 +927,7 @@ mod bench_smoke {
             pingpongs: 100,
         };
         cache_lines(0, (n > 1) as usize, s).unwrap();
-        assert_eq!(affinity(), before);
+        assert_eq!(affinity::allowed_cpus(), before);
     }
 
     /// Every part runs to its end and names the figures the front decomposes (the values
