@@ -313,12 +313,7 @@ pub fn run_process_prepared(
             // it leaves the caller's affinity alone.
             let st = std::thread::scope(|scope| {
                 scope
-                    .spawn(move || {
-                        let allowed = affinity::pin_workload_thread(cpu);
-                        let mut st = run_trace(sc, wi, t, dir, record, live, map)?;
-                        st.affinity = allowed;
-                        Ok::<_, String>(st)
-                    })
+                    .spawn(move || on_cpu(cpu, || run_trace(sc, wi, t, dir, record, live, map)))
                     .join()
                     .map_err(|_| "the trace thread panicked".to_string())?
             })?;
@@ -451,6 +446,18 @@ impl Drop for Mapping {
     }
 }
 
+/// Run a workload thread's `body` pinned to `cpu` when given (and allowed), recording the
+/// CPUs it could run on.
+fn on_cpu(
+    cpu: Option<u32>,
+    body: impl FnOnce() -> Result<ThreadStats, String>,
+) -> Result<ThreadStats, String> {
+    let allowed = affinity::pin_workload_thread(cpu);
+    let mut st = body()?;
+    st.affinity = allowed;
+    Ok(st)
+}
+
 /// Run a usemem process's threads, thread t pinned to `cpus[t]` when given.
 fn run_usemem(
     sc: &Scenario,
@@ -478,16 +485,18 @@ fn run_usemem(
                 let live = slots[t as usize];
                 let cpu = cpus.get(t as usize).copied();
                 scope.spawn(move || {
-                    let allowed = affinity::pin_workload_thread(cpu);
-                    let mut st = usemem_thread(map, seq, stream, record, live, rate);
-                    st.affinity = allowed;
-                    st
+                    on_cpu(cpu, || {
+                        Ok(usemem_thread(map, seq, stream, record, live, rate))
+                    })
                 })
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| "a usemem thread panicked".to_string()))
+            .map(|h| {
+                h.join()
+                    .map_err(|_| "a usemem thread panicked".to_string())?
+            })
             .collect()
     })
 }
@@ -623,10 +632,7 @@ fn run_file_read(
                 let live = slots[t as usize];
                 let cpu = cpus.get(t as usize).copied();
                 scope.spawn(move || {
-                    let allowed = affinity::pin_workload_thread(cpu);
-                    let mut st = file_read_thread(files, seq, stream, record, live)?;
-                    st.affinity = allowed;
-                    Ok(st)
+                    on_cpu(cpu, || file_read_thread(files, seq, stream, record, live))
                 })
             })
             .collect();
