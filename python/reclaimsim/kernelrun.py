@@ -50,19 +50,17 @@ NOT_COMPARABLE = {
     "pgmajfault": "system-wide: counts every process's major faults (the workloads' own are major_faults)",
     "minor_faults": "the host counts faults of the runner itself (stacks, buffers) too",
 }
-# Prefix rules: counters named PREFIX@/cgroup, and the per-thread rows.
+# Prefix rules: counters named PREFIX@/cgroup.
 NOT_COMPARABLE_PREFIX = {
     "kernel@": "the kernel's count includes the runner process's own objects (task, stacks, mm), "
     "of which some outlive it",
-    "hits#": "per thread, kernel only: the simulator counts per workload",
-    "misses#": "per thread, kernel only: the simulator counts per workload",
-    "elapsed_ms#": "per thread, kernel only: the simulator times each workload",
 }
 
 
 def per_thread_counters(threads: list[dict]) -> dict[str, int]:
     """hits#tN, misses#tN and elapsed_ms#tN of each workload thread, numbered in
-    workload, process and thread order. Threads of a workload run unsynchronized: when one
+    workload, process and thread order (the simulator's stream order; both sides give
+    each thread the same access sequence). Threads of a workload run unsynchronized: when one
     gets ahead (a host CPU busy elsewhere, a vCPU descheduled, a CPU that every IO
     completion must wake from another), its share of the cgroup may fit and stop missing
     while the other waits, which the totals alone cannot tell from a reclaim difference."""
@@ -601,6 +599,7 @@ def sim_counters(result, per_cgroup: bool = False, names: list[str] | None = Non
             for k in CG_EVENTS:
                 out[f"memory.events.{k}@{c['path']}"] = c["memory.events"].get(k, 0)
     out["oom_killed_processes"] = len(result.oom_kills)
+    out.update(per_thread_counters([t for w in result.workloads for t in w.get("threads", [])]))
     out.update(sim_time_counters(result, names or [w["name"] for w in result.workloads]))
     return out
 

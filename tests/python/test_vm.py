@@ -340,13 +340,22 @@ def test_rep_counters_keep_each_threads_hits_and_misses_beside_the_totals():
     assert (c["hits"], c["misses"]) == (18431 + 6524, 1 + 11908)
     assert (c["hits#t0"], c["misses#t0"], c["hits#t1"], c["misses#t1"]) == (18431, 1, 6524, 11908)
     assert (c["elapsed_ms#t0"], c["elapsed_ms#t1"]) == (42, 1250)  # ns to ms, rounded
-    # The simulator counts per workload only: the rows are shown, not compared.
-    from reclaimsim.kernelrun import assemble
+    # The simulator reports its threads the same way (workloads[i].threads, in stream
+    # order): its rows sit beside the kernel's and are compared.
+    from types import SimpleNamespace
 
-    report = assemble({"seed": 1}, [{"wall_s": 1.0, "counters": c}], [{"hits": 1.0, "misses": 1.0}], [], 2, "k")
+    from reclaimsim.kernelrun import assemble, sim_counters
+
+    w = {"name": "u", "accesses": 49152, "hits": 24955, "misses": 11909, "major_faults": 11909,
+         "minor_faults": 12288, "runtime_ns": 1_300_000_000,
+         "threads": [{"stream": 0, "hits": 18431, "misses": 1, "elapsed_ns": 40_000_000},
+                     {"stream": 1, "hits": 6524, "misses": 11908, "elapsed_ns": 1_300_000_000}]}
+    sim = sim_counters(SimpleNamespace(workloads=[w], vmstat={}, cgroups=[], oom_kills=[]))
+    assert (sim["misses#t0"], sim["misses#t1"], sim["elapsed_ms#t1"]) == (1, 11908, 1300)
+    report = assemble({"seed": 1}, [{"wall_s": 1.0, "counters": c}], [sim], [], 2, "k")
     rows = {r["name"]: r for r in report["counters"]}
-    assert not rows["misses#t1"]["comparable"] and "per thread" in rows["misses#t1"]["why_not"]
-    assert not rows["elapsed_ms#t1"]["comparable"] and "per thread" in rows["elapsed_ms#t1"]["why_not"]
+    assert rows["misses#t1"]["comparable"] and rows["misses#t1"]["diff_pct"] == 0.0
+    assert rows["elapsed_ms#t1"]["comparable"] and rows["elapsed_ms#t1"]["diff_pct"] == pytest.approx(4.0)
     assert rows["misses"]["comparable"]
 
 

@@ -358,6 +358,14 @@ impl Report {
             .enumerate()
         {
             t.report_into(w);
+            w.threads = sim
+                .threads
+                .borrow()
+                .iter()
+                .filter(|th| th.wi == i)
+                .map(|th| th.stats(end_ns))
+                .collect();
+            w.threads.sort_by_key(|th| th.stream);
             let end = if w.live > 0 { end_ns } else { w.end_ns };
             let start = if w.start_ns == u64::MAX {
                 end

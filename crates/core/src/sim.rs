@@ -74,6 +74,8 @@ pub struct Sim {
     pub workloads: RefCell<Vec<WorkloadStats>>,
     /// Each workload's live counters (its tasks count into them; the report reads them).
     pub tallies: RefCell<Vec<Rc<workload::Tally>>>,
+    /// Each workload thread's own tally and times, in creation order.
+    pub threads: RefCell<Vec<Rc<workload::ThreadTally>>>,
     /// The scenario's warmup, and each workload's accesses when it ended (report.rs
     /// measures throughput from there).
     pub warmup: (Time, RefCell<Option<Vec<u64>>>),
@@ -301,6 +303,7 @@ impl Sim {
             lru_gen_logs: RefCell::new(Vec::new()),
             workloads: RefCell::new(Vec::new()),
             tallies: RefCell::new(Vec::new()),
+            threads: RefCell::new(Vec::new()),
             warmup: (sc.warmup.0, RefCell::new(None)),
             live_tasks: Cell::new(0),
             access_log: RefCell::new(None),

@@ -19,7 +19,7 @@
 
 pub mod access;
 
-use crate::engine::rng;
+use crate::engine::{rng, Time};
 use crate::mm::filemap::{Cached, Read};
 use crate::mm::memory::Fault;
 use crate::mm::mm_types::pte;
@@ -60,6 +60,9 @@ pub struct WorkloadStats {
     /// its pages missed), the libCacheSim view.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceStats>,
+    /// Each thread's counts and elapsed time, in stream order (usemem, file_read, trace).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadStats>,
     #[serde(skip)]
     pub start_ns: u64,
     #[serde(skip)]
@@ -84,6 +87,7 @@ impl WorkloadStats {
             throughput: 0.0,
             oom_killed: false,
             trace: None,
+            threads: Vec::new(),
             start_ns: u64::MAX,
             end_ns: 0,
             live: tasks,
@@ -104,11 +108,14 @@ pub struct TraceStats {
     pub pages: u64,
 }
 
-/// A workload's live counters, shared by its tasks. They are cells, so counting an access
-/// takes no borrow, and the report reads them when it is built: a run that ends while a
-/// task is in the middle of an access reports everything counted up to that point.
+/// A workload's live counters, shared by its tasks, or one thread's, which also count into
+/// its workload's (`parent`). They are cells, so counting an access takes no borrow, and the
+/// report reads them when it is built: a run that ends while a task is in the middle of an
+/// access reports everything counted up to that point.
 #[derive(Default, Debug)]
 pub struct Tally {
+    /// The workload's tally, for a thread's.
+    pub parent: Option<Rc<Tally>>,
     pub accesses: Cell<u64>,
     pub hits: Cell<u64>,
     pub misses: Cell<u64>,
@@ -127,6 +134,65 @@ pub struct Tally {
 #[inline]
 fn bump(c: &Cell<u64>) {
     c.set(c.get() + 1);
+}
+
+impl Tally {
+    /// Add one to counter `f` of this tally and of its workload's.
+    #[inline]
+    fn inc(&self, f: fn(&Tally) -> &Cell<u64>) {
+        bump(f(self));
+        if let Some(p) = &self.parent {
+            bump(f(p));
+        }
+    }
+
+    /// Set counter `f` of this tally and of its workload's (a one-thread workload's
+    /// gauge).
+    fn set(&self, f: fn(&Tally) -> &Cell<u64>, v: u64) {
+        f(self).set(v);
+        if let Some(p) = &self.parent {
+            f(p).set(v);
+        }
+    }
+}
+
+/// One workload thread's counts and times in the report, as kernel-run counts each thread
+/// of its workload processes (hits#tN, misses#tN, elapsed_ms#tN).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ThreadStats {
+    /// The thread's random stream: its number among all workloads' threads, workload by
+    /// workload, process-major ([`access::task_stream`]).
+    pub stream: u64,
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// Virtual time from the thread's start to its end (or the run's end) [ns].
+    pub elapsed_ns: u64,
+}
+
+/// A live thread's tally and times (the report turns it into [`ThreadStats`]).
+#[derive(Debug)]
+pub struct ThreadTally {
+    pub wi: usize,
+    pub stream: u64,
+    pub tally: Rc<Tally>,
+    pub start: Time,
+    /// When the thread ended; None while it runs.
+    pub end: Cell<Option<Time>>,
+}
+
+impl ThreadTally {
+    /// The thread's report row, for a run that ended at `end_ns`.
+    pub fn stats(&self, end_ns: Time) -> ThreadStats {
+        let end = self.end.get().unwrap_or(end_ns).min(end_ns);
+        ThreadStats {
+            stream: self.stream,
+            accesses: self.tally.accesses.get(),
+            hits: self.tally.hits.get(),
+            misses: self.tally.misses.get(),
+            elapsed_ns: end.saturating_sub(self.start),
+        }
+    }
 }
 
 impl Tally {
@@ -206,6 +272,28 @@ fn tally(s: &Sim, wi: usize) -> Rc<Tally> {
     s.tallies.borrow()[wi].clone()
 }
 
+/// A new thread of workload `wi` with random stream `stream` starts now: its own tally,
+/// counting into the workload's, registered for the report. [`thread_done`] ends it.
+fn thread_tally(s: &Sim, wi: usize, stream: u64) -> Rc<ThreadTally> {
+    let th = Rc::new(ThreadTally {
+        wi,
+        stream,
+        tally: Rc::new(Tally {
+            parent: Some(tally(s, wi)),
+            ..Tally::default()
+        }),
+        start: s.e.now(),
+        end: Cell::new(None),
+    });
+    s.threads.borrow_mut().push(th.clone());
+    th
+}
+
+/// The thread of `th` has done its last access.
+fn thread_done(s: &Sim, th: &ThreadTally) {
+    th.end.set(Some(s.e.now()));
+}
+
 fn finish(s: &Sim, wi: usize, start: u64, killed: bool) {
     {
         let mut ws = s.workloads.borrow_mut();
@@ -233,7 +321,7 @@ async fn thread_exit(s: &Sim, wi: usize, start: u64, mmid: u32, live: &std::cell
 /// One anonymous access of a usemem task; false when the process was killed. The access
 /// first runs the process's text (see [`text_fetch`]).
 async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u64) -> bool {
-    bump(&t.accesses);
+    t.inc(|t| &t.accesses);
     // One look at the mm per access: the text's PTEs, then the data's.
     let hit = loop {
         let step = {
@@ -270,7 +358,7 @@ async fn touch(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32, cost: u6
         }
     };
     if hit {
-        bump(&t.hits);
+        t.inc(|t| &t.hits);
         r.tick(s, cost).await;
         return true;
     }
@@ -317,23 +405,23 @@ fn text_fetch(m: &mut MmStruct) -> Option<u32> {
 async fn fault(s: &Sim, t: &Tally, mmid: u32, vpn: u32, data: bool) -> bool {
     loop {
         match s.handle_mm_fault(mmid, vpn, data).await {
-            Fault::Minor => bump(&t.minor),
+            Fault::Minor => t.inc(|t| &t.minor),
             Fault::Major => {
-                bump(&t.major);
+                t.inc(|t| &t.major);
                 if data {
-                    bump(&t.misses);
+                    t.inc(|t| &t.misses);
                 }
             }
             Fault::Retry { major } => {
                 // The fault backed out: the access runs again (a fault if the PTE is
                 // still not present, e.g. unmapped meanwhile).
                 if major {
-                    bump(&t.major);
+                    t.inc(|t| &t.major);
                     if data {
-                        bump(&t.misses);
+                        t.inc(|t| &t.misses);
                     }
                 } else {
-                    bump(&t.minor);
+                    t.inc(|t| &t.minor);
                 }
                 let mm = s.mm.borrow();
                 let m = &mm.mms[mmid as usize];
@@ -570,7 +658,8 @@ fn spawn_usemem_threads(
             let s = &*sim;
             let start = s.e.now();
             let mut r = Runner::new(s, wi, start);
-            let t = tally(s, wi);
+            let th = thread_tally(s, wi, stream_id);
+            let t = th.tally.clone();
             let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
             let mut pace = spec.rate.map(|b| Pace::new(start, b.0, spec.rate_catch_up));
             let mut work = Work::default();
@@ -625,6 +714,7 @@ fn spawn_usemem_threads(
                 }
             }
             r.flush(s);
+            thread_done(s, &th);
             thread_exit(s, wi, start, mmid, &live).await;
         });
         s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
@@ -662,7 +752,8 @@ pub fn spawn_file_read(
             let start = s.e.now();
             let node = s.cpu_node[cpu as usize];
             let mut r = Runner::new(s, wi, start);
-            let t = tally(s, wi);
+            let th = thread_tally(s, wi, stream_id);
+            let t = th.tally.clone();
             // Reads drawn ahead so their page-cache entries and folios are prefetched
             // while earlier ones run; results do not change.
             let mut seq = seq;
@@ -695,14 +786,14 @@ pub fn spawn_file_read(
                 let Access::Read { file, page } = a else {
                     unreachable!("file_read only reads")
                 };
-                bump(&t.accesses);
+                t.inc(|t| &t.accesses);
                 r.flush(s);
                 match s
                     .filemap_read(files[file as usize], page, memcg, node)
                     .await
                 {
-                    Read::Hit => bump(&t.hits),
-                    Read::Miss => bump(&t.misses),
+                    Read::Hit => t.inc(|t| &t.hits),
+                    Read::Miss => t.inc(|t| &t.misses),
                     Read::Oom => break,
                 }
                 r.tick(s, 0).await;
@@ -711,6 +802,7 @@ pub fn spawn_file_read(
                 }
             }
             r.flush(s);
+            thread_done(s, &th);
             finish(s, wi, start, false);
         });
     }
@@ -927,11 +1019,11 @@ impl Replay {
         if self.in_request {
             // Every page of the request was accessed: count it.
             self.in_request = false;
-            bump(&t.requests);
-            bump(if self.all_hit {
-                &t.request_hits
+            t.inc(|t| &t.requests);
+            t.inc(if self.all_hit {
+                |t| &t.request_hits
             } else {
-                &t.request_misses
+                |t| &t.request_misses
             });
             if s.e.now() >= s.end {
                 return None;
@@ -1011,8 +1103,8 @@ impl Replay {
             }
         };
         if new {
-            t.objects.set(self.ids.len());
-            t.pages.set(self.ids.pages());
+            t.set(|t| &t.objects, self.ids.len());
+            t.set(|t| &t.pages, self.ids.pages());
             let mut mm = s.mm.borrow_mut();
             let end = self.ids.pages() as usize;
             match kind {
@@ -1077,7 +1169,8 @@ pub fn spawn_trace(
             let s = &*sim;
             let start = s.e.now();
             let mut r = Runner::new(s, wi, start);
-            let t = tally(s, wi);
+            let th = thread_tally(s, wi, stream_id);
+            let t = th.tally.clone();
             let mut rp = Replay::new(src, spec_path, limit, kind, target);
             // The trace's share of the memory budget: its id map and, per page, a
             // page-cache entry (file) or a PTE (anon).
@@ -1097,10 +1190,10 @@ pub fn spawn_trace(
                     match kind {
                         TraceTarget::File => {
                             s.record_access(stream_id, Access::Read { file: 0, page: p });
-                            bump(&t.accesses);
+                            t.inc(|t| &t.accesses);
                             r.flush(s);
                             match s.filemap_read_hit(target, p) {
-                                Cached::Hit => bump(&t.hits),
+                                Cached::Hit => t.inc(|t| &t.hits),
                                 c => break (p, c),
                             }
                         }
@@ -1126,9 +1219,9 @@ pub fn spawn_trace(
                             _ => s.filemap_read_miss(target, p, memcg, node).await,
                         };
                         match read {
-                            Read::Hit => bump(&t.hits),
+                            Read::Hit => t.inc(|t| &t.hits),
                             Read::Miss => {
-                                bump(&t.misses);
+                                t.inc(|t| &t.misses);
                                 rp.all_hit = false;
                             }
                             // The task dies; its unfinished request is not counted.
@@ -1146,6 +1239,7 @@ pub fn spawn_trace(
                 }
             }
             r.flush(s);
+            thread_done(s, &th);
             if kind == TraceTarget::Anon {
                 let live = std::cell::Cell::new(1);
                 thread_exit(s, wi, start, target, &live).await;
