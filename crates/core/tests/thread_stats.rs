@@ -8,7 +8,7 @@ use serde_json::Value;
 const PAGES: &str = r#"
 duration = "1s"
 [machine]
-cpus = 8
+cpus = 10
 memory_per_node = "256M"
 [[cgroup]]
 path = "/a"
@@ -24,6 +24,13 @@ type = "usemem"
 cgroup = "/a"
 size = "20K"
 repeat = 3
+[[workload]]
+type = "file_read"
+cgroup = "/a"
+threads = 2
+files = ["40K"]
+pattern = "seq"
+passes = 2
 "#;
 
 fn threads(w: &Value) -> Vec<Value> {
@@ -67,6 +74,18 @@ fn each_thread_counts_its_own_span_in_stream_order() {
         ),
         (6, 15, 10)
     );
+    // file_read: 2 threads (streams 7 and 8) each read the 10 pages twice; a page is
+    // read from the device once, by whichever thread reaches it first.
+    let t2 = threads(&ws[2]);
+    assert_eq!(
+        t2.iter().map(|t| get(t, "stream")).collect::<Vec<_>>(),
+        [7, 8]
+    );
+    for t in &t2 {
+        assert_eq!(get(t, "accesses"), 20, "{t}");
+        assert_eq!(get(t, "hits") + get(t, "misses"), 20, "{t}");
+    }
+    assert_eq!(t2.iter().map(|t| get(t, "misses")).sum::<u64>(), 10);
     for w in ws {
         for k in ["accesses", "hits", "misses"] {
             let sum: u64 = threads(w).iter().map(|t| get(t, k)).sum();
