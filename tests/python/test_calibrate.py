@@ -64,6 +64,15 @@ def test_derive_subtracts_measured_entries_first_then_the_table():
                           "page_copy", "ssd_read_latency", "shrink_folio", "zram_write", "zram_read", "tlb_flush_ipi"}
 
 
+def test_the_read_latency_per_cpu_is_a_check_not_an_entry():
+    figs = {"direct_read_cpu_a": fig(160_400.4, how="pinned to CPU 0"), "direct_read_cpu_b": fig(99_600)}
+    costs, checks = derive(figs, BASE)
+    assert costs == {}
+    assert (checks["direct_read_cpu_a"]["ns"], checks["direct_read_cpu_b"]["ns"]) == (160_400, 99_600)
+    assert checks["direct_read_cpu_a"]["source"].startswith("measured: pinned to CPU 0")
+    assert "not an entry" in checks["direct_read_cpu_b"]["source"]
+
+
 def test_derive_floors_a_negative_difference_and_says_so():
     costs, _ = derive({"page_zero": fig(3000), "anon_fault_path": fig(2000)}, BASE)
     assert costs["fault_entry"]["ns"] == 1

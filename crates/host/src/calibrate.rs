@@ -566,9 +566,10 @@ fn direct_io(fd: libc::c_int, write: bool, i: usize, buf: *mut u8) -> Result<(),
 /// The block device under `dir`, bypassing the page cache (O_DIRECT on a file written
 /// first): the latency of one 4 KiB write at queue depth 1, and the throughput of
 /// DEVICE_SUBMITTERS threads reading, then writing, 4 KiB at random offsets at once, as
-/// the time per IO at that load (the device's `interval`, 1 / IOPS). None when the
-/// filesystem refuses O_DIRECT.
-pub fn device(dir: &Path, s: Sizes) -> Result<Option<Vec<Figure>>, String> {
+/// the time per IO at that load (the device's `interval`, 1 / IOPS), and the read latency
+/// at queue depth 1 from a thread on each of `cpus` (a check: the model has no interrupt
+/// CPU). None when the filesystem refuses O_DIRECT.
+pub fn device(dir: &Path, cpus: (usize, usize), s: Sizes) -> Result<Option<Vec<Figure>>, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = TmpFile::new(dir, s.file_pages)?;
     let n = f.pages;
@@ -620,8 +621,35 @@ pub fn device(dir: &Path, s: Sizes) -> Result<Option<Vec<Figure>>, String> {
         })
     };
     let (reads, writes_at_load) = (load(false)?, load(true)?);
+    // One read at a time from a thread pinned to each CPU: where the device's completion
+    // interrupt is not on the reader's CPU, each read also waits for a cross-CPU wakeup.
+    let read_on = |cpu: usize| {
+        repeat(s.reps, || {
+            std::thread::scope(|sc| {
+                sc.spawn(|| {
+                    if !affinity::pin_thread(cpu as u32) {
+                        return Err(format!("cannot run a thread on CPU {cpu}"));
+                    }
+                    let b = Anon::new(1)?;
+                    let t = Instant::now();
+                    for &i in order.iter().take(writes) {
+                        direct_io(fd, false, i, b.base)?;
+                    }
+                    Ok((t.elapsed().as_nanos() as f64, writes as u64))
+                })
+                .join()
+                .map_err(|_| "a device benchmark thread panicked".to_string())?
+            })
+        })
+    };
+    let (on_a, on_b) = (read_on(cpus.0)?, read_on(cpus.1)?);
     drop(direct);
+    let on = |cpu: usize| {
+        format!("O_DIRECT pread of one 4 KiB page at a random offset, one at a time, from a thread pinned to CPU {cpu}: the device's read latency plus, when its completion interrupt arrives on another CPU, a cross-CPU wakeup")
+    };
     Ok(Some(vec![
+        figure("direct_read_cpu_a", on_a, &on(cpus.0)),
+        figure("direct_read_cpu_b", on_b, &on(cpus.1)),
         figure("ssd_write_latency", lat, "O_DIRECT pwrite of one 4 KiB page of a written file at a random offset, one at a time: the device's write latency plus the direct-IO path"),
         figure("ssd_read_interval", reads, &format!("O_DIRECT preads of 4 KiB at random offsets from {DEVICE_SUBMITTERS} threads at once (queue depth 1 each): wall time per read, 1 / the device's read IOPS at that load")),
         figure("ssd_write_interval", writes_at_load, &format!("O_DIRECT pwrites of 4 KiB at random offsets from {DEVICE_SUBMITTERS} threads at once (queue depth 1 each): wall time per write, 1 / the device's write IOPS at that load")),
@@ -826,7 +854,7 @@ pub fn run_json(part: Part, dir: &Path, cpus: (usize, usize), s: Sizes) -> Resul
         Part::Anon => anon(s)?,
         Part::Swap => swap(s)?.unwrap_or_default(),
         Part::PageCache => page_cache(dir, s)?,
-        Part::Device => device(dir, s)?.unwrap_or_default(),
+        Part::Device => device(dir, cpus, s)?.unwrap_or_default(),
         Part::CacheLines => cache_lines(cpus.0, cpus.1, s)?,
     };
     serde_json::to_string(&figs).map_err(|e| e.to_string())
@@ -953,10 +981,13 @@ mod bench_smoke {
             ]
         );
         let dir = std::env::temp_dir();
-        if let Some(figs) = device(&dir, s).unwrap() {
+        let cpu = affinity::allowed_cpus()[0] as usize;
+        if let Some(figs) = device(&dir, (cpu, cpu), s).unwrap() {
             assert_eq!(
                 names(figs),
                 [
+                    "direct_read_cpu_a",
+                    "direct_read_cpu_b",
                     "ssd_write_latency",
                     "ssd_read_interval",
                     "ssd_write_interval"
