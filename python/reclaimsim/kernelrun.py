@@ -634,6 +634,50 @@ def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False, loc
     return out
 
 
+def _stale_pid(name: str) -> int | None:
+    """The pid in a kernel-run artifact's name (`reclaimsim-PID`, `reclaimsim-PID-w0-p1`,
+    `reclaimsim-PID.perf-lock.data`) when that process is gone; None otherwise."""
+    head, sep, rest = name.partition("reclaimsim-")
+    digits = rest.split("-", 1)[0].split(".", 1)[0]
+    if head or not sep or not digits.isdigit():
+        return None
+    pid = int(digits)
+    return None if Path(f"/proc/{pid}").exists() else pid
+
+
+def remove_stale(cg: Cgroups, var_tmp: Path = Path("/var/tmp"), shm: Path = Path("/dev/shm")) -> list[str]:
+    """Remove what kernel-runs killed outright left behind (SIGKILL gives no chance to clean
+    up): for each such run whose process is gone, its cgroup tree, its workers' counter
+    files and its default work directory with the file_read files in it. A user's
+    --workdir is never touched. Returns one note per run cleaned."""
+    cleaned: dict[int, list[str]] = {}
+    for root in sorted(cg.mount.glob("reclaimsim-*")):
+        pid = _stale_pid(root.name)
+        if pid is not None and root.is_dir():
+            Cgroups(cg.version, cg.mount, root).remove()
+            cleaned.setdefault(pid, []).append(str(root))
+    for f in sorted(shm.glob("reclaimsim-*")):
+        pid = _stale_pid(f.name)
+        if pid is not None and f.is_file():
+            f.unlink(missing_ok=True)
+            cleaned.setdefault(pid, []).append(str(f))
+    for d in sorted(var_tmp.glob("reclaimsim-*")):
+        pid = _stale_pid(d.name)
+        if pid is None:
+            continue
+        if d.is_dir():
+            for f in d.glob("w*-f*.dat"):
+                f.unlink(missing_ok=True)
+            try:
+                d.rmdir()
+            except OSError:
+                continue  # something else is in it: not ours to remove
+        else:
+            d.unlink(missing_ok=True)
+        cleaned.setdefault(pid, []).append(str(d))
+    return [f"removed what kernel-run {pid} (killed outright) left: {', '.join(paths)}" for pid, paths in cleaned.items()]
+
+
 def check_host() -> Cgroups:
     if os.geteuid() != 0:
         raise KernelRunError(
@@ -698,6 +742,7 @@ def kernel_run(
     check_lru(norm)
     cg = check_host()
     notes = cg.notes
+    notes.extend(remove_stale(cg))
     pins: dict = {}
     if pin:
         pins, pin_notes = pin_plan(_core.host_process_cpus_json(scenario_json), os.sched_getaffinity(0))

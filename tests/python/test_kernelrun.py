@@ -331,6 +331,38 @@ def test_workers_die_with_a_kernel_run_killed_outright():
     assert not _leftovers()
 
 
+def test_a_later_kernel_run_removes_what_one_killed_outright_left(tmp_path):
+    # A process that has exited: its pid names the leftovers of a run killed outright.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    gone, alive = dead.pid, os.getpid()
+    mount, var_tmp, shm = (tmp_path / d for d in ("cgroup", "var_tmp", "shm"))
+    for d in (mount, var_tmp, shm):
+        d.mkdir()
+    (mount / f"reclaimsim-{gone}" / "leaf").mkdir(parents=True)
+    (mount / f"reclaimsim-{alive}").mkdir()
+    (shm / f"reclaimsim-{gone}-w0-p0").write_bytes(b"\0" * 8)
+    (shm / f"reclaimsim-{alive}-w0-p0").write_bytes(b"\0" * 8)
+    (shm / "reclaimsim-test").write_bytes(b"")
+    (var_tmp / f"reclaimsim-{gone}").mkdir()
+    (var_tmp / f"reclaimsim-{gone}" / "w0-f0.dat").write_bytes(b"x")
+    (var_tmp / f"reclaimsim-{gone}.perf-lock.data").write_bytes(b"x")
+    (var_tmp / f"reclaimsim-{alive}").mkdir()
+    (var_tmp / "reclaimsim-calibrate-x1").mkdir()
+    notes = kernelrun.remove_stale(kernelrun.Cgroups(1, mount), var_tmp, shm)
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert left == sorted([
+        "cgroup", f"cgroup/reclaimsim-{alive}", "shm", f"shm/reclaimsim-{alive}-w0-p0", "shm/reclaimsim-test",
+        "var_tmp", f"var_tmp/reclaimsim-{alive}", "var_tmp/reclaimsim-calibrate-x1",
+    ])
+    assert len(notes) == 1 and f"kernel-run {gone} (killed outright)" in notes[0]
+    # A work directory holding anything else is not ours to empty.
+    (var_tmp / f"reclaimsim-{gone}").mkdir()
+    (var_tmp / f"reclaimsim-{gone}" / "notes.txt").write_text("mine")
+    assert kernelrun.remove_stale(kernelrun.Cgroups(1, mount), var_tmp, shm) == []
+    assert (var_tmp / f"reclaimsim-{gone}" / "notes.txt").exists()
+
+
 @needs_kernel
 def test_file_reads_refuse_a_tmpfs_workdir():
     if kernelrun._fstype("/dev/shm") != "tmpfs":
