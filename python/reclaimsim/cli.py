@@ -212,6 +212,16 @@ def print_report(r, show_all: bool = False) -> None:
             f"{w['hits']:>12} {w['misses']:>10} {w['throughput']:>14.0f}" + ("  OOM-killed" if w["oom_killed"] else "")
         )
     for w in r.workloads:
+        threads = w.get("threads", [])
+        # Each thread of a workload that has several (up to 16, or all with --all): one
+        # that ran ahead while another thrashed shows here, not in the totals.
+        if 1 < len(threads) and (len(threads) <= 16 or show_all):
+            for t in threads:
+                out(
+                    f"  {w['name']} thread {t['stream']}: {t['accesses']} accesses, {t['hits']} hits, "
+                    f"{t['misses']} misses, {_fmt_ns(t['elapsed_ns'])} from start to last access"
+                )
+    for w in r.workloads:
         t = w.get("trace")
         if t:
             out(
@@ -260,7 +270,7 @@ def _json_option(what: str):
 @click.option("--seed", type=SEED, help="Override the scenario's seed.")
 @_json_option("the result")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field, e.g. machine.cpus=64 or cgroup[1].memory.max=1G.")
-@click.option("--all", "show_all", is_flag=True, help="Print zero counters too.")
+@click.option("--all", "show_all", is_flag=True, help="Print zero counters too, and each thread of workloads with more than 16.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
 @_costs_option

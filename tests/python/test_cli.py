@@ -113,3 +113,19 @@ def test_validate_prints_a_scenario_that_run_and_validate_take_back(tmp_path):
     bad.write_text("[1, 2]")
     p = cli("run", str(bad))
     assert p.returncode == 2 and p.stderr.strip() == f"error: {bad}: a JSON scenario is an object, not list"
+
+
+def test_run_prints_each_thread_of_a_workload_with_several(tmp_path):
+    # usemem_span gives 2 threads 5 pages each of 40K; 2 sequential passes: each thread's
+    # first pass faults its pages in (neither hit nor miss), the second hits them all.
+    sc = tmp_path / "t.toml"
+    sc.write_text(
+        'duration = "1s"\n[machine]\ncpus = 4\nmemory_per_node = "64M"\n'
+        '[[workload]]\ntype = "usemem"\nname = "two"\nthreads = 2\nsize = "40K"\nrepeat = 2\n'
+        '[[workload]]\ntype = "usemem"\nname = "one"\nsize = "40K"\nrepeat = 2\n'
+    )
+    p = cli("run", str(sc), "--no-progress")
+    assert p.returncode == 0, p.stderr
+    lines = [l for l in p.stdout.splitlines() if " thread " in l]
+    assert [l.split(":")[0].strip() for l in lines] == ["two thread 0", "two thread 1"]
+    assert all("10 accesses, 5 hits, 0 misses" in l for l in lines), lines
