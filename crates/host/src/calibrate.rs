@@ -585,15 +585,17 @@ pub fn device(dir: &Path, cpus: (usize, usize), s: Sizes) -> Result<Option<Vec<F
     };
     let fd = direct.as_raw_fd();
     let order = shuffled(n, 0x2545_f491_4f6c_dd1d);
-    let writes = n.min(1024);
-    let buf = Anon::new(1)?;
-    let lat = repeat(s.reps, || {
+    let serial = n.min(1024);
+    // One IO at a time over the first `serial` pages of the shuffled order: (ns, IOs).
+    let one_at_a_time = |write: bool, buf: *mut u8| -> Result<(f64, u64), String> {
         let t = Instant::now();
-        for &i in order.iter().take(writes) {
-            direct_io(fd, true, i, buf.base)?;
+        for &i in order.iter().take(serial) {
+            direct_io(fd, write, i, buf)?;
         }
-        Ok((t.elapsed().as_nanos() as f64, writes as u64))
-    })?;
+        Ok((t.elapsed().as_nanos() as f64, serial as u64))
+    };
+    let buf = Anon::new(1)?;
+    let lat = repeat(s.reps, || one_at_a_time(true, buf.base))?;
     let load = |write: bool| {
         repeat(s.reps, || {
             let t = Instant::now();
@@ -631,11 +633,7 @@ pub fn device(dir: &Path, cpus: (usize, usize), s: Sizes) -> Result<Option<Vec<F
                         return Err(format!("cannot run a thread on CPU {cpu}"));
                     }
                     let b = Anon::new(1)?;
-                    let t = Instant::now();
-                    for &i in order.iter().take(writes) {
-                        direct_io(fd, false, i, b.base)?;
-                    }
-                    Ok((t.elapsed().as_nanos() as f64, writes as u64))
+                    one_at_a_time(false, b.base)
                 })
                 .join()
                 .map_err(|_| "a device benchmark thread panicked".to_string())?
