@@ -64,13 +64,29 @@ def test_derive_subtracts_measured_entries_first_then_the_table():
                           "page_copy", "ssd_read_latency", "shrink_folio", "zram_write", "zram_read", "tlb_flush_ipi"}
 
 
-def test_the_read_latency_per_cpu_is_a_check_not_an_entry():
+def test_the_remote_wakeup_is_the_difference_of_the_reads_pinned_to_each_cpu():
     figs = {"direct_read_cpu_a": fig(160_400.4, how="pinned to CPU 0"), "direct_read_cpu_b": fig(99_600)}
     costs, checks = derive(figs, BASE)
-    assert costs == {}
+    # 160400.4 - 99600 = 60800.4, far above the spread (1% of 99600 = 996 ns).
+    assert costs == {"ssd_remote_wakeup": {"ns": 60_800, "source": costs["ssd_remote_wakeup"]["source"]}}
+    assert costs["ssd_remote_wakeup"]["source"].startswith(
+        "derived: direct_read_cpu_a 160400 ns minus direct_read_cpu_b 99600 ns")
+    # The faster CPU may be either one.
+    figs = {"direct_read_cpu_a": fig(99_600), "direct_read_cpu_b": fig(160_400)}
+    assert derive(figs, BASE)[0]["ssd_remote_wakeup"]["ns"] == 60_800
+    # Both figures stay, as checks.
     assert (checks["direct_read_cpu_a"]["ns"], checks["direct_read_cpu_b"]["ns"]) == (160_400, 99_600)
     assert checks["direct_read_cpu_a"]["source"].startswith("measured: pinned to CPU 0")
-    assert "not an entry" in checks["direct_read_cpu_b"]["source"]
+
+
+def test_a_difference_within_the_reads_spread_is_no_remote_wakeup():
+    # 30% spread of the faster 80000 ns is 24000: a 20000 ns difference is noise.
+    figs = {"direct_read_cpu_a": fig(100_000, spread=0.05), "direct_read_cpu_b": fig(80_000, spread=0.3)}
+    costs, _ = derive(figs, BASE)
+    assert costs["ssd_remote_wakeup"]["ns"] == 0
+    assert "within the reads' spread (24000 ns)" in costs["ssd_remote_wakeup"]["source"]
+    # Only one of the two: no entry.
+    assert "ssd_remote_wakeup" not in derive({"direct_read_cpu_a": fig(100_000)}, BASE)[0]
 
 
 def test_derive_floors_a_negative_difference_and_says_so():

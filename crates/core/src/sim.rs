@@ -25,6 +25,9 @@ use std::rc::{Rc, Weak};
 
 /// Random stream of the periodic memcg flush's phase (apart from the tasks' streams).
 const FLUSH_PHASE_STREAM: u64 = u64::MAX - 1;
+/// The random streams of the swap and file devices' submitting CPUs (blkdev.rs).
+const SWAP_DEV_STREAM: u64 = u64::MAX - 3;
+const FILE_DEV_STREAM: u64 = u64::MAX - 4;
 
 /// Run-wide measurements that are not kernel counters.
 #[derive(Debug, Default, Clone)]
@@ -80,6 +83,10 @@ pub struct Sim {
     /// measures throughput from there).
     pub warmup: (Time, RefCell<Option<Vec<u64>>>),
     pub live_tasks: Cell<u64>,
+    /// Per CPU: the workload threads running on it; and how many CPUs run any (where a
+    /// device's reads are submitted from: blkdev.rs).
+    pub workers_on_cpu: RefCell<Vec<u32>>,
+    pub cpus_occupied: Cell<u32>,
     pub sampler: RefCell<Sampler>,
     /// /sys/kernel/debug/lru_gen sampled with the time series (MGLRU only).
     pub lru_gen_samples: RefCell<crate::mm::lru_gen_debugfs::LruGenSamples>,
@@ -218,6 +225,7 @@ impl Sim {
         let swap = m.swap.as_ref().map(|s| {
             let zram = s.device == SwapDevice::Zram;
             let mut dev = costs.ssd();
+            dev.seed_placement(crate::engine::rng::stream(sc.seed, SWAP_DEV_STREAM));
             if let Some(d) = s.read_latency {
                 dev.read_latency = d.0;
             }
@@ -271,7 +279,11 @@ impl Sim {
             trace: Default::default(),
             stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len, lruvecs_len),
             stat_pending: Default::default(),
-            file_dev: costs.ssd(),
+            file_dev: {
+                let mut dev = costs.ssd();
+                dev.seed_placement(crate::engine::rng::stream(sc.seed, FILE_DEV_STREAM));
+                dev
+            },
         };
         let mut lru_gen_rng =
             crate::engine::rng::stream(sc.seed, crate::mm::lru_gen_vmscan::MEMCG_LRU_STREAM);
@@ -306,6 +318,8 @@ impl Sim {
             threads: RefCell::new(Vec::new()),
             warmup: (sc.warmup.0, RefCell::new(None)),
             live_tasks: Cell::new(0),
+            workers_on_cpu: RefCell::new(vec![0; all_cpus]),
+            cpus_occupied: Cell::new(0),
             access_log: RefCell::new(None),
             recording: Cell::new(false),
             failure: RefCell::new(None),

@@ -111,6 +111,11 @@ cost_table! {
     ssd_read_interval = 1_000;
     /// Time the NVMe device is busy per 4 KiB write (1 / write IOPS: 180K IOPS).
     ssd_write_interval = 5_556;
+    /// A device read's completion waking its reader on another CPU than the one the
+    /// interrupt arrives at (try_to_wake_up's IPI and the idle CPU's exit), per read of a
+    /// reader off that CPU (blkdev.rs). 0: the device has a completion queue per CPU, as
+    /// NVMe drives do, so the interrupt arrives where the reader sleeps.
+    ssd_remote_wakeup = 0;
     /// Decompressing one page from zram (synchronous, on the faulting CPU).
     zram_read = 2_000;
     /// Compressing one page into zram (synchronous, inside shrink_folio_list).
@@ -128,11 +133,13 @@ cost_table! {
 impl CostTable {
     /// The NVMe block device these costs describe.
     pub fn ssd(&self) -> super::blkdev::BlockDevice {
-        super::blkdev::BlockDevice::new(
+        let mut d = super::blkdev::BlockDevice::new(
             self.ssd_read_latency,
             self.ssd_write_latency,
             self.ssd_read_interval,
             self.ssd_write_interval,
-        )
+        );
+        d.remote_wakeup = self.ssd_remote_wakeup;
+        d
     }
 }

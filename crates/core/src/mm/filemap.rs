@@ -216,6 +216,11 @@ impl Sim {
             .submit_read(self.e.now())
             .done_at;
         self.e.sleep(done - self.e.now()).await;
+        // The completion wakes the reader, from another CPU if the interrupt is there.
+        let wakeup = (self.mm.borrow_mut().file_dev).read_wakeup(self.cpus_occupied.get());
+        if wakeup > 0 {
+            self.e.sleep(wakeup).await;
+        }
         // The read completed: unlock the folio (it was safe from reclaim while locked).
         self.mm.borrow_mut().pages[pfn as usize].clear(PG_LOCKED);
         NewFolio::Read(pfn)

@@ -433,6 +433,14 @@ impl Sim {
         // swap_read_folio(): the task sleeps on the folio lock until the read completes;
         // the locked folio cannot be reclaimed meanwhile.
         self.e.sleep(read_ns).await;
+        let wakeup = {
+            let mut mm = self.mm.borrow_mut();
+            let s = mm.swap.as_mut().expect("swap entry without swap");
+            s.read_wakeup(self.cpus_occupied.get())
+        };
+        if wakeup > 0 {
+            self.e.sleep(wakeup).await;
+        }
         let orphan = {
             let mut mm = self.mm.borrow_mut();
             mm.pages[pfn as usize].clear(PG_LOCKED);

@@ -78,6 +78,17 @@ impl SwapInfo {
         }
     }
 
+    /// The wakeup of a reader at its read's completion, with workload threads on `cpus`
+    /// CPUs (BlockDevice::read_wakeup). zram reads synchronously on the faulting CPU: no
+    /// interrupt, no wakeup.
+    pub fn read_wakeup(&mut self, cpus: u32) -> u64 {
+        if self.synchronous {
+            0
+        } else {
+            self.dev.read_wakeup(cpus)
+        }
+    }
+
     pub fn nr_slots(&self) -> u64 {
         self.map.len() as u64
     }

@@ -286,12 +286,25 @@ fn thread_tally(s: &Sim, wi: usize, stream: u64) -> Rc<ThreadTally> {
         end: Cell::new(None),
     });
     s.threads.borrow_mut().push(th.clone());
+    let mut on_cpu = s.workers_on_cpu.borrow_mut();
+    let n = &mut on_cpu[s.e.cpu() as usize];
+    *n += 1;
+    if *n == 1 {
+        s.cpus_occupied.set(s.cpus_occupied.get() + 1);
+    }
     th
 }
 
 /// The thread of `th` has done its last access.
 fn thread_done(s: &Sim, th: &ThreadTally) {
-    th.end.set(Some(s.e.now()));
+    if th.end.replace(Some(s.e.now())).is_none() {
+        let mut on_cpu = s.workers_on_cpu.borrow_mut();
+        let n = &mut on_cpu[s.e.cpu() as usize];
+        *n -= 1;
+        if *n == 0 {
+            s.cpus_occupied.set(s.cpus_occupied.get() - 1);
+        }
+    }
 }
 
 fn finish(s: &Sim, wi: usize, start: u64, killed: bool) {

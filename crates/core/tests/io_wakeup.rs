@@ -1,0 +1,120 @@
+//! A read of a device whose completion interrupt arrives on one CPU costs
+//! `ssd_remote_wakeup` more when it is submitted from another (engine/blkdev.rs): with
+//! workload threads on m CPUs, a read is on the interrupt's CPU 1 time in m.
+//!
+//! Oracle: the rule's arithmetic on thread elapsed times. Two readers of their own files in
+//! their own memcgs (no shared LRU lock) do the same work; with a wakeup `W` far above
+//! everything else a thread does, a thread's extra time is a whole number of wakeups, one
+//! per read that paid, and the number that paid is binomial (reads, 1/2) while both run.
+
+mod common;
+
+use serde_json::Value;
+
+/// A 1 ms wakeup, ten times the read latency, so that the other costs' noise (stat
+/// flushes, a shared atomic) stays far below one wakeup.
+const W: u64 = 1_000_000;
+
+/// Two file_read workloads of one thread each, on CPUs 0 and 1, reading `pages_a` and
+/// `pages_b` pages once in order, with `wakeup` as ssd_remote_wakeup.
+fn readers(pages_a: u64, pages_b: u64, wakeup: u64, readers: usize) -> String {
+    let mut t = format!(
+        r#"duration = "10s"
+[machine]
+cpus = 2
+memory_per_node = "256M"
+[costs]
+ssd_read_latency = 100000
+ssd_read_interval = 1
+ssd_remote_wakeup = {wakeup}
+[[cgroup]]
+path = "/a"
+[[cgroup]]
+path = "/b"
+"#
+    );
+    for (cg, pages) in [("/a", pages_a), ("/b", pages_b)].iter().take(readers) {
+        t += &format!(
+            r#"[[workload]]
+type = "file_read"
+cgroup = "{cg}"
+files = ["{}K"]
+pattern = "seq"
+passes = 1
+"#,
+            pages * 4
+        );
+    }
+    t
+}
+
+/// Each workload's one thread: (misses, elapsed ns).
+fn threads(out: &Value) -> Vec<(u64, u64)> {
+    out["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            let t = &w["threads"][0];
+            (
+                t["misses"].as_u64().unwrap(),
+                t["elapsed_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// How many wakeups `with` adds to `base` [ns]: a whole number, or the test fails.
+fn wakeups(with: u64, base: u64) -> u64 {
+    let extra = with - base;
+    let n = (extra + W / 2) / W;
+    assert!(
+        extra.abs_diff(n * W) < W / 100,
+        "{extra} ns is no whole number of {W} ns"
+    );
+    n
+}
+
+#[test]
+fn with_two_cpus_running_readers_half_the_reads_pay_the_wakeup() {
+    let base = threads(&common::run_json(&readers(400, 400, 0, 2)));
+    let with = threads(&common::run_json(&readers(400, 400, W, 2)));
+    // Every page is read from the device once.
+    assert!(
+        base.iter().chain(&with).all(|t| t.0 == 400),
+        "{base:?} {with:?}"
+    );
+    // Without the wakeup the two threads take the same time (within 1% of one wakeup).
+    assert!(base[0].1.abs_diff(base[1].1) < W / 100, "{base:?}");
+    // With it, each thread pays on about half its 400 reads: binomial(400, 1/2) is 200
+    // with a standard deviation of 10; 150..=250 is five of them either side.
+    for (w, b) in with.iter().zip(&base) {
+        let n = wakeups(w.1, b.1);
+        assert!(
+            (150..=250).contains(&n),
+            "{n} wakeups of 400: {with:?} {base:?}"
+        );
+    }
+}
+
+#[test]
+fn a_lone_reader_is_woken_where_it_runs() {
+    let base = threads(&common::run_json(&readers(100, 0, 0, 1)));
+    let with = threads(&common::run_json(&readers(100, 0, W, 1)));
+    assert_eq!(base, with);
+}
+
+#[test]
+fn once_the_other_thread_is_gone_a_reader_pays_no_more() {
+    // Reader a ends after its 10 reads; b, with 400, pays only on reads that complete
+    // while a runs: at most one per read latency (100 us) of a's elapsed time, plus one,
+    // where b would pay about 200 if a's exit were ignored.
+    let base = threads(&common::run_json(&readers(10, 400, 0, 2)));
+    let with = threads(&common::run_json(&readers(10, 400, W, 2)));
+    let n_a = wakeups(with[0].1, base[0].1);
+    assert!(n_a <= 10, "{with:?} {base:?}");
+    let bound = with[0].1 / 100_000 + 1;
+    let n_b = wakeups(with[1].1, base[1].1);
+    assert!(n_b <= bound, "b paid {n_b} wakeups, a ran {} ns", with[0].1);
+    assert!(bound < 150, "a ran {} ns", with[0].1);
+}
