@@ -342,6 +342,21 @@ impl Sim {
         Ok(sim)
     }
 
+    /// A workload thread starts (`on`) or ends on the current task's CPU: keeps the count
+    /// of CPUs that run workload threads, from which a device's reads are submitted
+    /// (BlockDevice::read_wakeup).
+    pub fn worker_on_cpu(&self, on: bool) {
+        let mut workers = self.workers_on_cpu.borrow_mut();
+        let n = &mut workers[self.e.cpu() as usize];
+        let (before, after) = if on { (*n, *n + 1) } else { (*n, *n - 1) };
+        *n = after;
+        if before == 0 {
+            self.cpus_occupied.set(self.cpus_occupied.get() + 1);
+        } else if after == 0 {
+            self.cpus_occupied.set(self.cpus_occupied.get() - 1);
+        }
+    }
+
     /// A strong reference to this simulator, for tasks spawned from kernel paths.
     pub fn self_rc(&self) -> Rc<Sim> {
         self.me

@@ -28,7 +28,7 @@
 //! measures it as the difference between reads pinned to each CPU).
 //! Which CPU a reader submits from is the scheduler's: readers migrate (on a two-vCPU
 //! guest, each of two swapping processes moved between the CPUs several times a second
-//! and both ended within 0.1% of each other, docs/fidelity.md), and a lone reader settles
+//! and both ended within 0.2% of each other, docs/fidelity.md), and a lone reader settles
 //! on the interrupt's CPU. The model keeps each task on its CPU for everything else and
 //! draws the submitting CPU instead: with workload threads on `m` CPUs, a read is on the
 //! interrupt's CPU with probability 1/m (its own random stream, so runs stay

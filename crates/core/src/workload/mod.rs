@@ -286,24 +286,14 @@ fn thread_tally(s: &Sim, wi: usize, stream: u64) -> Rc<ThreadTally> {
         end: Cell::new(None),
     });
     s.threads.borrow_mut().push(th.clone());
-    let mut on_cpu = s.workers_on_cpu.borrow_mut();
-    let n = &mut on_cpu[s.e.cpu() as usize];
-    *n += 1;
-    if *n == 1 {
-        s.cpus_occupied.set(s.cpus_occupied.get() + 1);
-    }
+    s.worker_on_cpu(true);
     th
 }
 
 /// The thread of `th` has done its last access.
 fn thread_done(s: &Sim, th: &ThreadTally) {
     if th.end.replace(Some(s.e.now())).is_none() {
-        let mut on_cpu = s.workers_on_cpu.borrow_mut();
-        let n = &mut on_cpu[s.e.cpu() as usize];
-        *n -= 1;
-        if *n == 0 {
-            s.cpus_occupied.set(s.cpus_occupied.get() - 1);
-        }
+        s.worker_on_cpu(false);
     }
 }
 
@@ -863,6 +853,7 @@ pub fn spawn_request_churn(
                 let start = s.e.now();
                 let mut r = Runner::new(s, wi, start);
                 let t = tally(s, wi);
+                s.worker_on_cpu(true);
                 let base = i as u32 * ring;
                 let mut k = 0u64;
                 let mut alive = true;
@@ -904,6 +895,7 @@ pub fn spawn_request_churn(
                     alive &= s.mm.borrow().mms[mmid as usize].alive;
                 }
                 r.flush(s);
+                s.worker_on_cpu(false);
                 thread_exit(s, wi, start, mmid, &live).await;
             });
         s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
