@@ -75,6 +75,12 @@ fn wakeups(with: u64, base: u64) -> u64 {
     n
 }
 
+/// How many wakeups `with` adds to `base` [ns], rounded: a swapping run's timing moves
+/// its writes on the shared device queue too, by far less than a wakeup in all.
+fn about_wakeups(with: u64, base: u64) -> u64 {
+    (with - base + W / 2) / W
+}
+
 #[test]
 fn with_two_cpus_running_readers_half_the_reads_pay_the_wakeup() {
     let base = threads(&common::run_json(&readers(400, 400, 0, 2)));
@@ -155,4 +161,82 @@ cgroup = "/b"
     assert_eq!((base[0].0, with[0].0), (400, 400));
     let n = wakeups(with[0].1, base[0].1);
     assert!((220..=313).contains(&n), "{n} wakeups of 400");
+}
+
+/// Two usemem processes, each in its own memcg whose limit holds half its area, swapping
+/// to the device: the second pass reads most of the area back.
+fn swappers(wakeup: u64, seed: u64) -> String {
+    swappers_on(wakeup, seed, "ssd")
+}
+
+fn swappers_on(wakeup: u64, seed: u64, device: &str) -> String {
+    format!(
+        r#"duration = "20s"
+seed = {seed}
+[machine]
+cpus = 2
+memory_per_node = "256M"
+[machine.swap]
+size = "64M"
+device = "{device}"
+[costs]
+ssd_read_latency = 100000
+ssd_read_interval = 1
+ssd_remote_wakeup = {wakeup}
+[[cgroup]]
+path = "/a"
+memory.max = "4M"
+[[cgroup]]
+path = "/b"
+memory.max = "4M"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "8M"
+repeat = 2
+[[workload]]
+type = "usemem"
+cgroup = "/b"
+size = "8M"
+repeat = 2
+"#
+    )
+}
+
+#[test]
+fn swap_ins_pay_the_wakeup_as_page_cache_reads_do() {
+    let base = threads(&common::run_json(&swappers(0, 1)));
+    let with = threads(&common::run_json(&swappers(W, 1)));
+    for (w, b) in with.iter().zip(&base) {
+        // The same swap-ins either way (each memcg reclaims its own process alone).
+        assert_eq!(w.0, b.0, "{with:?} {base:?}");
+        assert!(b.0 >= 1000, "{base:?}");
+        // About half of them pay: binomial(misses, 1/2) within five standard deviations.
+        let n = about_wakeups(w.1, b.1) as f64;
+        let (mean, sd) = (b.0 as f64 / 2.0, (b.0 as f64).sqrt() / 2.0);
+        assert!((n - mean).abs() <= 5.0 * sd, "{n} of {} misses paid", b.0);
+    }
+}
+
+#[test]
+fn zram_swap_ins_have_no_interrupt_to_wait_for() {
+    let base = threads(&common::run_json(&swappers_on(0, 1, "zram")));
+    let with = threads(&common::run_json(&swappers_on(W, 1, "zram")));
+    assert!(base.iter().all(|t| t.0 >= 1000), "{base:?}");
+    assert_eq!(base, with);
+}
+
+#[test]
+fn the_draws_follow_the_scenario_seed() {
+    // Runs are deterministic for a seed; another seed draws other submitting CPUs.
+    let paid = |seed| {
+        let base = threads(&common::run_json(&swappers(0, seed)));
+        let with = threads(&common::run_json(&swappers(W, seed)));
+        (
+            about_wakeups(with[0].1, base[0].1),
+            about_wakeups(with[1].1, base[1].1),
+        )
+    };
+    assert_eq!(paid(1), paid(1));
+    assert_ne!(paid(1), paid(2));
 }
