@@ -21,11 +21,12 @@
 //! has run blk_mq_complete_request for its request and woken it. An NVMe drive has a
 //! completion queue per CPU whose interrupt goes to the submitting CPU, so the reader is
 //! woken where it sleeps. A device with one queue (a virtio disk, an older SATA
-//! controller) interrupts one CPU; a read submitted from another one is completed there
-//! through an IPI (blk_mq_complete_request_remote, when the two CPUs share no cache) or its
-//! reader is woken across CPUs (try_to_wake_up's IPI), and that CPU leaves idle: the read
-//! costs `ssd_remote_wakeup` more (0 for a per-CPU-queue device; `reclaimsim calibrate`
-//! measures it as the difference between reads pinned to each CPU).
+//! controller) interrupts one CPU. A read submitted from another CPU is either completed
+//! back on the submitter through an IPI (blk_mq_complete_request_remote, when the two CPUs
+//! share no cache) or completed on the interrupt's CPU, which wakes the reader across CPUs
+//! (ttwu_queue_wakelist's IPI, as on the measured guest); either way the reader's CPU
+//! leaves idle, and the read costs `ssd_remote_wakeup` more (0 for a per-CPU-queue device;
+//! `reclaimsim calibrate` measures it as the difference between reads pinned to each CPU).
 //! Which CPU a reader submits from is the scheduler's: readers migrate (on a two-vCPU
 //! guest, each of two swapping processes moved between the CPUs several times a second
 //! and both ended within 0.2% of each other, docs/fidelity.md), and a lone reader settles
