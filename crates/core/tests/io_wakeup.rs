@@ -17,19 +17,24 @@ use serde_json::Value;
 /// flushes, a shared atomic) stays far below one wakeup.
 const W: u64 = 1_000_000;
 
+/// The device of every case: a 100 us read latency, no queueing, `wakeup` as
+/// ssd_remote_wakeup.
+fn device_costs(wakeup: u64) -> String {
+    format!(
+        "[costs]\nssd_read_latency = 100000\nssd_read_interval = 1\nssd_remote_wakeup = {wakeup}\n"
+    )
+}
+
 /// Two file_read workloads of one thread each, on CPUs 0 and 1, reading `pages_a` and
 /// `pages_b` pages once in order, with `wakeup` as ssd_remote_wakeup.
 fn readers(pages_a: u64, pages_b: u64, wakeup: u64, readers: usize) -> String {
+    let costs = device_costs(wakeup);
     let mut t = format!(
         r#"duration = "10s"
 [machine]
 cpus = 2
 memory_per_node = "256M"
-[costs]
-ssd_read_latency = 100000
-ssd_read_interval = 1
-ssd_remote_wakeup = {wakeup}
-[[cgroup]]
+{costs}[[cgroup]]
 path = "/a"
 [[cgroup]]
 path = "/b"
@@ -133,16 +138,13 @@ fn a_request_churn_thread_on_the_other_cpu_counts_as_running_there() {
     // read: threads on three CPUs, so the reader pays on about 2/3 of its 400 reads
     // (binomial: 266.7, standard deviation 9.4; 220..=313 is five of them either side).
     let t = |wakeup: u64| {
+        let costs = device_costs(wakeup);
         format!(
             r#"duration = "2s"
 [machine]
 cpus = 3
 memory_per_node = "256M"
-[costs]
-ssd_read_latency = 100000
-ssd_read_interval = 1
-ssd_remote_wakeup = {wakeup}
-[[cgroup]]
+{costs}[[cgroup]]
 path = "/a"
 [[cgroup]]
 path = "/b"
@@ -172,6 +174,7 @@ fn swappers(wakeup: u64, seed: u64) -> String {
 }
 
 fn swappers_on(wakeup: u64, seed: u64, device: &str) -> String {
+    let costs = device_costs(wakeup);
     format!(
         r#"duration = "20s"
 seed = {seed}
@@ -181,11 +184,7 @@ memory_per_node = "256M"
 [machine.swap]
 size = "64M"
 device = "{device}"
-[costs]
-ssd_read_latency = 100000
-ssd_read_interval = 1
-ssd_remote_wakeup = {wakeup}
-[[cgroup]]
+{costs}[[cgroup]]
 path = "/a"
 memory.max = "4M"
 [[cgroup]]
