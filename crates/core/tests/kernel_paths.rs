@@ -10,6 +10,7 @@ use reclaimsim_core::mm::vmstat::NodeStat;
 use reclaimsim_core::mm::vmstat::VmEvent;
 use reclaimsim_core::sim::Sim;
 use reclaimsim_core::Scenario;
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// The memcg /a (id 1).
@@ -659,6 +660,49 @@ fn swapping_out_a_folio_of_a_process_running_elsewhere_costs_one_shootdown_each(
     // a reused id would be) runs nothing of this mm.
     let (other_mm, _) = reclaim_time(Some((1, 12345)));
     assert_eq!(other_mm, alone);
+}
+
+/// When the other thread of a process, sleeping in 1 s steps on CPU 1, wakes (its first
+/// two wakes), after limit reclaim on CPU 0 swapped out 32 dirty anonymous folios of the
+/// process at time 0, with a shootdown costing its target `target_ns`.
+fn peer_wakes_after_reclaim(target_ns: u64) -> Vec<u64> {
+    let costs = format!("\n[costs]\ntlb_flush_ipi = 1000000\ntlb_flush_ipi_target = {target_ns}\n");
+    let s = machine("1G", Some("1G"), &costs);
+    let (mmid, _) = s.fixture_anon_folios(A, 0, 32, false, 0);
+    let wakes = Rc::new(RefCell::new(Vec::new()));
+    let (s2, w2) = (s.clone(), wakes.clone());
+    let id = s.e.spawn_tagged(0, 1, mmid, async move {
+        loop {
+            s2.e.sleep(1_000_000_000).await;
+            w2.borrow_mut().push(s2.e.now());
+        }
+    });
+    s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(32, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    assert_eq!(event(&s, VmEvent::Pswpout), 32);
+    // Let the peer wake twice (a probe that does nothing, at 2.5 s).
+    run_probe(&s, 0, 2_500_000_000, |_| async {});
+    let w = wakes.borrow().clone();
+    w
+}
+
+#[test]
+fn each_shootdown_takes_tlb_flush_ipi_target_from_the_thread_it_interrupts() {
+    const S: u64 = 1_000_000_000;
+    // Without a handler cost the peer wakes on time.
+    assert_eq!(peer_wakes_after_reclaim(0), vec![S, 2 * S]);
+    // With 3 ms per shootdown received: the 32 swap-outs' shootdowns (one each, before
+    // each pageout) delay its first wake by 96 ms, and the next one sleeps 1 s from there.
+    let shift = 32 * 3_000_000;
+    assert_eq!(
+        peer_wakes_after_reclaim(3_000_000),
+        vec![S + shift, 2 * S + shift]
+    );
 }
 
 #[test]

@@ -91,6 +91,10 @@ cost_table! {
     /// address space and waits until each has flushed (flush_tlb_multi). Paid by a
     /// flush only when another CPU runs the mm; `reclaimsim calibrate` measures it.
     tlb_flush_ipi = 2000;
+    /// A TLB shootdown's cost on each CPU it interrupts: interrupt entry, flush_tlb_func
+    /// and exit, taken from the task running there (rmap.rs); `reclaimsim calibrate`
+    /// measures it as the time a spinning thread loses per shootdown it receives.
+    tlb_flush_ipi_target = 1000;
     /// Taking an uncontended spinlock whose line is local.
     lock_uncontended = 20;
     /// Moving a cache line last written by another CPU of the same node.

@@ -28,14 +28,20 @@
 //! Linux 6.14 x86 that mask keeps the CPUs the mm ran on before (trimmed at most once a
 //! second), so a single-threaded process that migrated is shot down too; the model's
 //! tasks never migrate (`kernel-run --pin` pins the kernel's tasks to the same CPUs,
-//! crates/host/src/affinity.rs). One shootdown costs the same for
-//! one target as for many (the IPIs go out together and the waits overlap); the
-//! interrupted CPUs' own time in the flush handler is not charged to them; a PTE counts
+//! crates/host/src/affinity.rs). One shootdown costs the initiator the same for
+//! one target as for many (the IPIs go out together and the waits overlap). Each
+//! interrupted thread loses `tlb_flush_ipi_target` (the interrupt and flush_tlb_func on
+//! its CPU), taken before it next runs ([`crate::engine::Engine::interrupt`]), so two
+//! threads that reclaim each other's folios pay both ends of every shootdown; the
+//! initiator does not wait longer when the target has interrupts off (the kernel's
+//! lru_lock is taken with spin_lock_irq), and two threads of the mm sharing one CPU are
+//! each charged the handler; a PTE counts
 //! as writable when it is dirty (the modeled workloads map their pages by writing them);
 //! dirty file folios are not written back by reclaim here, so only anonymous folios flush
 //! before pageout.
 
 use super::MmStruct;
+use crate::engine::TaskId;
 use crate::sim::Sim;
 
 /// The reclaiming task's pending TLB flush (the kernel's tlbflush_unmap_batch).
@@ -45,16 +51,39 @@ pub struct TlbUbc {
     flush_required: bool,
     /// One of those PTEs was writable (try_to_unmap_flush_dirty must flush).
     writable: bool,
+    /// The threads the flush will interrupt, with their address space (the kernel's
+    /// batch cpumask): (task, mm id).
+    targets: Vec<(TaskId, u32)>,
 }
 
 impl Sim {
     /// How many other CPUs run address space `mmid`: those of its other live threads.
     pub fn tlb_flush_targets(&self, mm: &MmStruct, mmid: u32) -> u32 {
+        self.tlb_flush_target_tasks(mm, mmid).count() as u32
+    }
+
+    /// The other live threads of address space `mmid`, on CPUs other than this one.
+    fn tlb_flush_target_tasks<'a>(
+        &'a self,
+        mm: &'a MmStruct,
+        mmid: u32,
+    ) -> impl Iterator<Item = TaskId> + 'a {
         let me = self.e.cpu();
         mm.tasks
             .iter()
-            .filter(|&&t| self.e.task_cpu_tagged(t, mmid).is_some_and(|c| c != me))
-            .count() as u32
+            .copied()
+            .filter(move |&t| self.e.task_cpu_tagged(t, mmid).is_some_and(|c| c != me))
+    }
+
+    /// One round of shootdown IPIs: the initiator waits for it (`tlb_flush_ipi`), and
+    /// each target that still runs the mm spends `tlb_flush_ipi_target` in the handler.
+    fn shootdown(&self, targets: impl Iterator<Item = (TaskId, u32)>) {
+        self.e.charge(self.c.tlb_flush_ipi);
+        for (t, mmid) in targets {
+            if self.e.task_cpu_tagged(t, mmid).is_some() {
+                self.e.interrupt(t, self.c.tlb_flush_ipi_target);
+            }
+        }
     }
 
     /// set_tlb_ubc_flush_pending(): try_to_unmap_one cleared a present PTE of `mmid`. With
@@ -67,18 +96,23 @@ impl Sim {
         mmid: u32,
         writable: bool,
     ) {
-        if self.tlb_flush_targets(mm, mmid) > 0 {
+        for t in self.tlb_flush_target_tasks(mm, mmid) {
             ubc.flush_required = true;
             ubc.writable |= writable;
+            if !ubc.targets.contains(&(t, mmid)) {
+                ubc.targets.push((t, mmid));
+            }
         }
     }
 
     /// try_to_unmap_flush(): one round of shootdown IPIs for every flush `ubc` holds.
     pub fn try_to_unmap_flush(&self, ubc: &mut TlbUbc) {
         if ubc.flush_required {
-            self.e.charge(self.c.tlb_flush_ipi);
+            self.shootdown(ubc.targets.drain(..));
         }
-        *ubc = TlbUbc::default();
+        ubc.flush_required = false;
+        ubc.writable = false;
+        ubc.targets.clear();
     }
 
     /// try_to_unmap_flush_dirty(): flush now if a writable PTE was cleared, before a dirty
@@ -92,8 +126,9 @@ impl Sim {
     /// tlb_finish_mmu()'s flush of a zapped range of `mmid` that cleared present PTEs:
     /// one shootdown when another CPU runs the mm.
     pub fn flush_tlb_mm_range(&self, mm: &MmStruct, mmid: u32) {
-        if self.tlb_flush_targets(mm, mmid) > 0 {
-            self.e.charge(self.c.tlb_flush_ipi);
+        let targets: Vec<TaskId> = self.tlb_flush_target_tasks(mm, mmid).collect();
+        if !targets.is_empty() {
+            self.shootdown(targets.into_iter().map(|t| (t, mmid)));
         }
     }
 }
