@@ -797,9 +797,72 @@ fn cache_lines_pinned(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, Strin
     Ok(out)
 }
 
+/// A gap between two clock reads of a spinning thread longer than this is time its CPU
+/// spent elsewhere (an interrupt handler, the hypervisor); shorter ones are the loop's own.
+const STOLEN_GAP_NS: u64 = 250;
+
+/// Spin until `done` holds 1, summing the gaps longer than STOLEN_GAP_NS between
+/// consecutive clock reads; returns (that sum, the spin's wall time) [ns].
+fn spin_counting_stolen(done: &AtomicU64, deadline: Instant) -> Result<(u64, u64), String> {
+    let t0 = Instant::now();
+    let mut prev = t0;
+    let mut stolen = 0u64;
+    let mut k = 0u32;
+    while done.load(Ordering::Acquire) != 1 {
+        let now = Instant::now();
+        let gap = now.duration_since(prev).as_nanos() as u64;
+        if gap > STOLEN_GAP_NS {
+            stolen += gap;
+        }
+        prev = now;
+        k = k.wrapping_add(1);
+        if k & 0xffff == 0 && now > deadline {
+            return Err(SPIN_TIMEOUT.to_string());
+        }
+    }
+    Ok((stolen, t0.elapsed().as_nanos() as u64))
+}
+
+/// The spinning peer's side of a shootdown: a thread of this process spins on CPU `b`
+/// while CPU `a` zaps `m`'s pages one per madvise call (each flush interrupts `b`), then
+/// spins as long again while `a` sleeps. The time `b` lost per shootdown is the first
+/// spin's stolen time less the second's, scaled to the same length: returns (that time
+/// summed, the number of shootdowns).
+fn shootdown_target_time(m: Anon, (a, b): (usize, usize)) -> Result<(f64, u64), String> {
+    let pages = m.pages() as u64;
+    let spin = |mine: &dyn Fn() -> Result<(), String>| -> Result<(u64, u64), String> {
+        let done = Arc::new(Line(AtomicU64::new(0)));
+        let got = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let (d2, g2) = (done.clone(), got.clone());
+        let deadline = Instant::now() + SPIN_LIMIT;
+        let peer = move || {
+            let (stolen, wall) = spin_counting_stolen(&d2.0, deadline)?;
+            g2.0.store(stolen, Ordering::Release);
+            g2.1.store(wall, Ordering::Release);
+            Ok(())
+        };
+        let me = || {
+            let r = mine();
+            done.0.store(1, Ordering::Release);
+            r
+        };
+        on_two_cpus((a, b), deadline, peer, me)?;
+        Ok((got.0.load(Ordering::Acquire), got.1.load(Ordering::Acquire)))
+    };
+    let (stolen, wall) = spin(&|| m.zap_each_page())?;
+    let quiet = std::time::Duration::from_nanos(wall);
+    let (base, base_wall) = spin(&|| {
+        std::thread::sleep(quiet);
+        Ok(())
+    })?;
+    let background = base as f64 * wall as f64 / base_wall.max(1) as f64;
+    Ok(((stolen as f64 - background).max(0.0), pages))
+}
+
 /// TLB shootdowns: one page zapped per madvise call on CPU `a`, first while no other CPU
 /// runs this process (the flush is local), then while a thread of it spins on CPU `b`
-/// (each flush is an IPI to `b`, waited for). The difference is one shootdown.
+/// (each flush is an IPI to `b`, waited for). The difference is one shootdown. The
+/// spinning thread also times what each shootdown takes from it (`tlb_flush_ipi_target`).
 fn tlb_shootdown(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
     let pages = (s.anon_pages / 4).max(64);
     let populated = || -> Result<Anon, String> {
@@ -831,7 +894,9 @@ fn tlb_shootdown(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
         Ok((on_two_cpus((a, b), deadline, peer, mine)?, pages as u64))
     })?;
     let shared = figure("zap_page_shared_path", r, &format!("the same on CPU {a} while a thread of the process spins on CPU {b}: each TLB flush is a shootdown IPI to CPU {b}, waited for"));
-    Ok(vec![local, shared])
+    let r = repeat(s.reps, || shootdown_target_time(populated()?, (a, b)))?;
+    let target = figure("tlb_flush_ipi_target", r, &format!("a thread spinning on CPU {b} while CPU {a} zaps one page of their process per madvise: the gaps over {STOLEN_GAP_NS} ns between its clock reads, less those of an equal spin without zaps, per shootdown received"));
+    Ok(vec![local, shared, target])
 }
 
 /// Which benchmarks [`run_json`] runs.
@@ -1012,6 +1077,7 @@ mod bench_smoke {
                     "lock_handoff",
                     "zap_page_path",
                     "zap_page_shared_path",
+                    "tlb_flush_ipi_target",
                     "atomic_rmw",
                     "lock_uncontended"
                 ]
