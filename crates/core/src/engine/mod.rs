@@ -1044,7 +1044,7 @@ mod tests {
         let e = Rc::new(Engine::new(costs(), vec![0; 64]));
         let log = Rc::new(RefCell::new(Vec::new()));
         // Task 0 on CPU 0: yields at 100 and 400. Task 1 on CPU 1 interrupts it for 500
-        // at time 200. Task 2 on CPU 2 logs at 350.
+        // at time 200. Task 2 on CPU 2 logs at 350 and 600.
         let (e0, l0) = (e.clone(), log.clone());
         let victim = e.spawn(0, 0, async move {
             e0.sleep(100).await;
@@ -1062,13 +1062,20 @@ mod tests {
         let (e2, l2) = (e.clone(), log.clone());
         e.spawn(350, 2, async move {
             l2.borrow_mut().push(("other", e2.now()));
+            e2.sleep(250).await;
+            l2.borrow_mut().push(("other", e2.now()));
         });
         e.run_until(10_000, 1 << 20, &mut |_| true);
         // The victim's resumption at 100 came before the interrupt; the next one, due at
-        // 400, is at 900, after the other task's 350.
+        // 400, is at 900: after the other task's 350 and 600, which it must not precede.
         assert_eq!(
             *log.borrow(),
-            vec![("victim", 100), ("other", 350), ("victim", 900)]
+            vec![
+                ("victim", 100),
+                ("other", 350),
+                ("other", 600),
+                ("victim", 900)
+            ]
         );
     }
 

@@ -57,12 +57,8 @@ pub struct TlbUbc {
 }
 
 impl Sim {
-    /// How many other CPUs run address space `mmid`: those of its other live threads.
-    pub fn tlb_flush_targets(&self, mm: &MmStruct, mmid: u32) -> u32 {
-        self.tlb_flush_target_tasks(mm, mmid).count() as u32
-    }
-
-    /// The other live threads of address space `mmid`, on CPUs other than this one.
+    /// The other live threads of address space `mmid`, on CPUs other than this one: the
+    /// CPUs a flush of it must reach.
     fn tlb_flush_target_tasks<'a>(
         &'a self,
         mm: &'a MmStruct,
