@@ -174,8 +174,10 @@ struct TaskState {
     /// Owner data set at spawn (the simulator stores the task's process id here).
     tag: u32,
     /// Interrupt time other tasks put on this one ([`Engine::interrupt`]), added to its
-    /// clock before it next runs.
+    /// clock before it next runs, or when it leaves its last spinlock.
     irq: Time,
+    /// Spinlocks this task holds or waits for: its interrupts are off (spin_lock_irq).
+    irq_off: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -372,6 +374,7 @@ impl Engine {
                     alive: true,
                     tag,
                     irq: 0,
+                    irq_off: 0,
                 };
                 self.futures.borrow_mut()[id as usize] = Some(Box::pin(fut));
                 id
@@ -385,6 +388,7 @@ impl Engine {
                     alive: true,
                     tag,
                     irq: 0,
+                    irq_off: 0,
                 });
                 self.futures.borrow_mut().push(Some(Box::pin(fut)));
                 (t.len() - 1) as TaskId
@@ -600,9 +604,13 @@ impl Engine {
     /// Interrupt task `id` (running on another CPU) for `ns`: the time its CPU spends in
     /// an interrupt handler, such as a TLB shootdown's. The interrupted task pays it
     /// before it next runs: its clock moves on by `ns` and it is queued again, so the
-    /// order of resumption stays that of the clocks. Simplified: the handler's time is
-    /// taken at the interrupted task's next resumption, not at the instant it arrives; a
-    /// task interrupted while it sleeps pays once it is woken.
+    /// order of resumption stays that of the clocks. A task that holds or waits for a
+    /// spinlock has its interrupts off (the engine's locks are spin_lock_irq's): it pays
+    /// when it releases its last one, after the release, so a lock's hold is never
+    /// lengthened by a handler. Simplified: the handler's time is taken at the interrupted
+    /// task's next resumption, not at the instant it arrives; a task interrupted while it
+    /// sleeps pays once it is woken; the interrupting task does not wait for the
+    /// interrupted one to turn its interrupts back on.
     pub fn interrupt(&self, id: TaskId, ns: Time) {
         if id == self.cur.get() {
             self.charge(ns);
@@ -618,7 +626,7 @@ impl Engine {
         let irq = {
             let mut tasks = self.tasks.borrow_mut();
             let t = &mut tasks[id as usize];
-            if t.irq == 0 {
+            if t.irq == 0 || t.irq_off > 0 {
                 return false;
             }
             t.clock += t.irq;
@@ -843,6 +851,7 @@ impl Engine {
     pub async fn lock(&self, lock: LockId, site: Site) {
         self.sync().await;
         let me = self.cur.get();
+        self.tasks.borrow_mut()[me as usize].irq_off += 1;
         let (now, cpu) = (self.now(), self.cpu());
         let outcome = {
             let mut ls = self.locks.borrow_mut();
@@ -910,6 +919,19 @@ impl Engine {
             self.tasks.borrow_mut()[w as usize].granted = true;
             self.enqueue(w);
         }
+        // spin_unlock_irq: interrupts back on, and the handlers that waited run now.
+        let pending = {
+            let mut tasks = self.tasks.borrow_mut();
+            let t = &mut tasks[self.cur.get() as usize];
+            debug_assert!(t.irq_off > 0, "unlock by a task that holds no lock");
+            t.irq_off = t.irq_off.saturating_sub(1);
+            if t.irq_off == 0 {
+                std::mem::take(&mut t.irq)
+            } else {
+                0
+            }
+        };
+        self.charge(pending);
     }
 
     /// Is the lock held right now (by a yielded task)?
@@ -1077,6 +1099,39 @@ mod tests {
                 ("victim", 900)
             ]
         );
+    }
+
+    #[test]
+    fn a_lock_holder_takes_its_interrupts_after_the_release() {
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let lock = e.new_lock(LockClass::LruLock);
+        let log = Rc::new(RefCell::new(Vec::new()));
+        // Task A on CPU 0 takes the lock at 0 (a cold line: 10 ns) and holds it until
+        // 1000, yielding inside the hold. Task B interrupts it for 500 at 100. Task C on
+        // CPU 2 asks for the lock at 200.
+        let (ea, la) = (e.clone(), log.clone());
+        let a = e.spawn(0, 0, async move {
+            ea.lock(lock, Site::ShrinkInactiveList).await;
+            ea.sleep(990).await;
+            ea.unlock(lock);
+            la.borrow_mut().push(("A after unlock", ea.now()));
+        });
+        let eb = e.clone();
+        e.spawn(100, 1, async move {
+            eb.interrupt(a, 500);
+        });
+        let (ec, lc) = (e.clone(), log.clone());
+        e.spawn(200, 2, async move {
+            ec.lock(lock, Site::ShrinkInactiveList).await;
+            lc.borrow_mut().push(("C holds", ec.now()));
+            ec.unlock(lock);
+        });
+        e.run_until(10_000, 1 << 20, &mut |_| true);
+        // C gets the lock at the release, 1000, plus the handoff (a line from CPU 0: 100,
+        // and 10): the handler did not lengthen A's hold. A pays it after the release.
+        let mut got = log.borrow().clone();
+        got.sort();
+        assert_eq!(got, vec![("A after unlock", 1500), ("C holds", 1110)]);
     }
 
     #[test]

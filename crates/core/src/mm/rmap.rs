@@ -31,7 +31,8 @@
 //! crates/host/src/affinity.rs). One shootdown costs the initiator the same for
 //! one target as for many (the IPIs go out together and the waits overlap). Each
 //! interrupted thread loses `tlb_flush_ipi_target` (the interrupt and flush_tlb_func on
-//! its CPU), taken before it next runs ([`crate::engine::Engine::interrupt`]), so two
+//! its CPU), taken before it next runs or, under a spinlock (spin_lock_irq turns
+//! interrupts off), after the release ([`crate::engine::Engine::interrupt`]), so two
 //! threads that reclaim each other's folios pay both ends of every shootdown; the
 //! initiator does not wait longer when the target has interrupts off (the kernel's
 //! lru_lock is taken with spin_lock_irq), and two threads of the mm sharing one CPU are
