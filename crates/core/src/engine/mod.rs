@@ -557,18 +557,10 @@ impl Engine {
                 }
             };
             let id = key.task;
-            if !self.tasks.borrow()[id as usize].alive {
-                continue;
-            }
-            if self.pay_interrupts(id, key) {
+            if !self.prepare_resume(id, key) {
                 continue;
             }
             self.cur.set(id);
-            {
-                let t = &self.tasks.borrow()[id as usize];
-                self.cur_clock.set(t.clock);
-                self.cur_cpu.set(t.cpu);
-            }
             self.poll_clock.set(key.clock);
             let mut fut = self.futures.borrow_mut()[id as usize]
                 .take()
@@ -619,15 +611,21 @@ impl Engine {
         }
     }
 
-    /// Before task `id` resumes from `key`: if interrupts were put on it, move its clock
-    /// past them and queue it again (true: it does not run now).
+    /// Before task `id` resumes from `key`, in one look at its entry: false if it is dead,
+    /// or if interrupts were put on it (its clock then moves past them and it is queued
+    /// again); else true, with the current clock and CPU set to its own.
     #[inline]
-    fn pay_interrupts(&self, id: TaskId, key: ReadyKey) -> bool {
+    fn prepare_resume(&self, id: TaskId, key: ReadyKey) -> bool {
         let irq = {
             let mut tasks = self.tasks.borrow_mut();
             let t = &mut tasks[id as usize];
-            if t.irq == 0 || t.irq_off > 0 {
+            if !t.alive {
                 return false;
+            }
+            if t.irq == 0 || t.irq_off > 0 {
+                self.cur_clock.set(t.clock);
+                self.cur_cpu.set(t.cpu);
+                return true;
             }
             t.clock += t.irq;
             std::mem::take(&mut t.irq)
@@ -636,7 +634,7 @@ impl Engine {
             clock: key.clock + irq,
             ..key
         }));
-        true
+        false
     }
 
     /// End the run at virtual time `t` (the caller's clock): no further task is resumed.

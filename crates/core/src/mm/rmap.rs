@@ -123,9 +123,9 @@ impl Sim {
     /// tlb_finish_mmu()'s flush of a zapped range of `mmid` that cleared present PTEs:
     /// one shootdown when another CPU runs the mm.
     pub fn flush_tlb_mm_range(&self, mm: &MmStruct, mmid: u32) {
-        let targets: Vec<TaskId> = self.tlb_flush_target_tasks(mm, mmid).collect();
-        if !targets.is_empty() {
-            self.shootdown(targets.into_iter().map(|t| (t, mmid)));
+        let mut targets = self.tlb_flush_target_tasks(mm, mmid).peekable();
+        if targets.peek().is_some() {
+            self.shootdown(targets.map(|t| (t, mmid)));
         }
     }
 }
