@@ -768,9 +768,6 @@ pub struct FileRead {
     /// hotscan: hot-set accesses per streamed page.
     #[serde(default = "default_hot_ratio")]
     pub hot_per_stream: u32,
-    /// Files are written before the run (dirty pages are simplified as clean).
-    #[serde(default)]
-    pub mapped: bool,
 }
 
 /// Trace file formats (`format`).
