@@ -307,12 +307,16 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, cost
 def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_sets, json_path, html_path):
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
-    Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload,
-    kswapd_cpu_ns, reclaim_cpu_ns, direct_reclaim_latency_ns, lock_wait_total_ns,
-    lock_wait_ns@CALLER, lock_hold_ns@CALLER, lock_acquisitions@CALLER, lru_add_dead_share,
-    proactive_accuracy, proactive_latency_ns, proactive_ns_per_page; across cgroups or
-    workloads cv:KEY@/glob* (stddev over mean, %) and sum:KEY@/glob*; add /s or /min for
-    rates per virtual second or minute.
+    Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload (a workload's
+    numeric fields, per_process_ops@W as will-it-scale reports it, a trace workload's
+    miss_ratio@W), kswapd_cpu_ns, reclaim_cpu_ns, direct_reclaim_ns, direct_reclaims,
+    direct_reclaim_latency_ns, lock_wait_total_ns, lock_acquisitions,
+    lru_lock_wait_total_ns, lru_lock_hold_total_ns, lock_wait_ns@CALLER,
+    lock_hold_ns@CALLER, lock_acquisitions@CALLER, the tracepoint counters
+    (mm_lru_insertion, mm_lru_insertion_dead, lru_add_dead_filtered), lru_add_dead_share,
+    proactive_accuracy, proactive_latency_ns, proactive_ns_per_page; across cgroups
+    cv:KEY@/glob* (stddev over mean, %) and sum:KEY@/glob*; add /s or /min for rates per
+    virtual second or minute.
 
     A and B (--a/--b, or the scenario's [compare] a and b) are switches
     (rotation_cost=false) or scenario fields by their --set path (kernel.lru=mglru).
@@ -584,8 +588,9 @@ def kernel_build_cmd(source, patches, fragments, out, jobs):
 
     SOURCE is a kernel source tree, or `debian` (`debian:VERSION`, default 6.12): Debian's
     linux-source package from bookworm-backports, downloaded and unpacked once into the
-    cache (~/.cache/reclaimsim, or $RECLAIMSIM_CACHE). SOURCE itself is never written:
-    the build works on a copy (hard links) with the patches applied.
+    cache ($RECLAIMSIM_CACHE, else $XDG_CACHE_HOME/reclaimsim, else ~/.cache/reclaimsim).
+    SOURCE itself is never written: the build works on a copy (hard links) with the
+    patches applied.
 
     The configuration is tinyconfig plus what the VM runner needs, all built in (serial
     console, initramfs, virtio disk, ext4, zram swap, memory cgroups, MGLRU, THP), then
@@ -646,7 +651,8 @@ def scenarios():
 def costs(scenario, sets, costs_sets, json_path):
     """Print the cost table: each entry's value [ns], where it comes from and what it is.
 
-    Without SCENARIO, the built-in defaults. With one, the table its run uses and each
+    Without SCENARIO, the built-in defaults (with --set or --costs but no SCENARIO, those
+    applied to the `default` scenario). With one, the table its run uses and each
     value's origin; precedence, lowest first: the defaults, the scenario's
     machine.profile (a built-in hardware profile, `reclaimsim profiles`), its
     costs_profile or --costs FILE (e.g. from `reclaimsim calibrate`), its own [costs].
@@ -725,7 +731,7 @@ def profiles(json_path):
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
 @_max_memory_option
 def validate(scenario, sets, max_memory):
-    """Validate SCENARIO and print it normalized, as JSON (every default filled in; `run` takes it back as a .json file)."""
+    """Validate SCENARIO and print it normalized, as JSON (defaults filled in, fields left at an empty or zero default omitted; `run` takes it back as a .json file)."""
     data = load_scenario(scenario, sets)
     text = json.dumps(data)
     click.echo(json.dumps(json.loads(_core.validate_json(text, max_memory)), indent=2))
