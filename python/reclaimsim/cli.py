@@ -9,7 +9,9 @@ traceback.
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +63,8 @@ def _writable(ctx, param, value):
     """Option callback: refuse, before anything runs, an output path that cannot be written."""
     if value is None or value == "-":
         return value
+    if value == "":
+        raise click.BadParameter("'': the path is empty; give a file name", ctx, param)
     problem = output_problem(value)
     if problem:
         raise click.BadParameter(f"{value}: {problem}", ctx, param)
@@ -79,16 +83,37 @@ def output_problem(path: str) -> str | None:
     if not parent.is_dir():
         return f"{str(parent)!r} is not a directory"
     if p.exists() and not p.is_file():
-        return None  # a device or a pipe (/dev/stdout, /dev/null): written as it comes
+        # A device or a pipe (/dev/stdout, /dev/null): written as it comes. A character
+        # device takes an empty write first: /dev/full refuses it (ENOSPC). A pipe is not
+        # opened (that would wait for its reader).
+        if not stat.S_ISCHR(p.stat().st_mode):
+            return None
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"")
+            finally:
+                os.close(fd)
+        except OSError as e:
+            return f"cannot write: {e.strerror.lower() if e.strerror else e}"
+        return None
     existed = os.path.lexists(p)  # a dangling symbolic link is the user's: left as it is
     try:
-        os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666))
-        if not existed:
-            os.unlink(p)
-        st = os.statvfs(parent)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
     except OSError as e:
         return e.strerror.lower() if e.strerror else str(e)
-    if (st.f_bfree if os.geteuid() == 0 else st.f_bavail) == 0:
+    try:
+        # An empty write: a file that opens but takes no write (/proc/version as root)
+        # fails it; a regular file is left as it was.
+        os.write(fd, b"")
+        st = os.fstatvfs(fd)
+    except OSError as e:
+        return f"cannot write: {e.strerror.lower() if e.strerror else e}"
+    finally:
+        os.close(fd)
+        if not existed:
+            os.unlink(p)
+    if st.f_blocks and (st.f_bfree if os.geteuid() == 0 else st.f_bavail) == 0:
         return "its filesystem is full"
     return None
 
@@ -138,6 +163,8 @@ def _costs_path(ctx, param, value):
     if value is None:
         return ()
     p = Path(value)
+    if value == "":
+        raise click.BadParameter("'': the path is empty; expected a cost profile (TOML, e.g. from `reclaimsim calibrate`)", ctx, param)
     if not p.is_file():
         what = "is a directory" if p.is_dir() else "not a regular file" if p.exists() else "no such file"
         raise click.BadParameter(f"{value}: {what}; expected a cost profile (TOML, e.g. from `reclaimsim calibrate`)", ctx, param)
@@ -256,6 +283,22 @@ def main() -> None:
 
 # Seeds are u64 in the core.
 SEED = click.IntRange(0, 2**64 - 1)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses NaN (which passes every range comparison) and
+    the infinities (1e309 included): every float option here means a finite number."""
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            bounds = []
+            if self.min is not None:
+                bounds.append(f"{'>' if self.min_open else '>='} {self.min:g}")
+            if self.max is not None:
+                bounds.append(f"{'<' if self.max_open else '<='} {self.max:g}")
+            self.fail(f"{value}: allowed a finite number {' and '.join(bounds)}".rstrip(), param, ctx)
+        return rv
 
 
 def _json_option(what: str):
@@ -480,7 +523,7 @@ def grids():
 @click.option("--vm", is_flag=True, help="Boot a kernel under QEMU and run there (cgroup v2, the scenario's LRU, memory.reclaim schedules); nothing on the host changes.")
 @click.option("--kernel", "kernel_image", type=click.Path(dir_okay=False), help="With --vm: the bzImage to boot (default: Debian's 6.12 cloud kernel, fetched into the cache).")
 @click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="With --vm: QEMU's accelerator; auto probes KVM once and caches the answer.")
-@click.option("--timeout", type=click.FloatRange(10, 86400), default=1800, show_default=True, help="With --vm: stop a guest that has not finished after this many seconds.")
+@click.option("--timeout", type=FiniteFloatRange(10, 86400), default=1800, show_default=True, help="With --vm: stop a guest that has not finished after this many seconds.")
 @click.option("--reclaim-timing", type=click.Choice(["progress", "wall"]), default="progress", show_default=True, help="With --vm: make each memory.reclaim write when the workloads reach the accesses the simulator had done by its due time (progress), or at its wall-clock due time (wall).")
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
 @click.option("--pin", is_flag=True, help="Pin each workload thread to the CPU the simulator gives it (sched_setaffinity; each worker process is forked on its CPUs), as the model has no scheduler. Host runs only.")
@@ -553,7 +596,7 @@ def _report(rep: dict, json_path: str | None, text) -> None:
 @click.option("--b", "b", metavar="SWITCHES", help="The model's side B (default: the scenario's [compare] b), matching what kernel B changes.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="QEMU's accelerator; auto probes KVM once and caches the answer.")
-@click.option("--timeout", type=click.FloatRange(10, 86400), default=1800, show_default=True, help="Stop a guest that has not finished after this many seconds.")
+@click.option("--timeout", type=FiniteFloatRange(10, 86400), default=1800, show_default=True, help="Stop a guest that has not finished after this many seconds.")
 @_json_option("both A/Bs")
 def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, timeout, json_path):
     """Boot two kernels under QEMU, run SCENARIO on each (kernel-run --vm), and print the
@@ -621,7 +664,7 @@ def kernel_build_cmd(source, patches, fragments, out, jobs):
 @click.argument("out", type=click.Path(dir_okay=False), callback=_writable)
 @click.option("--objects", type=click.IntRange(1, 2**32 - 1), default=1_000_000, show_default=True, help="Distinct 4 KiB objects.")
 @click.option("--requests", type=click.IntRange(1, 2**64 - 1), default=20_000_000, show_default=True)
-@click.option("--zipf", "theta", type=click.FloatRange(0, min_open=True), default=0.9, show_default=True, help="Zipf exponent.")
+@click.option("--zipf", "theta", type=FiniteFloatRange(0, min_open=True), default=0.9, show_default=True, help="Zipf exponent.")
 @click.option("--seed", type=SEED, default=1, show_default=True)
 def trace_gen(out, objects, requests, theta, seed):
     """Write a zipf trace in libCacheSim's oracleGeneral format (zstd if OUT ends in .zst)."""
@@ -732,9 +775,13 @@ def profiles(json_path):
 @_max_memory_option
 def validate(scenario, sets, max_memory):
     """Validate SCENARIO and print it normalized, as JSON (defaults filled in, fields left at an empty or zero default omitted; `run` takes it back as a .json file)."""
+    from .compare import check_compare_table
+
     data = load_scenario(scenario, sets)
     text = json.dumps(data)
-    click.echo(json.dumps(json.loads(_core.validate_json(text, max_memory)), indent=2))
+    norm = json.loads(_core.validate_json(text, max_memory))
+    check_compare_table(data)  # what compare would refuse of its [compare] table
+    click.echo(json.dumps(norm, indent=2))
     # The run's estimated memory (the budget `run` checks), on stderr.
     est = json.loads(_core.estimate_memory_json(text))
     big = max(est["terms"], key=lambda t: t["bytes"])
@@ -754,7 +801,7 @@ _VS_ONLY = ("capacity_pages", "capacity_ratio", "policies", "repeat")
 @click.option("--scenario", "names", multiple=True, help="Built-ins (or scenario files) to measure (default: default and large).")
 @click.option("--vs", "versus", type=click.Choice(["libcachesim"]), help="Replay TRACE here and in another simulator, side by side.")
 @click.option("--capacity-pages", type=click.IntRange(1), help="--vs: cache size in 4 KiB pages (default: --capacity-ratio of the objects).")
-@click.option("--capacity-ratio", type=click.FloatRange(0, 1, min_open=True), default=0.1, show_default=True, help="--vs: cache size as a fraction of the trace's distinct objects.")
+@click.option("--capacity-ratio", type=FiniteFloatRange(0, 1, min_open=True), default=0.1, show_default=True, help="--vs: cache size as a fraction of the trace's distinct objects.")
 @click.option("--policies", is_flag=True, help="--vs: also show the miss ratios of libCacheSim's Clock, SLRU, 2Q, ARC and S3-FIFO (not timed).")
 @click.option("--repeat", type=click.IntRange(1), default=1, show_default=True, help="--vs: run both sides this many times, alternated, and keep each side's fastest run.")
 @click.option("--sweep", "sweep_bench", is_flag=True, help="Time a 16-run sweep on 1 and 2 local workers and a 2-worker Dask LocalCluster: speedups and the overhead per run.")

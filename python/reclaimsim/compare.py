@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from . import _core
 from ._core import ScenarioError, SimulationError
-from .scenario import _parse_value, compare_table, load_scenario, shortened
+from .scenario import _check_values, _parse_value, _short, compare_table, load_scenario, shortened
 
 DEFAULT_METRICS = [
     "pgscan_kswapd",
@@ -51,8 +51,19 @@ def parse_switches(text: str | None) -> dict:
         if "=" not in part:
             raise ScenarioError(f"switch {part!r}: expected NAME=VALUE, e.g. rotation_cost=false")
         k, _, v = part.partition("=")
-        out[k.strip()] = _parse_value(v.strip())
+        try:
+            out[k.strip()] = _parse_value(v.strip())
+        except ScenarioError as e:
+            raise ScenarioError(f"switch {_short(part)}: {e}") from None
+    for k, v in out.items():
+        _check_values(v, _side_path(k))
     return out
+
+
+def _side_path(k: str) -> list:
+    """Where a side's entry goes, for messages: a switch under [variants], else the
+    scenario field of that --set path."""
+    return [k] if "." in k or "[" in k else ["variants", k]
 
 
 def _flatten(v: dict, prefix: str = "") -> dict:
@@ -82,6 +93,7 @@ def _apply_side(data: dict, variants: dict, side: dict) -> dict:
     d = json.loads(json.dumps(data))
     switches = {}
     for k, x in _flatten(side).items():
+        _check_values(x, _side_path(k))
         if "." in k or "[" in k:
             apply_override(d, f"{k}={_toml_literal(x)}")
         else:
@@ -235,6 +247,37 @@ def _check_metrics(data: dict, names: list[str]) -> None:
     r = json.loads(_core.run_json(json.dumps(probe)))
     for name in names:
         metric(r, name)
+
+
+def check_compare_table(data: dict) -> None:
+    """Refuse, at validation, what `compare` would refuse of the scenario's [compare]
+    table: a side's switches or fields (applied as compare applies them) and a metric
+    (read off a probe run of one virtual millisecond, as compare does), naming the entry."""
+    spec = compare_table(data)
+    if not spec:
+        return
+    d = {k: v for k, v in data.items() if k != "compare"}
+    base = json.loads(_core.validate_json(json.dumps(d)))
+    sides = {}
+    for k in ("a", "b"):
+        if k in spec:
+            try:
+                sides[k] = _apply_side(d, base["variants"], spec[k])
+                _core.validate_json(json.dumps(sides[k]))
+            except ScenarioError as e:
+                raise ScenarioError(f"scenario.compare.{k}: {e}") from None
+    names = spec.get("metrics") or []
+    if not names:
+        return
+    probe = shortened(sides.get("a", d), 1_000_000)
+    probe["sample_interval"] = 1_000_000
+    r = json.loads(_core.run_json(json.dumps(probe)))
+    for i, name in enumerate(names):
+        try:
+            metric(r, name)
+        except ScenarioError as e:
+            why = str(e).removeprefix(f"metric {name!r}: ")
+            raise ScenarioError(f"scenario.compare.metrics[{i}] = {_short(name)}: {why}") from None
 
 
 def _run_one(scenario_json: str) -> tuple[str, str]:

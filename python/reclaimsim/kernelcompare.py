@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 from . import _core, vm
+from ._core import ScenarioError
 from .compare import _apply_side, _fmt, _pct, _stats, parse_switches, significance, ALPHA
 from .kernelrun import KernelRunError, simulate, why_not_comparable
 from .scenario import compare_table
@@ -44,6 +45,18 @@ def kernel_sides(norm: dict, nprocs: list[int], ka: vm.Kernel, kb: vm.Kernel, re
             if doc["accel_how"] not in how:
                 how.append(doc["accel_how"])
     return runs, how
+
+
+def check_sides(scenario: dict, sa: dict, sb: dict, origins: tuple[str, str] = ("--a", "--b")) -> None:
+    """Refuse a model side the simulator would not take (an unknown switch, a bad field)
+    as model_sides would, but before any kernel is fetched or booted; `origins` say where
+    each side came from."""
+    base = json.loads(_core.validate_json(json.dumps(scenario)))
+    for side, v, origin in (("A", sa, origins[0]), ("B", sb, origins[1])):
+        try:
+            _core.validate_json(json.dumps(_apply_side(scenario, base["variants"], v)))
+        except ScenarioError as e:
+            raise ScenarioError(f"kernel-compare: model side {side} ({origin}): {e}") from None
 
 
 def model_sides(scenario: dict, sa: dict, sb: dict, reps: int, fold: bool, progress=None) -> dict:
@@ -92,6 +105,7 @@ def kernel_compare(
             "kernel-compare: the model's A and B are the same switch set; give the scenario a [compare] table "
             "or --a/--b (e.g. --b rotation_cost=false) matching what kernel B changes"
         )
+    check_sides(scenario, sa, sb, tuple("--" + x if v is not None else f"[compare].{x}" for x, v in (("a", a), ("b", b))))
     norm, nprocs, notes = vm.prepare(scenario)
     ka, kb = _kernel(kernel_a, progress), _kernel(kernel_b, progress)
     after = vm.reclaim_timing(norm, "progress", notes, progress)

@@ -40,27 +40,143 @@ def _go():
 
 def load_input(path: str) -> tuple[str, Any]:
     """(kind, data) of a report input: "run" (a run's JSON), "compare" (a compare JSON) or
-    "sweep" (a sweep directory's results, cgroups and time series)."""
+    "sweep" (a sweep directory's results, cgroups and time series). What the figures read
+    is checked here: a refusal names the file and what is missing or wrong."""
     p = Path(path)
     if p.is_dir():
-        if not (p / "results.parquet").is_file():
+        f = p / "results.parquet"
+        if not f.is_file():
             raise ScenarioError(f"report input {path}: a directory without results.parquet (not a sweep store)")
-        import polars as pl
-
-        return "sweep", pl.read_parquet(p / "results.parquet")
+        return "sweep", _load_sweep_table(f)
     if not p.is_file():
-        raise ScenarioError(f"report input {path}: no such file or directory")
+        what = "not a regular file" if p.exists() else "no such file or directory"
+        raise ScenarioError(f"report input {path}: {what}")
     try:
         data = json.loads(p.read_text())
+    except OSError as e:
+        raise ScenarioError(f"report input {path}: cannot read: {e.strerror or e}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ScenarioError(f"report input {path}: not JSON ({e})") from None
+    except RecursionError:
+        raise ScenarioError(f"report input {path}: not JSON (nested too deeply)") from None
     if isinstance(data, dict) and "vmstat" in data and "timeseries" in data:
+        _check_run(data, path)
         return "run", data
     if isinstance(data, dict) and {"a", "b", "metrics", "locks"} <= data.keys():
+        _check_compare(data, path)
         return "compare", data
     raise ScenarioError(
         f"report input {path}: neither a run's JSON (`run --json`) nor a compare JSON (`compare --json`)"
     )
+
+
+# The columns every sweep's results.parquet has (sweep.py's rows).
+SWEEP_COLUMNS = ("run_id", "scenario", "variant_set", "seed", "error")
+
+
+def _load_sweep_table(f: Path):
+    import polars as pl
+
+    try:
+        df = pl.read_parquet(f)
+    except (pl.exceptions.PolarsError, OSError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ScenarioError(f"report input {f}: not a readable Parquet file ({first})") from None
+    missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
+    if missing:
+        raise ScenarioError(
+            f"report input {f}: not a sweep's table: no column {', '.join(missing)} (columns: {_cols(df.columns)})"
+        )
+    return df
+
+
+def _cols(names: list[str]) -> str:
+    s = ", ".join(names) or "none"
+    return s if len(s) <= 80 else s[:77] + "..."
+
+
+_NUM = (int, float)
+
+
+def _shape(v: Any) -> str:
+    if isinstance(v, bool):
+        return "a boolean"
+    return {dict: "a table", list: "a list", str: "a string", int: "a number", float: "a number",
+            type(None): "null"}.get(type(v), type(v).__name__)
+
+
+class _Check:
+    """Field checks of one report input: a refusal names the file and the field."""
+
+    def __init__(self, path: str, kind: str):
+        self.path, self.kind = path, kind
+
+    def fail(self, where: str, what: str) -> None:
+        raise ScenarioError(f"report input {self.path}: {where}: {what} (not {self.kind})")
+
+    def get(self, d: dict, key: str, types, expected: str, where: str = "") -> Any:
+        at = f"{where}.{key}" if where else key
+        if key not in d:
+            self.fail(at, "missing")
+        v = d[key]
+        if not isinstance(v, types) or (types is _NUM and isinstance(v, bool)):
+            self.fail(at, f"{_shape(v)}, expected {expected}")
+        return v
+
+    def records(self, d: dict, key: str, fields: dict[str, tuple]) -> list:
+        """d[key] as a list of tables, each with these fields (name -> (types, expected))."""
+        rows = self.get(d, key, list, "a list of tables")
+        for i, r in enumerate(rows):
+            if not isinstance(r, dict):
+                self.fail(f"{key}[{i}]", f"{_shape(r)}, expected a table")
+            for f, (types, expected) in fields.items():
+                self.get(r, f, types, expected, f"{key}[{i}]")
+        return rows
+
+
+def _check_run(r: dict, path: str) -> None:
+    """What run_figures reads of a run's JSON."""
+    c = _Check(path, "a run's JSON as `run --json` writes it")
+    c.get(r, "scenario", dict, "a table")
+    ts = c.get(r, "timeseries", dict, "a table")
+    cols = c.get(ts, "columns", list, "a list of column names", "timeseries")
+    rows = c.get(ts, "rows", list, "a list of rows", "timeseries")
+    if rows:
+        need = ["t_ns", "cgroup", *LRU_LISTS, *RATES]
+        missing = [k for k in need if k not in cols]
+        if missing:
+            c.fail("timeseries.columns", f"no {', '.join(missing)}")
+        interval = c.get(ts, "interval_ns", _NUM, "a number of ns", "timeseries")
+        if not interval > 0:
+            c.fail("timeseries.interval_ns", f"{interval}, expected a number of ns > 0")
+        for i, row in enumerate(rows):
+            if not isinstance(row, list) or len(row) != len(cols):
+                got = f"{len(row)} values" if isinstance(row, list) else _shape(row)
+                c.fail(f"timeseries.rows[{i}]", f"{got}, expected a list of {len(cols)} values (one per column)")
+            for k, v in zip(cols, row):
+                if k != "cgroup" and k in need and (not isinstance(v, _NUM) or isinstance(v, bool)):
+                    c.fail(f"timeseries.rows[{i}] column {k}", f"{_shape(v)}, expected a number")
+    num = (_NUM, "a number")
+    c.records(r, "locks", {"name": (str, "a string"), "caller": (str, "a string"), "acquisitions": num,
+                           "total_wait_ns": num})
+    for i, cg in enumerate(c.records(r, "cgroups", {"path": (str, "a string"), "memory.stat": (dict, "a table")})):
+        for k in ("pgsteal", "workingset_refault_anon", "workingset_refault_file"):
+            if k in cg["memory.stat"]:
+                c.get(cg["memory.stat"], k, _NUM, "a number", f"cgroups[{i}].memory.stat")
+
+
+def _check_compare(d: dict, path: str) -> None:
+    """What compare_figures reads of a compare JSON."""
+    c = _Check(path, "a compare JSON as `compare --json` writes it")
+    c.get(d, "a", dict, "a table of switches")
+    c.get(d, "b", dict, "a table of switches")
+    num = (_NUM, "a number")
+    ms = c.records(d, "metrics", {"name": (str, "a string"), "a_mean": num, "a_std": num, "b_mean": num, "b_std": num})
+    locks = c.records(d, "locks", {"site": (str, "a string"), "a_total_wait_ns": num, "b_total_wait_ns": num})
+    if ms or locks:
+        c.get(d, "scenario", (str, int, float), "a name")
+    if ms:
+        c.get(d, "seeds", _NUM, "a number of seeds")
 
 
 def _ts_by_cgroup(r: dict) -> dict[str, dict[str, list]]:
@@ -240,12 +356,19 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
     return figs
 
 
-def _figures(kind: str, data: Any) -> list:
+def _figures(kind: str, data: Any, path: str = "") -> list:
     if kind == "run":
         return run_figures(data)
     if kind == "compare":
         return compare_figures(data)
-    return sweep_figures(data)
+    import polars as pl
+
+    try:
+        return sweep_figures(data)
+    except pl.exceptions.PolarsError as e:
+        # A table with the columns of a sweep but not their types.
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ScenarioError(f"report input {path}: its results.parquet is not a sweep's table ({first})") from None
 
 
 def page(sections: list[tuple[str, list]]) -> str:
@@ -275,4 +398,4 @@ def build_html(inputs: list[str]) -> str:
     """The report page for these inputs (each a run JSON, a compare JSON or a sweep dir);
     every input is read before anything is drawn, so a bad one fails first."""
     loaded = [(path, *load_input(path)) for path in inputs]
-    return page([(f"{path} ({kind})", _figures(kind, data)) for path, kind, data in loaded])
+    return page([(f"{path} ({kind})", _figures(kind, data, path)) for path, kind, data in loaded])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import datetime
+import itertools
 import json
 import math
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -76,6 +78,7 @@ def load_scenario(
     table, if any, of the fields `compare` reads (see `compare_table`).
     """
     if isinstance(scenario, dict):
+        _check_values(scenario, [])  # before deepcopy, which recurses
         data = copy.deepcopy(scenario)
     else:
         s = str(scenario)
@@ -98,17 +101,37 @@ def load_scenario(
                     f"scenario {s!r}: no such file and no built-in of that name; built-ins: {names}"
                 )
             data = _parse_toml(f.read_text(), f"built-in {s}")
+        _check_values(data, [])
     if full_scale:
         fs = compare_table(data).get("full_scale")
         if fs is None:
             raise ScenarioError("--full-scale: this scenario runs at its full scale already (no [compare].full_scale)")
-        for o in fs:
-            apply_override(data, o)
+        _apply_full_scale(data, fs)
     for o in overrides:
-        apply_override(data, o)
-    _check_values(data, [])
-    compare_table(data)
+        apply_override(data, o)  # each value checked as _check_values does
+    fs = compare_table(data).get("full_scale")
+    if fs and not full_scale:
+        # Applied to a copy: a path that does not exist is refused whether or not they
+        # are used.
+        _apply_full_scale(copy.deepcopy(data), fs)
+    _check_trace_paths(data)
     return data
+
+
+def _apply_full_scale(data: dict, fs: list[str]) -> None:
+    for i, o in enumerate(fs):
+        apply_override(data, o, f"scenario.compare.full_scale[{i}] = {_short(o)}")
+
+
+def _check_trace_paths(data: dict) -> None:
+    """Refuse a trace workload's path that exists but is not a regular file (a
+    directory, a device, a FIFO), as --costs does: the core would call it missing."""
+    for i, w in enumerate(data.get("workload") if isinstance(data.get("workload"), list) else []):
+        if isinstance(w, dict) and w.get("type") == "trace" and isinstance(w.get("path"), str) and w["path"]:
+            p = Path(w["path"])
+            if p.exists() and not p.is_file():
+                what = "is a directory" if p.is_dir() else "not a regular file"
+                raise ScenarioError(f"scenario.workload[{i}].path: {json.dumps(w['path'])}: {what}; expected a trace file")
 
 
 # The [compare] table: field -> (what it must be, check).
@@ -157,6 +180,11 @@ def compare_table(data: dict) -> dict:
         what, ok = _COMPARE_FIELDS[k]
         if not ok(v):
             raise ScenarioError(f"scenario.compare.{k} = {_show(v)}: expected {what}")
+    for i, o in enumerate(spec.get("full_scale", [])):
+        origin = f"scenario.compare.full_scale[{i}] = {_short(o)}"
+        if "=" not in o:
+            raise ScenarioError(f'{origin}: expected "KEY=VALUE", e.g. "machine.cpus=64"')
+        parse_key(o.partition("=")[0], origin)
     return spec
 
 
@@ -165,22 +193,79 @@ def _show(v: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _check_values(v: Any, path: list) -> None:
-    """Refuse, naming the field, values a scenario never takes and JSON cannot carry:
-    TOML dates and times, NaN and infinities."""
-    if isinstance(v, dict):
-        for k, x in v.items():
-            _check_values(x, path + [k])
-    elif isinstance(v, list):
-        for i, x in enumerate(v):
-            _check_values(x, path + [i])
-    elif isinstance(v, (datetime.date, datetime.time)):
-        raise ScenarioError(
-            f"{_fmt_path(path)} = {v.isoformat()}: a TOML date or time; no scenario field takes one "
+# How deep a scenario's tables and arrays may nest (a real one nests a few levels): deeper
+# input is refused, naming the field, before anything recursive (json, the core) sees it.
+MAX_DEPTH = 64
+
+
+def value_problem(v: Any, limit: int = MAX_DEPTH) -> tuple[list, str | None, str] | None:
+    """The first value inside `v` that no scenario field takes and JSON cannot carry
+    (a TOML date or time, NaN or an infinity, anything but a string, number, boolean,
+    array or table) or nesting deeper than `limit` levels: (its path inside `v`, the
+    value as shown, what is wrong), or None. Iterative: any depth is safe."""
+    if not _has_problem(v, limit):
+        return None
+    # Found: walk again in order, keeping paths, to name the first one.
+    stack: list[tuple[Any, list]] = [(v, [])]
+    while stack:
+        x, p = stack.pop()
+        if isinstance(x, (dict, list, tuple)):
+            items = list(x.items()) if isinstance(x, dict) else list(enumerate(x))
+            if items and len(p) >= limit:
+                return p, None, f"nested too deeply (more than {MAX_DEPTH} levels of tables and arrays)"
+            stack.extend((y, p + [k]) for k, y in reversed(items))
+        else:
+            what = _leaf_problem(x)
+            if what:
+                return p, *what
+    return None
+
+
+def _has_problem(v: Any, limit: int) -> bool:
+    """Whether value_problem finds anything: one pass without paths (a scenario of a
+    million cgroups is walked in about a second)."""
+    stack = [(v, 0)]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        x, d = pop()
+        t = type(x)
+        if t is str or t is int or t is bool or x is None:
+            continue
+        if t is dict or t is list or t is tuple:
+            if x:
+                if d >= limit:
+                    return True
+                extend(zip(x.values() if t is dict else x, itertools.repeat(d + 1)))
+        elif isinstance(x, (dict, list, tuple)):
+            return True  # a subclass: let the slow walk judge it
+        elif _leaf_problem(x):
+            return True
+    return False
+
+
+def _leaf_problem(x: Any) -> tuple[str, str] | None:
+    """(the value as shown, what is wrong) of a value that is no table or array, or None."""
+    if isinstance(x, (datetime.date, datetime.time)):
+        return x.isoformat(), (
+            "a TOML date or time; no scenario field takes one "
             '(durations are numbers of ns or strings such as "30s")'
         )
-    elif isinstance(v, float) and not math.isfinite(v):
-        raise ScenarioError(f"{_fmt_path(path)} = {v}: not a finite number")
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x), "not a finite number"
+    if not (x is None or isinstance(x, (str, int, float, bool))):
+        return repr(x)[:60], "not a TOML value (a string, number, boolean, array or table)"
+    return None
+
+
+def _check_values(v: Any, path: list) -> None:
+    """Refuse, naming the field, values a scenario never takes and JSON cannot carry:
+    TOML dates and times, NaN and infinities; and nesting deeper than MAX_DEPTH."""
+    bad = value_problem(v, MAX_DEPTH - len(path))
+    if bad is None:
+        return
+    sub, shown, what = bad
+    where = _fmt_path(path + sub)
+    raise ScenarioError(f"{where}: {what}" if shown is None else f"{where} = {shown}: {what}")
 
 
 def _resolve_paths(data: dict, base: Path) -> None:
@@ -196,68 +281,107 @@ def _resolve_paths(data: dict, base: Path) -> None:
 
 
 def _parse_value(v: str) -> Any:
+    """A `--set` value: a TOML value, else the text itself as a string."""
     try:
-        return tomllib.loads(f"v = {v}")["v"]
+        doc = tomllib.loads(f"v = {v}")
     except tomllib.TOMLDecodeError:
         return v
+    except RecursionError:
+        raise ScenarioError(f"value {_short(v)}: invalid TOML: nested too deeply") from None
+    # More than one key: the text held a newline and more TOML after the value.
+    return doc["v"] if list(doc) == ["v"] else v
 
 
-def apply_override(data: dict, expr: str) -> None:
+def _short(text: str, n: int = 60) -> str:
+    """repr(text), cut to about n characters (a refusal stays one readable line)."""
+    return repr(text) if len(text) <= n else f"{text[:n]!r}... ({len(text)} characters)"
+
+
+_INDEX = re.compile(r"[0-9]+")
+_COMPONENT = re.compile(r"([^\[\]]+)((?:\[[^\[\]]*\])*)")
+
+
+def parse_key(key: str, origin: str) -> list[str | int]:
+    """The parts of a `--set` key: `cgroup[1].memory.max` -> ["cgroup", 1, "memory",
+    "max"]. A component is NAME or NAME[INDEX]... with INDEX ASCII digits; anything else
+    (an empty component, an unbalanced or empty bracket, text after a bracket) is
+    refused, the message starting with `origin`."""
+    parts: list[str | int] = []
+    for tok in key.strip().split("."):
+        if not tok:
+            raise ScenarioError(f"{origin}: empty key component")
+        m = _COMPONENT.fullmatch(tok)
+        if m is None:
+            raise ScenarioError(
+                f"{origin}: key component {_short(tok)} is malformed (unbalanced brackets or text after one); "
+                "expected NAME or NAME[INDEX], e.g. cgroup[1]"
+            )
+        parts.append(m[1])
+        for idx in re.findall(r"\[([^\[\]]*)\]", m[2]):
+            if not _INDEX.fullmatch(idx):
+                raise ScenarioError(f"{origin}: index {_short(idx)} is not a number (digits 0-9)")
+            if len(idx.lstrip("0")) > 18:
+                raise ScenarioError(f"{origin}: index {_short(idx)} is too large")
+            parts.append(int(idx))
+        if len(parts) > MAX_DEPTH:
+            raise ScenarioError(f"{origin}: key nested too deeply (more than {MAX_DEPTH} levels)")
+    return parts
+
+
+def apply_override(data: dict, expr: str, origin: str | None = None) -> None:
     """Apply one `path=value` override in place.
 
     Paths are dotted keys; list items are `name[i]` (e.g. `cgroup[1].memory.max=1G`,
     `workload[0].size=128M`, `machine.cpus=64`). The value is parsed as a TOML value,
-    falling back to a string. A path through a missing key is an error naming it.
+    falling back to a string. A path through a missing key is an error naming it; so is a
+    malformed key, and a value no scenario field takes (a TOML date, NaN). Errors start
+    with `origin` (default: `--set 'EXPR'`).
     """
+    origin = origin or f"--set {_short(expr)}"
     if "=" not in expr:
-        raise ScenarioError(f"--set {expr!r}: expected KEY=VALUE, e.g. machine.cpus=64")
+        raise ScenarioError(f"{origin}: expected KEY=VALUE, e.g. machine.cpus=64")
     key, _, raw = expr.partition("=")
-    parts: list[str | int] = []
-    for tok in key.strip().split("."):
-        if not tok:
-            raise ScenarioError(f"--set {expr!r}: empty key component")
-        name, _, rest = tok.partition("[")
-        parts.append(name)
-        while rest:
-            idx, _, rest = rest.partition("]")
-            if not idx.isdigit():
-                raise ScenarioError(f"--set {expr!r}: index {idx!r} is not a number")
-            parts.append(int(idx))
-            rest = rest.lstrip("[")
+    parts = parse_key(key, origin)
+    try:
+        value = _parse_value(raw.strip())
+        _check_values(value, parts)
+    except ScenarioError as e:
+        raise ScenarioError(f"{origin}: {e}") from None
     cur: Any = data
     for i, p in enumerate(parts[:-1]):
         where = _fmt_path(parts[: i + 1])
         if isinstance(p, int):
             if not isinstance(cur, list) or p >= len(cur):
                 n = len(cur) if isinstance(cur, list) else 0
-                raise ScenarioError(f"--set {expr!r}: {where} does not exist ({n} items)")
+                raise ScenarioError(f"{origin}: {where} does not exist ({n} items)")
             cur = cur[p]
         else:
             if not isinstance(cur, dict):
-                raise ScenarioError(f"--set {expr!r}: {where} is not a table")
+                raise ScenarioError(f"{origin}: {where} is not a table")
             if p not in cur:
                 nxt = parts[i + 1]
                 cur[p] = [] if isinstance(nxt, int) else {}
                 if isinstance(nxt, int):
                     raise ScenarioError(
-                        f"--set {expr!r}: {where} does not exist; keys here: {', '.join(sorted(k for k in cur if k != p))}"
+                        f"{origin}: {where} does not exist; keys here: {', '.join(sorted(k for k in cur if k != p))}"
                     )
             cur = cur[p]
     last = parts[-1]
-    value = _parse_value(raw.strip())
     if isinstance(last, int):
         if not isinstance(cur, list) or last >= len(cur):
-            raise ScenarioError(f"--set {expr!r}: {_fmt_path(parts)} does not exist")
+            raise ScenarioError(f"{origin}: {_fmt_path(parts)} does not exist")
         cur[last] = value
     elif isinstance(cur, dict):
         cur[last] = value
     else:
-        raise ScenarioError(f"--set {expr!r}: {_fmt_path(parts[:-1])} is not a table")
+        raise ScenarioError(f"{origin}: {_fmt_path(parts[:-1])} is not a table")
 
 
 def _fmt_path(parts: list) -> str:
     s = "scenario"
-    for p in parts:
+    for i, p in enumerate(parts):
+        if i == 12 and len(parts) > 16:  # a path nested too deeply: its start
+            return f"{s}..."
         s += f"[{p}]" if isinstance(p, int) else f".{p}"
     return s
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 from . import _core
 from ._core import ScenarioError, SimulationError
 from .compare import _apply_side, _toml_literal
-from .scenario import apply_override, compare_table, load_scenario
+from .scenario import MAX_DEPTH, _show, apply_override, compare_table, load_scenario, value_problem
 
 GRID_FIELDS = ("scenario", "description", "seeds", "axes", "variant_sets", "exclude", "zip", "overrides")
 
@@ -86,8 +86,12 @@ def load_grid(grid: str | Path | dict) -> Grid:
         if p.is_file():
             try:
                 data = tomllib.loads(p.read_text())
+            except OSError as e:
+                raise _err(f"grid {s}: cannot read: {e.strerror or e}") from None
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
                 raise _err(f"grid {s}: not a TOML file: {e}") from None
+            except RecursionError:
+                raise _err(f"grid {s}: not a TOML file: nested too deeply") from None
             base, name = p.parent, p.stem
         else:
             f = _grid_dir() / f"{s}.toml"
@@ -99,6 +103,7 @@ def load_grid(grid: str | Path | dict) -> Grid:
     for k in data:
         if k not in GRID_FIELDS:
             raise _err(f"grid field {k!r}: unknown; allowed: {', '.join(GRID_FIELDS)}")
+    _check_grid_values(data)
     if not isinstance(data.get("scenario"), str) or not data["scenario"]:
         raise _err("grid field 'scenario': required, a built-in scenario name or a path")
     scenario = data["scenario"]
@@ -149,6 +154,30 @@ def load_grid(grid: str | Path | dict) -> Grid:
     if not (isinstance(ov, list) and all(isinstance(x, str) for x in ov)):
         raise _err('grid field \'overrides\': a list of "KEY=VALUE" strings')
     return Grid(name, scenario, seeds, axes, vsets or {}, excl, zips, ov, base)
+
+
+def _check_grid_values(data: dict) -> None:
+    """Refuse what no scenario field takes and JSON cannot carry (a TOML date or time,
+    NaN, an infinity, nesting deeper than a scenario's), naming the axis and its value,
+    else the grid field."""
+    axes = data.get("axes")
+    for k, vals in axes.items() if isinstance(axes, dict) else []:
+        for v in vals if isinstance(vals, list) else []:
+            bad = value_problem(v, MAX_DEPTH - 1)
+            if bad:
+                sub, shown, what = bad
+                inner = f" (its {_at(sub)} = {shown})" if sub and shown is not None else ""
+                raise _err(f"grid axis {k!r} value {shown if not sub else _show(v)}{inner}: {what}")
+    for k, v in data.items():
+        bad = value_problem(v, MAX_DEPTH - 1)
+        if bad:
+            sub, shown, what = bad
+            raise _err(f"grid field {k!r}{_at(sub)}" + (f" = {shown}" if shown is not None else "") + f": {what}")
+
+
+def _at(sub: list) -> str:
+    s = "".join(f"[{x!r}]" for x in sub[:8])
+    return s + ("..." if len(sub) > 8 else "")
 
 
 def _points(g: Grid) -> list[dict[str, Any]]:
@@ -207,8 +236,11 @@ def plan(g: Grid) -> list[Run]:
         {"A": dict(spec["a"]), "B": dict(spec["b"])} if "a" in spec and "b" in spec else {"default": {}}
     )
     base_variants = json.loads(_core.validate_json(json.dumps(base)))["variants"]
+    points = _points(g)
+    if not points:
+        raise _err(f"grid field 'exclude': {_show(g.exclude)}: excludes every point of the axes; nothing to run")
     runs = []
-    for pt in _points(g):
+    for pt in points:
         d = _apply_point(base, pt)
         for name, vs in vsets.items():
             try:

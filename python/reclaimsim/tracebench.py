@@ -124,6 +124,9 @@ def bench_vs_libcachesim(
     others: bool = False,
     repeat: int = 1,
 ) -> dict:
+    if os.path.exists(trace) and not os.path.isfile(trace):
+        # A FIFO or a device: reading it would wait, or never end.
+        raise BenchError(f"trace {trace}: not a regular file; expected a trace (e.g. made by `reclaimsim trace-gen`)")
     try:
         import libcachesim as lcs
     except ImportError:

@@ -169,11 +169,14 @@ def test_json_onto_a_directory_or_an_unwritable_file(tmp_path):
         assert "ro.json: permission denied" in line
 
 
-def test_a_full_filesystem_fails_cleanly_after_the_run(tmp_path):
-    # /dev/full accepts the open and fails every write with ENOSPC.
-    p = cli("run", write(tmp_path, "s.toml", SMALL), "--json", "/dev/full")
+def test_a_device_that_takes_no_write_is_refused_before_the_run(tmp_path):
+    # /dev/full accepts the open and fails every write with ENOSPC, an empty one too: the
+    # check refuses it before the scenario is even read (here one the core would refuse).
+    p = cli("run", write(tmp_path, "s.toml", SMALL), "--set", "machine.cpus=0", "--json", "/dev/full")
     assert p.returncode == 2, p.stderr
-    assert "--json /dev/full: cannot write: No space left on device" in one_error_line(p)
+    line = one_error_line(p)
+    assert "--json" in line and "/dev/full: cannot write: no space left on device" in line, line
+    assert p.stdout == ""
     assert Path("/dev/full").exists()
 
 
@@ -187,3 +190,222 @@ def test_json_check_leaves_no_file_behind(tmp_path):
 def test_trace_gen_refuses_an_unwritable_output_before_writing(tmp_path):
     line = one_error_line(cli("trace-gen", str(tmp_path)))
     assert "is a directory" in line
+
+
+# ---- --set keys, values and nesting: one parser for --set, costs --set, compare --a/--b,
+# sweep axes and [compare].full_scale (scenario.py parse_key and apply_override) ----------
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        # Only ASCII digits are an index ('²'.isdigit() and int('١') == 1 in Python).
+        (["validate", "file-fits", "--set", "cgroup[²].path=/x"], ["--set 'cgroup[²].path=/x'", "index '²' is not a number (digits 0-9)"]),
+        (["validate", "file-fits", "--set", "cgroup[١].path=/x"], ["--set 'cgroup[١].path=/x'", "index '١' is not a number"]),
+        (["costs", "file-fits", "--set", "cgroup[²].path=/x"], ["--set 'cgroup[²].path=/x'", "index '²' is not a number"]),
+        (["compare", "seed-003", "--a", "cgroup[²].path=/x"], ["side A", "cgroup[²].path", "index '²' is not a number"]),
+        # Malformed keys: unbalanced brackets, text after one.
+        (["validate", "file-fits", "--set", "cgroup[0.memory.max=1G"], ["--set 'cgroup[0.memory.max=1G'", "'cgroup[0' is malformed", "NAME[INDEX]"]),
+        (["validate", "file-fits", "--set", "cgroup]0[.memory.max=1G"], ["'cgroup]0[' is malformed"]),
+        (["validate", "file-fits", "--set", "cgroup[0]x.memory.max=1G"], ["'cgroup[0]x' is malformed"]),
+        (["validate", "file-fits", "--set", "cgroup[].memory.max=1G"], ["index '' is not a number"]),
+    ],
+)
+def test_set_keys_take_ascii_indices_and_balanced_brackets_only(args, needles, tmp_path):
+    p = cli(*args, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    for n in needles:
+        assert n in line, line
+
+
+def test_a_full_scale_key_is_parsed_as_set_keys_are(tmp_path):
+    sc = write(tmp_path, "s.toml", SMALL + '[compare]\nfull_scale = ["cgroup[²].memory.max=1G"]\n')
+    for cmd in (["validate", sc], ["run", sc, "--full-scale"]):
+        p = cli(*cmd)
+        assert p.returncode == 2, p.stderr
+        line = one_error_line(p)
+        assert "scenario.compare.full_scale[0] = 'cgroup[²].memory.max=1G'" in line and "index '²' is not a number" in line, line
+
+
+def test_nesting_too_deep_is_one_line_not_a_recursion_error(tmp_path):
+    key = ".".join(["a"] * 1200)
+    cases = [
+        # A --set key of 1200 parts.
+        (["--set", f"{key}=1"], ["--set 'a.a.a.a", "key nested too deeply"]),
+        # A --set value of 600 nested arrays (tomllib recurses).
+        (["--set", "seed=" + "[" * 600 + "]" * 600], ["--set 'seed=[[[[", "nested too deeply"]),
+        # A value nested beyond what a scenario takes, though TOML reads it.
+        (["--set", "seed=" + "[" * 100 + "]" * 100], ["scenario.seed[0][0]", "nested too deeply"]),
+    ]
+    for extra, needles in cases:
+        p = cli("validate", "file-fits", *extra)
+        assert p.returncode == 2, p.stderr[-500:]
+        line = one_error_line(p)
+        for n in needles:
+            assert n in line, line
+    # Scenario files: a table header of 990 parts, a dotted key of 1000 (tomllib reads
+    # both without recursing; the value checks must not recurse either).
+    for name, text in (("header.toml", "[" + ".".join(["a"] * 990) + "]\n"), ("dotted.toml", ".".join(["a"] * 1000) + " = 1\n")):
+        p = cli("validate", write(tmp_path, name, text))
+        assert p.returncode == 2, p.stderr[-500:]
+        line = one_error_line(p)
+        assert "scenario.a.a.a.a" in line and "nested too deeply" in line, line
+
+
+def test_a_set_value_with_more_toml_after_a_newline_is_not_cut_short():
+    # `v = 5\nmachine.cpus=3` is two TOML keys: the value is the whole text, a string.
+    p = cli("validate", "file-fits", "--set", "seed=5\nmachine.cpus=3")
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "scenario.seed" in line and "machine.cpus=3" in line, line
+
+
+@pytest.mark.parametrize("side", ["rotation_cost=1979-05-27", "kernel.swappiness=1979-05-27"])
+def test_a_compare_side_of_a_toml_date_names_the_field(side):
+    p = cli("compare", "seed-003", "--b", side)
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    field = "scenario.variants.rotation_cost" if side.startswith("rotation") else "scenario.kernel.swappiness"
+    assert f"{field} = 1979-05-27" in line and "date" in line, line
+
+
+# ---- float options: NaN passes click's FloatRange, and --zipf has no upper bound ---------
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["bench", "--vs", "libcachesim", "--capacity-ratio", "nan", str(TRACES / "small.oracleGeneral.zst")],
+         ["--capacity-ratio", "nan: allowed a finite number > 0 and <= 1"]),
+        # Formerly a hang (an infinite exponent).
+        (["trace-gen", "t.oracleGeneral", "--zipf", "inf", "--objects", "10", "--requests", "1"],
+         ["--zipf", "inf: allowed a finite number > 0"]),
+        (["trace-gen", "t.oracleGeneral", "--zipf", "1e309", "--objects", "10", "--requests", "1"],
+         ["--zipf", "1e309: allowed a finite number > 0"]),
+        (["trace-gen", "t.oracleGeneral", "--zipf", "nan", "--objects", "10", "--requests", "1"],
+         ["--zipf", "nan: allowed a finite number > 0"]),
+    ],
+)
+def test_float_options_refuse_nan_and_infinities(args, needles, tmp_path):
+    p = cli(*args, cwd=tmp_path, timeout=300)
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    for n in needles:
+        assert n in line, line
+    assert not (tmp_path / "t.oracleGeneral").exists()
+
+
+def _invoke(monkeypatch, args):
+    """The CLI in this process (so that a stub can stand for booting), with its one error line."""
+    from click.testing import CliRunner
+
+    from reclaimsim import cli as cli_mod
+
+    monkeypatch.setattr(cli_mod, "handle_termination", lambda: None)
+    r = CliRunner().invoke(cli_mod.main, args)
+    assert r.exit_code == 2, (r.output, r.exception)
+    lines = [l for l in r.stderr.splitlines() if l.strip() and not l.startswith("kernel-")]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["kernel-run", "calib-zipf", "--vm", "--timeout", "nan"],
+        ["kernel-compare", "calib-zipf", "--kernel-a", "debian", "--kernel-b", "debian", "--b", "rotation_cost=false", "--timeout", "nan"],
+    ],
+)
+def test_a_nan_timeout_is_refused_before_any_work(args, monkeypatch):
+    from reclaimsim import kernelcompare, vm
+
+    def started(*a, **k):
+        raise AssertionError("work started with a NaN timeout")
+
+    monkeypatch.setattr(vm, "kernel_run_vm", started)
+    monkeypatch.setattr(kernelcompare, "kernel_compare", started)
+    line = _invoke(monkeypatch, args)
+    assert "--timeout" in line and "nan: allowed a finite number >= 10 and <= 86400" in line, line
+
+
+def test_kernel_compare_checks_the_model_switches_before_any_boot(monkeypatch):
+    from reclaimsim import kernelcompare, vm
+
+    booted = []
+
+    def boot(*a, **k):
+        booted.append(a)
+        raise AssertionError("a kernel was fetched or booted")
+
+    monkeypatch.setattr(kernelcompare, "_kernel", boot)
+    monkeypatch.setattr(vm, "run_in_vm", boot)
+    line = _invoke(monkeypatch, ["kernel-compare", "calib-zipf", "--kernel-a", "debian", "--kernel-b", "debian", "--a", "foo=1"])
+    assert not booted
+    assert "model side A (--a)" in line and "scenario.variants.foo" in line and "unknown field" in line, line
+
+
+# ---- paths that are not regular files, and paths that are empty ------------------------
+
+
+def test_bench_refuses_a_trace_that_is_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        # Formerly a hang (reading a FIFO without a writer, or /dev/zero).
+        p = cli("bench", "--vs", "libcachesim", path, timeout=300)
+        assert p.returncode == 2, p.stderr
+        line = one_error_line(p)
+        assert f"trace {path}: not a regular file" in line, line
+
+
+def test_a_trace_workload_path_that_is_not_a_regular_file_says_so(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, what in ((str(tmp_path), "is a directory"), ("/dev/zero", "not a regular file"), (str(fifo), "not a regular file")):
+        sc = write(tmp_path, "t.toml", SMALL.replace('type = "usemem"', 'type = "trace"').replace('size = "16M"', f'path = "{path}"'))
+        p = cli("validate", sc)
+        assert p.returncode == 2, p.stderr
+        line = one_error_line(p)
+        assert f'scenario.workload[0].path: "{path}": {what}' in line, line
+
+
+@pytest.mark.parametrize("option, needles", [("--json", ["--json", "'': the path is empty"]),
+                                             ("--costs", ["--costs", "'': the path is empty", "cost profile"])])
+def test_an_empty_path_is_called_empty(option, needles):
+    p = cli("run", "file-fits", option, "")
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    for n in needles:
+        assert n in line, line
+    assert "directory" not in line, line
+
+
+def test_a_proc_file_is_not_called_a_full_filesystem():
+    p = cli("run", "file-fits", "--json", "/proc/version")
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "/proc/version: " in line and "full" not in line, line
+    if os.geteuid() == 0:  # root opens it: the empty write fails
+        assert "/proc/version: cannot write: input/output error" in line, line
+
+
+# ---- [compare] entries that compare would refuse, refused by validate --------------------
+
+
+@pytest.mark.parametrize(
+    "table, needles",
+    [
+        ('full_scale = ["machine.cpus"]', ["scenario.compare.full_scale[0] = 'machine.cpus'", "KEY=VALUE"]),
+        ('full_scale = ["duration=1s", "workload[5].size=1G"]', ["scenario.compare.full_scale[1] = 'workload[5].size=1G'", "scenario.workload[5] does not exist"]),
+        ('metrics = ["pgscan_anon", "pgscan_bogus"]', ["scenario.compare.metrics[1] = 'pgscan_bogus'", "not a vmstat counter"]),
+        ('metrics = ["name@u"]', ["scenario.compare.metrics[0] = 'name@u'", "workload 'u' has no 'name'"]),
+        ("a = { bogus = 1 }", ["scenario.compare.a", "scenario.variants.bogus", "unknown field"]),
+    ],
+)
+def test_validate_refuses_compare_entries_that_compare_would_refuse(table, needles, tmp_path):
+    p = cli("validate", write(tmp_path, "s.toml", SMALL + "[compare]\n" + table + "\n"))
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    for n in needles:
+        assert n in line, line

@@ -164,3 +164,42 @@ def test_sweep_figures_split_lines_by_free_axes_only():
     # Heat maps pair machine.cpus with the free swappiness, not with its zipped partner.
     heat = [k for k in by_title if "mean over seeds by" in k]
     assert heat and all("by machine.cpus and kernel.swappiness" in k for k in heat)
+
+
+def test_malformed_report_inputs_name_the_file_and_what_is_wrong(tmp_path):
+    pl = pytest.importorskip("polars")
+    run = tmp_path / "run.json"
+    cli("run", "file-fits", "--json", str(run), "--no-progress")
+    good = json.loads(run.read_text())
+
+    def edited(change):
+        d = json.loads(json.dumps(good))
+        change(d)
+        return d
+
+    cases = {
+        "keys.json": ({"vmstat": {}, "timeseries": {}}, "scenario: missing"),
+        "cmp.json": ({"a": 1, "b": 2, "metrics": 3, "locks": 4}, "a: a number, expected a table of switches"),
+        "nolocks.json": (edited(lambda d: d.pop("locks")), "locks: missing"),
+        "rows.json": (edited(lambda d: d["timeseries"].update(rows=[[1, 2]])),
+                      "timeseries.rows[0]: 2 values, expected a list of 16 values"),
+        "interval.json": (edited(lambda d: d["timeseries"].update(interval_ns=0)), "timeseries.interval_ns: 0, expected"),
+    }
+    inputs = []
+    for name, (data, named) in cases.items():
+        (tmp_path / name).write_text(json.dumps(data))
+        inputs.append((str(tmp_path / name), named))
+    for name, content in (("random", bytes(range(256)) * 4), ("empty", b"")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.parquet").write_bytes(content)
+        inputs.append((str(tmp_path / name), "results.parquet: not a readable Parquet file"))
+    (tmp_path / "onecol").mkdir()
+    pl.DataFrame({"x": [1, 2]}).write_parquet(tmp_path / "onecol" / "results.parquet")
+    inputs.append((str(tmp_path / "onecol"), "not a sweep's table: no column run_id, scenario, variant_set, seed, error (columns: x)"))
+    for arg, named in inputs:
+        r = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "report", arg, "-o", str(tmp_path / "o.html")],
+                           capture_output=True, text=True)
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (arg, r.stderr[-800:])
+        assert len(lines) == 1 and arg in lines[0] and named in lines[0], (arg, r.stderr)
+        assert not (tmp_path / "o.html").exists()

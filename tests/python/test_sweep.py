@@ -215,3 +215,27 @@ def test_an_output_directory_that_cannot_be_written_is_one_line_before_any_run(t
     r = cli("sweep", grid_file(tmp_path), "--out", "/proc/no-such-store", "--workers", "1")
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "--out /proc/no-such-store: cannot write" in lines[0], r.stderr
+
+
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        # A TOML date: no scenario field takes one, and JSON cannot carry it.
+        ('scenario = "file-fits"\n[axes]\n"seed" = [1979-05-27]\n', "grid axis 'seed' value 1979-05-27: a TOML date or time"),
+        ('scenario = "file-fits"\n[axes]\n"seed" = [1, [1979-05-27]]\n', "grid axis 'seed' value [\"1979-05-27\"] (its [0] = 1979-05-27): a TOML date"),
+        ('scenario = "file-fits"\n[variant_sets]\nA = { rotation_cost = 1979-05-27 }\n',
+         "grid field 'variant_sets'['A']['rotation_cost'] = 1979-05-27: a TOML date"),
+        # Nesting: too deep for tomllib, and too deep for a scenario.
+        ('scenario = "file-fits"\n[axes]\nx = ' + "[" * 5000 + "]" * 5000 + "\n", "g.toml: not a TOML file: nested too deeply"),
+        ('scenario = "file-fits"\n[axes]\nx = ' + "[" * 300 + "]" * 300 + "\n", "[[[[...: nested too deeply (more than 64 levels"),
+        # An axis key is parsed as a --set key: only ASCII digits index.
+        ('scenario = "file-fits"\n[axes]\n"cgroup[²].path" = ["/x"]\n', "grid axis 'cgroup[²].path' value '/x': --set 'cgroup[²].path=\"/x\"': index '²' is not a number"),
+        # Every point excluded: nothing to run (the dry run's probe had no first run).
+        ('scenario = "file-fits"\n[axes]\n"seed" = [1]\n[[exclude]]\nseed = 1\n', "grid field 'exclude': [{\"seed\": 1}]: excludes every point"),
+    ],
+)
+def test_grids_no_scenario_can_take_are_one_line_naming_the_axis(tmp_path, text, named):
+    r = cli("sweep", "--dry-run", grid_file(tmp_path, text))
+    assert r.returncode == 2, r.stderr[-800:]
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert "Traceback" not in r.stderr and len(lines) == 1 and named in lines[0], r.stderr[-800:]
