@@ -242,7 +242,7 @@ def _check_metrics(data: dict, names: list[str]) -> None:
     """Refuse an unknown metric before the runs: each one is read off a run of the
     scenario cut to one virtual millisecond (its result has every counter, cgroup,
     workload and tracepoint the full runs will have)."""
-    probe = shortened(data, 1_000_000)
+    probe = shortened(json.loads(_core.validate_json(json.dumps(data))), 1_000_000)
     probe["sample_interval"] = 1_000_000
     r = json.loads(_core.run_json(json.dumps(probe)))
     for name in names:
@@ -269,7 +269,7 @@ def check_compare_table(data: dict) -> None:
     names = spec.get("metrics") or []
     if not names:
         return
-    probe = shortened(sides.get("a", d), 1_000_000)
+    probe = shortened(json.loads(_core.validate_json(json.dumps(sides.get("a", d)))), 1_000_000)
     probe["sample_interval"] = 1_000_000
     r = json.loads(_core.run_json(json.dumps(probe)))
     for i, name in enumerate(names):

@@ -153,14 +153,20 @@ _COMPARE_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 def shortened(data: dict, duration_ns: int) -> dict:
     """A copy of the normalized scenario `data` cut to `duration_ns` of virtual time (at
     least 1 ns), for a probe run: without its warmup (which must stay shorter than the
-    run), and with each memory.reclaim and lru_gen schedule kept as one write due at once,
-    so that the probe's result has their sections."""
+    run), with each memory.reclaim and lru_gen schedule kept as one write due at once, and
+    each workload that would start at or after the cut starting in its last nanosecond (a
+    start must fall within the run), so that the probe's result has every section and
+    workload the full run has."""
     d = copy.deepcopy(data)
-    d["duration"] = max(int(duration_ns), 1)
+    cut = max(int(duration_ns), 1)
+    d["duration"] = cut
     d.pop("warmup", None)
     for key in ("reclaim", "lru_gen"):
         for entry in d.get(key) or []:
             entry["at"], entry["times"] = 0, 1
+    for w in d.get("workload") or []:
+        if w.get("start", 0) >= cut:  # normalized: nanoseconds
+            w["start"] = cut - 1
     return d
 
 

@@ -114,11 +114,14 @@ def test_seed_004_batched_local_stats_are_slower_than_percpu_local():
     assert ops["b_mean"] > ops["a_mean"] and ops["significant"]
 
 
-def test_an_error_inside_a_worker_arrives_as_its_own_message(tmp_path):
+def test_an_error_in_a_trace_read_at_its_workloads_start_is_one_line(tmp_path):
     from test_trace import TRACES, _scenario
 
-    # The bad record is read when the workload starts, at 10 ms: after the 1 ms probe
-    # that checks the metrics, so the error is raised inside the worker processes.
+    # The bad record is read when the workload starts, at 10 ms. The 1 ms probe that
+    # checks the metrics starts it in its last nanosecond (a start must fall within the
+    # run), so the error is found there, before the workers; whichever process finds it,
+    # it is the one line. (test_run_all_raises_the_workers_error_class covers the
+    # workers' path.)
     sc = _scenario(tmp_path, TRACES / "bad.txt", 'start = "10ms"')
     for jobs in ("1", "2"):
         p = subprocess.run(
@@ -185,8 +188,11 @@ def test_a_probe_scenario_is_cut_short_without_warmup_with_one_schedule_write():
         "warmup": 100_000_000,
         "reclaim": [{"cgroup": "/a", "amount": 4096, "at": 50_000_000, "every": 10_000_000, "times": 8}],
         "lru_gen": [{"command": "+", "at": 70_000_000, "times": 3}],
+        "workload": [{"start": 0}, {"start": 999_999}, {"start": 1_000_000}, {"start": 250_000_000}, {}],
     }
     d = shortened(data, 1_000_000)
+    # A start must fall within the run: one at or after the cut moves to its last ns.
+    assert [w.get("start") for w in d["workload"]] == [0, 999_999, 999_999, 999_999, None]
     assert d["duration"] == 1_000_000 and "warmup" not in d
     assert (d["reclaim"][0]["at"], d["reclaim"][0]["times"]) == (0, 1)
     assert (d["lru_gen"][0]["at"], d["lru_gen"][0]["times"]) == (0, 1)

@@ -50,7 +50,10 @@ def interrupt_when_busy(args, busy_cpu_s=1.5, in_child=False, sig=None, **kw):
     `kill PID` does."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "reclaimsim.cli", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kw,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # The CLI keeps a SIGHUP it was started with ignored (nohup's): under a nohup'd
+        # test run the command must still start with the default, as from a terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL), **kw,
     )
     try:
         deadline = time.monotonic() + GUARD_S

@@ -381,6 +381,16 @@ pub enum LruKind {
     Mglru,
 }
 
+impl LruKind {
+    /// The value as a scenario spells it (`kernel.lru`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LruKind::Classic => "classic",
+            LruKind::Mglru => "mglru",
+        }
+    }
+}
+
 /// /sys/kernel/mm/lru_gen/{enabled,min_ttl_ms}.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -499,8 +509,48 @@ pub enum WorkloadSpec {
 /// the path below an internally tagged enum, so the workload reports it itself.
 const INNER_PATH: char = '\u{1}';
 
+/// The fields every workload takes ([`Placement`]'s), as a scenario spells them.
+const SHARED_FIELDS: &[&str] = &["name", "cgroup", "cpus", "start", "copies"];
+
+/// The fields of each workload type besides [`SHARED_FIELDS`], as a scenario spells them
+/// (for the list an unknown field's error gives: serde lists none for a struct with a
+/// flattened part). A field of the type missing here is refused as unknown, so a test
+/// that uses it fails; `scenario_limits.rs` checks the lists against the serialized
+/// fields.
+const USEMEM_FIELDS: &[&str] = &[
+    "processes",
+    "threads",
+    "size",
+    "prealloc",
+    "prefault",
+    "fill",
+    "random",
+    "step",
+    "repeat",
+    "runtime",
+    "unmap",
+    "mapping",
+    "rate",
+    "rate_catch_up",
+    "text",
+];
+const FILE_READ_FIELDS: &[&str] = &[
+    "threads",
+    "files",
+    "pattern",
+    "theta",
+    "passes",
+    "accesses",
+    "hot_per_stream",
+];
+const REQUEST_CHURN_FIELDS: &[&str] = &["threads", "request_size", "service", "load", "requests"];
+const TRACE_FIELDS: &[&str] = &["path", "format", "target", "requests", "csv"];
+
 /// A workload table: `type` picks the variant, whose fields are then read with their
-/// paths tracked (an error names e.g. `workload[0].size`, not `workload[0]`).
+/// paths tracked (an error names e.g. `workload[0].size`, not `workload[0]`). The shared
+/// fields ([`Placement`], flattened into each variant, where serde loses their path) are
+/// read first, on their own, and an unknown field is refused listing the type's fields
+/// and the shared ones.
 impl<'de> Deserialize<'de> for WorkloadSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         use serde::de::Error as _;
@@ -535,16 +585,45 @@ impl<'de> Deserialize<'de> for WorkloadSpec {
                 }
             })
         }
-        match kind.as_str() {
-            "usemem" => variant(map).map(WorkloadSpec::Usemem),
-            "file_read" => variant(map).map(WorkloadSpec::FileRead),
-            "request_churn" => variant(map).map(WorkloadSpec::RequestChurn),
-            "trace" => variant(map).map(WorkloadSpec::Trace),
-            k => Err(D::Error::custom(format!(
-                "unknown type {}: expected {kinds}",
-                quoted(k)
-            ))),
+        type Map = serde_json::Map<String, serde_json::Value>;
+        type Make<E> = fn(Map) -> std::result::Result<WorkloadSpec, E>;
+        let (own, make): (&[&str], Make<D::Error>) = match kind.as_str() {
+            "usemem" => (USEMEM_FIELDS, |m| variant(m).map(WorkloadSpec::Usemem)),
+            "file_read" => (FILE_READ_FIELDS, |m| variant(m).map(WorkloadSpec::FileRead)),
+            "request_churn" => (REQUEST_CHURN_FIELDS, |m| {
+                variant(m).map(WorkloadSpec::RequestChurn)
+            }),
+            "trace" => (TRACE_FIELDS, |m| variant(m).map(WorkloadSpec::Trace)),
+            k => {
+                return Err(D::Error::custom(format!(
+                    "unknown type {}: expected {kinds}",
+                    quoted(k)
+                )))
+            }
+        };
+        if let Some(k) = map
+            .keys()
+            .find(|k| !own.contains(&k.as_str()) && !SHARED_FIELDS.contains(&k.as_str()))
+        {
+            let allowed: Vec<String> = SHARED_FIELDS
+                .iter()
+                .chain(own)
+                .map(|f| format!("`{f}`"))
+                .collect();
+            return Err(D::Error::custom(format!(
+                "{INNER_PATH}{k}{INNER_PATH}unknown field `{k}` (type = {}), expected one of {}",
+                quoted(&kind),
+                allowed.join(", ")
+            )));
         }
+        let shared: Map = SHARED_FIELDS
+            .iter()
+            .filter_map(|f| map.remove(*f).map(|v| (f.to_string(), v)))
+            .collect();
+        let placement: Placement = variant(shared)?;
+        let mut w = make(map)?;
+        *w.common_mut() = placement;
+        Ok(w)
     }
 }
 
@@ -596,7 +675,7 @@ pub struct Placement {
     /// CPU list like "0-15,32"; default: the next CPUs not yet taken, in order.
     #[serde(default)]
     pub cpus: Option<String>,
-    /// Virtual start time [ns].
+    /// Virtual start time [ns], before the end of the run (`duration`).
     #[serde(default)]
     pub start: Dur,
     /// This many workloads like this one, in order, `{i}` in `name` and `cgroup` standing
@@ -642,7 +721,7 @@ pub struct Usemem {
     /// Threads per process (`-t`); the threads of a process split its area.
     #[serde(default = "one")]
     pub threads: u32,
-    /// Bytes mapped per process.
+    /// Bytes mapped per process, a multiple of 4096 (whole pages).
     pub size: Size,
     /// `--prealloc`: a parent process maps (and with `prefault` populates) the area, then
     /// forks the `processes` workers, which share its pages copy-on-write until each
@@ -681,7 +760,7 @@ pub struct Usemem {
     pub mapping: MappingKind,
     /// Pace each thread's accesses to at most this many bytes per second (a page per
     /// access), sleeping when ahead of the pace, as fio's `rate` does; absent = as fast as
-    /// possible.
+    /// possible (at least 1: fio's `rate = 0`, no limit, is said by leaving it out).
     #[serde(default)]
     pub rate: Option<Size>,
     /// With `rate`: whether a thread that fell behind its pace (stalled in a fault or in
@@ -751,7 +830,7 @@ pub struct FileRead {
     /// Reader threads, all reading the same files.
     #[serde(default = "one")]
     pub threads: u32,
-    /// File sizes [bytes]; the workload creates one file per entry.
+    /// File sizes [bytes, each a multiple of 4096]; the workload creates one file per entry.
     pub files: Vec<Size>,
     /// `seq`, `uniform`, `zipf` or `hotscan`.
     #[serde(default = "default_pattern")]
@@ -781,7 +860,7 @@ pub enum TraceFormat {
     /// CSV with the columns named in `csv`.
     Csv,
     /// libCacheSim oracleGeneral: 24-byte records (u32 time, u64 obj_id, u32 obj_size,
-    /// i64 next_access_vtime), little-endian.
+    /// i64 next_access_vtime), little-endian; the file is a whole number of them.
     OracleGeneral,
     /// oracleGeneral compressed with zstd.
     OracleGeneralZst,
@@ -885,7 +964,7 @@ pub struct RequestChurn {
     /// Worker threads (at least 2), each on its own CPU.
     #[serde(default = "two")]
     pub threads: u32,
-    /// Anonymous memory each request maps and writes [bytes].
+    /// Anonymous memory each request maps and writes [bytes, a multiple of 4096].
     #[serde(default = "default_request_size")]
     pub request_size: Size,
     /// CPU time of a request besides its memory work [ns].
@@ -992,7 +1071,7 @@ pub fn parse_cpu_list(s: &str, ncpus: u32) -> std::result::Result<Vec<u32>, Stri
 }
 
 /// A serde message in the scenario's words: no Rust type names.
-fn plain_words(msg: &str) -> String {
+pub(crate) fn plain_words(msg: &str) -> String {
     let mut m = msg.to_string();
     for (from, to) in [
         ("floating point `", "number `"),
@@ -1224,7 +1303,7 @@ impl Scenario {
                     format!(
                         "{e:#x} {} the multi-gen LRU but kernel.lru = {:?}: set bit 0x1 exactly when kernel.lru = \"mglru\"",
                         if on { "turns on" } else { "leaves off" },
-                        k.lru
+                        k.lru.name()
                     ),
                 ));
             }
@@ -1582,6 +1661,15 @@ impl Scenario {
                     ),
                 ));
             }
+            if pl.start.0 >= self.duration.0 {
+                return Err(Error::scenario(
+                    at("start"),
+                    format!(
+                        "{} ns: the workload must start before the end of the run ({} ns)",
+                        pl.start.0, self.duration.0
+                    ),
+                ));
+            }
             let n = w.nr_tasks();
             if n == 0 || n > MAX_CPUS as u64 {
                 let (field, what) = match w {
@@ -1602,10 +1690,10 @@ impl Scenario {
             match w {
                 WorkloadSpec::Usemem(u) => {
                     let pages = u.size.pages();
-                    if !(1..=MAX_AREA_PAGES).contains(&pages) {
+                    if !(1..=MAX_AREA_PAGES).contains(&pages) || u.size.0 % PAGE_SIZE != 0 {
                         return Err(Error::scenario(
                             at("size"),
-                            format!("{} bytes: allowed 4K..=16T - 4K per process (page indices are 32-bit)", u.size.0),
+                            format!("{} bytes: allowed a multiple of 4096 in 4K..=16T - 4K per process (page indices are 32-bit)", u.size.0),
                         ));
                     }
                     if pages < u.threads as u64 {
@@ -1653,6 +1741,12 @@ impl Scenario {
                         return Err(Error::scenario(
                             at("fill"),
                             "true: the area is populated by `prefault` already; allowed: one of fill and prefault",
+                        ));
+                    }
+                    if u.rate == Some(Size(0)) {
+                        return Err(Error::scenario(
+                            at("rate"),
+                            "0 bytes per second: allowed 1 or more; to run without a limit (fio's rate = 0), leave `rate` out",
                         ));
                     }
                     if !u.rate_catch_up && u.rate.is_none() {
@@ -1708,10 +1802,13 @@ impl Scenario {
                         ));
                     }
                     let req = r.request_size.pages();
-                    if req == 0 || req > 65536 {
+                    if req == 0 || req > 65536 || r.request_size.0 % PAGE_SIZE != 0 {
                         return Err(Error::scenario(
                             at("request_size"),
-                            format!("{} bytes: allowed 4K..=256M", r.request_size.0),
+                            format!(
+                                "{} bytes: allowed a multiple of 4096 in 4K..=256M",
+                                r.request_size.0
+                            ),
                         ));
                     }
                     // Each worker's buffers are a ring of REQUEST_RING requests in the
@@ -1749,10 +1846,10 @@ impl Scenario {
                         ));
                     }
                     for (j, sz) in f.files.iter().enumerate() {
-                        if !(1..=MAX_AREA_PAGES).contains(&sz.pages()) {
+                        if !(1..=MAX_AREA_PAGES).contains(&sz.pages()) || sz.0 % PAGE_SIZE != 0 {
                             return Err(Error::scenario(
                                 at(&format!("files[{j}]")),
-                                format!("{} bytes: allowed 4K..=16T - 4K per file (page indices are 32-bit)", sz.0),
+                                format!("{} bytes: allowed a multiple of 4096 in 4K..=16T - 4K per file (page indices are 32-bit)", sz.0),
                             ));
                         }
                     }

@@ -297,17 +297,58 @@ impl<R: Read> Read for LineCap<R> {
     }
 }
 
+/// A trace's content and, when known before reading it (a regular file, bytes in
+/// memory), its length in bytes.
+struct Content {
+    rd: Box<dyn Read>,
+    len: Option<u64>,
+}
+
 /// A trace file's resolved format and content.
-fn file_reader(path: &str, format: TraceFormat) -> Result<(TraceFormat, Box<dyn Read>)> {
+fn file_reader(path: &str, format: TraceFormat) -> Result<(TraceFormat, Content)> {
     let format = detect(path, format)?;
     let file = File::open(Path::new(path)).map_err(|e| err(path, 0, e.to_string()))?;
-    Ok((format, Box::new(file)))
+    let len = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let rd = Box::new(file);
+    Ok((format, Content { rd, len }))
 }
 
 /// A trace held in memory, its format resolved (`name` stands for its file name).
-fn bytes_reader(name: &str, data: Vec<u8>, format: TraceFormat) -> (TraceFormat, Box<dyn Read>) {
+fn bytes_reader(name: &str, data: Vec<u8>, format: TraceFormat) -> (TraceFormat, Content) {
     let format = detect_in(name, &data[..data.len().min(512)], format);
-    (format, Box::new(std::io::Cursor::new(data)))
+    let len = Some(data.len() as u64);
+    let rd = Box::new(std::io::Cursor::new(data));
+    (format, Content { rd, len })
+}
+
+/// An uncompressed oracleGeneral trace is a whole number of records: a length that is
+/// not is refused before any record is read (else garbage read as records, e.g. a
+/// compressed file, would replay until the run's end without reaching the partial
+/// record at its tail). The error names the partial record as reading would. `rd` is
+/// peeked at (nothing consumed) to say so when the content is zstd-compressed.
+fn check_oracle_length(path: &str, len: Option<u64>, rd: &mut impl BufRead) -> Result<()> {
+    let rec = ORACLE_GENERAL_RECORD as u64;
+    let Some(len) = len.filter(|l| l % rec != 0) else {
+        return Ok(());
+    };
+    let zstd = rd.fill_buf().is_ok_and(|b| b.starts_with(&ZSTD_MAGIC));
+    Err(err(
+        path,
+        len / rec + 1,
+        format!(
+            "truncated: {} of {ORACLE_GENERAL_RECORD} bytes: the file's {len} bytes are not a whole number of {ORACLE_GENERAL_RECORD}-byte oracleGeneral records{}",
+            len % rec,
+            if zstd {
+                " (it starts with zstd's magic number: a compressed trace is format = \"oracle_general_zst\")"
+            } else {
+                ""
+            }
+        ),
+    ))
 }
 
 /// Open a trace. `seed` drives DAMON's expansion of access rates into accesses.
@@ -317,8 +358,8 @@ pub fn open(
     csv: Option<&CsvColumns>,
     seed: u64,
 ) -> Result<Box<dyn Source>> {
-    let (format, rd) = file_reader(path, format)?;
-    open_reader(path, format, rd, csv, seed)
+    let (format, content) = file_reader(path, format)?;
+    open_reader(path, format, content, csv, seed)
 }
 
 /// A trace held in memory (`name` stands for its file name in messages and detection).
@@ -329,18 +370,19 @@ pub fn from_bytes(
     csv: Option<&CsvColumns>,
     seed: u64,
 ) -> Result<Box<dyn Source>> {
-    let (format, rd) = bytes_reader(name, data, format);
-    open_reader(name, format, rd, csv, seed)
+    let (format, content) = bytes_reader(name, data, format);
+    open_reader(name, format, content, csv, seed)
 }
 
 /// Open a trace of a resolved format from a reader.
 fn open_reader(
     path: &str,
     format: TraceFormat,
-    rd: Box<dyn Read>,
+    content: Content,
     csv: Option<&CsvColumns>,
     seed: u64,
 ) -> Result<Box<dyn Source>> {
+    let rd = content.rd;
     Ok(match format {
         TraceFormat::Auto => unreachable!("resolved by detect"),
         TraceFormat::Text => Box::new(TextSource {
@@ -350,11 +392,15 @@ fn open_reader(
             record: 0,
         }),
         TraceFormat::Csv => Box::new(CsvSource::new(path, LineCap { inner: rd, run: 0 }, csv)?),
-        TraceFormat::OracleGeneral => Box::new(OracleSource {
-            file: path.into(),
-            rd: BufReader::with_capacity(1 << 16, rd),
-            record: 0,
-        }),
+        TraceFormat::OracleGeneral => {
+            let mut rd = BufReader::with_capacity(1 << 16, rd);
+            check_oracle_length(path, content.len, &mut rd)?;
+            Box::new(OracleSource {
+                file: path.into(),
+                rd,
+                record: 0,
+            })
+        }
         TraceFormat::OracleGeneralZst => {
             let dec = zstd::stream::read::Decoder::new(rd)
                 .map_err(|e| err(path, 0, format!("not a zstd stream: {e}")))?;
@@ -371,8 +417,8 @@ fn open_reader(
 /// Check that a trace opens and has a request (validation): an empty trace, a CSV with
 /// only a header, or DAMON records without an accessed region are errors.
 pub fn probe(path: &str, format: TraceFormat, csv: Option<&CsvColumns>, seed: u64) -> Result<()> {
-    let (format, rd) = file_reader(path, format)?;
-    probe_reader(path, format, rd, csv, seed)
+    let (format, content) = file_reader(path, format)?;
+    probe_reader(path, format, content, csv, seed)
 }
 
 /// [`probe`] of a trace held in memory.
@@ -383,21 +429,21 @@ pub fn probe_bytes(
     csv: Option<&CsvColumns>,
     seed: u64,
 ) -> Result<()> {
-    let (format, rd) = bytes_reader(name, data, format);
-    probe_reader(name, format, rd, csv, seed)
+    let (format, content) = bytes_reader(name, data, format);
+    probe_reader(name, format, content, csv, seed)
 }
 
 fn probe_reader(
     path: &str,
     format: TraceFormat,
-    rd: Box<dyn Read>,
+    content: Content,
     csv: Option<&CsvColumns>,
     seed: u64,
 ) -> Result<()> {
     if format == TraceFormat::Damon {
         // Expanding rates into accesses may take long; a region accessed at a positive
         // rate is what makes requests.
-        let d = DamonSource::new(path, rd, seed)?;
+        let d = DamonSource::new(path, content.rd, seed)?;
         if d.snapshots.iter().all(|s| s.is_empty()) {
             return Err(err(
                 path,
@@ -407,7 +453,7 @@ fn probe_reader(
         }
         return Ok(());
     }
-    let mut src = open_reader(path, format, rd, csv, seed)?;
+    let mut src = open_reader(path, format, content, csv, seed)?;
     match src.next_request()? {
         Some(_) => Ok(()),
         None => Err(err(
@@ -711,14 +757,15 @@ fn oracle_request(rec: &[u8]) -> Request {
     }
 }
 
-/// DAMON records (damo's JSON): a list of records, each with `intervals` (`sample_us`,
+/// DAMON records (damo's JSON): a list of records, each with `intervals` (`sample_us` <=
 /// `aggr_us`) and `snapshots`, each snapshot a list of `regions` (`start`, `end` byte
 /// addresses, `nr_accesses`: the number of samples of the aggregation interval in which
-/// the region was seen accessed, as a number or as `{"samples": n}`). A snapshot becomes
-/// one pass over its regions' pages: each page of a region is accessed once with
-/// probability nr_accesses / (aggr_us / sample_us), drawn from the scenario seed; page
-/// ids are address / 4096. The records are loaded whole (they are region histograms, far
-/// smaller than the accesses they expand to); the accesses are streamed.
+/// the region was seen accessed, as a number or as `{"samples": n}`, at most
+/// aggr_us / sample_us). A snapshot becomes one pass over its regions' pages: each page
+/// of a region is accessed once with probability nr_accesses / (aggr_us / sample_us),
+/// drawn from the scenario seed; page ids are address / 4096. The records are loaded
+/// whole (they are region histograms, far smaller than the accesses they expand to); the
+/// accesses are streamed.
 struct DamonSource {
     file: String,
     /// (start page, end page, access probability) per region, snapshot by snapshot.
@@ -784,18 +831,31 @@ impl DamonSource {
             };
             let sample = interval("sample_us", 5000.0)?;
             let aggr = interval("aggr_us", 100_000.0)?;
-            let max_acc = (aggr / sample).max(1.0);
+            // DAMON refuses a sampling interval longer than the aggregation interval
+            // (damon_set_attrs: -EINVAL).
+            if sample > aggr {
+                return Err(err(
+                    path,
+                    rec,
+                    format!(
+                        "intervals.sample_us {sample} above aggr_us {aggr}: allowed sample_us <= aggr_us (an aggregation interval holds whole sampling intervals)"
+                    ),
+                ));
+            }
+            // nr_accesses counts the sampling intervals of one aggregation interval in
+            // which DAMON found the region accessed: at most aggr_us / sample_us.
+            let max_acc = aggr / sample;
             let snaps = r
                 .get("snapshots")
                 .and_then(|s| s.as_array())
                 .ok_or_else(|| err(path, rec, "record without a \"snapshots\" list"))?;
-            for s in snaps {
+            for (si, s) in snaps.iter().enumerate() {
                 let regions = s
                     .get("regions")
                     .and_then(|x| x.as_array())
                     .ok_or_else(|| err(path, rec, "snapshot without a \"regions\" list"))?;
                 let mut out = Vec::with_capacity(regions.len());
-                for g in regions {
+                for (gi, g) in regions.iter().enumerate() {
                     let start = g.get("start").and_then(num);
                     let end = g.get("end").and_then(num);
                     let acc = g.get("nr_accesses").and_then(num);
@@ -830,6 +890,20 @@ impl DamonSource {
                             format!("region nr_accesses {acc}: expected a count >= 0"),
                         ));
                     }
+                    if acc > max_acc {
+                        let shown = g
+                            .get("nr_accesses")
+                            .map_or(String::new(), |x| cut(x.to_string()));
+                        return Err(err(
+                            path,
+                            rec,
+                            format!(
+                                "snapshot {} region {}: nr_accesses {shown}: allowed 0..={max_acc} (aggr_us / sample_us = {aggr} / {sample}: the sampling intervals of one aggregation interval, in which DAMON counts the region's accesses)",
+                                si + 1,
+                                gi + 1
+                            ),
+                        ));
+                    }
                     let (first, last) =
                         (start as u64 / PAGE_SIZE, (end as u64).div_ceil(PAGE_SIZE));
                     if last - first > u32::MAX as u64 {
@@ -843,7 +917,7 @@ impl DamonSource {
                             ),
                         ));
                     }
-                    let p = (acc / max_acc).clamp(0.0, 1.0);
+                    let p = acc / max_acc;
                     if p > 0.0 {
                         out.push((first, last, p));
                     }

@@ -171,3 +171,54 @@ fn profile_limits_are_inclusive_at_their_bound() {
     let (_, msg) = refused(&toml(&format!("costs_profile = {p:?}"), ""));
     assert!(msg.contains("not UTF-8 text"), "{msg}");
 }
+
+#[test]
+fn malformed_profile_entries_are_named_with_their_field_in_plain_words() {
+    for (i, (entry, at, parts)) in [
+        (
+            "fault_entry = { ns = -5, source = \"x\" }",
+            "costs.fault_entry.ns: ",
+            &[
+                "-5: allowed a whole number of nanoseconds >= 0",
+                "0..=4294967296",
+            ][..],
+        ),
+        (
+            "fault_entry = { ns = 1.5, source = \"x\" }",
+            "costs.fault_entry.ns: ",
+            &["1.5: allowed a whole number of nanoseconds"][..],
+        ),
+        (
+            "fault_entry = { ns = \"610\", source = \"x\" }",
+            "costs.fault_entry.ns: ",
+            &["\"610\": allowed a whole number of nanoseconds"][..],
+        ),
+        (
+            "fault_entry = 610",
+            "costs.fault_entry: ",
+            &["`610`", "expected a table like { ns = 610, source = "][..],
+        ),
+        (
+            "fault_entry = { ns = 5, source = 7 }",
+            "costs.fault_entry.source: ",
+            &["`7`", "expected a string"][..],
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = profile_file(&format!("entry{i}.toml"), &format!("{entry}\n"));
+        let (path, msg) = refused(&toml(&format!("costs_profile = {p:?}"), ""));
+        assert_eq!(path, "scenario.costs_profile");
+        assert!(
+            msg.starts_with(&format!("{p}: not a cost profile: {at}")),
+            "{entry}: {msg}"
+        );
+        for x in parts {
+            assert!(msg.contains(x), "{entry}: {x:?} not in {msg:?}");
+        }
+        for w in ["u64", "ProfileEntry", "struct", "i64"] {
+            assert!(!msg.contains(w), "{entry}: {w:?} in {msg:?}");
+        }
+    }
+}

@@ -17,7 +17,7 @@ fn sim(swap: bool) -> Rc<Sim> {
     };
     let t = format!(
         r#"
-duration = "1ms"
+duration = "20s"
 [machine]
 cpus = 2
 memory_per_node = "1G"

@@ -223,6 +223,8 @@ fn run_cmd_refuses_unknown_memcgs_nodes_and_swappiness_above_201() {
 // The [[lru_gen]] schedule
 // ---------------------------------------------------------------------------------------
 
+/// A 10 s run whose one workload (in /a) starts in its last nanosecond (a start must
+/// come before the end): the schedules' writes find /a empty.
 fn scenario(kernel: &str, entries: &str, cpus: u32) -> String {
     format!(
         r#"
@@ -238,7 +240,7 @@ path = "/a"
 type = "usemem"
 cgroup = "/a"
 size = "4K"
-start = "900s"
+start = 9999999999
 {entries}
 "#
     )

@@ -265,7 +265,13 @@ fn invalid_buffers_are_refused_without_reclaim() {
 // The [[reclaim]] schedule
 // ---------------------------------------------------------------------------------------
 
+/// A run of `duration` whose one workload (in /a) starts in the run's last nanosecond
+/// (a start must come before the end): the schedules' writes find /a empty.
 fn schedule_scenario(duration: &str, reclaim: &str, cpus: u32) -> String {
+    let last = serde_json::from_value::<reclaimsim_core::scenario::Dur>(duration.into())
+        .unwrap()
+        .0
+        - 1;
     format!(
         r#"
 duration = "{duration}"
@@ -278,7 +284,7 @@ path = "/a"
 type = "usemem"
 cgroup = "/a"
 size = "4K"
-start = "900s"
+start = {last}
 {reclaim}
 "#
     )

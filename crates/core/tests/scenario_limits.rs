@@ -285,3 +285,166 @@ fn malformed_values_are_named_in_the_scenarios_words() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_workload_start_at_or_after_the_end_of_the_run_is_refused() {
+    // duration = 10 ms; as a [[reclaim]] or [[lru_gen]] `at`, the start must come before.
+    for start in ["\"10ms\"", "\"1s\""] {
+        let (p, m) = refused(&toml("", &format!("start = {start}")));
+        assert_eq!(p, "scenario.workload[0].start", "{m}");
+        assert!(
+            m.contains("ns: the workload must start before the end of the run (10000000 ns)"),
+            "{m}"
+        );
+    }
+    assert!(Scenario::from_toml(&toml("", "start = 9999999")).is_ok());
+    // 2^64 - 1 ns (JSON carries it; TOML integers stop at 2^63 - 1).
+    let j = r#"{"duration": "10ms", "machine": {"cpus": 2, "memory_per_node": "64M"}, "workload": [{"type": "usemem", "size": "1M", "start": 18446744073709551615}]}"#;
+    match Scenario::from_json(j) {
+        Err(Error::Scenario { path, msg, .. }) => {
+            assert_eq!(path, "scenario.workload[0].start");
+            assert!(msg.starts_with("18446744073709551615 ns: "), "{msg}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn usemem_rate_0_is_refused_saying_how_to_ask_for_no_limit() {
+    assert_refused(
+        &toml("", "rate = 0"),
+        "scenario.workload[0].rate",
+        &[
+            "0 bytes per second",
+            "allowed 1 or more",
+            "leave `rate` out",
+        ],
+    );
+    assert!(Scenario::from_toml(&toml("", "rate = 1")).is_ok());
+}
+
+#[test]
+fn sizes_of_areas_files_and_requests_must_be_whole_pages() {
+    let base = |workload: &str| {
+        format!("duration = \"10ms\"\n[machine]\ncpus = 4\nmemory_per_node = \"64M\"\n[[workload]]\n{workload}\n")
+    };
+    for (w, path, value) in [
+        ("type = \"usemem\"\nsize = 4097", "size", "4097 bytes"),
+        (
+            "type = \"file_read\"\nfiles = [\"1M\", 8191]",
+            "files[1]",
+            "8191 bytes",
+        ),
+        (
+            "type = \"request_churn\"\nrequest_size = 5000",
+            "request_size",
+            "5000 bytes",
+        ),
+    ] {
+        assert_refused(
+            &base(w),
+            &format!("scenario.workload[0].{path}"),
+            &[value, "allowed a multiple of 4096 in 4K..="],
+        );
+    }
+    for w in [
+        "type = \"usemem\"\nsize = 8192",
+        "type = \"file_read\"\nfiles = [\"1M\", 8192]",
+        "type = \"request_churn\"\nrequest_size = 8192",
+    ] {
+        assert!(Scenario::from_toml(&base(w)).is_ok(), "{w}");
+    }
+}
+
+#[test]
+fn shared_workload_fields_are_named_and_an_unknown_field_lists_the_allowed_ones() {
+    let types = [
+        "type = \"usemem\"\nsize = \"1M\"",
+        "type = \"file_read\"\nfiles = [\"1M\"]",
+        "type = \"request_churn\"",
+        "type = \"trace\"\npath = \"/nonexistent\"",
+    ];
+    let base = |workload: &str| {
+        format!("duration = \"10ms\"\n[machine]\ncpus = 4\nmemory_per_node = \"64M\"\n[[workload]]\n{workload}\n")
+    };
+    for w in types {
+        for (kv, field, parts) in [
+            ("cgroup = 5", "cgroup", &["`5`", "expected a string"][..]),
+            ("cpus = 5", "cpus", &["`5`", "expected a string"][..]),
+            ("name = 5", "name", &["`5`", "expected a string"][..]),
+            ("start = -1", "start", &["-1", "expected nanoseconds"][..]),
+            (
+                "copies = \"x\"",
+                "copies",
+                &["\"x\"", "expected an integer in 0..=4294967295"][..],
+            ),
+        ] {
+            assert_refused(
+                &base(&format!("{w}\n{kv}")),
+                &format!("scenario.workload[0].{field}"),
+                parts,
+            );
+        }
+        let (p, m) = refused(&base(&format!("{w}\nfoo = 1")));
+        assert_eq!(p, "scenario.workload[0].foo", "{m}");
+        let listed: std::collections::BTreeSet<String> = m
+            .split_once("expected one of ")
+            .unwrap_or_else(|| panic!("no list in {m:?}"))
+            .1
+            .split(", ")
+            .map(|f| f.trim_matches('`').to_string())
+            .collect();
+        // The list is exactly the fields the type has: those of its normalized form.
+        let kind = w.split('"').nth(1).unwrap();
+        let fields = normalized_fields(kind);
+        assert_eq!(listed, fields, "{kind}: {m}");
+        assert!(m.starts_with("unknown field `foo`"), "{m}");
+    }
+}
+
+/// The fields a workload of type `kind` serializes (its normalized form), `copies`
+/// included (left out when 1), `type` not.
+fn normalized_fields(kind: &str) -> std::collections::BTreeSet<String> {
+    let w = match kind {
+        "usemem" => r#"{"type": "usemem", "size": 4096}"#,
+        "file_read" => r#"{"type": "file_read", "files": [4096]}"#,
+        "request_churn" => r#"{"type": "request_churn"}"#,
+        _ => r#"{"type": "trace", "path": "x"}"#,
+    };
+    let spec: reclaimsim_core::scenario::WorkloadSpec = serde_json::from_str(w).unwrap();
+    let v = serde_json::to_value(&spec).unwrap();
+    let mut keys: std::collections::BTreeSet<String> =
+        v.as_object().unwrap().keys().cloned().collect();
+    keys.remove("type");
+    keys.insert("copies".into());
+    keys
+}
+
+#[test]
+fn lru_gen_enabled_against_kernel_lru_names_the_lru_as_the_scenario_spells_it() {
+    assert_refused(
+        &toml("", "").replace("[machine]", "[kernel.lru_gen]\nenabled = 7\n[machine]"),
+        "scenario.kernel.lru_gen.enabled",
+        &["0x7 turns on the multi-gen LRU but kernel.lru = \"classic\""],
+    );
+}
+
+#[test]
+fn built_in_scenarios_pass_validation() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../python/reclaimsim/scenarios"
+    );
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            if let Err(e) = Scenario::from_toml(&text) {
+                panic!("{}: {e}", p.display());
+            }
+            n += 1;
+        }
+    }
+    assert!(n > 10, "{n} scenarios");
+}

@@ -20,7 +20,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 /// A machine with an SSD swap (asynchronous reads, 80 us) and no workload running (the
-/// scenario's only one starts after the end).
+/// scenario's only one starts at 10 s; the tests run the engine for a few ms).
 fn sim() -> Rc<Sim> {
     sim_on("ssd")
 }
@@ -29,7 +29,7 @@ fn sim() -> Rc<Sim> {
 fn sim_on(device: &str) -> Rc<Sim> {
     let t = format!(
         r#"
-duration = "1ms"
+duration = "20s"
 [machine]
 cpus = 2
 memory_per_node = "64M"

@@ -134,3 +134,134 @@ fn trace_gen_refuses_a_shuffle_beyond_the_memory_limit() {
         .expect_err("interrupted");
     assert_eq!(e, Error::Interrupted);
 }
+
+/// `n` bytes no reader takes for text, CSV, JSON or zstd (a byte >= 0x80 first).
+fn noise(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (0x80 + i * 37 % 127) as u8).collect()
+}
+
+#[test]
+fn oracle_general_files_that_are_not_whole_records_are_refused_by_validation_and_run_alike() {
+    // 2.5 records: the first two read fine, so a reader that stops only at the partial
+    // third would pass validation's one-record probe, and a run that ends while it
+    // replays the garbage's first object (up to 2^32 bytes of pages) never reaches it.
+    // 20 bytes (auto format: binary content) is a partial first record.
+    for (name, len, record, partial) in [
+        ("half.oracleGeneral", 60, "record 3", "12 of 24 bytes"),
+        ("noise", 20, "record 1", "20 of 24 bytes"),
+        ("noise5000", 5000, "record 209", "8 of 24 bytes"),
+    ] {
+        let p = tmp(name, &noise(len));
+        let t = trace_scenario(&p, "");
+        let e = Scenario::from_toml(&t).expect_err(name);
+        let msg = e.to_string();
+        assert!(matches!(e, Error::Trace { .. }), "{name}: {msg}");
+        assert!(
+            msg.contains(name)
+                && msg.contains(record)
+                && msg.contains(&format!("truncated: {partial}"))
+                && msg.contains(&format!(
+                    "the file's {len} bytes are not a whole number of 24-byte oracleGeneral records"
+                )),
+            "{name}: {msg}"
+        );
+        let json = serde_json::to_string(
+            &serde_json::to_value(toml::from_str::<toml::Value>(&t).unwrap()).unwrap(),
+        )
+        .unwrap();
+        let e2 = reclaimsim_core::run_json(&json, &mut |_, _| true).expect_err(name);
+        assert_eq!(e2.to_string(), msg);
+        // The bench's count and an in-memory trace say the same.
+        let fmt = reclaimsim_core::scenario::TraceFormat::Auto;
+        assert_eq!(trace::count(&p, fmt, None, 1).unwrap_err().to_string(), msg);
+        let e3 = trace::probe_bytes(name, noise(len), fmt, None, 1).expect_err(name);
+        assert!(e3.to_string().contains(record), "{e3}");
+    }
+    // A zstd-compressed trace read as plain oracleGeneral (format given): its length is
+    // not whole records, and the message says what it is.
+    let p = tmp("z.oracleGeneral.zst", b"");
+    trace::write_zipf_oracle(&p, 1000, 1000, 0.9, 1, None, &mut || true).unwrap();
+    let len = std::fs::metadata(&p).unwrap().len();
+    assert_ne!(len % 24, 0, "pick other parameters: {len} bytes");
+    let e = Scenario::from_toml(&trace_scenario(&p, "format = \"oracle_general\""))
+        .expect_err("compressed");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("record {}: truncated", len / 24 + 1))
+            && msg.contains("zstd's magic number")
+            && msg.contains("format = \"oracle_general_zst\""),
+        "{msg}"
+    );
+    // Whole records are accepted.
+    let p = tmp("two.oracleGeneral", &noise(48));
+    assert!(Scenario::from_toml(&trace_scenario(&p, "")).is_ok());
+}
+
+#[test]
+fn damon_access_counts_above_the_samples_of_an_aggregation_interval_are_refused() {
+    let fmt = reclaimsim_core::scenario::TraceFormat::Auto;
+    let region = |acc: &str| format!(r#"{{"start": 0, "end": 40960, "nr_accesses": {acc}}}"#);
+    let record = |intervals: &str, regions: &str| {
+        format!(
+            r#"[{{"intervals": {{{intervals}}}, "snapshots": [{{"regions": [{}]}}, {{"regions": [{}, {regions}]}}]}}]"#,
+            region("1"),
+            region("2")
+        )
+    };
+    let iv = r#""sample_us": 5000, "aggr_us": 100000"#;
+    for acc in ["500", "1e300", "21", r#"{"samples": 21}"#] {
+        let body = record(iv, &region(acc));
+        let p = tmp("over.json", body.as_bytes());
+        let e = Scenario::from_toml(&trace_scenario(&p, "")).expect_err(acc);
+        let msg = e.to_string();
+        let shown = serde_json::from_str::<serde_json::Value>(acc)
+            .unwrap()
+            .to_string();
+        assert!(
+            matches!(e, Error::Trace { record: 1, .. })
+                && msg.contains("over.json")
+                && msg.contains(&format!(
+                    "snapshot 2 region 2: nr_accesses {shown}: allowed 0..=20"
+                ))
+                && msg.contains("aggr_us / sample_us = 100000 / 5000"),
+            "{acc}: {msg}"
+        );
+    }
+    // At the bound: every sample found the region accessed.
+    assert!(trace::probe_bytes(
+        "ok.json",
+        record(iv, &region("20")).into_bytes(),
+        fmt,
+        None,
+        1
+    )
+    .is_ok());
+    // The default intervals (5 ms, 100 ms) give the same bound.
+    let e = trace::probe_bytes(
+        "d.json",
+        record("", &region("20.5")).into_bytes(),
+        fmt,
+        None,
+        1,
+    )
+    .expect_err("default intervals");
+    assert!(
+        e.to_string().contains("nr_accesses 20.5: allowed 0..=20"),
+        "{e}"
+    );
+    // DAMON refuses a sampling interval longer than the aggregation interval.
+    let e = trace::probe_bytes(
+        "iv.json",
+        record(r#""sample_us": 5000, "aggr_us": 1000"#, &region("1")).into_bytes(),
+        fmt,
+        None,
+        1,
+    )
+    .expect_err("sample_us > aggr_us");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("record 1: intervals.sample_us 5000 above aggr_us 1000")
+            && msg.contains("allowed sample_us <= aggr_us"),
+        "{msg}"
+    );
+}

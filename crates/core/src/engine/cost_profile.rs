@@ -32,9 +32,13 @@ use std::collections::BTreeMap;
 
 /// One entry of a profile.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { ns = 610, source = \"how it was measured\" }"
+)]
 pub struct ProfileEntry {
-    /// The figure [ns].
+    /// The figure [ns], a whole number >= 0 (at most `MAX_COST` in `costs`).
+    #[serde(deserialize_with = "nanoseconds")]
     pub ns: u64,
     /// How it was measured (a calibrated profile) or the published source (a hardware one).
     pub source: String,
@@ -52,6 +56,43 @@ pub struct CostProfile {
     /// the reader); never applied.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub checks: BTreeMap<String, ProfileEntry>,
+}
+
+/// What an entry's `ns` allows, in an error.
+fn ns_allowed() -> String {
+    format!("allowed a whole number of nanoseconds >= 0 (in `costs`, 0..={MAX_COST})")
+}
+
+/// An entry's `ns`: an error shows the value and what is allowed (not serde's `u64`).
+fn nanoseconds<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+    use serde::de::Visitor;
+    struct Ns;
+    impl Visitor<'_> for Ns {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a whole number of nanoseconds >= 0")
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::custom(format!("{v}: {}", ns_allowed())))
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<u64, E> {
+            Err(E::custom(format!("{v}: {}", ns_allowed())))
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<u64, E> {
+            Err(E::custom(format!(
+                "{}: {} (a number, not a string)",
+                crate::error::quoted(v),
+                ns_allowed()
+            )))
+        }
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<u64, E> {
+            Err(E::custom(format!("{v}: {}", ns_allowed())))
+        }
+    }
+    d.deserialize_any(Ns)
 }
 
 /// The largest cost profile file read [bytes].
@@ -77,10 +118,18 @@ const BUILTIN: &[(&str, &str)] = &[
 impl CostProfile {
     /// Parse a profile's TOML text; `origin` (a file name or `profile NAME`) and `field`
     /// (the scenario field that named it) are used in errors.
+    /// A malformed entry is named with its field, e.g. `costs.fault_entry.ns: -5: ...`.
     pub fn parse(text: &str, origin: &str, field: &str) -> Result<CostProfile> {
-        let p: CostProfile = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_string();
-            Error::scenario(field, format!("{origin}: not a cost profile: {msg}"))
+        let de = toml::Deserializer::new(text);
+        let p: CostProfile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let msg = crate::scenario::plain_words(e.inner().message());
+            let at = if path.is_empty() || path == "." {
+                String::new()
+            } else {
+                format!("{path}: ")
+            };
+            Error::scenario(field, format!("{origin}: not a cost profile: {at}{msg}"))
         })?;
         let names = CostTable::names();
         for (k, e) in &p.costs {
