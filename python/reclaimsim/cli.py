@@ -290,7 +290,8 @@ class FiniteFloatRange(click.FloatRange):
     the infinities (1e309 included): every float option here means a finite number."""
 
     def convert(self, value, param, ctx):
-        rv = super().convert(value, param, ctx)
+        # Finite first, so that inf gets this message and not the range's.
+        rv = click.FLOAT.convert(value, param, ctx)
         if not math.isfinite(rv):
             bounds = []
             if self.min is not None:
@@ -298,7 +299,7 @@ class FiniteFloatRange(click.FloatRange):
             if self.max is not None:
                 bounds.append(f"{'<' if self.max_open else '<='} {self.max:g}")
             self.fail(f"{value}: allowed a finite number {' and '.join(bounds)}".rstrip(), param, ctx)
-        return rv
+        return super().convert(rv, param, ctx)
 
 
 def _json_option(what: str):

@@ -285,6 +285,11 @@ def test_a_compare_side_of_a_toml_date_names_the_field(side):
          ["--zipf", "1e309: allowed a finite number > 0"]),
         (["trace-gen", "t.oracleGeneral", "--zipf", "nan", "--objects", "10", "--requests", "1"],
          ["--zipf", "nan: allowed a finite number > 0"]),
+        # An infinity beyond a range's bound gets the same words, not the range's.
+        (["kernel-run", "file-fits", "--vm", "--timeout", "inf"],
+         ["--timeout", "inf: allowed a finite number >= 10 and <= 86400"]),
+        (["bench", "--vs", "libcachesim", "--capacity-ratio", "inf", str(TRACES / "small.oracleGeneral.zst")],
+         ["--capacity-ratio", "inf: allowed a finite number > 0 and <= 1"]),
     ],
 )
 def test_float_options_refuse_nan_and_infinities(args, needles, tmp_path):
