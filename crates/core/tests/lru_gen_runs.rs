@@ -197,18 +197,11 @@ fn an_ablation_changes_nothing_where_its_mechanism_never_fires() {
 /// second; the others end by themselves in a few seconds.
 #[test]
 fn calibration_cases_run_with_mglru() {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../python/reclaimsim/scenarios"
-    );
     let mut n = 0;
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
+    for (name, mut text) in common::builtin_scenarios() {
         if !name.starts_with("calib-") {
             continue;
         }
-        let mut text = std::fs::read_to_string(&p).unwrap();
         // The two long cases run their first virtual second, reclaiming from their
         // prefault on.
         for (long, whole) in [

@@ -431,20 +431,11 @@ fn lru_gen_enabled_against_kernel_lru_names_the_lru_as_the_scenario_spells_it() 
 
 #[test]
 fn built_in_scenarios_pass_validation() {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../python/reclaimsim/scenarios"
-    );
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "toml") {
-            let text = std::fs::read_to_string(&p).unwrap();
-            if let Err(e) = Scenario::from_toml(&text) {
-                panic!("{}: {e}", p.display());
-            }
-            n += 1;
+    let all = common::builtin_scenarios();
+    for (name, text) in &all {
+        if let Err(e) = Scenario::from_toml(text) {
+            panic!("{name}: {e}");
         }
     }
-    assert!(n > 10, "{n} scenarios");
+    assert!(all.len() > 10, "{} scenarios", all.len());
 }

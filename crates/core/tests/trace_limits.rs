@@ -37,12 +37,7 @@ fn empty_traces_are_refused_by_validation_and_run_alike() {
             "{name}: {msg}"
         );
         // run_json validates the same way: no run of 0 requests.
-        let json = serde_json::to_string(
-            &serde_json::to_value(toml::from_str::<toml::Value>(&t).unwrap()).unwrap(),
-        )
-        .unwrap();
-        let e2 = reclaimsim_core::run_json(&json, &mut |_, _| true).expect_err(name);
-        assert_eq!(e2.to_string(), msg);
+        let json = refused_alike_by_run_json(&t, &msg, name);
         assert_eq!(
             reclaimsim_core::validate_json(&json)
                 .expect_err(name)
@@ -140,6 +135,18 @@ fn noise(n: usize) -> Vec<u8> {
     (0..n).map(|i| (0x80 + i * 37 % 127) as u8).collect()
 }
 
+/// The scenario `t` (TOML) as JSON, after checking that run_json refuses it with the
+/// message `msg` that validation gave.
+fn refused_alike_by_run_json(t: &str, msg: &str, name: &str) -> String {
+    let json = serde_json::to_string(
+        &serde_json::to_value(toml::from_str::<toml::Value>(t).unwrap()).unwrap(),
+    )
+    .unwrap();
+    let e = reclaimsim_core::run_json(&json, &mut |_, _| true).expect_err(name);
+    assert_eq!(e.to_string(), msg);
+    json
+}
+
 #[test]
 fn oracle_general_files_that_are_not_whole_records_are_refused_by_validation_and_run_alike() {
     // 2.5 records: the first two read fine, so a reader that stops only at the partial
@@ -165,12 +172,7 @@ fn oracle_general_files_that_are_not_whole_records_are_refused_by_validation_and
                 )),
             "{name}: {msg}"
         );
-        let json = serde_json::to_string(
-            &serde_json::to_value(toml::from_str::<toml::Value>(&t).unwrap()).unwrap(),
-        )
-        .unwrap();
-        let e2 = reclaimsim_core::run_json(&json, &mut |_, _| true).expect_err(name);
-        assert_eq!(e2.to_string(), msg);
+        refused_alike_by_run_json(&t, &msg, name);
         // The bench's count and an in-memory trace say the same.
         let fmt = reclaimsim_core::scenario::TraceFormat::Auto;
         assert_eq!(trace::count(&p, fmt, None, 1).unwrap_err().to_string(), msg);

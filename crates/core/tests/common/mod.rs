@@ -58,3 +58,23 @@ pub fn run_json(t: &str) -> serde_json::Value {
     let r = reclaimsim_core::sim::run(&sc, &mut |_, _| true).expect("run");
     serde_json::to_value(&r).unwrap()
 }
+
+/// The built-in scenarios (python/reclaimsim/scenarios/*.toml): (file name, text), in
+/// file-name order.
+pub fn builtin_scenarios() -> Vec<(String, String)> {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../python/reclaimsim/scenarios"
+    );
+    let mut out: Vec<(String, String)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    out.sort();
+    out
+}
