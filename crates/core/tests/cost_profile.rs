@@ -194,6 +194,16 @@ fn malformed_profile_entries_are_named_with_their_field_in_plain_words() {
             &["\"610\": allowed a whole number of nanoseconds"][..],
         ),
         (
+            "fault_entry = { ns = true, source = \"x\" }",
+            "costs.fault_entry.ns: ",
+            &["true: allowed a whole number of nanoseconds"][..],
+        ),
+        (
+            "fault_entry = { ns = [5], source = \"x\" }",
+            "costs.fault_entry.ns: ",
+            &["expected a whole number of nanoseconds >= 0"][..],
+        ),
+        (
             "fault_entry = 610",
             "costs.fault_entry: ",
             &["`610`", "expected a table like { ns = 610, source = "][..],

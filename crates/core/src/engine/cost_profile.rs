@@ -72,9 +72,7 @@ fn nanoseconds<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u6
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             write!(f, "a whole number of nanoseconds >= 0")
         }
-        fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<u64, E> {
-            Ok(v)
-        }
+        // TOML integers are i64: every one arrives here.
         fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<u64, E> {
             u64::try_from(v).map_err(|_| E::custom(format!("{v}: {}", ns_allowed())))
         }
