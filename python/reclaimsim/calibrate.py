@@ -240,7 +240,7 @@ def reclaim_bound(
     sc["kernel"] = {"cgroup_version": cgroup_version}
     sc["costs_profile"] = str(profile_path)
     say(f"reclaim-bound case on the kernel and in the model ({reps} reps): {sc['description']}")
-    rep = kernelrun.kernel_run(sc, reps, str(profile_path.parent / "reclaim-work"))
+    rep = kernelrun.kernel_run(sc, reps, str(profile_path.parent))
     rows = {r["name"]: r for r in rep["counters"]}
     kills = rows["oom_killed_processes"]
     why = oom_verdict(kills["kernel_values"], kills["sim"])

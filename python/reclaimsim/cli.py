@@ -23,6 +23,7 @@ from ._core import ScenarioError, SimulationError
 from ._interrupt import Terminated, call_interruptibly, handle_termination
 from .compare import _fmt_ns
 from .scenario import builtin_scenarios, load_scenario, run as run_scenario
+from .term import printable
 
 
 def _fail(msg: str, code: int = 2) -> None:
@@ -31,7 +32,9 @@ def _fail(msg: str, code: int = 2) -> None:
 
 
 def _one_line(msg: str) -> str:
-    return "; ".join(line.strip() for line in str(msg).strip().splitlines() if line.strip())
+    """A message as one line, its control characters escaped (it may quote a file, a
+    kernel's string or an argument)."""
+    return printable("; ".join(line.strip() for line in str(msg).strip().splitlines() if line.strip()))
 
 
 class _Main(click.Group):
@@ -519,8 +522,8 @@ def grids():
 @click.option("--reps", type=click.IntRange(1, 100), default=3, show_default=True, help="Runs on the kernel (mean and CV over them).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @_json_option("the side-by-side report")
-@click.option("--workdir", type=click.Path(file_okay=False), help="Where the file_read workloads' files go (a disk filesystem, not tmpfs; default /var/tmp/reclaimsim-PID). Host runs only.")
-@click.option("--swapfile", type=click.Path(dir_okay=False), help="Swap to this file when the scenario has swap and the host has none: needed for machine.swap.device = \"ssd\", else used when zram is missing. Host runs only.")
+@click.option("--workdir", type=click.Path(file_okay=False), help="An existing directory (a disk filesystem, not tmpfs; default /var/tmp) in which the run makes a private directory for the file_read workloads' files; nothing else in it is touched. Host runs only.")
+@click.option("--swapfile", type=click.Path(dir_okay=False), help="Swap to this new file (created, then removed) when the scenario has swap and the host has none: needed for machine.swap.device = \"ssd\", else used when zram is missing. An existing file is refused unless it is an active swap or one kernel-run made. Host runs only.")
 @click.option("--vm", is_flag=True, help="Boot a kernel under QEMU and run there (cgroup v2, the scenario's LRU, memory.reclaim schedules); nothing on the host changes.")
 @click.option("--kernel", "kernel_image", type=click.Path(dir_okay=False), help="With --vm: the bzImage to boot (default: Debian's 6.12 cloud kernel, fetched into the cache).")
 @click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="With --vm: QEMU's accelerator; auto probes KVM once and caches the answer.")
@@ -570,7 +573,7 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
 
             rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say, reclaim_timing)
         else:
-            rep = kernel_run(data, reps, workdir or f"/var/tmp/reclaimsim-{os.getpid()}", swapfile, say, perf_lock, pin)
+            rep = kernel_run(data, reps, workdir, swapfile, say, perf_lock, pin)
     except KernelRunError as e:
         _fail(str(e))
     except OSError as e:
@@ -712,9 +715,9 @@ def costs(scenario, sets, costs_sets, json_path):
     for c in table:
         o = c["origin"]
         origin = o["layer"] + (f" {o['from']}" if o["from"] else "")
-        click.echo(f"{c['name']:<26} {c['ns']:>9} ns  {origin:<24} {c['doc']}")
+        click.echo(f"{c['name']:<26} {c['ns']:>9} ns  {printable(origin):<24} {c['doc']}")
         if o["source"]:
-            click.echo(f"{'':<41}source: {o['source']}")
+            click.echo(f"{'':<41}source: {printable(o['source'])}")
 
 
 @main.command()
@@ -765,9 +768,9 @@ def profiles(json_path):
     if not ps:
         click.echo("no hardware profiles are built in")
     for p in ps:
-        click.echo(f"{p['name']:<20} {p['description']}")
+        click.echo(f"{p['name']:<20} {printable(p['description'])}")
         for k, e in p["costs"].items():
-            click.echo(f"    {k:<26} {e['ns']:>9} ns  {e['source']}")
+            click.echo(f"    {k:<26} {e['ns']:>9} ns  {printable(e['source'])}")
 
 
 @main.command()

@@ -46,6 +46,7 @@ from typing import Callable, Iterable
 
 from . import debpkg
 from .debpkg import cache_dir
+from .safefs import replace_atomically
 
 # The marker fetch_source() writes into a tree it unpacked: "PACKAGE VERSION".
 SOURCE_MARKER = ".reclaimsim-source"
@@ -509,9 +510,7 @@ def _state(tree_dir: Path) -> dict:
 
 
 def _save_state(tree_dir: Path, state: dict) -> None:
-    tmp = tree_dir / "state.json.tmp"
-    tmp.write_text(json.dumps(state))
-    tmp.replace(tree_dir / "state.json")
+    replace_atomically(tree_dir / "state.json", lambda f: f.write(json.dumps(state).encode()))
 
 
 def reset_tree(source_dir: Path, tree_dir: Path) -> int:
@@ -699,9 +698,9 @@ def _install(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    def copy(f) -> None:
+        with open(src, "rb") as s:
+            shutil.copyfileobj(s, f, 1 << 20)
+
+    replace_atomically(dest, copy)

@@ -25,13 +25,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _core
+from . import _core, safefs
+from .safefs import RunDir, stale_pid
+from .term import printable
 
 # /proc/vmstat counters compared; allocstall is the sum of allocstall_*.
 VMSTAT_COUNTERS = [
@@ -275,6 +278,49 @@ def _run(cmd: list[str]) -> None:
         raise KernelRunError(f"{' '.join(cmd)}: {p.stderr.strip() or p.returncode}")
 
 
+# The label kernel-run's swap files carry (mkswap -L): how a later run knows a leftover
+# swap file as its own. In the swap header (include/linux/swap.h, swap_header.info) the
+# volume label follows the 1024 boot bytes, version, last_page, nr_badpages and the UUID.
+SWAP_LABEL = b"reclaimsim-swap"
+_LABEL_AT = 1024 + 4 + 4 + 4 + 16
+_MAGIC = b"SWAPSPACE2"
+
+
+def _swapfile_is_ours(fd: int) -> bool:
+    """Whether the open file is a swap file kernel-run made (its header's magic and label)."""
+    head = os.pread(fd, 4096, 0)
+    return head[4096 - len(_MAGIC):] == _MAGIC and head[_LABEL_AT:_LABEL_AT + 16].rstrip(b"\0") == SWAP_LABEL
+
+
+def check_swapfile(path: str) -> None:
+    """Refuse, before anything is written, a --swapfile that names someone's file: an
+    existing path is taken only when it is an active swap (then the host's swap is used
+    and the file is not touched) or a regular file with kernel-run's swap label (one a
+    killed run left); never a link, a directory or a device."""
+    p = printable(path)
+    if os.path.realpath(path) in {os.path.realpath(a) for a in _active_swaps()}:
+        return
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise KernelRunError(f"--swapfile {p}: its directory does not exist") from None
+        return
+    if not stat.S_ISREG(st.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise KernelRunError(f"--swapfile {p}: {what}; name a new file (kernel-run creates it and removes it after)")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        ours = st.st_size >= 4096 and _swapfile_is_ours(fd)
+    finally:
+        os.close(fd)
+    if not ours:
+        raise KernelRunError(
+            f"--swapfile {p}: the file exists and is not a swap file kernel-run made; name a new file "
+            "(kernel-run creates it and removes it after), so that nothing of yours is overwritten"
+        )
+
+
 class Swap:
     """The swap the scenario asks for: existing swap, zram0, or a swap file (--swapfile).
     A scenario that swaps to a block device (`machine.swap.device = "ssd"`) needs the
@@ -300,23 +346,31 @@ class Swap:
             subprocess.run(["modprobe", "zram"], capture_output=True)  # may be built in or absent
         if swapfile is None and zram.exists():
             if int((zram / "disksize").read_text()) != 0:
-                _write(zram / "reset", "1")
+                # Set up by someone else and not swapped on (that would be an active
+                # swap, used above): its data is not kernel-run's to reset.
+                raise KernelRunError(
+                    "/dev/zram0 is set up already (a nonzero disksize) but is no active swap: kernel-run does not "
+                    "reset a device it did not set up; free it (echo 1 > /sys/block/zram0/reset) or pass --swapfile PATH"
+                )
             _write(zram / "disksize", str(size))
             self.dev, self.kind = "/dev/zram0", "zram"
         elif swapfile is not None:
-            with open(swapfile, "wb") as f:
+            check_swapfile(swapfile)
+            # New (O_EXCL), or kernel-run's own leftover (checked just now): never through a link.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(swapfile, flags | (0 if os.path.lexists(swapfile) else os.O_EXCL), 0o600)
+            with os.fdopen(fd, "wb") as f:
                 f.truncate(0)
                 chunk = b"\0" * (1 << 20)
                 for _ in range(size >> 20):
                     f.write(chunk)
-            os.chmod(swapfile, 0o600)
             self.dev, self.kind = swapfile, "file"
         else:
             raise KernelRunError(
                 "the scenario has swap, the host has none and zram is not available; "
                 "pass --swapfile PATH to swap to a file"
             )
-        _run(["mkswap", self.dev])
+        _run(["mkswap", "-L", SWAP_LABEL.decode(), self.dev] if self.kind == "file" else ["mkswap", self.dev])
         _run(["swapon", self.dev])
         notes.append(f"swap on {self.kind} {self.dev}, {size >> 20} MiB")
 
@@ -370,12 +424,34 @@ def _drop_caches() -> None:
 LIVE_FIELDS = ("accesses", "hits", "misses", "major_faults", "minor_faults", "elapsed_ns")
 
 
-def _live_file(tag: str, wi: int, proc: int, threads: int) -> Path:
-    """A zeroed file the worker's threads publish their counters into (written here first,
-    so its pages are charged to this process, not to the workload's cgroup)."""
-    p = Path("/dev/shm") / f"{tag}-w{wi}-p{proc}"
-    p.write_bytes(b"\0" * max(threads * len(LIVE_FIELDS) * 8, 8))
-    return p
+class Workspace:
+    """Where one kernel-run keeps its files (safefs: private directories, every file
+    recorded before it is made, nothing else ever removed): the workloads' data files and
+    perf's record in a private directory under `parent` (/var/tmp, or --workdir), the
+    workers' live counter files in one under /dev/shm (tmpfs: written here first, so their
+    pages are charged to this process, not to a workload's cgroup)."""
+
+    def __init__(self, parent: Path, shm: Path = Path("/dev/shm")):
+        self.files = RunDir(parent, "kernel-run")
+        try:
+            self.live = RunDir(shm, "kernel-run live counters") if shm.is_dir() else self.files
+        except OSError:
+            self.live = self.files
+        self.path = self.files.path
+
+    def create_files(self, scenario_json: str) -> None:
+        """The file_read workloads' files, each name recorded before it is made."""
+        for name in _core.host_file_names_json(scenario_json):
+            self.files.file(name)
+        _core.host_create_files_json(scenario_json, str(self.files.path))
+
+    def live_file(self, wi: int, proc: int, threads: int) -> Path:
+        """A zeroed file the worker's threads publish their counters into."""
+        return self.live.create(f"w{wi}-p{proc}", b"\0" * max(threads * len(LIVE_FIELDS) * 8, 8))
+
+    def remove(self) -> None:
+        self.files.remove()
+        self.live.remove()
 
 
 def _read_live(p: Path) -> list[dict]:
@@ -476,7 +552,7 @@ def _read_all(fd: int) -> bytes:
 
 
 def run_rep(
-    scenario: dict, scenario_json: str, nprocs: list[int], cg: Cgroups, workdir: str, tag: str, prepared=None,
+    scenario: dict, scenario_json: str, nprocs: list[int], cg: Cgroups, ws: Workspace, tag: str, prepared=None,
     locks=None, pins: dict | None = None,
 ) -> dict:
     """One rep on the host kernel; with `locks` (a perflock.Recorder), `perf lock record`
@@ -496,9 +572,9 @@ def run_rep(
         for wi, w in enumerate(scenario["workload"]):
             threads = w.get("threads", 1)
             for p in range(nprocs[wi]):
-                live = _live_file(tag, wi, p, threads)
+                live = ws.live_file(wi, p, threads)
                 pid, fd = _spawn(
-                    scenario_json, wi, p, workdir, cg.procs_file(w.get("cgroup", "/")), live, prepared,
+                    scenario_json, wi, p, str(ws.path), cg.procs_file(w.get("cgroup", "/")), live, prepared,
                     (pins or {}).get((wi, p)),
                 )
                 kids.append((wi, pid, fd, live))
@@ -515,7 +591,7 @@ def run_rep(
                 if "error" in d:
                     errors.append(f"workload {wi}: {d['error']}")
                 results.append(d)
-            live.unlink()
+            ws.live.discard(live.name)
         if errors:
             raise KernelRunError("; ".join(errors))
         wall = time.monotonic() - t0
@@ -528,7 +604,7 @@ def run_rep(
             locks.stop_quietly()
         cg.remove()
         for *_, live in kids:
-            live.unlink(missing_ok=True)
+            ws.live.discard(live.name)
     vm_delta = {k: v - v0.get(k, 0) for k, v in v1.items()}
     counters = kernel_counters(results, vm_delta, settled, names=workload_names(scenario))
     return {"wall_s": wall, "counters": counters, "locks": lock_rows}
@@ -634,48 +710,40 @@ def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False, loc
     return out
 
 
-def _stale_pid(name: str) -> int | None:
-    """The pid in a kernel-run artifact's name (`reclaimsim-PID`, `reclaimsim-PID-w0-p1`,
-    `reclaimsim-PID.perf-lock.data`) when that process is gone; None otherwise."""
-    head, sep, rest = name.partition("reclaimsim-")
-    digits = rest.split("-", 1)[0].split(".", 1)[0]
-    if head or not sep or not digits.isdigit():
-        return None
-    pid = int(digits)
-    return None if Path(f"/proc/{pid}").exists() else pid
-
-
-def remove_stale(cg: Cgroups, var_tmp: Path = Path("/var/tmp"), shm: Path = Path("/dev/shm")) -> list[str]:
+def remove_stale(cg: Cgroups, parents: tuple[Path, ...] = (Path("/var/tmp"), Path("/dev/shm"))) -> list[str]:
     """Remove what kernel-runs killed outright left behind (SIGKILL gives no chance to clean
-    up): for each such run whose process is gone, its cgroup tree, its workers' counter
-    files and its default work directory with the file_read files in it. A user's
-    --workdir is never touched. Returns one note per run cleaned."""
+    up): for each such run whose process is gone, its cgroup tree and its private
+    directories under `parents` (safefs.remove_stale: only directories with the run's
+    marker, only the files it recorded, never through a link). Returns one note per run
+    cleaned."""
     cleaned: dict[int, list[str]] = {}
     for root in sorted(cg.mount.glob("reclaimsim-*")):
-        pid = _stale_pid(root.name)
-        if pid is not None and root.is_dir():
+        pid = stale_pid(root.name)
+        if pid is not None and root.is_dir() and not root.is_symlink():
             Cgroups(cg.version, cg.mount, root).remove()
             cleaned.setdefault(pid, []).append(str(root))
-    for f in sorted(shm.glob("reclaimsim-*")):
-        pid = _stale_pid(f.name)
-        if pid is not None and f.is_file():
-            f.unlink(missing_ok=True)
-            cleaned.setdefault(pid, []).append(str(f))
-    for d in sorted(var_tmp.glob("reclaimsim-*")):
-        pid = _stale_pid(d.name)
-        if pid is None:
-            continue
-        if d.is_dir():
-            for f in d.glob("w*-f*.dat"):
-                f.unlink(missing_ok=True)
-            try:
-                d.rmdir()
-            except OSError:
-                continue  # something else is in it: not ours to remove
-        else:
-            d.unlink(missing_ok=True)
-        cleaned.setdefault(pid, []).append(str(d))
-    return [f"removed what kernel-run {pid} (killed outright) left: {', '.join(paths)}" for pid, paths in cleaned.items()]
+    for parent in dict.fromkeys(parents):
+        for d in safefs.remove_stale(parent):
+            cleaned.setdefault(stale_pid(Path(d).name) or 0, []).append(d)
+    return [
+        f"removed what reclaimsim {pid} (killed outright) left: {', '.join(paths)}" for pid, paths in cleaned.items()
+    ]
+
+
+def check_workdir(workdir: str | None, file_reads: bool) -> Path:
+    """The directory kernel-run makes its private directory in: --workdir, which must
+    exist (kernel-run creates nothing outside its own directory), else /var/tmp; a
+    scenario that reads files needs it on a disk filesystem."""
+    parent = Path(workdir) if workdir is not None else Path("/var/tmp")
+    if not parent.is_dir():
+        raise KernelRunError(f"--workdir {printable(str(parent))}: not a directory; give an existing directory "
+                             "(kernel-run makes a private directory of its own in it)")
+    if file_reads and _fstype(str(parent)) in ("tmpfs", "ramfs"):
+        raise KernelRunError(
+            f"--workdir {printable(str(parent))} is on {_fstype(str(parent))}: its pages are shmem (anon LRU), "
+            "not page cache; choose a directory on a disk filesystem"
+        )
+    return parent
 
 
 def check_host() -> Cgroups:
@@ -724,12 +792,13 @@ def check_lru(norm: dict) -> None:
 
 
 def kernel_run(
-    scenario: dict, reps: int, workdir: str, swapfile: str | None = None, progress=None, perf_lock: bool = False,
-    pin: bool = False,
+    scenario: dict, reps: int, workdir: str | None = None, swapfile: str | None = None, progress=None,
+    perf_lock: bool = False, pin: bool = False,
 ) -> dict:
     """Run `scenario` `reps` times on the host kernel and `reps` times in the simulator
-    (flush phases spread, unless pinned); return the side-by-side report. With
-    `perf_lock`, `perf lock contention` per caller beside the model's lock table; with
+    (flush phases spread, unless pinned); return the side-by-side report. The run's files
+    go into a private directory it makes under `workdir` (default /var/tmp; Workspace).
+    With `perf_lock`, `perf lock contention` per caller beside the model's lock table; with
     `pin`, each workload thread runs on the CPU the simulator gives it (pin_plan)."""
     scenario_json = json.dumps(scenario)
     nprocs = _core.host_processes_json(scenario_json)
@@ -740,9 +809,13 @@ def kernel_run(
             "(cgroup v2 in a VM); a cgroup v1 host has no memory.reclaim at all"
         )
     check_lru(norm)
+    parent = check_workdir(workdir, _has_file_reads(norm))
+    swap_spec = norm["machine"].get("swap")
+    if swap_spec and swapfile is not None:
+        check_swapfile(swapfile)
     cg = check_host()
     notes = cg.notes
-    notes.extend(remove_stale(cg))
+    notes.extend(remove_stale(cg, (Path("/var/tmp"), Path("/dev/shm"), parent)))
     pins: dict = {}
     if pin:
         pins, pin_notes = pin_plan(_core.host_process_cpus_json(scenario_json), os.sched_getaffinity(0))
@@ -750,7 +823,6 @@ def kernel_run(
         notes.append("--pin: each workload thread ran on the CPU the simulator gives it")
     if any(w.get("start", 0) for w in norm["workload"]):
         notes.append("workload start times are not replayed: every workload starts at once")
-    swap_spec = norm["machine"].get("swap")
     swap = None
     sysctl = Path("/proc/sys/vm/swappiness")
     old_swappiness = sysctl.read_text().strip()
@@ -763,28 +835,25 @@ def kernel_run(
         why = perflock.unavailable()
         if why:
             raise KernelRunError(f"--perf-lock: {why}")
-        recorder = perflock.Recorder(Path(workdir).parent / f"{tag}.perf-lock.data")
-        notes.append("perf lock record ran during the reps: the kernel's time rows include its tracepoint overhead")
+    ws = Workspace(parent)
     try:
+        if perf_lock:
+            ws.files.file("perf-lock.data.old")  # perf record renames an earlier output so
+            recorder = perflock.Recorder(ws.files.file("perf-lock.data"))
+            notes.append("perf lock record ran during the reps: the kernel's time rows include its tracepoint overhead")
         if swap_spec:
             swap = Swap(swap_spec["size"], swapfile, notes, swap_spec.get("device", "zram"))
         elif _active_swaps() and _has_anon(norm):
             notes.append("the scenario has no swap but the host does: the kernel may swap where the model cannot")
         _write(sysctl, str(norm["kernel"]["swappiness"]))
-        os.makedirs(workdir, exist_ok=True)
-        if _has_file_reads(norm) and _fstype(workdir) in ("tmpfs", "ramfs"):
-            raise KernelRunError(
-                f"--workdir {workdir} is on {_fstype(workdir)}: its pages are shmem (anon LRU), "
-                "not page cache; choose a directory on a disk filesystem"
-            )
-        _core.host_create_files_json(scenario_json, workdir)
+        ws.create_files(scenario_json)
         # Trace id tables are built here, not in the workers (their memory would be
         # charged to the workload's cgroup; the model has no such table).
         prepared = _core.host_prepare_json(scenario_json)
         for i in range(reps):
             if progress:
                 progress(f"rep {i + 1}/{reps} on the kernel")
-            reps_out.append(run_rep(norm, scenario_json, nprocs, cg, workdir, tag, prepared, recorder, pins))
+            reps_out.append(run_rep(norm, scenario_json, nprocs, cg, ws, tag, prepared, recorder, pins))
     finally:
         cg.remove()
         try:
@@ -793,12 +862,7 @@ def kernel_run(
             pass
         if swap:
             swap.close()
-        for f in Path(workdir).glob("w*-f*.dat"):
-            f.unlink()
-        try:
-            os.rmdir(workdir)
-        except OSError:
-            pass
+        ws.remove()
     sim_locks: list = []
     sims = simulate(norm, reps, progress, locks=sim_locks)
     extra = {}
@@ -846,7 +910,7 @@ def assemble(norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cg
         "seed": norm["seed"],
         "reps": len(reps_out),
         "cgroup_version": cgroup_version,
-        "kernel": kernel,
+        "kernel": printable(kernel),
         "wall_s": [r["wall_s"] for r in reps_out],
         "notes": notes,
         **extra,

@@ -25,6 +25,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from .term import printable
+
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 # One row of `perf lock contention`'s default table:
@@ -43,6 +45,7 @@ def parse(text: str) -> list[dict]:
         if not m:
             continue
         n, tw, tu, mw, mu, _aw, _au, kind, caller = m.groups()
+        caller = printable(caller)  # perf's text, shown as text
         rows.append({
             "caller": caller,
             "symbol": caller.split("+", 1)[0],

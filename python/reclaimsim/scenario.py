@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 from . import _core
 from ._core import ScenarioError
 from .result import Result
+from .term import printable
 
 
 def _builtin_dir():
@@ -216,6 +217,9 @@ def value_problem(v: Any, limit: int = MAX_DEPTH) -> tuple[list, str | None, str
     while stack:
         x, p = stack.pop()
         if isinstance(x, (dict, list, tuple)):
+            for k in x if isinstance(x, dict) else ():
+                if isinstance(k, str) and _CONTROL.search(k):
+                    return p, printable(repr(k)), _CONTROL_WHAT + " (in a key)"
             items = list(x.items()) if isinstance(x, dict) else list(enumerate(x))
             if items and len(p) >= limit:
                 return p, None, f"nested too deeply (more than {MAX_DEPTH} levels of tables and arrays)"
@@ -235,11 +239,17 @@ def _has_problem(v: Any, limit: int) -> bool:
     while stack:
         x, d = pop()
         t = type(x)
-        if t is str or t is int or t is bool or x is None:
+        if t is str:
+            if _CONTROL.search(x):
+                return True
+            continue
+        if t is int or t is bool or x is None:
             continue
         if t is dict or t is list or t is tuple:
             if x:
                 if d >= limit:
+                    return True
+                if t is dict and any(type(k) is not str or _CONTROL.search(k) for k in x):
                     return True
                 extend(zip(x.values() if t is dict else x, itertools.repeat(d + 1)))
         elif isinstance(x, (dict, list, tuple)):
@@ -249,8 +259,16 @@ def _has_problem(v: Any, limit: int) -> bool:
     return False
 
 
+# Control characters (C0, DEL, C1, line and paragraph separators): no scenario or grid
+# string holds one (an escape sequence in a name would reach the terminal raw).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_WHAT = "control characters (escapes, line breaks, NUL) are not allowed; names, paths and values are printable text"
+
+
 def _leaf_problem(x: Any) -> tuple[str, str] | None:
     """(the value as shown, what is wrong) of a value that is no table or array, or None."""
+    if isinstance(x, str):
+        return (printable(repr(x)[:60]), _CONTROL_WHAT) if _CONTROL.search(x) else None
     if isinstance(x, (datetime.date, datetime.time)):
         return x.isoformat(), (
             "a TOML date or time; no scenario field takes one "

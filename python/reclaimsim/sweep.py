@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import signal
+import tempfile
 import time
 import tomllib
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -29,6 +30,7 @@ from typing import Any, Callable, Iterable
 from . import _core
 from ._core import ScenarioError, SimulationError
 from .compare import _apply_side, _toml_literal
+from .safefs import replace_atomically
 from .scenario import MAX_DEPTH, _show, apply_override, compare_table, load_scenario, value_problem
 
 GRID_FIELDS = ("scenario", "description", "seeds", "axes", "variant_sets", "exclude", "zip", "overrides")
@@ -352,9 +354,8 @@ class Store:
         """Create the directory and check it takes files, before any run starts."""
         try:
             self.out.mkdir(parents=True, exist_ok=True)
-            probe = self.out / f".probe.{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
+            with tempfile.NamedTemporaryFile(dir=self.out, prefix=".probe."):
+                pass
         except OSError as e:
             raise _err(f"--out {self.out}: cannot write the store there: {e.strerror or e}") from None
 
@@ -362,11 +363,9 @@ class Store:
         import polars as pl
 
         (self.out / sub).mkdir(parents=True, exist_ok=True)
-        path = self.out / sub / f"{run_id}.parquet"
-        tmp = path.with_name(f".{run_id}.{os.getpid()}.tmp")
         overrides = {"error": pl.String} if rows and "error" in rows[0] else None
-        pl.DataFrame(rows, infer_schema_length=None, schema_overrides=overrides).write_parquet(tmp)
-        os.replace(tmp, path)
+        df = pl.DataFrame(rows, infer_schema_length=None, schema_overrides=overrides)
+        replace_atomically(self.out / sub / f"{run_id}.parquet", df.write_parquet)
 
     def stored(self) -> dict[str, dict]:
         """run_id -> {error, reclaimsim_version} of every stored run."""
@@ -402,9 +401,7 @@ class Store:
             dfs = [pl.read_parquet(f) for f in files]
             df = pl.concat(dfs, how="diagonal_relaxed") if dfs else pl.DataFrame({"run_id": []}, schema={"run_id": pl.String})
             self.out.mkdir(parents=True, exist_ok=True)
-            tmp = self.out / f".{name}.tmp"
-            df.write_parquet(tmp)
-            os.replace(tmp, self.out / f"{name}.parquet")
+            replace_atomically(self.out / f"{name}.parquet", df.write_parquet)
 
 
 # ---------------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ from pathlib import Path
 from . import debpkg
 from .debpkg import cache_dir
 from .kernelrun import KernelRunError
+from .safefs import replace_atomically
+from .term import printable
 
 REPO = Path(__file__).resolve().parents[2]
 GUEST_TARGET = "x86_64-unknown-linux-gnu"
@@ -133,7 +135,8 @@ def _bzimage_release(p: Path) -> str | None:
     off = int.from_bytes(data[0x20E:0x210], "little") + 0x200
     if 0x200 <= off < len(data):
         s = data[off:off + 128].split(b"\0")[0].decode(errors="replace")
-        return s.split()[0] if s else None
+        # Text from the image: shown escaped (an image can hold any bytes here).
+        return printable(s.split()[0]) if s.split() else None
     return None
 
 
@@ -300,9 +303,7 @@ def base_initramfs(kernel: Kernel, modules: list[Path], runner: Path) -> Path:
     for i, m in enumerate(modules):
         files.append((f"modules/{i:02d}-{m.name}", 0o100644, m.read_bytes()))
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_bytes(cpio_newc(_with_parents(files)))
-    tmp.rename(out)
+    replace_atomically(out, lambda f: f.write(cpio_newc(_with_parents(files))))
     return out
 
 
@@ -555,6 +556,10 @@ def boot(kernel: Kernel, initrd: Path, norm: dict, accel: str, workdir: Path, di
         raise KernelRunError(f"{why}; console: {_tail(console)}")
     if "error" in doc:
         raise KernelRunError(f"in the guest ({kernel.release}): {doc['error']}")
+    # The guest's own strings (its uname, /proc/version) are shown escaped.
+    for k in ("kernel", "version"):
+        if isinstance(doc.get(k), str):
+            doc[k] = printable(doc[k])
     doc["boot_retries"] = attempt
     doc["boot_s"] = time.monotonic() - t0
     return doc

@@ -3,6 +3,7 @@ runs on the host kernel (when root and a memory cgroup controller are available)
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ def _leftovers():
         if fstype in ("cgroup", "cgroup2"):
             out += [str(p) for p in Path(mnt).glob("reclaimsim-*")]
     out += [str(p) for p in Path("/dev/shm").glob("reclaimsim-*")]
+    out += [str(p) for p in Path("/var/tmp").glob("reclaimsim-*")]
     zram = Path("/sys/block/zram0/disksize")
     if zram.exists() and int(zram.read_text()) != 0:
         out.append("zram0 still configured")
@@ -299,8 +301,12 @@ def _remove_leftovers():
             for root in Path(mnt).glob("reclaimsim-*"):
                 for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [root]:
                     d.rmdir()
-    for f in Path("/dev/shm").glob("reclaimsim-*"):
-        f.unlink()
+    for parent in (Path("/dev/shm"), Path("/var/tmp")):
+        for f in parent.glob("reclaimsim-*"):
+            if f.is_dir() and not f.is_symlink():
+                shutil.rmtree(f)
+            else:
+                f.unlink()
 
 
 @needs_kernel
@@ -331,46 +337,57 @@ def test_workers_die_with_a_kernel_run_killed_outright():
     assert not _leftovers()
 
 
-def test_a_later_kernel_run_removes_what_one_killed_outright_left(tmp_path):
-    # A process that has exited: its pid names the leftovers of a run killed outright.
+def _dead_pid() -> int:
+    """The pid of a process that has exited."""
     dead = subprocess.Popen(["true"])
     dead.wait()
-    gone, alive = dead.pid, os.getpid()
+    return dead.pid
+
+
+def test_a_later_kernel_run_removes_what_one_killed_outright_left(tmp_path):
+    # A run killed outright leaves its cgroup tree and its private directories (with
+    # their markers); a later run removes those of dead processes, and nothing else.
+    gone, alive = _dead_pid(), os.getpid()
     mount, var_tmp, shm = (tmp_path / d for d in ("cgroup", "var_tmp", "shm"))
     for d in (mount, var_tmp, shm):
         d.mkdir()
     (mount / f"reclaimsim-{gone}" / "leaf").mkdir(parents=True)
     (mount / f"reclaimsim-{alive}").mkdir()
-    (shm / f"reclaimsim-{gone}-w0-p0").write_bytes(b"\0" * 8)
-    (shm / f"reclaimsim-{alive}-w0-p0").write_bytes(b"\0" * 8)
+    for parent in (var_tmp, shm):
+        for pid in (gone, alive):
+            d = parent / f"reclaimsim-{pid}-abc123"
+            d.mkdir()
+            (d / ".reclaimsim-run").write_text(f"reclaimsim {pid} kernel-run\nw0-f0.dat\nperf-lock.data\n")
+            (d / "w0-f0.dat").write_bytes(b"x")
     (shm / "reclaimsim-test").write_bytes(b"")
-    (var_tmp / f"reclaimsim-{gone}").mkdir()
-    (var_tmp / f"reclaimsim-{gone}" / "w0-f0.dat").write_bytes(b"x")
-    (var_tmp / f"reclaimsim-{gone}.perf-lock.data").write_bytes(b"x")
-    (var_tmp / f"reclaimsim-{alive}").mkdir()
     (var_tmp / "reclaimsim-calibrate-x1").mkdir()
-    notes = kernelrun.remove_stale(kernelrun.Cgroups(1, mount), var_tmp, shm)
+    notes = kernelrun.remove_stale(kernelrun.Cgroups(1, mount), (var_tmp, shm))
     left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    mine = [f"{d}/reclaimsim-{alive}-abc123{f}" for d in ("var_tmp", "shm") for f in ("", "/.reclaimsim-run", "/w0-f0.dat")]
     assert left == sorted([
-        "cgroup", f"cgroup/reclaimsim-{alive}", "shm", f"shm/reclaimsim-{alive}-w0-p0", "shm/reclaimsim-test",
-        "var_tmp", f"var_tmp/reclaimsim-{alive}", "var_tmp/reclaimsim-calibrate-x1",
+        "cgroup", f"cgroup/reclaimsim-{alive}", "shm", "shm/reclaimsim-test",
+        "var_tmp", "var_tmp/reclaimsim-calibrate-x1", *mine,
     ])
-    assert len(notes) == 1 and f"kernel-run {gone} (killed outright)" in notes[0]
-    # A work directory holding anything else is not ours to empty.
-    (var_tmp / f"reclaimsim-{gone}").mkdir()
-    (var_tmp / f"reclaimsim-{gone}" / "notes.txt").write_text("mine")
-    assert kernelrun.remove_stale(kernelrun.Cgroups(1, mount), var_tmp, shm) == []
-    assert (var_tmp / f"reclaimsim-{gone}" / "notes.txt").exists()
+    assert len(notes) == 1 and f"reclaimsim {gone} (killed outright)" in notes[0]
+    # A directory holding anything unrecorded is not ours to empty: the recorded file
+    # goes, the rest stays.
+    d = var_tmp / f"reclaimsim-{gone}-def456"
+    d.mkdir()
+    (d / ".reclaimsim-run").write_text(f"reclaimsim {gone} kernel-run\nw0-f0.dat\n")
+    (d / "w0-f0.dat").write_bytes(b"x")
+    (d / "notes.txt").write_text("mine")
+    assert kernelrun.remove_stale(kernelrun.Cgroups(1, mount), (var_tmp,)) == []
+    assert (d / "notes.txt").read_text() == "mine" and not (d / "w0-f0.dat").exists()
 
 
 @needs_kernel
 def test_file_reads_refuse_a_tmpfs_workdir():
     if kernelrun._fstype("/dev/shm") != "tmpfs":
         pytest.skip("/dev/shm is not tmpfs here")
-    p = cli("kernel-run", "calib-uniform", "--reps", "1", "--workdir", "/dev/shm/reclaimsim-test")
+    p = cli("kernel-run", "calib-uniform", "--reps", "1", "--workdir", "/dev/shm")
     assert p.returncode == 2, p.stderr
     assert "shmem" in p.stderr and "Traceback" not in p.stderr
-    assert not _leftovers() and not Path("/dev/shm/reclaimsim-test").exists()
+    assert not _leftovers()
 
 
 @needs_kernel
@@ -394,7 +411,7 @@ cgroup = "/t"
 path = "{trace}"
 """
     )
-    p = cli("kernel-run", str(sc), "--reps", "1", "--json", "-", "--workdir", str(tmp_path / "work"))
+    p = cli("kernel-run", str(sc), "--reps", "1", "--json", "-", "--workdir", str(tmp_path))
     assert p.returncode == 0, p.stderr
     c = _counters(json.loads(p.stdout))
     assert c["accesses"]["kernel_mean"] == c["accesses"]["sim"] == 60000

@@ -1164,6 +1164,70 @@ fn toml_to_json(v: toml::Value, path: &mut String) -> Result<serde_json::Value> 
     })
 }
 
+/// Every string of a scenario, keys included, is printable text: a control character
+/// (C0, DEL or C1: an escape sequence, a line break, NUL; or a line or paragraph
+/// separator) in a name or a path would reach a terminal, a cgroup file name or a log
+/// raw. The first one found is an error at its path, the string shown escaped.
+fn check_printable(v: &serde_json::Value, path: &mut String) -> Result<()> {
+    let bad = |s: &str| {
+        s.chars()
+            .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+    };
+    let refuse = |path: &str, s: &str| {
+        Error::scenario(
+            path.to_string(),
+            format!(
+                "{}: control characters (escapes, line breaks, NUL) are not allowed; names, paths and values are printable text",
+                quoted(s)
+            ),
+        )
+    };
+    match v {
+        serde_json::Value::String(s) if bad(s) => Err(refuse(path, s)),
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                let n = path.len();
+                path.push_str(&format!("[{i}]"));
+                check_printable(x, path)?;
+                path.truncate(n);
+            }
+            Ok(())
+        }
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                if bad(k) {
+                    return Err(refuse(path, k));
+                }
+                let n = path.len();
+                path.push('.');
+                path.push_str(k);
+                check_printable(x, path)?;
+                path.truncate(n);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A cgroup path's components are names the kernel can make under the run's own tree:
+/// none empty, none `.` or `..` (which would name a cgroup beside or above the tree).
+fn check_cgroup_components(p: &str, at: &str) -> Result<()> {
+    for c in p.split('/').skip(1) {
+        if c.is_empty() || c == "." || c == ".." {
+            return Err(Error::scenario(
+                at.to_string(),
+                format!(
+                    "{}: the component {} is not a cgroup name; each component between slashes is a name, not empty, \".\" or \"..\"",
+                    quoted(p),
+                    quoted(c)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// 1-based line and column of byte `at` in `text`.
 fn line_col(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..text.floor_char_boundary(at.min(text.len()))];
@@ -1175,6 +1239,10 @@ fn line_col(text: &str, at: usize) -> (usize, usize) {
 impl Scenario {
     /// Deserialize from JSON text, naming the failing field's path.
     pub fn from_json(text: &str) -> Result<Scenario> {
+        // Text that is no JSON value is left to the deserializer's message.
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+            check_printable(&v, &mut "scenario".to_string())?;
+        }
         let de = &mut serde_json::Deserializer::from_str(text);
         let s: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
@@ -1599,6 +1667,7 @@ impl Scenario {
                     ),
                 ));
             }
+            check_cgroup_components(p, &at)?;
             let parent = parent_path(p);
             if !paths.contains(parent) {
                 return Err(Error::scenario(

@@ -439,3 +439,101 @@ fn built_in_scenarios_pass_validation() {
     }
     assert!(all.len() > 10, "{} scenarios", all.len());
 }
+
+/// Cgroup paths name cgroups inside the run's own tree: a `.` or `..` component (which
+/// kernel-run would resolve beside or above its tree) is refused in every position, and
+/// so are empty components; names that merely contain dots are cgroup names like any.
+#[test]
+fn cgroup_paths_that_leave_the_tree_are_refused() {
+    let with = |path: &str| {
+        format!(
+            "duration = \"10ms\"\n[machine]\ncpus = 2\nmemory_per_node = \"64M\"\n\
+             [[cgroup]]\npath = \"/a\"\n[[cgroup]]\npath = {path:?}\n\
+             [[workload]]\ntype = \"usemem\"\nsize = \"1M\"\ncgroup = \"/a\"\n"
+        )
+    };
+    for (path, part) in [
+        ("/../rsim-r2-escape", "\"..\""),
+        ("/a/..", "\"..\""),
+        ("/a/../b", "\"..\""),
+        ("/a/.", "\".\""),
+        ("/./a", "\".\""),
+    ] {
+        assert_refused(
+            &with(path),
+            "scenario.cgroup[1].path",
+            &[&format!("{path:?}"), part, "not a cgroup name"],
+        );
+    }
+    for path in ["/a//b", "/a/"] {
+        assert_refused(&with(path), "scenario.cgroup[1].path", &["absolute path"]);
+    }
+    for path in ["/a/..b", "/a/b.", "/...", "/a/.x"] {
+        assert!(Scenario::from_toml(&with(path)).is_ok(), "{path}");
+    }
+}
+
+/// Every string a scenario holds, keys too, is printable: an escape sequence (ESC, an
+/// OSC title, a clear-screen), a line break, NUL, DEL or a C1 control in a name would
+/// reach the terminal raw. The message names the field and shows the string escaped.
+#[test]
+fn control_characters_in_names_and_paths_are_refused_escaped() {
+    let base = "duration = \"10ms\"\n[machine]\ncpus = 2\nmemory_per_node = \"64M\"\n";
+    for bad in [
+        "\u{1b}[2J",
+        "\u{1b}]0;owned\u{7}",
+        "a\nb",
+        "a\u{0}b",
+        "x\u{7f}",
+        "x\u{9b}31m",
+    ] {
+        let esc = format!("{bad:?}");
+        let esc = &esc[1..esc.len() - 1];
+        // TOML's basic strings take \uXXXX escapes.
+        let t = |s: &str| {
+            s.chars()
+                .map(|c| {
+                    if c.is_control() {
+                        format!("\\u{:04x}", c as u32)
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect::<String>()
+        };
+        let v = t(bad);
+        assert_refused(
+            &format!("name = \"{v}\"\n{base}[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\n"),
+            "scenario.name",
+            &[esc, "control characters"],
+        );
+        assert_refused(
+            &format!("{base}[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\nname = \"w{v}\"\n"),
+            "scenario.workload[0].name",
+            &[esc],
+        );
+        assert_refused(
+            &format!(
+                "{base}[[cgroup]]\npath = \"/a{v}\"\n[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\n"
+            ),
+            "scenario.cgroup[0].path",
+            &[esc],
+        );
+        // A key: refused before it is looked up as a field (an unknown field's message
+        // would print it).
+        assert_refused(
+            &format!("{base}[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\n\"k{v}\" = 1\n"),
+            "scenario.workload[0]",
+            &[esc],
+        );
+        let (_, m) = refused(&format!(
+            "name = \"{v}\"\n{base}[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\n"
+        ));
+        assert!(!m.chars().any(char::is_control), "{m:?}");
+    }
+    // Printable non-ASCII stays allowed.
+    assert!(Scenario::from_toml(&format!(
+        "name = \"prüfung ✓\"\n{base}[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\n"
+    ))
+    .is_ok());
+}

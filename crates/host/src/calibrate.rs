@@ -403,12 +403,14 @@ struct TmpFile {
 impl TmpFile {
     fn new(dir: &Path, pages: usize) -> Result<TmpFile, String> {
         use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join(format!("reclaimsim-calibrate-{}", std::process::id()));
+        // Created new (O_EXCL: never through a link, never someone else's file).
         let mut f = File::options()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .mode(0o600)
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let mut buf = vec![0u8; PAGE];

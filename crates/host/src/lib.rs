@@ -185,12 +185,40 @@ pub fn populate_write_supported() -> bool {
 
 /// The path of file `j` of workload `wi` under `dir`.
 pub fn file_path(dir: &Path, wi: usize, j: usize) -> PathBuf {
-    dir.join(format!("w{wi}-f{j}.dat"))
+    dir.join(file_name(wi, j))
 }
 
-/// Create workload `wi`'s files under `dir` (kept when they already have the right size),
-/// written and fsynced so that dropping caches leaves none of them cached.
+/// The name of file `j` of workload `wi`.
+fn file_name(wi: usize, j: usize) -> String {
+    format!("w{wi}-f{j}.dat")
+}
+
+/// How many files workload `wi` reads: a file_read workload's files, one for a trace
+/// replayed as file reads, none for the others.
+fn file_count(sc: &Scenario, wi: usize) -> usize {
+    match &sc.workloads[wi] {
+        WorkloadSpec::FileRead(f) => f.files.len(),
+        WorkloadSpec::Trace(t) if t.target == TraceTarget::File => 1,
+        _ => 0,
+    }
+}
+
+/// The names of every file [`create_files`] makes for the scenario, in order: the caller
+/// records them before they exist, so that a run killed while writing them leaves a list
+/// of exactly what to remove.
+pub fn file_names(sc: &Scenario) -> Vec<String> {
+    (0..sc.workloads.len())
+        .flat_map(|wi| (0..file_count(sc, wi)).map(move |j| file_name(wi, j)))
+        .collect()
+}
+
+/// Create workload `wi`'s files under `dir`, written and fsynced so that dropping caches
+/// leaves none of them cached. `dir` is the run's own directory: a regular file of the
+/// right size there is one this run made for an earlier rep and is kept; anything else
+/// under the name (a symbolic link, a file of another size) is an error, and a file is
+/// only ever created new (O_EXCL, which never follows a link), never truncated.
 pub fn create_files(sc: &Scenario, wi: usize, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
     let sizes: Vec<u64> = match &sc.workloads[wi] {
         WorkloadSpec::FileRead(f) => f.files.iter().map(|s| s.pages() * PAGE_SIZE).collect(),
         WorkloadSpec::Trace(t) if t.target == TraceTarget::File => {
@@ -206,20 +234,35 @@ pub fn create_files(sc: &Scenario, wi: usize, dir: &Path) -> Result<Vec<PathBuf>
     let mut out = Vec::new();
     for (j, &want) in sizes.iter().enumerate() {
         let p = file_path(dir, wi, j);
-        let ok = std::fs::metadata(&p)
-            .map(|m| m.len() == want)
-            .unwrap_or(false);
-        if !ok {
-            let err = |e: std::io::Error| format!("{}: {e}", p.display());
-            let mut fh = File::create(&p).map_err(err)?;
-            let mut left = want;
-            while left > 0 {
-                let n = left.min(chunk.len() as u64) as usize;
-                fh.write_all(&chunk[..n]).map_err(err)?;
-                left -= n as u64;
+        let err = |e: std::io::Error| format!("{}: {e}", p.display());
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_file() && m.len() == want => {
+                out.push(p);
+                continue;
             }
-            fh.sync_all().map_err(err)?;
+            Ok(_) => {
+                return Err(format!(
+                    "{}: already there and not this run's file of {want} bytes; not overwritten",
+                    p.display()
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(err(e)),
         }
+        let mut fh = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(&p)
+            .map_err(err)?;
+        let mut left = want;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            fh.write_all(&chunk[..n]).map_err(err)?;
+            left -= n as u64;
+        }
+        fh.sync_all().map_err(err)?;
         out.push(p);
     }
     Ok(out)
@@ -904,6 +947,12 @@ pub fn run_process_json(
         pin,
     )?;
     serde_json::to_string(&st).map_err(|e| e.to_string())
+}
+
+/// The names of the files [`create_files_json`] makes for a scenario given as JSON.
+pub fn file_names_json(scenario_json: &str) -> Result<Vec<String>, String> {
+    let sc = Scenario::from_json(scenario_json).map_err(|e| e.to_string())?;
+    Ok(file_names(&sc))
 }
 
 /// Create the files of every file_read workload of a scenario given as JSON.

@@ -124,6 +124,12 @@ fn host_process_cpus_json(scenario_json: &str) -> PyResult<Vec<Vec<Vec<u32>>>> {
         .collect()
 }
 
+/// The names of the files `host_create_files_json` makes (kernel-run records them first).
+#[pyfunction]
+fn host_file_names_json(scenario_json: &str) -> PyResult<Vec<String>> {
+    reclaimsim_host::file_names_json(scenario_json).map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 /// Create the files of the scenario's file_read workloads under `dir` (kernel-run).
 #[pyfunction]
 fn host_create_files_json(py: Python<'_>, scenario_json: &str, dir: &str) -> PyResult<()> {
@@ -287,6 +293,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_gen, m)?)?;
     m.add_function(wrap_pyfunction!(trace_count, m)?)?;
     m.add_function(wrap_pyfunction!(host_create_files_json, m)?)?;
+    m.add_function(wrap_pyfunction!(host_file_names_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_run_process_json, m)?)?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type::<SimulationError>())?;
