@@ -186,7 +186,12 @@ class Cgroups:
         )
 
     def path(self, cg: str) -> Path:
-        return self.root / cg.strip("/") if cg.strip("/") else self.root
+        """The directory of scenario cgroup `cg` inside this run's tree (validation refuses
+        paths that would leave it; this refuses them again, as the last step before mkdir)."""
+        rel = cg.strip("/")
+        if rel and any(c in ("", ".", "..") for c in rel.split("/")):
+            raise KernelRunError(f"cgroup path {printable(cg)!r}: not inside the run's tree")
+        return self.root / rel if rel else self.root
 
     def create(self, scenario: dict, tag: str) -> None:
         self.root = self.mount / tag

@@ -317,3 +317,12 @@ def test_printable_escapes_every_control_and_nothing_else():
     for c in [chr(i) for i in range(0x20)] + ["\x7f"] + [chr(i) for i in range(0x80, 0xA0)] + ["\u2028", "\u2029"]:
         out = printable(f"a{c}b")
         assert out.isprintable() and out.startswith("a\\") and out.endswith("b"), repr(c)
+
+
+def test_the_cgroup_tree_refuses_a_path_that_leaves_it(tmp_path):
+    # The last check before mkdir, should a path ever reach it unvalidated.
+    cg = kernelrun.Cgroups(2, tmp_path, tmp_path / "reclaimsim-1")
+    assert cg.path("/a/b") == tmp_path / "reclaimsim-1" / "a" / "b"
+    for bad in ("/../x", "/a/../../x", "/a//b", "/."):
+        with pytest.raises(kernelrun.KernelRunError, match="not inside the run's tree"):
+            cg.path(bad)
