@@ -86,3 +86,46 @@ install_browser() {
         { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1; } ||
         say "apt-get install chromium chromium-driver failed: the report's browser test will be skipped"
 }
+
+# ensure_pinned_toolchain: rust-toolchain.toml pins the toolchain by version (the
+# instruction counts of scripts/icount depend on the compiler). Where rustup's `stable`
+# is that very version but is not installed under the version's name, name it so (rustup
+# toolchain link), rather than have rustup download a copy.
+ensure_pinned_toolchain() {
+    local want
+    want=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml 2>/dev/null)
+    [ -n "$want" ] && command -v rustup >/dev/null 2>&1 || return 0
+    rustup toolchain list 2>/dev/null | grep -q "^$want-" && return 0
+    local have
+    have=$(RUSTUP_TOOLCHAIN=stable rustc -V 2>/dev/null | awk '{print $2}')
+    if [ "$have" = "$want" ]; then
+        say "naming rustup's stable toolchain ($have) $want, as rust-toolchain.toml asks"
+        rustup toolchain link "$want" "$(RUSTUP_TOOLCHAIN=stable rustc --print sysroot)"
+    else
+        say "rust-toolchain.toml pins Rust $want; rustup's stable is ${have:-missing}: rustup will fetch $want"
+    fi
+}
+
+# install_valgrind: valgrind (callgrind counts instructions for scripts/icount), from
+# Debian's packages, when missing and this is root with apt-get.
+install_valgrind() {
+    command -v valgrind >/dev/null && return 0
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        say "valgrind is missing and cannot be installed here (needs root and apt-get): install it (apt-get install valgrind)"
+        exit 1
+    fi
+    say "installing valgrind for the instruction counts (apt-get; a minute, once)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends valgrind >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends valgrind >/dev/null 2>&1; } ||
+        { say "apt-get install valgrind failed"; exit 1; }
+}
+
+# build_runner TREE TARGET_DIR: build the plain release runner of the source tree TREE
+# (crates/core/examples/run.rs) into TARGET_DIR; print the binary's path.
+build_runner() {
+    local tree="$1" target
+    target=$(realpath -m "$2")
+    (cd "$tree" && cargo build -q --release -p reclaimsim-core --example run --target-dir "$target" >&2)
+    echo "$target/release/examples/run"
+}

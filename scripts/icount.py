@@ -1,0 +1,188 @@
+"""The instruction-count benchmarks (scripts/icount, scripts/bench-compare).
+
+Each benchmark is a built-in scenario, shortened by a few overrides, handed to the plain
+release runner (crates/core/examples/run.rs) as JSON; `count` runs it under valgrind's
+callgrind and reads the total of instructions executed ("Collected"). Only the standard
+library is used: the script also drives builds of other revisions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+SCENARIOS = Path("python/reclaimsim/scenarios")
+# Each benchmark: (built-in scenario, overrides of its top-level tables), sized so that
+# all of them run in about a minute under callgrind on the 2-core machine, each still
+# in reclaim for most of its run.
+BENCHES = {
+    "default": ("default", {"duration": "1s"}),
+    # large's shape (a node filled by eight usemem processes and a sequential file
+    # read) at a sixteenth of its size.
+    "large": ("large", {"machine": {"memory_per_node": "4G"}, "machine.swap": {"size": "1G"},
+                        "workload": [{"size": "448M"}, {"files": ["768M"]}]}),
+    "seed-001": ("seed-001", {"duration": "4s", "reclaim": [{"cgroup": "/", "at": "2s", "every": "400ms", "times": 5, "bytes": "2M"}]}),
+    "trace": (None, None),
+}
+# Growth over the baseline that fails the check.
+LIMIT = 0.05
+TRACE_REQUESTS, TRACE_OBJECTS = 600_000, 60_000
+
+
+def trace_scenario(trace: Path) -> dict:
+    """A zipf trace replayed at a memcg limit of a tenth of its objects, as `reclaimsim
+    bench --vs libcachesim` replays one (python/reclaimsim/tracebench.py), smaller."""
+    return {
+        "name": "icount-trace", "duration": "100000s", "sample_interval": "1000s",
+        "machine": {"cpus": 2, "memory_per_node": 4 << 30},
+        "cgroup": [{"path": "/trace", "memory": {"max": TRACE_OBJECTS // 10 * 4096}}],
+        "workload": [{"type": "trace", "name": "trace", "cgroup": "/trace", "path": str(trace.resolve())}],
+    }
+
+
+def inputs(work: Path, reclaimsim: str, tree: Path = Path(".")) -> dict[str, Path]:
+    """The benchmarks' scenario files (JSON) under `work`, from the built-ins of `tree`."""
+    work.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, (builtin, over) in BENCHES.items():
+        if builtin is None:
+            trace = work / "zipf.oracleGeneral"
+            if not trace.exists():
+                subprocess.run([reclaimsim, "trace-gen", str(trace), "--objects", str(TRACE_OBJECTS),
+                                "--requests", str(TRACE_REQUESTS), "--zipf", "0.9"], check=True, capture_output=True)
+            sc = trace_scenario(trace)
+        else:
+            sc = tomllib.loads((tree / SCENARIOS / f"{builtin}.toml").read_text())
+            sc.pop("compare", None)
+            for k, v in over.items():
+                _override(sc, k, v)
+        p = work / f"{name}.json"
+        p.write_text(json.dumps(sc))
+        out[name] = p
+    return out
+
+
+def _override(sc: dict, key: str, v) -> None:
+    """Merge override `v` into `sc` at the dotted table path `key`: tables merge, a list of
+    tables merges entry by entry into the scenario's list (the same length), anything else
+    replaces."""
+    *parents, last = key.split(".")
+    for p in parents:
+        sc = sc[p]
+    cur = sc.get(last)
+    if isinstance(v, dict) and isinstance(cur, dict):
+        sc[last] = {**cur, **v}
+    elif isinstance(v, list) and isinstance(cur, list) and len(v) == len(cur) and all(isinstance(x, dict) for x in v):
+        sc[last] = [{**c, **x} for c, x in zip(cur, v)]
+    else:
+        sc[last] = v
+
+
+def callgrind(runner: str, scenario: Path) -> int:
+    """Instructions the runner executes on `scenario`, counted by callgrind."""
+    p = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", runner, str(scenario), "/dev/null"],
+        capture_output=True, text=True,
+    )
+    m = re.search(r"Collected\s*:\s*(\d+)", p.stderr)
+    if p.returncode != 0 or not m:
+        sys.exit(f"icount: {scenario.name}: the runner failed under callgrind (exit {p.returncode}): {p.stderr.strip()[-500:]}")
+    return int(m.group(1))
+
+
+def wall(runner: str, scenario: Path, repeat: int = 3) -> float:
+    """The best of `repeat` native runs' wall time [s]."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.monotonic()
+        subprocess.run([runner, str(scenario), "/dev/null"], check=True, capture_output=True)
+        best = min(best, time.monotonic() - t0)
+    return best
+
+
+def read_baseline(path: Path) -> dict:
+    return tomllib.loads(path.read_text()) if path.exists() else {"counts": {}, "update": []}
+
+
+def write_baseline(path: Path, base: dict, counts: dict[str, int], reason: str) -> None:
+    updates = base.get("update", []) + [{"date": datetime.date.today().isoformat(), "reason": reason}]
+    lines = [
+        "# Instructions each speed benchmark executes (scripts/icount; callgrind's total,",
+        "# the plain release runner built with the pinned toolchain). CI fails when one grows",
+        f"# more than {LIMIT:.0%} over these. An update says, below, why the new cost is worth it.",
+        "",
+        "[counts]",
+        *(f"{k} = {v}" for k, v in counts.items()),
+        "",
+    ]
+    for u in updates:
+        lines += ["[[update]]", f"date = {json.dumps(u['date'])}", f"reason = {json.dumps(u['reason'])}", ""]
+    path.write_text("\n".join(lines))
+
+
+def cmd_count(a) -> int:
+    files = inputs(Path(a.work), a.reclaimsim)
+    base = read_baseline(Path(a.baseline))
+    counts, worse = {}, []
+    print(f"{'benchmark':<10} {'instructions':>16} {'baseline':>16} {'change':>8}")
+    for name, f in files.items():
+        t0 = time.monotonic()
+        n = counts[name] = callgrind(a.runner, f)
+        b = base["counts"].get(name)
+        ch = f"{(n - b) / b:+.1%}" if b else "new"
+        if b and n > b * (1 + LIMIT):
+            worse.append(f"{name} {ch}")
+        print(f"{name:<10} {n:>16,} {b or 0:>16,} {ch:>8}   ({time.monotonic() - t0:.0f} s under callgrind)", flush=True)
+    if a.update:
+        write_baseline(Path(a.baseline), base, counts, a.update)
+        print(f"baseline written to {a.baseline}")
+        return 0
+    missing = [k for k in files if k not in base["counts"]]
+    if worse or missing:
+        why = (f"grew more than {LIMIT:.0%}: {', '.join(worse)}" if worse else "") + (
+            f"{'; ' if worse else ''}not in the baseline: {', '.join(missing)}" if missing else "")
+        print(f"icount: {why}. Make it cheaper, or run `bash scripts/icount --update \"REASON\"` "
+              "with the reason the cost is worth it.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_compare(a) -> int:
+    files = inputs(Path(a.work), a.reclaimsim)
+    print(f"{'benchmark':<10} {'instr ' + a.label_a:>22} {'instr ' + a.label_b:>22} {'ratio':>7} "
+          f"{'wall ' + a.label_a:>14} {'wall ' + a.label_b:>14} {'ratio':>7}")
+    for name, f in files.items():
+        ia, ib = callgrind(a.runner_a, f), callgrind(a.runner_b, f)
+        # Alternated, best of three each.
+        wa = wb = float("inf")
+        for _ in range(3):
+            wa, wb = min(wa, wall(a.runner_a, f, 1)), min(wb, wall(a.runner_b, f, 1))
+        print(f"{name:<10} {ia:>22,} {ib:>22,} {ib / ia:>7.3f} {wa:>13.3f}s {wb:>13.3f}s {wb / wa:>7.3f}", flush=True)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="scripts/icount.py")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("count")
+    c.add_argument("--runner", required=True)
+    c.add_argument("--work", required=True)
+    c.add_argument("--reclaimsim", required=True)
+    c.add_argument("--baseline", required=True)
+    c.add_argument("--update")
+    k = sub.add_parser("compare")
+    for x in ("--runner-a", "--runner-b", "--label-a", "--label-b", "--work", "--reclaimsim"):
+        k.add_argument(x, required=True)
+    a = ap.parse_args()
+    return cmd_count(a) if a.cmd == "count" else cmd_compare(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
