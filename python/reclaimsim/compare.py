@@ -13,11 +13,11 @@ import multiprocessing
 import os
 import signal
 import warnings
-from typing import Any, Iterable
+from typing import Iterable
 
 from . import _core
 from ._core import ScenarioError, SimulationError
-from .scenario import _check_values, _parse_value, _short, compare_table, load_scenario, shortened
+from .scenario import apply_side, compare_table, load_scenario, parse_switches, quoted, shortened
 
 DEFAULT_METRICS = [
     "pgscan_kswapd",
@@ -35,71 +35,6 @@ DEFAULT_METRICS = [
     "lock_wait_total_ns",
     "lock_acquisitions",
 ]
-
-
-def parse_switches(text: str | None) -> dict:
-    """`rotation_cost=false,lru_add_dead_filter=true` -> a side's table. Names without a
-    dot or an index are variant switches; others are scenario fields by their `--set`
-    path (`kernel.lru=mglru`, `kernel.lru_gen.enabled=3`)."""
-    out: dict[str, Any] = {}
-    if not text:
-        return out
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "=" not in part:
-            raise ScenarioError(f"switch {part!r}: expected NAME=VALUE, e.g. rotation_cost=false")
-        k, _, v = part.partition("=")
-        try:
-            out[k.strip()] = _parse_value(v.strip())
-        except ScenarioError as e:
-            raise ScenarioError(f"switch {_short(part)}: {e}") from None
-    for k, v in out.items():
-        _check_values(v, _side_path(k))
-    return out
-
-
-def _side_path(k: str) -> list:
-    """Where a side's entry goes, for messages: a switch under [variants], else the
-    scenario field of that --set path."""
-    return [k] if "." in k or "[" in k else ["variants", k]
-
-
-def _flatten(v: dict, prefix: str = "") -> dict:
-    """A side's table with nested tables turned into dotted paths."""
-    out = {}
-    for k, x in v.items():
-        if isinstance(x, dict) and k != "variants":
-            out.update(_flatten(x, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = x
-    return out
-
-
-def _toml_literal(x: Any) -> str:
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if isinstance(x, (int, float)):
-        return repr(x)
-    return json.dumps(x)
-
-
-def _apply_side(data: dict, variants: dict, side: dict) -> dict:
-    """The scenario of one side: variant switches merged into [variants], other entries
-    set as scenario fields by their `--set` paths."""
-    from .scenario import apply_override
-
-    d = json.loads(json.dumps(data))
-    switches = {}
-    for k, x in _flatten(side).items():
-        _check_values(x, _side_path(k))
-        if "." in k or "[" in k:
-            apply_override(d, f"{k}={_toml_literal(x)}")
-        else:
-            switches[k] = x
-    d["variants"] = {**variants, **switches}
-    return d
 
 
 # Per-caller lock metrics: KEY@CALLER -> the lock table's field.
@@ -262,7 +197,7 @@ def check_compare_table(data: dict) -> None:
     for k in ("a", "b"):
         if k in spec:
             try:
-                sides[k] = _apply_side(d, base["variants"], spec[k])
+                sides[k] = apply_side(d, base["variants"], spec[k])
                 _core.validate_json(json.dumps(sides[k]))
             except ScenarioError as e:
                 raise ScenarioError(f"scenario.compare.{k}: {e}") from None
@@ -277,7 +212,7 @@ def check_compare_table(data: dict) -> None:
             metric(r, name)
         except ScenarioError as e:
             why = str(e).removeprefix(f"metric {name!r}: ")
-            raise ScenarioError(f"scenario.compare.metrics[{i}] = {_short(name)}: {why}") from None
+            raise ScenarioError(f"scenario.compare.metrics[{i}] = {quoted(name)}: {why}") from None
 
 
 def _run_one(scenario_json: str) -> tuple[str, str]:
@@ -395,7 +330,7 @@ def compare(
     sides = []
     for side, v in (("A", va), ("B", vb)):
         try:
-            d = _apply_side(data, base["variants"], v)
+            d = apply_side(data, base["variants"], v)
             _core.validate_json(json.dumps(d))
         except ScenarioError as e:
             raise ScenarioError(f"compare: side {side}: {e}") from None

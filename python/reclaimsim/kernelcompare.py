@@ -17,9 +17,9 @@ import json
 
 from . import _core, vm
 from ._core import ScenarioError
-from .compare import _apply_side, _fmt, _pct, _stats, parse_switches, significance, ALPHA
+from .compare import _fmt, _pct, _stats, significance, ALPHA
 from .kernelrun import KernelRunError, simulate, why_not_comparable
-from .scenario import compare_table
+from .scenario import apply_side, compare_table, parse_switches
 
 DEFAULT_KERNEL = "debian"
 
@@ -54,7 +54,7 @@ def check_sides(scenario: dict, sa: dict, sb: dict, origins: tuple[str, str] = (
     base = json.loads(_core.validate_json(json.dumps(scenario)))
     for side, v, origin in (("A", sa, origins[0]), ("B", sb, origins[1])):
         try:
-            _core.validate_json(json.dumps(_apply_side(scenario, base["variants"], v)))
+            _core.validate_json(json.dumps(apply_side(scenario, base["variants"], v)))
         except ScenarioError as e:
             raise ScenarioError(f"kernel-compare: model side {side} ({origin}): {e}") from None
 
@@ -64,7 +64,7 @@ def model_sides(scenario: dict, sa: dict, sb: dict, reps: int, fold: bool, progr
     base = json.loads(_core.validate_json(json.dumps(scenario)))
     out = {}
     for side, v in (("A", sa), ("B", sb)):
-        d = json.loads(_core.validate_json(json.dumps(_apply_side(scenario, base["variants"], v))))
+        d = json.loads(_core.validate_json(json.dumps(apply_side(scenario, base["variants"], v))))
         d["kernel"]["cgroup_version"] = 2
         sims = simulate(d, reps, progress, per_cgroup=True)
         out[side] = [vm.fold_proactive(s) for s in sims] if fold else sims

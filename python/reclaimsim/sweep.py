@@ -29,9 +29,8 @@ from typing import Any, Callable, Iterable
 
 from . import _core
 from ._core import ScenarioError, SimulationError
-from .compare import _apply_side, _toml_literal
 from .safefs import replace_atomically
-from .scenario import MAX_DEPTH, _show, apply_override, compare_table, load_scenario, value_problem
+from .scenario import MAX_DEPTH, apply_override, apply_side, brief, compare_table, load_scenario, toml_literal, value_problem
 
 GRID_FIELDS = ("scenario", "description", "seeds", "axes", "variant_sets", "exclude", "zip", "overrides")
 
@@ -169,7 +168,7 @@ def _check_grid_values(data: dict) -> None:
             if bad:
                 sub, shown, what = bad
                 inner = f" (its {_at(sub)} = {shown})" if sub and shown is not None else ""
-                raise _err(f"grid axis {k!r} value {shown if not sub else _show(v)}{inner}: {what}")
+                raise _err(f"grid axis {k!r} value {shown if not sub else brief(v)}{inner}: {what}")
     for k, v in data.items():
         bad = value_problem(v, MAX_DEPTH - 1)
         if bad:
@@ -213,7 +212,7 @@ def _apply_point(base: dict, pt: dict[str, Any]) -> dict:
     d = json.loads(json.dumps(base))
     for axis, v in pt.items():
         try:
-            apply_override(d, f"{axis}={_toml_literal(v)}")
+            apply_override(d, f"{axis}={toml_literal(v)}")
         except ScenarioError as e:
             raise _err(f"grid axis {axis!r} value {v!r}: {e}") from None
     try:
@@ -240,13 +239,13 @@ def plan(g: Grid) -> list[Run]:
     base_variants = json.loads(_core.validate_json(json.dumps(base)))["variants"]
     points = _points(g)
     if not points:
-        raise _err(f"grid field 'exclude': {_show(g.exclude)}: excludes every point of the axes; nothing to run")
+        raise _err(f"grid field 'exclude': {brief(g.exclude)}: excludes every point of the axes; nothing to run")
     runs = []
     for pt in points:
         d = _apply_point(base, pt)
         for name, vs in vsets.items():
             try:
-                side = _apply_side(d, base_variants, vs)
+                side = apply_side(d, base_variants, vs)
                 norm = json.loads(_core.validate_json(json.dumps(side)))
             except ScenarioError as e:
                 raise _err(f"grid variant set {name!r} at {pt}: {e}") from None

@@ -139,15 +139,15 @@ def test_metrics_across_cgroups_are_the_population_cv_and_the_sum():
 
 
 def test_a_side_sets_switches_and_scenario_fields():
-    from reclaimsim.compare import _apply_side, parse_switches
+    from reclaimsim.scenario import apply_side, parse_switches
 
     data = {"kernel": {"swappiness": 60}, "variants": {}}
     side = parse_switches("kernel.lru=mglru,kernel.lru_gen.enabled=3,mglru_memcg_iter=true")
-    d = _apply_side(data, {"rotation_cost": True}, side)
+    d = apply_side(data, {"rotation_cost": True}, side)
     assert d["kernel"] == {"swappiness": 60, "lru": "mglru", "lru_gen": {"enabled": 3}}
     assert d["variants"] == {"rotation_cost": True, "mglru_memcg_iter": True}
     # A [compare] table may nest: { kernel = { lru = "mglru" } }.
-    d = _apply_side(data, {}, {"kernel": {"lru": "mglru"}})
+    d = apply_side(data, {}, {"kernel": {"lru": "mglru"}})
     assert d["kernel"]["lru"] == "mglru"
     assert data["kernel"] == {"swappiness": 60}
 
