@@ -21,8 +21,8 @@ import click
 from . import _core
 from ._core import ScenarioError, SimulationError
 from ._interrupt import Terminated, call_interruptibly, handle_termination
-from .compare import _fmt_ns
 from .scenario import builtin_scenarios, load_scenario, run as run_scenario
+from .stats import fmt_ns
 from .term import printable
 
 
@@ -231,8 +231,8 @@ def print_report(r, show_all: bool = False) -> None:
     out(f"{'contended':>10} {'total wait':>12} {'max wait':>12} {'avg wait':>12} {'type':>12}   caller")
     for l in r.locks:
         out(
-            f"{l['contended']:>10} {_fmt_ns(l['total_wait_ns']):>12} {_fmt_ns(l['max_wait_ns']):>12} "
-            f"{_fmt_ns(l['avg_wait_ns']):>12} {'spinlock':>12}   {l['caller']} ({l['name']}, {l['acquisitions']} acquisitions)"
+            f"{l['contended']:>10} {fmt_ns(l['total_wait_ns']):>12} {fmt_ns(l['max_wait_ns']):>12} "
+            f"{fmt_ns(l['avg_wait_ns']):>12} {'spinlock':>12}   {l['caller']} ({l['name']}, {l['acquisitions']} acquisitions)"
         )
     out("\n## workloads")
     out(f"{'name':<12} {'type':<10} {'cgroup':<16} {'tasks':>5} {'accesses':>12} {'hits':>12} {'misses':>10} {'accesses/s':>14}")
@@ -249,7 +249,7 @@ def print_report(r, show_all: bool = False) -> None:
             for t in threads:
                 out(
                     f"  {w['name']} thread {t['stream']}: {t['accesses']} accesses, {t['hits']} hits, "
-                    f"{t['misses']} misses, {_fmt_ns(t['elapsed_ns'])} from start to last access"
+                    f"{t['misses']} misses, {fmt_ns(t['elapsed_ns'])} from start to last access"
                 )
     for w in r.workloads:
         t = w.get("trace")
@@ -260,21 +260,21 @@ def print_report(r, show_all: bool = False) -> None:
             )
     rc = r.reclaim
     out(
-        f"\nkswapd CPU {[_fmt_ns(x) for x in rc['kswapd_cpu_ns']]}, direct reclaim {rc['direct_reclaims']} calls "
-        f"{_fmt_ns(rc['direct_reclaim_ns'])}, OOM kills {len(r.oom_kills)}"
+        f"\nkswapd CPU {[fmt_ns(x) for x in rc['kswapd_cpu_ns']]}, direct reclaim {rc['direct_reclaims']} calls "
+        f"{fmt_ns(rc['direct_reclaim_ns'])}, OOM kills {len(r.oom_kills)}"
     )
     for s in (r.data.get("proactive") or {}).get("schedules", []):
         lat = s["latency_ns"]
         out(
             f"memory.reclaim {s['cgroup']} \"{s['buffer']}\": {s['writes']} writes, {s['failures']} failed, "
             f"{s['reclaimed_bytes'] >> 20}M of {s['requested_bytes'] >> 20}M reclaimed; write time mean "
-            f"{_fmt_ns(lat['mean'])} p50 {_fmt_ns(lat['p50'])} p99 {_fmt_ns(lat['p99'])} max {_fmt_ns(lat['max'])}"
+            f"{fmt_ns(lat['mean'])} p50 {fmt_ns(lat['p50'])} p99 {fmt_ns(lat['p99'])} max {fmt_ns(lat['max'])}"
         )
     for s in (r.data.get("lru_gen_writes") or {}).get("schedules", []):
         lat = s["latency_ns"]
         out(
             f"lru_gen \"{s['cmd']}\" {s['cgroup']} node {s['node']}: {s['writes']} writes, {s['failures']} failed, "
-            f"{s['reclaimed_pages']} pages reclaimed; write time mean {_fmt_ns(lat['mean'])} max {_fmt_ns(lat['max'])}"
+            f"{s['reclaimed_pages']} pages reclaimed; write time mean {fmt_ns(lat['mean'])} max {fmt_ns(lat['max'])}"
         )
 
 

@@ -8,16 +8,15 @@ perf-lock-contention table side by side.
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import os
 import signal
-import warnings
 from typing import Iterable
 
 from . import _core
 from ._core import ScenarioError, SimulationError
 from .scenario import apply_side, compare_table, load_scenario, parse_switches, quoted, shortened
+from .stats import ALPHA, ab_row, fmt_ns, fmt_num, mean_sd, pct_change
 
 DEFAULT_METRICS = [
     "pgscan_kswapd",
@@ -258,45 +257,6 @@ def _run_all(jobs: list[str], workers: int) -> list[str]:
     return texts
 
 
-def _stats(xs: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (n - 1 in the denominator; 0 for one sample)."""
-    n = len(xs)
-    m = sum(xs) / n
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
-    return m, sd
-
-
-ALPHA = 0.05
-
-
-def significance(a: list[float], b: list[float]) -> tuple[bool, float | None]:
-    """Whether A and B differ at p < ALPHA, and the p-value of Welch's t-test (scipy).
-
-    - Fewer than two samples on a side: no test (False, None).
-    - Neither side varies (deterministic runs): the samples compare exactly; a
-      difference is significant, with no p-value (True or False, None).
-    - Otherwise Welch's t-test, two-sided (one side may have zero variance).
-    """
-    from scipy import stats
-
-    if len(a) < 2 or len(b) < 2:
-        return False, None
-    (ma, sa), (mb, sb) = _stats(a), _stats(b)
-    if sa == 0 and sb == 0:
-        return ma != mb, None
-    with warnings.catch_warnings():
-        # Nearly identical samples make scipy warn about precision; the test still answers.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
-    return p < ALPHA, p
-
-
-def _pct(a: float, b: float) -> float | None:
-    if a == 0:
-        return None if b != 0 else 0.0
-    return 100.0 * (b - a) / abs(a)
-
-
 def compare(
     scenario,
     *,
@@ -346,27 +306,14 @@ def compare(
     for name in names:
         xa = [metric(r, name) for r in ra]
         xb = [metric(r, name) for r in rb]
-        (ma, sa), (mb, sb) = _stats(xa), _stats(xb)
-        sig, p = significance(xa, xb)
-        out_metrics.append(
-            {
-                "name": name,
-                "a_mean": ma,
-                "a_std": sa,
-                "b_mean": mb,
-                "b_std": sb,
-                "pct_change": _pct(ma, mb),
-                "significant": sig,
-                "p_value": p,
-            }
-        )
+        out_metrics.append({"name": name, **ab_row(xa, xb)})
     sites = sorted({l["caller"] for r in results for l in r["locks"]})
     locks = []
     for s in sites:
-        wa = _stats([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
-        wb = _stats([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
-        aa = _stats([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
-        ab = _stats([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
+        wa = mean_sd([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
+        wb = mean_sd([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
+        aa = mean_sd([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
+        ab = mean_sd([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
         locks.append(
             {
                 "site": s,
@@ -374,7 +321,7 @@ def compare(
                 "b_total_wait_ns": wb,
                 "a_acquisitions": aa,
                 "b_acquisitions": ab,
-                "pct_change": _pct(wa, wb),
+                "pct_change": pct_change(wa, wb),
             }
         )
     locks.sort(key=lambda l: -max(l["a_total_wait_ns"], l["b_total_wait_ns"]))
@@ -386,21 +333,6 @@ def compare(
         "metrics": out_metrics,
         "locks": locks,
     }
-
-
-def _fmt(x: float) -> str:
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e6 or abs(x) < 1e-2:
-        return f"{x:.4g}"
-    return f"{x:,.2f}"
-
-
-def _fmt_ns(ns: float) -> str:
-    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= div:
-            return f"{ns / div:.2f} {unit}"
-    return f"{ns:.0f} ns"
 
 
 def format_compare(c: dict) -> str:
@@ -416,8 +348,8 @@ def format_compare(c: dict) -> str:
         p = "-" if m.get("p_value") is None else f"{m['p_value']:.2g}"
         mark = " *" if m["significant"] else ""
         lines.append(
-            f"{m['name']:<{w}} {_fmt(m['a_mean']):>14} {_fmt(m['a_std']):>10} {_fmt(m['b_mean']):>14} "
-            f"{_fmt(m['b_std']):>10} {pct:>9} {p:>8}{mark}"
+            f"{m['name']:<{w}} {fmt_num(m['a_mean']):>14} {fmt_num(m['a_std']):>10} {fmt_num(m['b_mean']):>14} "
+            f"{fmt_num(m['b_std']):>10} {pct:>9} {p:>8}{mark}"
         )
     lines += [
         "",
@@ -430,7 +362,7 @@ def format_compare(c: dict) -> str:
     for l in c["locks"]:
         pct = "n/a" if l["pct_change"] is None else f"{l['pct_change']:+.2f}%"
         lines.append(
-            f"{l['site']:<28} {_fmt_ns(l['a_total_wait_ns']):>12} {_fmt_ns(l['b_total_wait_ns']):>12} {pct:>9} "
+            f"{l['site']:<28} {fmt_ns(l['a_total_wait_ns']):>12} {fmt_ns(l['b_total_wait_ns']):>12} {pct:>9} "
             f"{l['a_acquisitions']:>12.0f} {l['b_acquisitions']:>12.0f}"
         )
     return "\n".join(lines)

@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from reclaimsim.compare import _pct, _stats, format_compare, significance
+from reclaimsim.compare import format_compare
+from reclaimsim.stats import mean_sd, pct_change, significance
 
 
 def p_two_sided(t: float, df: int) -> float:
@@ -36,10 +37,10 @@ def welch_by_hand(a, b):
 
 def test_mean_and_sample_standard_deviation():
     # The classic example: population sd 2, sample sd sqrt(32 / 7).
-    m, sd = _stats([2, 4, 4, 4, 5, 5, 7, 9])
+    m, sd = mean_sd([2, 4, 4, 4, 5, 5, 7, 9])
     assert m == 5
     assert sd == pytest.approx(math.sqrt(32 / 7))
-    assert _stats([3.5]) == (3.5, 0.0)
+    assert mean_sd([3.5]) == (3.5, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -100,10 +101,10 @@ def test_identical_varying_samples_are_not_significant():
 
 
 def test_percent_change():
-    assert _pct(200, 150) == -25.0
-    assert _pct(-4, -2) == 50.0  # relative to |A|
-    assert _pct(0, 0) == 0.0
-    assert _pct(0, 5) is None
+    assert pct_change(200, 150) == -25.0
+    assert pct_change(-4, -2) == 50.0  # relative to |A|
+    assert pct_change(0, 0) == 0.0
+    assert pct_change(0, 5) is None
 
 
 def test_the_report_marks_only_significant_metrics():
