@@ -20,21 +20,15 @@ import click
 
 from . import _core
 from ._core import ScenarioError, SimulationError
-from ._interrupt import Terminated, call_interruptibly, handle_termination
+from .batch import Terminated, call_interruptibly, handle_termination
 from .scenario import builtin_scenarios, load_scenario, run as run_scenario
 from .stats import fmt_ns
-from .term import printable
+from .term import one_line, printable
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    click.echo(f"error: {_one_line(msg)}", err=True)
+    click.echo(f"error: {one_line(msg)}", err=True)
     sys.exit(code)
-
-
-def _one_line(msg: str) -> str:
-    """A message as one line, its control characters escaped (it may quote a file, a
-    kernel's string or an argument)."""
-    return printable("; ".join(line.strip() for line in str(msg).strip().splitlines() if line.strip()))
 
 
 class _Main(click.Group):
@@ -48,7 +42,7 @@ class _Main(click.Group):
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as e:
             cmd = e.ctx.command_path if e.ctx else "reclaimsim"
-            _fail(f"{_one_line(e.format_message())} (see `{cmd} --help`)", e.exit_code)
+            _fail(f"{one_line(e.format_message())} (see `{cmd} --help`)", e.exit_code)
         except click.ClickException as e:
             _fail(e.format_message(), e.exit_code)
         except ScenarioError as e:
@@ -403,14 +397,14 @@ def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_
     the scenario's [compare] a and b). Runs already stored are not run again; a sweep
     stopped by Ctrl-C or a kill resumes where it was. The table is OUT/results.parquet.
     """
-    from .sweep import execute, load_grid, plan, results
+    from .sweep import estimate, execute, load_grid, plan, results
 
     g = load_grid(grid)
     runs = plan(g)
     outdir = Path(out or f"sweep-{g.name}")
     nworkers = workers or os.cpu_count() or 1
     if dry_run:
-        click.echo(_dry_run(runs, nworkers, scheduler))
+        click.echo(estimate(runs, nworkers, scheduler))
         return
     cb, prog = _sweep_progress(len(runs), no_progress)
     try:
@@ -436,36 +430,6 @@ def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_
 
         write_output(html_path, build_html([str(outdir)]), "--html")
         click.echo(f"report: {html_path}")
-
-
-def _dry_run(runs, workers: int, scheduler) -> str:
-    """The run count, and a time estimate from two probes of the first run, cut to 1% and
-    2% of its virtual time: a fixed part (building the machine) and a part per virtual
-    second, extrapolated to the whole run."""
-    import time
-
-    from .scenario import shortened
-    from .sweep import run_task
-
-    first = json.loads(runs[0].scenario)
-
-    def probe(frac: int) -> tuple[float, str, str]:
-        d = shortened(first, first["duration"] // frac)
-        t = time.perf_counter()
-        kind, text, _ = run_task(json.dumps(d))
-        return time.perf_counter() - t, kind, text
-
-    t1, _, _ = probe(100)
-    t2, kind, text = probe(50)
-    per_pct = max(t2 - t1, 0.0)
-    wall = max(t1 - per_pct, 0.0) + 100 * per_pct
-    where = f"a Dask cluster at {scheduler}" if scheduler else f"{workers} local workers"
-    est = wall * len(runs) / (1 if scheduler else min(workers, len(runs)))
-    note = "" if kind == "ok" else f" (the probe failed: {_one_line(text)})"
-    return (
-        f"{len(runs)} runs; about {wall:.1f} s each (probes of 1% and 2% of the first run's virtual "
-        f"time), about {est / 60:.1f} min on {where}{note}"
-    )
 
 
 def _sweep_progress(total: int, disabled: bool):

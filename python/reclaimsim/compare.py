@@ -8,14 +8,13 @@ perf-lock-contention table side by side.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-import signal
 from typing import Iterable
 
 from . import _core
-from ._core import ScenarioError, SimulationError
-from .scenario import apply_side, compare_table, load_scenario, parse_switches, quoted, shortened
+from ._core import ScenarioError
+from .batch import probe, result_text, run_all
+from .scenario import apply_side, compare_table, load_scenario, parse_switches, quoted
 from .stats import ALPHA, ab_row, fmt_ns, fmt_num, mean_sd, pct_change
 
 DEFAULT_METRICS = [
@@ -172,15 +171,20 @@ def _across_cgroups(r: dict, name: str, agg: str, spec: str) -> float:
     return 100.0 * statistics.pstdev(vals) / mean if mean else 0.0
 
 
-def _check_metrics(data: dict, names: list[str]) -> None:
-    """Refuse an unknown metric before the runs: each one is read off a run of the
-    scenario cut to one virtual millisecond (its result has every counter, cgroup,
-    workload and tracepoint the full runs will have)."""
-    probe = shortened(json.loads(_core.validate_json(json.dumps(data))), 1_000_000)
-    probe["sample_interval"] = 1_000_000
-    r = json.loads(_core.run_json(json.dumps(probe)))
-    for name in names:
-        metric(r, name)
+def check_metrics(data: dict, names: list[str], origin: str | None = None) -> None:
+    """Refuse an unknown metric before the runs: each one is read off a probe run of the
+    scenario cut to one virtual millisecond (batch.probe: its result has every counter,
+    cgroup, workload and tracepoint the full runs will have). With `origin` (the list's
+    place, e.g. `scenario.compare.metrics`), the refusal names the entry."""
+    r = json.loads(result_text(*probe(data, 1_000_000, 1_000_000)[:2]))
+    for i, name in enumerate(names):
+        try:
+            metric(r, name)
+        except ScenarioError as e:
+            if origin is None:
+                raise
+            why = str(e).removeprefix(f"metric {name!r}: ")
+            raise ScenarioError(f"{origin}[{i}] = {quoted(name)}: {why}") from None
 
 
 def check_compare_table(data: dict) -> None:
@@ -201,60 +205,8 @@ def check_compare_table(data: dict) -> None:
             except ScenarioError as e:
                 raise ScenarioError(f"scenario.compare.{k}: {e}") from None
     names = spec.get("metrics") or []
-    if not names:
-        return
-    probe = shortened(json.loads(_core.validate_json(json.dumps(sides.get("a", d)))), 1_000_000)
-    probe["sample_interval"] = 1_000_000
-    r = json.loads(_core.run_json(json.dumps(probe)))
-    for i, name in enumerate(names):
-        try:
-            metric(r, name)
-        except ScenarioError as e:
-            why = str(e).removeprefix(f"metric {name!r}: ")
-            raise ScenarioError(f"scenario.compare.metrics[{i}] = {quoted(name)}: {why}") from None
-
-
-def _run_one(scenario_json: str) -> tuple[str, str]:
-    """One run in a worker: ("ok", result JSON) or (error class name, message).
-
-    Errors travel back as text: the core's exception classes are not picklable, and a
-    worker's error must reach the user as its own message."""
-    try:
-        return "ok", _core.run_json(scenario_json)
-    except (ScenarioError, SimulationError) as e:
-        return type(e).__name__, str(e)
-
-
-def _ignore_sigint() -> None:
-    # Workers leave Ctrl-C to the parent, which terminates them.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _run_all(jobs: list[str], workers: int) -> list[str]:
-    """Run every job (scenario JSON), `workers` at a time; the results in job order.
-    The first error is raised with its own class and message; Ctrl-C stops the workers."""
-    if workers <= 1:
-        outs = map(_run_one, jobs)
-        pool = None
-    else:
-        pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_ignore_sigint)
-        outs = pool.imap(_run_one, jobs)
-    texts = []
-    try:
-        for i, (kind, text) in enumerate(outs):
-            if kind != "ok":
-                raise {"ScenarioError": ScenarioError, "SimulationError": SimulationError}[kind](text)
-            texts.append(text)
-        if pool:
-            pool.close()
-    except BaseException:
-        if pool:
-            pool.terminate()
-        raise
-    finally:
-        if pool:
-            pool.join()
-    return texts
+    if names:
+        check_metrics(sides.get("a", d), names, "scenario.compare.metrics")
 
 
 def compare(
@@ -295,11 +247,11 @@ def compare(
         except ScenarioError as e:
             raise ScenarioError(f"compare: side {side}: {e}") from None
         sides.append(d)
-    _check_metrics(sides[0], names)
+    check_metrics(sides[0], names)
     if base["seed"] + k - 1 >= 2**64:
         raise ScenarioError(f"compare: seeds {base['seed']} to {base['seed'] + k - 1}: a seed is at most 2^64 - 1")
     jobs_in = [json.dumps({**d, "seed": base["seed"] + i}) for d in sides for i in range(k)]
-    texts = _run_all(jobs_in, jobs or min(len(jobs_in), os.cpu_count() or 1))
+    texts = run_all(jobs_in, jobs or min(len(jobs_in), os.cpu_count() or 1))
     results = [json.loads(t) for t in texts]
     ra, rb = results[:k], results[k:]
     out_metrics = []

@@ -18,19 +18,19 @@ import hashlib
 import itertools
 import json
 import os
-import signal
 import tempfile
 import time
 import tomllib
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import _core
-from ._core import ScenarioError, SimulationError
+from ._core import ScenarioError
+from .batch import LocalPool, probe, run_one
 from .safefs import replace_atomically
 from .scenario import MAX_DEPTH, apply_override, apply_side, brief, compare_table, load_scenario, toml_literal, value_problem
+from .term import one_line
 
 GRID_FIELDS = ("scenario", "description", "seeds", "axes", "variant_sets", "exclude", "zip", "overrides")
 
@@ -256,23 +256,27 @@ def plan(g: Grid) -> list[Run]:
     return runs
 
 
-# ---------------------------------------------------------------------------------------
-# Running one: the function workers execute (a local pool or a Dask worker)
-# ---------------------------------------------------------------------------------------
+def estimate(runs: list[Run], workers: int, scheduler: Any = None) -> str:
+    """`--dry-run`'s line: the run count, and a time estimate from two probes of the first
+    run, cut to 1% and 2% of its virtual time: a fixed part (building the machine) and a
+    part per virtual second, extrapolated to the whole run."""
+    first = json.loads(runs[0].scenario)
 
+    def timed(frac: int) -> tuple[float, str, str]:
+        kind, text, wall = probe(first, first["duration"] // frac)
+        return wall, kind, text
 
-def run_task(scenario_json: str) -> tuple[str, str, float]:
-    """Run one scenario: ("ok", result JSON, wall seconds) or (error class, message, wall).
-    Errors travel as text (the core's exceptions do not pickle)."""
-    t = time.perf_counter()
-    try:
-        return "ok", _core.run_json(scenario_json), time.perf_counter() - t
-    except (ScenarioError, SimulationError) as e:
-        return type(e).__name__, str(e), time.perf_counter() - t
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    t1, _, _ = timed(100)
+    t2, kind, text = timed(50)
+    per_pct = max(t2 - t1, 0.0)
+    wall = max(t1 - per_pct, 0.0) + 100 * per_pct
+    where = f"a Dask cluster at {scheduler}" if scheduler else f"{workers} local workers"
+    est = wall * len(runs) / (1 if scheduler else min(workers, len(runs)))
+    note = "" if kind == "ok" else f" (the probe failed: {one_line(text)})"
+    return (
+        f"{len(runs)} runs; about {wall:.1f} s each (probes of 1% and 2% of the first run's virtual "
+        f"time), about {est / 60:.1f} min on {where}{note}"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -408,29 +412,6 @@ class Store:
 # ---------------------------------------------------------------------------------------
 
 
-class _LocalPool:
-    """Long-lived worker processes (a simulation is single-threaded)."""
-
-    def __init__(self, workers: int):
-        import multiprocessing
-
-        self.pool = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint
-        )
-
-    def submit(self, scenario_json: str) -> Future:
-        return self.pool.submit(run_task, scenario_json)
-
-    def wait_any(self, futures: list, timeout: float) -> set:
-        return wait(futures, return_when=FIRST_COMPLETED, timeout=timeout).done
-
-    def close(self, cancel: bool, pending: list) -> None:
-        if cancel:
-            for p in list(getattr(self.pool, "_processes", {}).values()):
-                p.terminate()
-        self.pool.shutdown(wait=True, cancel_futures=cancel)
-
-
 class _DaskPool:
     """A Dask distributed cluster (`--scheduler tcp://HOST:PORT`, or a Client)."""
 
@@ -451,7 +432,7 @@ class _DaskPool:
             self.client, self.own = scheduler, False
 
     def submit(self, scenario_json: str):
-        return self.client.submit(run_task, scenario_json, pure=False)
+        return self.client.submit(run_one, scenario_json, pure=False)
 
     def wait_any(self, futures: list, timeout: float) -> set:
         from distributed import wait as dask_wait
@@ -505,7 +486,7 @@ def execute(
     if on_progress:
         on_progress(prog)
     if todo:
-        pool = _DaskPool(scheduler) if scheduler is not None else _LocalPool(max(1, workers))
+        pool = _DaskPool(scheduler) if scheduler is not None else LocalPool(max(1, workers))
         pending: dict = {}
         cancel = True
         try:
@@ -622,7 +603,7 @@ def bench_sweep(workdir: Path, dask: bool = True) -> dict:
         except ImportError:
             return out
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, Client(c) as cl:
-            cl.submit(run_task, runs[0].scenario, pure=False).result()  # workers warmed up, as a pool is
+            cl.submit(run_one, runs[0].scenario, pure=False).result()  # workers warmed up, as a pool is
             td = timed("dask2", scheduler=cl)
         out["dask2_over_local1"] = td / t1
     return out

@@ -20,7 +20,7 @@ import sys
 import time
 
 from . import _core
-from ._interrupt import call_interruptibly
+from .batch import call_interruptibly
 
 LIBCACHESIM_FORMATS = {
     "oracle_general": "ORACLE_GENERAL_TRACE",

@@ -137,13 +137,14 @@ def test_an_error_in_a_trace_read_at_its_workloads_start_is_one_line(tmp_path):
 
 
 def test_run_all_raises_the_workers_error_class():
-    from reclaimsim.compare import _run_all
+    from reclaimsim.batch import run_all
 
     good = json.dumps(reclaimsim.load_scenario("file-fits", ["duration=1ms"]))
     bad = json.dumps(reclaimsim.load_scenario("file-fits", ["duration=1ms", "machine.cpus=0"]))
-    assert len(_run_all([good, good], 2)) == 2
-    with pytest.raises(reclaimsim.ScenarioError, match="scenario.machine.cpus"):
-        _run_all([good, bad, good], 2)
+    assert len(run_all([good, good], 2)) == 2
+    for workers in (1, 2):
+        with pytest.raises(reclaimsim.ScenarioError, match="scenario.machine.cpus"):
+            run_all([good, bad, good], workers)
 
 
 def test_seed_001_memcg_iter_drops_the_memcg_lru_and_keeps_memory_reclaim_exact():
