@@ -12,7 +12,6 @@ import json
 import math
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,8 +20,8 @@ import click
 from . import _core
 from ._core import ScenarioError, SimulationError
 from .batch import Terminated, call_interruptibly, handle_termination
+from .result import format_result
 from .scenario import builtin_scenarios, load_scenario, run as run_scenario
-from .stats import fmt_ns
 from .term import one_line, printable
 
 
@@ -200,78 +199,6 @@ def _progress_cb(disabled: bool):
     return cb, prog
 
 
-def print_report(r, show_all: bool = False) -> None:
-    sc = r.scenario
-    m = sc["machine"]
-    out = click.echo
-    out(
-        f"# reclaimsim: {sc.get('name') or 'scenario'}  seed={sc['seed']}  virtual={r.end_ns / 1e9:.3f} s  "
-        f"nodes={m['nodes']} cpus={m['cpus']} memory/node={m['memory_per_node'] >> 20}M"
-    )
-    out("\n## /proc/vmstat")
-    for k, v in r.vmstat.items():
-        if v or show_all or k.startswith("nr_"):
-            out(f"{k} {v}")
-    for c in r.cgroups:
-        out(f"\n## {c['path']}  memory.current {c['memory.current']}  memory.max {c['memory.max']}")
-        out("### memory.stat")
-        for k, v in c["memory.stat"].items():
-            if v or show_all:
-                out(f"{k} {v}")
-        out("### memory.events")
-        for k, v in c["memory.events"].items():
-            out(f"{k} {v}")
-    out("\n## lock contention (perf lock contention columns)")
-    out(f"{'contended':>10} {'total wait':>12} {'max wait':>12} {'avg wait':>12} {'type':>12}   caller")
-    for l in r.locks:
-        out(
-            f"{l['contended']:>10} {fmt_ns(l['total_wait_ns']):>12} {fmt_ns(l['max_wait_ns']):>12} "
-            f"{fmt_ns(l['avg_wait_ns']):>12} {'spinlock':>12}   {l['caller']} ({l['name']}, {l['acquisitions']} acquisitions)"
-        )
-    out("\n## workloads")
-    out(f"{'name':<12} {'type':<10} {'cgroup':<16} {'tasks':>5} {'accesses':>12} {'hits':>12} {'misses':>10} {'accesses/s':>14}")
-    for w in r.workloads:
-        out(
-            f"{w['name']:<12} {w['type']:<10} {w['cgroup']:<16} {w['tasks']:>5} {w['accesses']:>12} "
-            f"{w['hits']:>12} {w['misses']:>10} {w['throughput']:>14.0f}" + ("  OOM-killed" if w["oom_killed"] else "")
-        )
-    for w in r.workloads:
-        threads = w.get("threads", [])
-        # Each thread of a workload that has several (up to 16, or all with --all): one
-        # that ran ahead while another thrashed shows here, not in the totals.
-        if 1 < len(threads) and (len(threads) <= 16 or show_all):
-            for t in threads:
-                out(
-                    f"  {w['name']} thread {t['stream']}: {t['accesses']} accesses, {t['hits']} hits, "
-                    f"{t['misses']} misses, {fmt_ns(t['elapsed_ns'])} from start to last access"
-                )
-    for w in r.workloads:
-        t = w.get("trace")
-        if t:
-            out(
-                f"trace {w['name']}: {t['requests']} requests, {t['hits']} hits, {t['misses']} misses, "
-                f"miss ratio {t['miss_ratio']:.4f} ({t['objects']} objects, {t['pages']} pages)"
-            )
-    rc = r.reclaim
-    out(
-        f"\nkswapd CPU {[fmt_ns(x) for x in rc['kswapd_cpu_ns']]}, direct reclaim {rc['direct_reclaims']} calls "
-        f"{fmt_ns(rc['direct_reclaim_ns'])}, OOM kills {len(r.oom_kills)}"
-    )
-    for s in (r.data.get("proactive") or {}).get("schedules", []):
-        lat = s["latency_ns"]
-        out(
-            f"memory.reclaim {s['cgroup']} \"{s['buffer']}\": {s['writes']} writes, {s['failures']} failed, "
-            f"{s['reclaimed_bytes'] >> 20}M of {s['requested_bytes'] >> 20}M reclaimed; write time mean "
-            f"{fmt_ns(lat['mean'])} p50 {fmt_ns(lat['p50'])} p99 {fmt_ns(lat['p99'])} max {fmt_ns(lat['max'])}"
-        )
-    for s in (r.data.get("lru_gen_writes") or {}).get("schedules", []):
-        lat = s["latency_ns"]
-        out(
-            f"lru_gen \"{s['cmd']}\" {s['cgroup']} node {s['node']}: {s['writes']} writes, {s['failures']} failed, "
-            f"{s['reclaimed_pages']} pages reclaimed; write time mean {fmt_ns(lat['mean'])} max {fmt_ns(lat['max'])}"
-        )
-
-
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(_core.__version__, prog_name="reclaimsim")
 def main() -> None:
@@ -330,7 +257,7 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, cost
         write_output(json_path, r.to_json())
         if json_path == "-":
             return
-    print_report(r, show_all)
+    click.echo(format_result(r, show_all))
 
 
 @main.command(name="compare")
@@ -791,7 +718,7 @@ def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, r
             _fail("--sweep goes alone (its grid is built in)")
         import tempfile
 
-        from .sweep import bench_sweep
+        from .sweep import bench_sweep, format_bench_sweep
 
         with tempfile.TemporaryDirectory(prefix="reclaimsim-bench-") as d:
             b = bench_sweep(Path(d))
@@ -799,15 +726,11 @@ def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, r
             write_output(json_path, json.dumps(b, indent=2))
             if json_path == "-":
                 return
-        click.echo(
-            f"sweep of {b['runs']} runs: 1 worker {b['local1_wall_s']:.1f} s (runs {b['local1_run_wall_s']:.1f} s), "
-            f"2 workers {b['local2_wall_s']:.1f} s ({b['local2_over_local1']:.2f}x)"
-            + (f", Dask 2 workers {b['dask2_wall_s']:.1f} s ({b['dask2_over_local1']:.2f}x)" if "dask2_wall_s" in b else "")
-            + f"; overhead per run {b['overhead_per_run_s'] * 1e3:.0f} ms ({100 * b['overhead_share_of_run']:.1f}% of a run)"
-        )
+        click.echo(format_bench_sweep(b))
         return
     if versus:
-        from .tracebench import BenchError, bench_vs_libcachesim, format_bench
+        from .bench import BenchError
+        from .tracebench import bench_vs_libcachesim, format_bench
 
         if not trace:
             _fail("--vs libcachesim needs a TRACE (e.g. made by `reclaimsim trace-gen`)")
@@ -831,61 +754,18 @@ def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, r
     names = names or ("default", "large")
     for n in names:
         load_scenario(n)  # a name that is no scenario is refused before anything is measured
-    rows = [_measure(None)] + [_measure(n) for n in names]
+    from .bench import BenchError, format_measures, measure
+
+    try:
+        rows = [measure(None)] + [measure(n) for n in names]
+    except BenchError as e:
+        _fail(str(e), e.code)
     if json_path == "-":
         write_output(json_path, json.dumps(rows, indent=2))
         return
-    click.echo(f"{'scenario':<12} {'wall s':>8} {'virtual s':>10} {'virt/wall':>10} {'events/s':>12} {'peak RSS':>12} {'B/page':>8}")
-    for r in rows:
-        click.echo(
-            f"{r['scenario']:<12} {r['wall_s']:>8.2f} {r['virtual_s']:>10.2f} {r['virtual_per_wall']:>10.2f} "
-            f"{r['events_per_wall_s']:>12.0f} {r['peak_rss_bytes'] >> 20:>10}M {r['rss_bytes_per_page']:>8.1f}"
-        )
+    click.echo(format_measures(rows))
     if json_path:
         write_output(json_path, json.dumps(rows, indent=2))
-
-
-_CHILD = r"""
-import json, resource, sys, time
-import reclaimsim
-name = sys.argv[1]
-if name == "-":
-    print(json.dumps({"wall_s": 0, "end_ns": 0, "events": 0, "pages": 1,
-                      "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
-else:
-    t = time.perf_counter()
-    try:
-        r = reclaimsim.run(name)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except (reclaimsim.ScenarioError, reclaimsim.SimulationError) as e:
-        print(e, file=sys.stderr)
-        sys.exit(2 if isinstance(e, reclaimsim.ScenarioError) else 1)
-    wall = time.perf_counter() - t
-    e = r.engine
-    print(json.dumps({"wall_s": wall, "end_ns": r.end_ns, "events": e["polls"] + e["events"],
-                      "pages": e["simulated_pages"],
-                      "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
-"""
-
-
-def _measure(name):
-    p = subprocess.run([sys.executable, "-c", _CHILD, name or "-"], capture_output=True, text=True)
-    if p.returncode in (130, -2):
-        raise KeyboardInterrupt
-    if p.returncode != 0:
-        _fail(f"bench of {name}: {p.stderr.strip() or f'exit code {p.returncode}'}", 2 if p.returncode == 2 else 1)
-    d = json.loads(p.stdout)
-    wall = max(d["wall_s"], 1e-9)
-    return {
-        "scenario": name or "(python)",
-        "wall_s": d["wall_s"],
-        "virtual_s": d["end_ns"] / 1e9,
-        "virtual_per_wall": (d["end_ns"] / 1e9) / wall if name else 0.0,
-        "events_per_wall_s": d["events"] / wall if name else 0.0,
-        "peak_rss_bytes": d["rss"],
-        "rss_bytes_per_page": d["rss"] / d["pages"] if name else 0.0,
-    }
 
 
 if __name__ == "__main__":

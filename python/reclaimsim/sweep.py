@@ -607,3 +607,13 @@ def bench_sweep(workdir: Path, dask: bool = True) -> dict:
             td = timed("dask2", scheduler=cl)
         out["dask2_over_local1"] = td / t1
     return out
+
+
+def format_bench_sweep(b: dict) -> str:
+    """bench_sweep's figures as one line."""
+    return (
+        f"sweep of {b['runs']} runs: 1 worker {b['local1_wall_s']:.1f} s (runs {b['local1_run_wall_s']:.1f} s), "
+        f"2 workers {b['local2_wall_s']:.1f} s ({b['local2_over_local1']:.2f}x)"
+        + (f", Dask 2 workers {b['dask2_wall_s']:.1f} s ({b['dask2_over_local1']:.2f}x)" if "dask2_wall_s" in b else "")
+        + f"; overhead per run {b['overhead_per_run_s'] * 1e3:.0f} ms ({100 * b['overhead_share_of_run']:.1f}% of a run)"
+    )
