@@ -439,7 +439,8 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
     faults_per_s, wall time on the kernel and virtual time in the model (whose costs
     --costs FILE, e.g. from `reclaimsim calibrate`, sets).
     """
-    from .kernelrun import KernelRunError, format_report, kernel_run
+    from .kernelrun import kernel_run
+    from .sidebyside import KernelRunError, format_report
 
     def say(msg: str) -> None:
         click.echo(f"kernel-run: {msg}", err=True)
@@ -499,7 +500,7 @@ def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, ti
     counter, each side's mean and std, %change and Welch's mark, and whether the model's
     change goes the kernels' way."""
     from .kernelcompare import format_kernel_compare, kernel_compare
-    from .kernelrun import KernelRunError
+    from .sidebyside import KernelRunError
 
     def say(msg: str) -> None:
         click.echo(f"kernel-compare: {msg}", err=True)

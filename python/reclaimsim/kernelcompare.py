@@ -17,8 +17,8 @@ import json
 
 from . import _core, vm
 from ._core import ScenarioError
-from .kernelrun import KernelRunError, simulate, why_not_comparable
 from .scenario import apply_side, compare_table, parse_switches
+from .sidebyside import KernelRunError, simulate, why_not_comparable
 from .stats import ALPHA, ab_row, fmt_num
 
 DEFAULT_KERNEL = "debian"
@@ -40,7 +40,7 @@ def kernel_sides(norm: dict, nprocs: list[int], ka: vm.Kernel, kb: vm.Kernel, re
             r = doc["reps"][0]
             c = vm.rep_counters(r, norm)
             c["wall_s"] = r["wall_s"]
-            c["_proactive"] = vm._has_proactive_counters(doc)
+            c["_proactive"] = vm.has_proactive_counters(doc)
             runs[side].append(c)
             if doc["accel_how"] not in how:
                 how.append(doc["accel_how"])
