@@ -275,12 +275,14 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, cost
 def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_sets, json_path, html_path):
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
-    Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload (a workload's
-    numeric fields, per_process_ops@W as will-it-scale reports it, a trace workload's
-    miss_ratio@W), kswapd_cpu_ns, reclaim_cpu_ns, direct_reclaim_ns, direct_reclaims,
+    Metrics (the names a sweep's columns have too, docs/results.md): /proc/vmstat names,
+    end_ns, KEY@/cgroup (memory.stat), FIELD@workload (a workload's numeric fields,
+    per_process_ops@W as will-it-scale reports it, a trace workload's trace.FIELD@W, for
+    short miss_ratio@W), kswapd_cpu_ns, reclaim_cpu_ns, direct_reclaim_ns, direct_reclaims,
     direct_reclaim_latency_ns, lock_wait_total_ns, lock_acquisitions,
     lru_lock_wait_total_ns, lru_lock_hold_total_ns, lock_wait_ns@CALLER,
-    lock_hold_ns@CALLER, lock_acquisitions@CALLER, the tracepoint counters
+    lock_hold_ns@CALLER, lock_acquisitions@CALLER (all locks at CALLER; one lock's:
+    lru_lock_wait_ns@CALLER, cost_lock_acquisitions@CALLER, ...), the tracepoint counters
     (mm_lru_insertion, mm_lru_insertion_dead, lru_add_dead_filtered), lru_add_dead_share,
     proactive_accuracy, proactive_latency_ns, proactive_ns_per_page; across cgroups
     cv:KEY@/glob* (stddev over mean, %) and sum:KEY@/glob*; add /s or /min for rates per

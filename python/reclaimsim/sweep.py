@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable
 from . import _core
 from ._core import ScenarioError
 from .batch import LocalPool, probe, run_one
+from .metrics import from_v1, values
 from .safefs import replace_atomically
 from .scenario import MAX_DEPTH, apply_override, apply_side, brief, compare_table, load_scenario, toml_literal, value_problem
 from .term import one_line
@@ -290,6 +291,12 @@ def _version() -> str:
     return version("reclaimsim")
 
 
+# The store's format, in each row's store_version column: 2 names the value columns as
+# metrics.values does (`pgscan_anon`, `throughput@web`); 1 (rows without the column) named
+# them `vmstat.pgscan_anon`, `workload.web.throughput`, and is read through upgrade().
+STORE_VERSION = 2
+
+
 def _flat_row(run: Run, r: dict | None, wall: float, error: str | None, version: str) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run_id": run.run_id,
@@ -298,30 +305,32 @@ def _flat_row(run: Run, r: dict | None, wall: float, error: str | None, version:
         "seed": run.seed,
         "scenario_hash": hashlib.sha256(run.scenario.encode()).hexdigest()[:20],
         "reclaimsim_version": version,
+        "store_version": STORE_VERSION,
         "wall_s": wall,
         "error": error,
     }
     for axis, v in run.point.items():
         row[axis] = v if isinstance(v, (int, float, str, bool)) else json.dumps(v)
-    if r is None:
-        return row
-    row["end_ns"] = r["end_ns"]
-    for k, v in r["vmstat"].items():
-        row[f"vmstat.{k}"] = v
-    for w in r["workloads"]:
-        for k, v in w.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                row[f"workload.{w['name']}.{k}"] = v
-        for k, v in (w.get("trace") or {}).items():
-            row[f"workload.{w['name']}.trace.{k}"] = v
-    total = 0
-    for lk in r["locks"]:
-        key = f"lock.{lk['name']}.{lk['caller']}"
-        row[f"{key}.wait_ns"] = row.get(f"{key}.wait_ns", 0) + lk["total_wait_ns"]
-        row[f"{key}.acquisitions"] = row.get(f"{key}.acquisitions", 0) + lk["acquisitions"]
-        total += lk["total_wait_ns"]
-    row["lock_wait_total_ns"] = total
+    if r is not None:
+        row.update(values(r))
     return row
+
+
+def upgrade(df):
+    """A results table (polars DataFrame) of any store version as version STORE_VERSION:
+    a version-1 table's value columns renamed (metrics.from_v1) and its store_version
+    column added after reclaimsim_version."""
+    import polars as pl
+
+    if "store_version" in df.columns:
+        return df
+    names = {c: from_v1(c) for c in df.columns}
+    taken = set(df.columns)
+    df = df.rename({c: n for c, n in names.items() if n != c and n not in taken})
+    cols = list(df.columns)
+    at = cols.index("reclaimsim_version") + 1 if "reclaimsim_version" in cols else len(cols)
+    df = df.with_columns(pl.lit(STORE_VERSION, dtype=pl.Int64).alias("store_version"))
+    return df.select(cols[:at] + ["store_version"] + cols[at:])
 
 
 def _cgroup_rows(run: Run, r: dict) -> list[dict[str, Any]]:
@@ -401,7 +410,7 @@ class Store:
         for sub, name in (("runs", "results"), ("cgroups", "cgroups"), ("timeseries", "timeseries")):
             files = [self.out / sub / f"{i}.parquet" for i in ids]
             files = [f for f in files if f.is_file()]
-            dfs = [pl.read_parquet(f) for f in files]
+            dfs = [upgrade(pl.read_parquet(f)) if sub == "runs" else pl.read_parquet(f) for f in files]
             df = pl.concat(dfs, how="diagonal_relaxed") if dfs else pl.DataFrame({"run_id": []}, schema={"run_id": pl.String})
             self.out.mkdir(parents=True, exist_ok=True)
             replace_atomically(self.out / f"{name}.parquet", df.write_parquet)
@@ -526,10 +535,11 @@ def _drive(pool, pending: dict, todo: list[Run], store: Store, version: str, pro
 
 
 def results(out: str | Path):
-    """The sweep's table (polars DataFrame) from DIR/results.parquet."""
+    """The sweep's table (polars DataFrame) from DIR/results.parquet, a store of an earlier
+    version's with its columns under today's names (upgrade)."""
     import polars as pl
 
-    return pl.read_parquet(Path(out) / "results.parquet")
+    return upgrade(pl.read_parquet(Path(out) / "results.parquet"))
 
 
 def sweep(

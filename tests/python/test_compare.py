@@ -204,7 +204,7 @@ def test_a_probe_scenario_is_cut_short_without_warmup_with_one_schedule_write():
 
 
 def test_lock_hold_metrics_read_the_hold_column_per_caller_and_for_lru_lock():
-    from reclaimsim.compare import metric
+    from reclaimsim.metrics import metric
 
     r = {"end_ns": 2_000_000_000, "locks": [
         {"name": "lru_lock", "caller": "move_folios_to_lru", "acquisitions": 4, "total_wait_ns": 7, "total_hold_ns": 100},

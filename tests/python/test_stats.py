@@ -122,7 +122,7 @@ def test_the_report_marks_only_significant_metrics():
 
 
 def test_metrics_across_cgroups_are_the_population_cv_and_the_sum():
-    from reclaimsim.compare import metric
+    from reclaimsim.metrics import metric
 
     r = {
         "end_ns": 10**9,
@@ -154,7 +154,7 @@ def test_a_side_sets_switches_and_scenario_fields():
 
 
 def test_proactive_metrics_by_hand():
-    from reclaimsim.compare import metric
+    from reclaimsim.metrics import metric
 
     # 4 writes of 2 MiB (512 pages each) that reclaimed 2,100 pages in all, 3 ms each.
     r = {
