@@ -76,7 +76,7 @@ from typing import Callable
 import tomli_w
 
 from . import _core
-from .kernelrun import _fstype
+from .kernelrun import fstype
 
 # (entry, path figure, subtracted entries): see the module's table.
 _DERIVED = [
@@ -150,7 +150,7 @@ def measure(workdir: Path, cpus: tuple[int, int], quick: bool, say: Callable[[st
     say(f"the block device under {workdir} (O_DIRECT): write latency, read and write throughput")
     device = part("device")
     if not device:
-        notes.append(f"ssd_write_latency, ssd_read_interval, ssd_write_interval not measured: {_fstype(str(workdir)) or 'the filesystem'} refuses O_DIRECT")
+        notes.append(f"ssd_write_latency, ssd_read_interval, ssd_write_interval not measured: {fstype(str(workdir)) or 'the filesystem'} refuses O_DIRECT")
     for f in device:
         figs[f["name"]] = f
     say(f"cache lines between CPUs {cpus[0]} and {cpus[1]}: transfer, lock handoff, atomics")
@@ -166,11 +166,11 @@ def measure(workdir: Path, cpus: tuple[int, int], quick: bool, say: Callable[[st
 
 def _swap_part(part: Callable[[str], list[dict]], say: Callable[[str], None]) -> tuple[list[dict], str | None]:
     """The swap benchmarks through zram, set up and removed here (needs root)."""
-    from .kernelrun import Swap, _active_swaps
+    from .kernelrun import Swap, active_swaps
 
     if os.geteuid() != 0:
         return [], "swap-out and swap-in through zram not measured: needs root (zram_write, zram_read keep their values)"
-    if _active_swaps() and not any("zram" in s for s in _active_swaps()):
+    if active_swaps() and not any("zram" in s for s in active_swaps()):
         return [], "swap-out and swap-in not measured: the host swaps to a non-zram device (zram_write, zram_read keep their values)"
     say("swap through zram: MADV_PAGEOUT and swap-in faults")
     notes: list = []
@@ -235,6 +235,7 @@ def reclaim_bound(
     None), or (None, why) when a side was OOM-killed or the model's time does not depend
     on the entry."""
     from . import kernelrun
+    from .sidebyside import simulate
 
     sc = json.loads(json.dumps(RECLAIM_CASE))
     sc["kernel"] = {"cgroup_version": cgroup_version}
@@ -256,7 +257,7 @@ def reclaim_bound(
     v0 = table["pte_referenced"]["ns"]
     sc1 = dict(sc, costs={"pte_referenced": v0 + _SLOPE_STEP})
     norm = json.loads(_core.validate_json(json.dumps(sc1)))
-    sims1 = kernelrun.simulate(norm, reps)
+    sims1 = simulate(norm, reps)
     why = oom_verdict([], statistics.fmean(r["oom_killed_processes"] for r in sims1))
     if why:
         return None, why
@@ -363,7 +364,7 @@ def profile(figs: dict, notes: list[str], workdir: Path) -> dict:
     when = datetime.date.today().isoformat()
     desc = (
         f"measured by reclaimsim calibrate on {host} ({_cpu_model()}, {os.cpu_count()} CPUs, "
-        f"Linux {platform.release()}), {when}; page-cache file on {_fstype(str(workdir)) or 'an unknown filesystem'}"
+        f"Linux {platform.release()}), {when}; page-cache file on {fstype(str(workdir)) or 'an unknown filesystem'}"
     )
     if notes:
         desc += "; " + "; ".join(notes)
@@ -381,8 +382,8 @@ def calibrate(out: str, workdir: str | None, cpus: tuple[int, int], quick: bool,
     base = Path(workdir) if workdir else Path("/var/tmp")
     if not base.is_dir():
         raise CalibrateError(f"--workdir {base}: not a directory", 2)
-    if _fstype(str(base)) in ("tmpfs", "ramfs"):
-        raise CalibrateError(f"--workdir {base}: on {_fstype(str(base))}; page-cache misses need a disk filesystem", 2)
+    if fstype(str(base)) in ("tmpfs", "ramfs"):
+        raise CalibrateError(f"--workdir {base}: on {fstype(str(base))}; page-cache misses need a disk filesystem", 2)
     with tempfile.TemporaryDirectory(prefix="reclaimsim-calibrate-", dir=base) as d:
         figs, notes = measure(Path(d), cpus, quick, say)
         p = profile(figs, notes, base.resolve())
@@ -400,6 +401,7 @@ def _add_reclaim_bound(p: dict, d: Path, reps: int, say: Callable[[str], None]) 
     """Add `pte_referenced` from the reclaim-bound run to profile `p`, or say in its
     description why it was not measured."""
     from . import kernelrun
+    from .sidebyside import KernelRunError
 
     why = None
     if os.geteuid() != 0:
@@ -407,14 +409,14 @@ def _add_reclaim_bound(p: dict, d: Path, reps: int, say: Callable[[str], None]) 
     else:
         try:
             version = kernelrun.check_host().version
-        except kernelrun.KernelRunError as e:
+        except KernelRunError as e:
             why = str(e)
     if why is None:
         interim = d / "interim.toml"
         interim.write_text(tomli_w.dumps(p))
         try:
             e, why = reclaim_bound(interim, version, say, reps)
-        except (kernelrun.KernelRunError, OSError) as err:
+        except (KernelRunError, OSError) as err:
             e, why = None, str(err)
         if e is not None:
             p["costs"]["pte_referenced"] = e

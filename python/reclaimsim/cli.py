@@ -12,7 +12,6 @@ import json
 import math
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,21 +19,15 @@ import click
 
 from . import _core
 from ._core import ScenarioError, SimulationError
-from ._interrupt import Terminated, call_interruptibly, handle_termination
-from .compare import _fmt_ns
+from .batch import Terminated, call_interruptibly, handle_termination
+from .result import format_result
 from .scenario import builtin_scenarios, load_scenario, run as run_scenario
-from .term import printable
+from .term import one_line, printable
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    click.echo(f"error: {_one_line(msg)}", err=True)
+    click.echo(f"error: {one_line(msg)}", err=True)
     sys.exit(code)
-
-
-def _one_line(msg: str) -> str:
-    """A message as one line, its control characters escaped (it may quote a file, a
-    kernel's string or an argument)."""
-    return printable("; ".join(line.strip() for line in str(msg).strip().splitlines() if line.strip()))
 
 
 class _Main(click.Group):
@@ -48,7 +41,7 @@ class _Main(click.Group):
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as e:
             cmd = e.ctx.command_path if e.ctx else "reclaimsim"
-            _fail(f"{_one_line(e.format_message())} (see `{cmd} --help`)", e.exit_code)
+            _fail(f"{one_line(e.format_message())} (see `{cmd} --help`)", e.exit_code)
         except click.ClickException as e:
             _fail(e.format_message(), e.exit_code)
         except ScenarioError as e:
@@ -206,78 +199,6 @@ def _progress_cb(disabled: bool):
     return cb, prog
 
 
-def print_report(r, show_all: bool = False) -> None:
-    sc = r.scenario
-    m = sc["machine"]
-    out = click.echo
-    out(
-        f"# reclaimsim: {sc.get('name') or 'scenario'}  seed={sc['seed']}  virtual={r.end_ns / 1e9:.3f} s  "
-        f"nodes={m['nodes']} cpus={m['cpus']} memory/node={m['memory_per_node'] >> 20}M"
-    )
-    out("\n## /proc/vmstat")
-    for k, v in r.vmstat.items():
-        if v or show_all or k.startswith("nr_"):
-            out(f"{k} {v}")
-    for c in r.cgroups:
-        out(f"\n## {c['path']}  memory.current {c['memory.current']}  memory.max {c['memory.max']}")
-        out("### memory.stat")
-        for k, v in c["memory.stat"].items():
-            if v or show_all:
-                out(f"{k} {v}")
-        out("### memory.events")
-        for k, v in c["memory.events"].items():
-            out(f"{k} {v}")
-    out("\n## lock contention (perf lock contention columns)")
-    out(f"{'contended':>10} {'total wait':>12} {'max wait':>12} {'avg wait':>12} {'type':>12}   caller")
-    for l in r.locks:
-        out(
-            f"{l['contended']:>10} {_fmt_ns(l['total_wait_ns']):>12} {_fmt_ns(l['max_wait_ns']):>12} "
-            f"{_fmt_ns(l['avg_wait_ns']):>12} {'spinlock':>12}   {l['caller']} ({l['name']}, {l['acquisitions']} acquisitions)"
-        )
-    out("\n## workloads")
-    out(f"{'name':<12} {'type':<10} {'cgroup':<16} {'tasks':>5} {'accesses':>12} {'hits':>12} {'misses':>10} {'accesses/s':>14}")
-    for w in r.workloads:
-        out(
-            f"{w['name']:<12} {w['type']:<10} {w['cgroup']:<16} {w['tasks']:>5} {w['accesses']:>12} "
-            f"{w['hits']:>12} {w['misses']:>10} {w['throughput']:>14.0f}" + ("  OOM-killed" if w["oom_killed"] else "")
-        )
-    for w in r.workloads:
-        threads = w.get("threads", [])
-        # Each thread of a workload that has several (up to 16, or all with --all): one
-        # that ran ahead while another thrashed shows here, not in the totals.
-        if 1 < len(threads) and (len(threads) <= 16 or show_all):
-            for t in threads:
-                out(
-                    f"  {w['name']} thread {t['stream']}: {t['accesses']} accesses, {t['hits']} hits, "
-                    f"{t['misses']} misses, {_fmt_ns(t['elapsed_ns'])} from start to last access"
-                )
-    for w in r.workloads:
-        t = w.get("trace")
-        if t:
-            out(
-                f"trace {w['name']}: {t['requests']} requests, {t['hits']} hits, {t['misses']} misses, "
-                f"miss ratio {t['miss_ratio']:.4f} ({t['objects']} objects, {t['pages']} pages)"
-            )
-    rc = r.reclaim
-    out(
-        f"\nkswapd CPU {[_fmt_ns(x) for x in rc['kswapd_cpu_ns']]}, direct reclaim {rc['direct_reclaims']} calls "
-        f"{_fmt_ns(rc['direct_reclaim_ns'])}, OOM kills {len(r.oom_kills)}"
-    )
-    for s in (r.data.get("proactive") or {}).get("schedules", []):
-        lat = s["latency_ns"]
-        out(
-            f"memory.reclaim {s['cgroup']} \"{s['buffer']}\": {s['writes']} writes, {s['failures']} failed, "
-            f"{s['reclaimed_bytes'] >> 20}M of {s['requested_bytes'] >> 20}M reclaimed; write time mean "
-            f"{_fmt_ns(lat['mean'])} p50 {_fmt_ns(lat['p50'])} p99 {_fmt_ns(lat['p99'])} max {_fmt_ns(lat['max'])}"
-        )
-    for s in (r.data.get("lru_gen_writes") or {}).get("schedules", []):
-        lat = s["latency_ns"]
-        out(
-            f"lru_gen \"{s['cmd']}\" {s['cgroup']} node {s['node']}: {s['writes']} writes, {s['failures']} failed, "
-            f"{s['reclaimed_pages']} pages reclaimed; write time mean {_fmt_ns(lat['mean'])} max {_fmt_ns(lat['max'])}"
-        )
-
-
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(_core.__version__, prog_name="reclaimsim")
 def main() -> None:
@@ -336,7 +257,7 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, cost
         write_output(json_path, r.to_json())
         if json_path == "-":
             return
-    print_report(r, show_all)
+    click.echo(format_result(r, show_all))
 
 
 @main.command(name="compare")
@@ -354,12 +275,14 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, cost
 def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_sets, json_path, html_path):
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
-    Metrics: /proc/vmstat names, KEY@/cgroup (memory.stat), FIELD@workload (a workload's
-    numeric fields, per_process_ops@W as will-it-scale reports it, a trace workload's
-    miss_ratio@W), kswapd_cpu_ns, reclaim_cpu_ns, direct_reclaim_ns, direct_reclaims,
+    Metrics (the names a sweep's columns have too, docs/results.md): /proc/vmstat names,
+    end_ns, KEY@/cgroup (memory.stat), FIELD@workload (a workload's numeric fields,
+    per_process_ops@W as will-it-scale reports it, a trace workload's trace.FIELD@W, for
+    short miss_ratio@W), kswapd_cpu_ns, reclaim_cpu_ns, direct_reclaim_ns, direct_reclaims,
     direct_reclaim_latency_ns, lock_wait_total_ns, lock_acquisitions,
     lru_lock_wait_total_ns, lru_lock_hold_total_ns, lock_wait_ns@CALLER,
-    lock_hold_ns@CALLER, lock_acquisitions@CALLER, the tracepoint counters
+    lock_hold_ns@CALLER, lock_acquisitions@CALLER (all locks at CALLER; one lock's:
+    lru_lock_wait_ns@CALLER, cost_lock_acquisitions@CALLER, ...), the tracepoint counters
     (mm_lru_insertion, mm_lru_insertion_dead, lru_add_dead_filtered), lru_add_dead_share,
     proactive_accuracy, proactive_latency_ns, proactive_ns_per_page; across cgroups
     cv:KEY@/glob* (stddev over mean, %) and sum:KEY@/glob*; add /s or /min for rates per
@@ -403,14 +326,14 @@ def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_
     the scenario's [compare] a and b). Runs already stored are not run again; a sweep
     stopped by Ctrl-C or a kill resumes where it was. The table is OUT/results.parquet.
     """
-    from .sweep import execute, load_grid, plan, results
+    from .sweep import estimate, execute, load_grid, plan, results
 
     g = load_grid(grid)
     runs = plan(g)
     outdir = Path(out or f"sweep-{g.name}")
     nworkers = workers or os.cpu_count() or 1
     if dry_run:
-        click.echo(_dry_run(runs, nworkers, scheduler))
+        click.echo(estimate(runs, nworkers, scheduler))
         return
     cb, prog = _sweep_progress(len(runs), no_progress)
     try:
@@ -436,36 +359,6 @@ def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_
 
         write_output(html_path, build_html([str(outdir)]), "--html")
         click.echo(f"report: {html_path}")
-
-
-def _dry_run(runs, workers: int, scheduler) -> str:
-    """The run count, and a time estimate from two probes of the first run, cut to 1% and
-    2% of its virtual time: a fixed part (building the machine) and a part per virtual
-    second, extrapolated to the whole run."""
-    import time
-
-    from .scenario import shortened
-    from .sweep import run_task
-
-    first = json.loads(runs[0].scenario)
-
-    def probe(frac: int) -> tuple[float, str, str]:
-        d = shortened(first, first["duration"] // frac)
-        t = time.perf_counter()
-        kind, text, _ = run_task(json.dumps(d))
-        return time.perf_counter() - t, kind, text
-
-    t1, _, _ = probe(100)
-    t2, kind, text = probe(50)
-    per_pct = max(t2 - t1, 0.0)
-    wall = max(t1 - per_pct, 0.0) + 100 * per_pct
-    where = f"a Dask cluster at {scheduler}" if scheduler else f"{workers} local workers"
-    est = wall * len(runs) / (1 if scheduler else min(workers, len(runs)))
-    note = "" if kind == "ok" else f" (the probe failed: {_one_line(text)})"
-    return (
-        f"{len(runs)} runs; about {wall:.1f} s each (probes of 1% and 2% of the first run's virtual "
-        f"time), about {est / 60:.1f} min on {where}{note}"
-    )
 
 
 def _sweep_progress(total: int, disabled: bool):
@@ -548,7 +441,8 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
     faults_per_s, wall time on the kernel and virtual time in the model (whose costs
     --costs FILE, e.g. from `reclaimsim calibrate`, sets).
     """
-    from .kernelrun import KernelRunError, format_report, kernel_run
+    from .kernelrun import kernel_run
+    from .sidebyside import KernelRunError, format_report
 
     def say(msg: str) -> None:
         click.echo(f"kernel-run: {msg}", err=True)
@@ -608,7 +502,7 @@ def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, ti
     counter, each side's mean and std, %change and Welch's mark, and whether the model's
     change goes the kernels' way."""
     from .kernelcompare import format_kernel_compare, kernel_compare
-    from .kernelrun import KernelRunError
+    from .sidebyside import KernelRunError
 
     def say(msg: str) -> None:
         click.echo(f"kernel-compare: {msg}", err=True)
@@ -827,7 +721,7 @@ def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, r
             _fail("--sweep goes alone (its grid is built in)")
         import tempfile
 
-        from .sweep import bench_sweep
+        from .sweep import bench_sweep, format_bench_sweep
 
         with tempfile.TemporaryDirectory(prefix="reclaimsim-bench-") as d:
             b = bench_sweep(Path(d))
@@ -835,15 +729,11 @@ def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, r
             write_output(json_path, json.dumps(b, indent=2))
             if json_path == "-":
                 return
-        click.echo(
-            f"sweep of {b['runs']} runs: 1 worker {b['local1_wall_s']:.1f} s (runs {b['local1_run_wall_s']:.1f} s), "
-            f"2 workers {b['local2_wall_s']:.1f} s ({b['local2_over_local1']:.2f}x)"
-            + (f", Dask 2 workers {b['dask2_wall_s']:.1f} s ({b['dask2_over_local1']:.2f}x)" if "dask2_wall_s" in b else "")
-            + f"; overhead per run {b['overhead_per_run_s'] * 1e3:.0f} ms ({100 * b['overhead_share_of_run']:.1f}% of a run)"
-        )
+        click.echo(format_bench_sweep(b))
         return
     if versus:
-        from .tracebench import BenchError, bench_vs_libcachesim, format_bench
+        from .bench import BenchError
+        from .tracebench import bench_vs_libcachesim, format_bench
 
         if not trace:
             _fail("--vs libcachesim needs a TRACE (e.g. made by `reclaimsim trace-gen`)")
@@ -867,61 +757,18 @@ def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, r
     names = names or ("default", "large")
     for n in names:
         load_scenario(n)  # a name that is no scenario is refused before anything is measured
-    rows = [_measure(None)] + [_measure(n) for n in names]
+    from .bench import BenchError, format_measures, measure
+
+    try:
+        rows = [measure(None)] + [measure(n) for n in names]
+    except BenchError as e:
+        _fail(str(e), e.code)
     if json_path == "-":
         write_output(json_path, json.dumps(rows, indent=2))
         return
-    click.echo(f"{'scenario':<12} {'wall s':>8} {'virtual s':>10} {'virt/wall':>10} {'events/s':>12} {'peak RSS':>12} {'B/page':>8}")
-    for r in rows:
-        click.echo(
-            f"{r['scenario']:<12} {r['wall_s']:>8.2f} {r['virtual_s']:>10.2f} {r['virtual_per_wall']:>10.2f} "
-            f"{r['events_per_wall_s']:>12.0f} {r['peak_rss_bytes'] >> 20:>10}M {r['rss_bytes_per_page']:>8.1f}"
-        )
+    click.echo(format_measures(rows))
     if json_path:
         write_output(json_path, json.dumps(rows, indent=2))
-
-
-_CHILD = r"""
-import json, resource, sys, time
-import reclaimsim
-name = sys.argv[1]
-if name == "-":
-    print(json.dumps({"wall_s": 0, "end_ns": 0, "events": 0, "pages": 1,
-                      "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
-else:
-    t = time.perf_counter()
-    try:
-        r = reclaimsim.run(name)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except (reclaimsim.ScenarioError, reclaimsim.SimulationError) as e:
-        print(e, file=sys.stderr)
-        sys.exit(2 if isinstance(e, reclaimsim.ScenarioError) else 1)
-    wall = time.perf_counter() - t
-    e = r.engine
-    print(json.dumps({"wall_s": wall, "end_ns": r.end_ns, "events": e["polls"] + e["events"],
-                      "pages": e["simulated_pages"],
-                      "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
-"""
-
-
-def _measure(name):
-    p = subprocess.run([sys.executable, "-c", _CHILD, name or "-"], capture_output=True, text=True)
-    if p.returncode in (130, -2):
-        raise KeyboardInterrupt
-    if p.returncode != 0:
-        _fail(f"bench of {name}: {p.stderr.strip() or f'exit code {p.returncode}'}", 2 if p.returncode == 2 else 1)
-    d = json.loads(p.stdout)
-    wall = max(d["wall_s"], 1e-9)
-    return {
-        "scenario": name or "(python)",
-        "wall_s": d["wall_s"],
-        "virtual_s": d["end_ns"] / 1e9,
-        "virtual_per_wall": (d["end_ns"] / 1e9) / wall if name else 0.0,
-        "events_per_wall_s": d["events"] / wall if name else 0.0,
-        "peak_rss_bytes": d["rss"],
-        "rss_bytes_per_page": d["rss"] / d["pages"] if name else 0.0,
-    }
 
 
 if __name__ == "__main__":

@@ -8,16 +8,15 @@ perf-lock-contention table side by side.
 from __future__ import annotations
 
 import json
-import math
-import multiprocessing
 import os
-import signal
-import warnings
-from typing import Any, Iterable
+from typing import Iterable
 
 from . import _core
-from ._core import ScenarioError, SimulationError
-from .scenario import _check_values, _parse_value, _short, compare_table, load_scenario, shortened
+from ._core import ScenarioError
+from .batch import probe, result_text, run_all
+from .metrics import metric
+from .scenario import apply_side, compare_table, load_scenario, parse_switches, quoted
+from .stats import ALPHA, ab_row, fmt_ns, fmt_num, mean_sd, pct_change
 
 DEFAULT_METRICS = [
     "pgscan_kswapd",
@@ -37,216 +36,20 @@ DEFAULT_METRICS = [
 ]
 
 
-def parse_switches(text: str | None) -> dict:
-    """`rotation_cost=false,lru_add_dead_filter=true` -> a side's table. Names without a
-    dot or an index are variant switches; others are scenario fields by their `--set`
-    path (`kernel.lru=mglru`, `kernel.lru_gen.enabled=3`)."""
-    out: dict[str, Any] = {}
-    if not text:
-        return out
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "=" not in part:
-            raise ScenarioError(f"switch {part!r}: expected NAME=VALUE, e.g. rotation_cost=false")
-        k, _, v = part.partition("=")
+def check_metrics(data: dict, names: list[str], origin: str | None = None) -> None:
+    """Refuse an unknown metric before the runs: each one is read off a probe run of the
+    scenario cut to one virtual millisecond (batch.probe: its result has every counter,
+    cgroup, workload and tracepoint the full runs will have). With `origin` (the list's
+    place, e.g. `scenario.compare.metrics`), the refusal names the entry."""
+    r = json.loads(result_text(*probe(data, 1_000_000, 1_000_000)[:2]))
+    for i, name in enumerate(names):
         try:
-            out[k.strip()] = _parse_value(v.strip())
+            metric(r, name)
         except ScenarioError as e:
-            raise ScenarioError(f"switch {_short(part)}: {e}") from None
-    for k, v in out.items():
-        _check_values(v, _side_path(k))
-    return out
-
-
-def _side_path(k: str) -> list:
-    """Where a side's entry goes, for messages: a switch under [variants], else the
-    scenario field of that --set path."""
-    return [k] if "." in k or "[" in k else ["variants", k]
-
-
-def _flatten(v: dict, prefix: str = "") -> dict:
-    """A side's table with nested tables turned into dotted paths."""
-    out = {}
-    for k, x in v.items():
-        if isinstance(x, dict) and k != "variants":
-            out.update(_flatten(x, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = x
-    return out
-
-
-def _toml_literal(x: Any) -> str:
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if isinstance(x, (int, float)):
-        return repr(x)
-    return json.dumps(x)
-
-
-def _apply_side(data: dict, variants: dict, side: dict) -> dict:
-    """The scenario of one side: variant switches merged into [variants], other entries
-    set as scenario fields by their `--set` paths."""
-    from .scenario import apply_override
-
-    d = json.loads(json.dumps(data))
-    switches = {}
-    for k, x in _flatten(side).items():
-        _check_values(x, _side_path(k))
-        if "." in k or "[" in k:
-            apply_override(d, f"{k}={_toml_literal(x)}")
-        else:
-            switches[k] = x
-    d["variants"] = {**variants, **switches}
-    return d
-
-
-# Per-caller lock metrics: KEY@CALLER -> the lock table's field.
-_LOCK_FIELDS = {"lock_wait_ns": "total_wait_ns", "lock_hold_ns": "total_hold_ns", "lock_acquisitions": "acquisitions"}
-
-
-def metric(r: dict, name: str) -> float:
-    """The value of a metric in a result (JSON dict). Names:
-    a /proc/vmstat counter (`pgscan_anon`); `KEY@/cgroup/path` (memory.stat);
-    `FIELD@workload` (workload field, e.g. `throughput@web`, a trace workload's
-    `miss_ratio@NAME`, or `per_process_ops@NAME`,
-    throughput per task as will-it-scale reports it); `kswapd_cpu_ns`,
-    `direct_reclaim_ns`; `proactive_accuracy` (memory.reclaim's reclaimed over requested
-    bytes, in percent), `proactive_latency_ns` (mean write time) and `proactive_ns_per_page`
-    (the writers' time per reclaimed page); `lock_wait_total_ns` (all locks),
-    `lru_lock_wait_total_ns`, `lru_lock_hold_total_ns`, `lock_acquisitions`,
-    `lock_wait_ns@CALLER`, `lock_hold_ns@CALLER` (time held by acquisitions at CALLER, as
-    lockstat's holdtime), `lock_acquisitions@CALLER`; tracepoint counters (`mm_lru_insertion`,
-    `mm_lru_insertion_dead`, `lru_add_dead_filtered`); `lru_add_dead_share` (percent of
-    lru_add folios that were dead when inserted); across cgroups, `cv:KEY@/glob*` (the
-    population stddev over the mean of memory.stat KEY over the cgroups whose path matches
-    the glob, in percent: seed 001's fairness) and `sum:KEY@/glob*`; any of them with `/s`
-    (per virtual second) or `/min` (per virtual minute)."""
-    secs = r["end_ns"] / 1e9
-    for agg in ("cv:", "sum:"):
-        if name.startswith(agg):
-            return _across_cgroups(r, name, agg[:-1], name[len(agg):])
-    for suffix, per in (("/s", 1.0), ("/min", 60.0)):
-        if name.endswith(suffix):
-            return metric(r, name[: -len(suffix)]) / max(secs, 1e-12) * per
-    if "@" in name:
-        key, _, where = name.partition("@")
-        if where.startswith("/"):
-            for c in r["cgroups"]:
-                if c["path"] == where:
-                    if key not in c["memory.stat"]:
-                        raise ScenarioError(
-                            f"metric {name!r}: memory.stat has no {key!r}; keys: {', '.join(c['memory.stat'])}"
-                        )
-                    return float(c["memory.stat"][key])
-            paths = ", ".join(c["path"] for c in r["cgroups"])
-            raise ScenarioError(f"metric {name!r}: no cgroup {where!r}; cgroups: {paths}")
-        if key in _LOCK_FIELDS:
-            return float(sum(l[_LOCK_FIELDS[key]] for l in r["locks"] if l["caller"] == where))
-        for w in r["workloads"]:
-            if w["name"] == where:
-                if key == "per_process_ops":
-                    # will-it-scale's figure: operations per second per task.
-                    return float(w["throughput"]) / max(w["tasks"], 1)
-                numeric = {k: v for k, v in w.items() if isinstance(v, (int, float))}
-                if key in numeric:
-                    return float(numeric[key])
-                if key in (w.get("trace") or {}):
-                    # Trace workloads: request-level figures (miss_ratio, requests, ...).
-                    return float(w["trace"][key])
-                fields = sorted(numeric) + ["per_process_ops"] + sorted((w.get("trace") or {}).keys())
-                raise ScenarioError(f"metric {name!r}: workload {where!r} has no {key!r}; fields: {', '.join(fields)}")
-        names = ", ".join(w["name"] for w in r["workloads"])
-        raise ScenarioError(f"metric {name!r}: no workload {where!r} (a cgroup path starts with /); workloads: {names}")
-    if name == "kswapd_cpu_ns":
-        return float(sum(r["reclaim"]["kswapd_cpu_ns"]))
-    if name == "reclaim_cpu_ns":
-        # kswapd's reclaim time plus every task's direct reclaim time.
-        return float(sum(r["reclaim"]["kswapd_cpu_ns"]) + r["reclaim"]["direct_reclaim_ns"])
-    if name == "direct_reclaim_latency_ns":
-        # Allocation latency: time per direct reclaim (global and memcg).
-        n = r["reclaim"]["direct_reclaims"]
-        return float(r["reclaim"]["direct_reclaim_ns"]) / n if n else 0.0
-    if name in ("proactive_accuracy", "proactive_latency_ns", "proactive_ns_per_page"):
-        p = r.get("proactive")
-        if not p:
-            raise ScenarioError(f"metric {name!r}: the scenario has no [[reclaim]] schedule")
-        if name == "proactive_latency_ns":
-            return float(p["latency_ns"]["mean"])
-        if name == "proactive_ns_per_page":
-            # Reclaim CPU per reclaimed page: the writers' time in memory.reclaim.
-            busy = p["latency_ns"]["mean"] * p["writes"]
-            pages = p["reclaimed_bytes"] / 4096
-            return busy / pages if pages else 0.0
-        # Seed 001's accuracy: what memory.reclaim reclaimed over what it was asked for.
-        return 100.0 * p["reclaimed_bytes"] / p["requested_bytes"] if p["requested_bytes"] else 0.0
-    if name in ("direct_reclaim_ns", "direct_reclaims"):
-        return float(r["reclaim"][name])
-    if name == "lock_wait_total_ns":
-        return float(sum(l["total_wait_ns"] for l in r["locks"]))
-    if name == "lru_lock_wait_total_ns":
-        return float(sum(l["total_wait_ns"] for l in r["locks"] if l["name"] == "lru_lock"))
-    if name == "lru_lock_hold_total_ns":
-        return float(sum(l["total_hold_ns"] for l in r["locks"] if l["name"] == "lru_lock"))
-    if name == "lock_acquisitions":
-        return float(sum(l["acquisitions"] for l in r["locks"]))
-    if name == "lru_add_dead_share":
-        # Dead folios inserted by lru_add drains, in percent of the folios drained.
-        t = r["trace"]
-        total = t["mm_lru_insertion"] + t["lru_add_dead_filtered"]
-        return 100.0 * t["mm_lru_insertion_dead"] / total if total else 0.0
-    if name in r["vmstat"]:
-        return float(r["vmstat"][name])
-    if name in r["trace"]:
-        return float(r["trace"][name])
-    raise ScenarioError(
-        f"metric {name!r}: not a vmstat counter nor a known metric; see `reclaimsim compare --help`"
-    )
-
-
-def _across_cgroups(r: dict, name: str, agg: str, spec: str) -> float:
-    """`cv` or `sum` of a memory.stat key over the cgroups matching a path glob."""
-    import fnmatch
-    import statistics
-
-    key, _, glob = spec.partition("@")
-    if not glob:
-        raise ScenarioError(f"metric {name!r}: expected {agg}:KEY@/cgroup/glob or {agg}:FIELD@workload-glob")
-    vals = []
-    if not glob.startswith("/"):
-        # Workloads by name.
-        for w in r["workloads"]:
-            if fnmatch.fnmatchcase(w["name"], glob):
-                if not isinstance(w.get(key), (int, float)):
-                    raise ScenarioError(f"metric {name!r}: workload {w['name']!r} has no numeric {key!r}")
-                vals.append(float(w[key]))
-        if not vals:
-            names = ", ".join(w["name"] for w in r["workloads"])
-            raise ScenarioError(f"metric {name!r}: no workload matches {glob!r}; workloads: {names}")
-    for c in r["cgroups"] if glob.startswith("/") else []:
-        if fnmatch.fnmatchcase(c["path"], glob):
-            if key not in c["memory.stat"]:
-                raise ScenarioError(f"metric {name!r}: memory.stat has no {key!r}; keys: {', '.join(c['memory.stat'])}")
-            vals.append(float(c["memory.stat"][key]))
-    if not vals:
-        paths = ", ".join(c["path"] for c in r["cgroups"])
-        raise ScenarioError(f"metric {name!r}: no cgroup matches {glob!r}; cgroups: {paths}")
-    if agg == "sum":
-        return sum(vals)
-    mean = statistics.fmean(vals)
-    return 100.0 * statistics.pstdev(vals) / mean if mean else 0.0
-
-
-def _check_metrics(data: dict, names: list[str]) -> None:
-    """Refuse an unknown metric before the runs: each one is read off a run of the
-    scenario cut to one virtual millisecond (its result has every counter, cgroup,
-    workload and tracepoint the full runs will have)."""
-    probe = shortened(json.loads(_core.validate_json(json.dumps(data))), 1_000_000)
-    probe["sample_interval"] = 1_000_000
-    r = json.loads(_core.run_json(json.dumps(probe)))
-    for name in names:
-        metric(r, name)
+            if origin is None:
+                raise
+            why = str(e).removeprefix(f"metric {name!r}: ")
+            raise ScenarioError(f"{origin}[{i}] = {quoted(name)}: {why}") from None
 
 
 def check_compare_table(data: dict) -> None:
@@ -262,104 +65,13 @@ def check_compare_table(data: dict) -> None:
     for k in ("a", "b"):
         if k in spec:
             try:
-                sides[k] = _apply_side(d, base["variants"], spec[k])
+                sides[k] = apply_side(d, base["variants"], spec[k])
                 _core.validate_json(json.dumps(sides[k]))
             except ScenarioError as e:
                 raise ScenarioError(f"scenario.compare.{k}: {e}") from None
     names = spec.get("metrics") or []
-    if not names:
-        return
-    probe = shortened(json.loads(_core.validate_json(json.dumps(sides.get("a", d)))), 1_000_000)
-    probe["sample_interval"] = 1_000_000
-    r = json.loads(_core.run_json(json.dumps(probe)))
-    for i, name in enumerate(names):
-        try:
-            metric(r, name)
-        except ScenarioError as e:
-            why = str(e).removeprefix(f"metric {name!r}: ")
-            raise ScenarioError(f"scenario.compare.metrics[{i}] = {_short(name)}: {why}") from None
-
-
-def _run_one(scenario_json: str) -> tuple[str, str]:
-    """One run in a worker: ("ok", result JSON) or (error class name, message).
-
-    Errors travel back as text: the core's exception classes are not picklable, and a
-    worker's error must reach the user as its own message."""
-    try:
-        return "ok", _core.run_json(scenario_json)
-    except (ScenarioError, SimulationError) as e:
-        return type(e).__name__, str(e)
-
-
-def _ignore_sigint() -> None:
-    # Workers leave Ctrl-C to the parent, which terminates them.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _run_all(jobs: list[str], workers: int) -> list[str]:
-    """Run every job (scenario JSON), `workers` at a time; the results in job order.
-    The first error is raised with its own class and message; Ctrl-C stops the workers."""
-    if workers <= 1:
-        outs = map(_run_one, jobs)
-        pool = None
-    else:
-        pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_ignore_sigint)
-        outs = pool.imap(_run_one, jobs)
-    texts = []
-    try:
-        for i, (kind, text) in enumerate(outs):
-            if kind != "ok":
-                raise {"ScenarioError": ScenarioError, "SimulationError": SimulationError}[kind](text)
-            texts.append(text)
-        if pool:
-            pool.close()
-    except BaseException:
-        if pool:
-            pool.terminate()
-        raise
-    finally:
-        if pool:
-            pool.join()
-    return texts
-
-
-def _stats(xs: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (n - 1 in the denominator; 0 for one sample)."""
-    n = len(xs)
-    m = sum(xs) / n
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
-    return m, sd
-
-
-ALPHA = 0.05
-
-
-def significance(a: list[float], b: list[float]) -> tuple[bool, float | None]:
-    """Whether A and B differ at p < ALPHA, and the p-value of Welch's t-test (scipy).
-
-    - Fewer than two samples on a side: no test (False, None).
-    - Neither side varies (deterministic runs): the samples compare exactly; a
-      difference is significant, with no p-value (True or False, None).
-    - Otherwise Welch's t-test, two-sided (one side may have zero variance).
-    """
-    from scipy import stats
-
-    if len(a) < 2 or len(b) < 2:
-        return False, None
-    (ma, sa), (mb, sb) = _stats(a), _stats(b)
-    if sa == 0 and sb == 0:
-        return ma != mb, None
-    with warnings.catch_warnings():
-        # Nearly identical samples make scipy warn about precision; the test still answers.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
-    return p < ALPHA, p
-
-
-def _pct(a: float, b: float) -> float | None:
-    if a == 0:
-        return None if b != 0 else 0.0
-    return 100.0 * (b - a) / abs(a)
+    if names:
+        check_metrics(sides.get("a", d), names, "scenario.compare.metrics")
 
 
 def compare(
@@ -395,43 +107,30 @@ def compare(
     sides = []
     for side, v in (("A", va), ("B", vb)):
         try:
-            d = _apply_side(data, base["variants"], v)
+            d = apply_side(data, base["variants"], v)
             _core.validate_json(json.dumps(d))
         except ScenarioError as e:
             raise ScenarioError(f"compare: side {side}: {e}") from None
         sides.append(d)
-    _check_metrics(sides[0], names)
+    check_metrics(sides[0], names)
     if base["seed"] + k - 1 >= 2**64:
         raise ScenarioError(f"compare: seeds {base['seed']} to {base['seed'] + k - 1}: a seed is at most 2^64 - 1")
     jobs_in = [json.dumps({**d, "seed": base["seed"] + i}) for d in sides for i in range(k)]
-    texts = _run_all(jobs_in, jobs or min(len(jobs_in), os.cpu_count() or 1))
+    texts = run_all(jobs_in, jobs or min(len(jobs_in), os.cpu_count() or 1))
     results = [json.loads(t) for t in texts]
     ra, rb = results[:k], results[k:]
     out_metrics = []
     for name in names:
         xa = [metric(r, name) for r in ra]
         xb = [metric(r, name) for r in rb]
-        (ma, sa), (mb, sb) = _stats(xa), _stats(xb)
-        sig, p = significance(xa, xb)
-        out_metrics.append(
-            {
-                "name": name,
-                "a_mean": ma,
-                "a_std": sa,
-                "b_mean": mb,
-                "b_std": sb,
-                "pct_change": _pct(ma, mb),
-                "significant": sig,
-                "p_value": p,
-            }
-        )
+        out_metrics.append({"name": name, **ab_row(xa, xb)})
     sites = sorted({l["caller"] for r in results for l in r["locks"]})
     locks = []
     for s in sites:
-        wa = _stats([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
-        wb = _stats([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
-        aa = _stats([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
-        ab = _stats([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
+        wa = mean_sd([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
+        wb = mean_sd([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
+        aa = mean_sd([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
+        ab = mean_sd([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
         locks.append(
             {
                 "site": s,
@@ -439,7 +138,7 @@ def compare(
                 "b_total_wait_ns": wb,
                 "a_acquisitions": aa,
                 "b_acquisitions": ab,
-                "pct_change": _pct(wa, wb),
+                "pct_change": pct_change(wa, wb),
             }
         )
     locks.sort(key=lambda l: -max(l["a_total_wait_ns"], l["b_total_wait_ns"]))
@@ -451,21 +150,6 @@ def compare(
         "metrics": out_metrics,
         "locks": locks,
     }
-
-
-def _fmt(x: float) -> str:
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e6 or abs(x) < 1e-2:
-        return f"{x:.4g}"
-    return f"{x:,.2f}"
-
-
-def _fmt_ns(ns: float) -> str:
-    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= div:
-            return f"{ns / div:.2f} {unit}"
-    return f"{ns:.0f} ns"
 
 
 def format_compare(c: dict) -> str:
@@ -481,8 +165,8 @@ def format_compare(c: dict) -> str:
         p = "-" if m.get("p_value") is None else f"{m['p_value']:.2g}"
         mark = " *" if m["significant"] else ""
         lines.append(
-            f"{m['name']:<{w}} {_fmt(m['a_mean']):>14} {_fmt(m['a_std']):>10} {_fmt(m['b_mean']):>14} "
-            f"{_fmt(m['b_std']):>10} {pct:>9} {p:>8}{mark}"
+            f"{m['name']:<{w}} {fmt_num(m['a_mean']):>14} {fmt_num(m['a_std']):>10} {fmt_num(m['b_mean']):>14} "
+            f"{fmt_num(m['b_std']):>10} {pct:>9} {p:>8}{mark}"
         )
     lines += [
         "",
@@ -495,7 +179,7 @@ def format_compare(c: dict) -> str:
     for l in c["locks"]:
         pct = "n/a" if l["pct_change"] is None else f"{l['pct_change']:+.2f}%"
         lines.append(
-            f"{l['site']:<28} {_fmt_ns(l['a_total_wait_ns']):>12} {_fmt_ns(l['b_total_wait_ns']):>12} {pct:>9} "
+            f"{l['site']:<28} {fmt_ns(l['a_total_wait_ns']):>12} {fmt_ns(l['b_total_wait_ns']):>12} {pct:>9} "
             f"{l['a_acquisitions']:>12.0f} {l['b_acquisitions']:>12.0f}"
         )
     return "\n".join(lines)

@@ -17,9 +17,9 @@ import json
 
 from . import _core, vm
 from ._core import ScenarioError
-from .compare import _apply_side, _fmt, _pct, _stats, parse_switches, significance, ALPHA
-from .kernelrun import KernelRunError, simulate, why_not_comparable
-from .scenario import compare_table
+from .scenario import apply_side, compare_table, parse_switches
+from .sidebyside import KernelRunError, simulate, why_not_comparable
+from .stats import ALPHA, ab_row, fmt_num
 
 DEFAULT_KERNEL = "debian"
 
@@ -40,7 +40,7 @@ def kernel_sides(norm: dict, nprocs: list[int], ka: vm.Kernel, kb: vm.Kernel, re
             r = doc["reps"][0]
             c = vm.rep_counters(r, norm)
             c["wall_s"] = r["wall_s"]
-            c["_proactive"] = vm._has_proactive_counters(doc)
+            c["_proactive"] = vm.has_proactive_counters(doc)
             runs[side].append(c)
             if doc["accel_how"] not in how:
                 how.append(doc["accel_how"])
@@ -54,7 +54,7 @@ def check_sides(scenario: dict, sa: dict, sb: dict, origins: tuple[str, str] = (
     base = json.loads(_core.validate_json(json.dumps(scenario)))
     for side, v, origin in (("A", sa, origins[0]), ("B", sb, origins[1])):
         try:
-            _core.validate_json(json.dumps(_apply_side(scenario, base["variants"], v)))
+            _core.validate_json(json.dumps(apply_side(scenario, base["variants"], v)))
         except ScenarioError as e:
             raise ScenarioError(f"kernel-compare: model side {side} ({origin}): {e}") from None
 
@@ -64,20 +64,15 @@ def model_sides(scenario: dict, sa: dict, sb: dict, reps: int, fold: bool, progr
     base = json.loads(_core.validate_json(json.dumps(scenario)))
     out = {}
     for side, v in (("A", sa), ("B", sb)):
-        d = json.loads(_core.validate_json(json.dumps(_apply_side(scenario, base["variants"], v))))
+        d = json.loads(_core.validate_json(json.dumps(apply_side(scenario, base["variants"], v))))
         d["kernel"]["cgroup_version"] = 2
         sims = simulate(d, reps, progress, per_cgroup=True)
         out[side] = [vm.fold_proactive(s) for s in sims] if fold else sims
     return out
 
 
-def _row(name: str, xa: list[float], xb: list[float]) -> dict:
-    (ma, sa), (mb, sb) = _stats(xa), _stats(xb)
-    sig, p = significance(xa, xb)
-    return {
-        "a_mean": ma, "a_std": sa, "b_mean": mb, "b_std": sb, "pct_change": _pct(ma, mb),
-        "significant": sig, "p_value": p, "a_values": xa, "b_values": xb,
-    }
+def _row(xa: list[float], xb: list[float]) -> dict:
+    return {**ab_row(xa, xb), "a_values": xa, "b_values": xb}
 
 
 def agreement(k: dict, m: dict) -> str:
@@ -120,8 +115,8 @@ def kernel_compare(
         mx = [[c.get(n, 0) for c in model[s]] for s in ("A", "B")] if n != "wall_s" else None
         if not any(kx[0] + kx[1]) and not (mx and any(mx[0] + mx[1])):
             continue
-        k = _row(n, *kx)
-        m = _row(n, *mx) if mx else None
+        k = _row(*kx)
+        m = _row(*mx) if mx else None
         rows.append({"name": n, "kernel": k, "model": m, "agree": agreement(k, m) if m else None})
     notes.append(f"accel: {'; '.join(how)}")
     if fold:
@@ -158,7 +153,7 @@ def format_kernel_compare(c: dict) -> str:
         pct = "n/a" if s["pct_change"] is None else f"{s['pct_change']:+.1f}%"
         p = "-" if s["p_value"] is None else f"{s['p_value']:.2g}"
         mark = "*" if s["significant"] else " "
-        return f"{_fmt(s['a_mean']):>12} {_fmt(s['a_std']):>9} {_fmt(s['b_mean']):>12} {_fmt(s['b_std']):>9} {pct:>9} {p:>6}{mark}  "
+        return f"{fmt_num(s['a_mean']):>12} {fmt_num(s['a_std']):>9} {fmt_num(s['b_mean']):>12} {fmt_num(s['b_std']):>9} {pct:>9} {p:>6}{mark}  "
 
     for r in c["metrics"]:
         lines.append(f"{r['name']:<{w}} {cols(r['kernel'])}{cols(r['model'])}{r['agree'] or ''}")

@@ -12,19 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from ._core import ScenarioError
+from .metrics import unit
+from .sweep import upgrade
 
 LRU_LISTS = ["inactive_anon", "active_anon", "inactive_file", "active_file"]
 RATES = ["pgscan", "pgsteal", "workingset_refault_anon", "workingset_refault_file"]
-# Sweep metrics plotted when present and not all zero.
+# Sweep metrics plotted when present and not all zero (names as metrics.py gives them).
 SWEEP_METRICS = [
-    "vmstat.pgscan_direct",
-    "vmstat.pgsteal_direct",
-    "vmstat.pgscan_kswapd",
-    "vmstat.pgsteal_kswapd",
-    "vmstat.workingset_refault_anon",
-    "vmstat.workingset_refault_file",
-    "vmstat.pswpout",
-    "vmstat.allocstall",
+    "pgscan_direct",
+    "pgsteal_direct",
+    "pgscan_kswapd",
+    "pgsteal_kswapd",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "pswpout",
+    "allocstall",
     "lock_wait_total_ns",
 ]
 
@@ -87,7 +89,7 @@ def _load_sweep_table(f: Path):
         raise ScenarioError(
             f"report input {f}: not a sweep's table: no column {', '.join(missing)} (columns: {_cols(df.columns)})"
         )
-    return df
+    return upgrade(df)  # a store of an earlier version: its columns under today's names
 
 
 def _cols(names: list[str]) -> str:
@@ -276,16 +278,6 @@ def compare_figures(c: dict) -> list:
     return figs
 
 
-def _unit(col: str) -> str:
-    if col.endswith("_ns"):
-        return "ns"
-    if col.endswith("throughput"):
-        return "accesses/s"
-    if col.startswith("vmstat."):
-        return "pages" if not col.startswith("vmstat.allocstall") else "events"
-    return ""
-
-
 def _independent(df, x: str, y: str) -> bool:
     """Whether axis y takes more than one value at some value of axis x (not zipped)."""
     import polars as pl
@@ -298,13 +290,17 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
 
     go, _ = _go()
     ok = df.filter(pl.col("error").is_null()) if "error" in df.columns else df
-    fixed = {"run_id", "scenario", "variant_set", "seed", "scenario_hash", "reclaimsim_version", "wall_s", "error", "end_ns"}
+    fixed = {"run_id", "scenario", "variant_set", "seed", "scenario_hash", "reclaimsim_version", "store_version",
+             "wall_s", "error"}
     if axes is None:
-        first_metric = next((i for i, c in enumerate(ok.columns) if c.startswith("vmstat.")), len(ok.columns))
-        axes = [c for c in ok.columns[:first_metric] if c not in fixed]
+        # The axes come before the values (a sweep's rows: identity, axes, then end_ns and
+        # the values, the vmstat counters first).
+        first_value = next((i for i, c in enumerate(ok.columns)
+                            if c == "end_ns" or "@" in c or c in SWEEP_METRICS or c.startswith("vmstat.")), len(ok.columns))
+        axes = [c for c in ok.columns[:first_value] if c not in fixed]
     if metrics is None:
         metrics = [m for m in SWEEP_METRICS if m in ok.columns and ok[m].sum() != 0]
-        metrics += [c for c in ok.columns if c.startswith("workload.") and c.endswith(".throughput")]
+        metrics += [c for c in ok.columns if c.startswith("throughput@")]
     figs = []
     name = ok["scenario"][0] if len(ok) and "scenario" in ok.columns else "sweep"
     if not axes:
@@ -314,8 +310,8 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
                 pl.col(m).mean().alias("mean"), pl.col(m).std().fill_null(0).alias("std"))
             f = go.Figure(go.Bar(x=g["variant_set"].to_list(), y=g["mean"].to_list(),
                                  error_y=dict(type="data", array=g["std"].to_list())))
-            unit = _unit(m)
-            f.update_layout(title=f"{name}: {m}{f' [{unit}]' if unit else ''} per variant set, mean and std over seeds",
+            u = unit(m)
+            f.update_layout(title=f"{name}: {m}{f' [{u}]' if u else ''} per variant set, mean and std over seeds",
                             xaxis_title="variant set", yaxis_title=m)
             figs.append(f)
     for m in metrics:
@@ -333,10 +329,10 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
                 f.add_trace(go.Scatter(x=[str(x) for x in sub[ax]], y=sub["mean"],
                                        error_y=dict(type="data", array=sub["std"].to_list()),
                                        mode="lines+markers", name=label))
-            unit = _unit(m)
-            f.update_layout(title=f"{name}: {m} [{unit}] against {ax}, mean and std over seeds" if unit else
+            u = unit(m)
+            f.update_layout(title=f"{name}: {m} [{u}] against {ax}, mean and std over seeds" if u else
                             f"{name}: {m} against {ax}, mean and std over seeds",
-                            xaxis_title=ax, yaxis_title=f"{m} [{unit}]" if unit else m)
+                            xaxis_title=ax, yaxis_title=f"{m} [{u}]" if u else m)
             figs.append(f)
     pairs = [(x, y) for i, x in enumerate(axes) for y in axes[i + 1:] if _independent(ok, x, y)]
     if pairs:
@@ -349,8 +345,8 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
                 ys = ok[y].unique(maintain_order=True).to_list()
                 z = [[next((r["mean"] for r in g.iter_rows(named=True) if r[x] == xv and r[y] == yv), None) for xv in xs]
                      for yv in ys]
-                f = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, colorbar=dict(title=_unit(m))))
-                f.update_layout(title=f"{name}: {m} [{_unit(m)}], variant set {vs}: mean over seeds by {x} and {y}",
+                f = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, colorbar=dict(title=unit(m))))
+                f.update_layout(title=f"{name}: {m} [{unit(m)}], variant set {vs}: mean over seeds by {x} and {y}",
                                 xaxis_title=x, yaxis_title=y)
                 figs.append(f)
     return figs

@@ -79,7 +79,7 @@ def load_scenario(
     table, if any, of the fields `compare` reads (see `compare_table`).
     """
     if isinstance(scenario, dict):
-        _check_values(scenario, [])  # before deepcopy, which recurses
+        check_values(scenario, [])  # before deepcopy, which recurses
         data = copy.deepcopy(scenario)
     else:
         s = str(scenario)
@@ -102,14 +102,14 @@ def load_scenario(
                     f"scenario {s!r}: no such file and no built-in of that name; built-ins: {names}"
                 )
             data = _parse_toml(f.read_text(), f"built-in {s}")
-        _check_values(data, [])
+        check_values(data, [])
     if full_scale:
         fs = compare_table(data).get("full_scale")
         if fs is None:
             raise ScenarioError("--full-scale: this scenario runs at its full scale already (no [compare].full_scale)")
         _apply_full_scale(data, fs)
     for o in overrides:
-        apply_override(data, o)  # each value checked as _check_values does
+        apply_override(data, o)  # each value checked as check_values does
     fs = compare_table(data).get("full_scale")
     if fs and not full_scale:
         # Applied to a copy: a path that does not exist is refused whether or not they
@@ -121,7 +121,7 @@ def load_scenario(
 
 def _apply_full_scale(data: dict, fs: list[str]) -> None:
     for i, o in enumerate(fs):
-        apply_override(data, o, f"scenario.compare.full_scale[{i}] = {_short(o)}")
+        apply_override(data, o, f"scenario.compare.full_scale[{i}] = {quoted(o)}")
 
 
 def _check_trace_paths(data: dict) -> None:
@@ -179,23 +179,24 @@ def compare_table(data: dict) -> dict:
         return {}
     if not isinstance(spec, dict):
         raise ScenarioError(
-            f"scenario.compare = {_show(spec)}: expected a table with fields {', '.join(_COMPARE_FIELDS)}"
+            f"scenario.compare = {brief(spec)}: expected a table with fields {', '.join(_COMPARE_FIELDS)}"
         )
     for k, v in spec.items():
         if k not in _COMPARE_FIELDS:
             raise ScenarioError(f"scenario.compare.{k}: unknown field; allowed: {', '.join(_COMPARE_FIELDS)}")
         what, ok = _COMPARE_FIELDS[k]
         if not ok(v):
-            raise ScenarioError(f"scenario.compare.{k} = {_show(v)}: expected {what}")
+            raise ScenarioError(f"scenario.compare.{k} = {brief(v)}: expected {what}")
     for i, o in enumerate(spec.get("full_scale", [])):
-        origin = f"scenario.compare.full_scale[{i}] = {_short(o)}"
+        origin = f"scenario.compare.full_scale[{i}] = {quoted(o)}"
         if "=" not in o:
             raise ScenarioError(f'{origin}: expected "KEY=VALUE", e.g. "machine.cpus=64"')
         parse_key(o.partition("=")[0], origin)
     return spec
 
 
-def _show(v: Any) -> str:
+def brief(v: Any) -> str:
+    """A value as JSON, cut to about 60 characters (for a message)."""
     s = json.dumps(v, default=str)
     return s if len(s) <= 60 else s[:57] + "..."
 
@@ -281,7 +282,7 @@ def _leaf_problem(x: Any) -> tuple[str, str] | None:
     return None
 
 
-def _check_values(v: Any, path: list) -> None:
+def check_values(v: Any, path: list) -> None:
     """Refuse, naming the field, values a scenario never takes and JSON cannot carry:
     TOML dates and times, NaN and infinities; and nesting deeper than MAX_DEPTH."""
     bad = value_problem(v, MAX_DEPTH - len(path))
@@ -304,19 +305,19 @@ def _resolve_paths(data: dict, base: Path) -> None:
                 w["path"] = str(base / w["path"])
 
 
-def _parse_value(v: str) -> Any:
+def parse_value(v: str) -> Any:
     """A `--set` value: a TOML value, else the text itself as a string."""
     try:
         doc = tomllib.loads(f"v = {v}")
     except tomllib.TOMLDecodeError:
         return v
     except RecursionError:
-        raise ScenarioError(f"value {_short(v)}: invalid TOML: nested too deeply") from None
+        raise ScenarioError(f"value {quoted(v)}: invalid TOML: nested too deeply") from None
     # More than one key: the text held a newline and more TOML after the value.
     return doc["v"] if list(doc) == ["v"] else v
 
 
-def _short(text: str, n: int = 60) -> str:
+def quoted(text: str, n: int = 60) -> str:
     """repr(text), cut to about n characters (a refusal stays one readable line)."""
     return repr(text) if len(text) <= n else f"{text[:n]!r}... ({len(text)} characters)"
 
@@ -337,15 +338,15 @@ def parse_key(key: str, origin: str) -> list[str | int]:
         m = _COMPONENT.fullmatch(tok)
         if m is None:
             raise ScenarioError(
-                f"{origin}: key component {_short(tok)} is malformed (unbalanced brackets or text after one); "
+                f"{origin}: key component {quoted(tok)} is malformed (unbalanced brackets or text after one); "
                 "expected NAME or NAME[INDEX], e.g. cgroup[1]"
             )
         parts.append(m[1])
         for idx in re.findall(r"\[([^\[\]]*)\]", m[2]):
             if not _INDEX.fullmatch(idx):
-                raise ScenarioError(f"{origin}: index {_short(idx)} is not a number (digits 0-9)")
+                raise ScenarioError(f"{origin}: index {quoted(idx)} is not a number (digits 0-9)")
             if len(idx.lstrip("0")) > 18:
-                raise ScenarioError(f"{origin}: index {_short(idx)} is too large")
+                raise ScenarioError(f"{origin}: index {quoted(idx)} is too large")
             parts.append(int(idx))
         if len(parts) > MAX_DEPTH:
             raise ScenarioError(f"{origin}: key nested too deeply (more than {MAX_DEPTH} levels)")
@@ -361,14 +362,14 @@ def apply_override(data: dict, expr: str, origin: str | None = None) -> None:
     malformed key, and a value no scenario field takes (a TOML date, NaN). Errors start
     with `origin` (default: `--set 'EXPR'`).
     """
-    origin = origin or f"--set {_short(expr)}"
+    origin = origin or f"--set {quoted(expr)}"
     if "=" not in expr:
         raise ScenarioError(f"{origin}: expected KEY=VALUE, e.g. machine.cpus=64")
     key, _, raw = expr.partition("=")
     parts = parse_key(key, origin)
     try:
-        value = _parse_value(raw.strip())
-        _check_values(value, parts)
+        value = parse_value(raw.strip())
+        check_values(value, parts)
     except ScenarioError as e:
         raise ScenarioError(f"{origin}: {e}") from None
     cur: Any = data
@@ -408,6 +409,75 @@ def _fmt_path(parts: list) -> str:
             return f"{s}..."
         s += f"[{p}]" if isinstance(p, int) else f".{p}"
     return s
+
+
+# ---------------------------------------------------------------------------------------
+# A/B sides: variant switches and fields applied to a scenario (compare, sweep's variant
+# sets, kernel-compare's model sides)
+
+
+def parse_switches(text: str | None) -> dict:
+    """`rotation_cost=false,lru_add_dead_filter=true` -> a side's table. Names without a
+    dot or an index are variant switches; others are scenario fields by their `--set`
+    path (`kernel.lru=mglru`, `kernel.lru_gen.enabled=3`)."""
+    out: dict[str, Any] = {}
+    if not text:
+        return out
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise ScenarioError(f"switch {part!r}: expected NAME=VALUE, e.g. rotation_cost=false")
+        k, _, v = part.partition("=")
+        try:
+            out[k.strip()] = parse_value(v.strip())
+        except ScenarioError as e:
+            raise ScenarioError(f"switch {quoted(part)}: {e}") from None
+    for k, v in out.items():
+        check_values(v, _side_path(k))
+    return out
+
+
+def _side_path(k: str) -> list:
+    """Where a side's entry goes, for messages: a switch under [variants], else the
+    scenario field of that --set path."""
+    return [k] if "." in k or "[" in k else ["variants", k]
+
+
+def _flatten(v: dict, prefix: str = "") -> dict:
+    """A side's table with nested tables turned into dotted paths."""
+    out = {}
+    for k, x in v.items():
+        if isinstance(x, dict) and k != "variants":
+            out.update(_flatten(x, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = x
+    return out
+
+
+def toml_literal(x: Any) -> str:
+    """A value as the TOML text of a `--set` override (apply_override parses it back)."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (int, float)):
+        return repr(x)
+    return json.dumps(x)
+
+
+def apply_side(data: dict, variants: dict, side: dict) -> dict:
+    """The scenario of one side: variant switches merged into [variants], other entries
+    set as scenario fields by their `--set` paths."""
+    d = json.loads(json.dumps(data))
+    switches = {}
+    for k, x in _flatten(side).items():
+        check_values(x, _side_path(k))
+        if "." in k or "[" in k:
+            apply_override(d, f"{k}={toml_literal(x)}")
+        else:
+            switches[k] = x
+    d["variants"] = {**variants, **switches}
+    return d
 
 
 def run(

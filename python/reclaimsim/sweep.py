@@ -18,20 +18,20 @@ import hashlib
 import itertools
 import json
 import os
-import signal
 import tempfile
 import time
 import tomllib
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import _core
-from ._core import ScenarioError, SimulationError
-from .compare import _apply_side, _toml_literal
+from ._core import ScenarioError
+from .batch import LocalPool, probe, run_one
+from .metrics import from_v1, values
 from .safefs import replace_atomically
-from .scenario import MAX_DEPTH, _show, apply_override, compare_table, load_scenario, value_problem
+from .scenario import MAX_DEPTH, apply_override, apply_side, brief, compare_table, load_scenario, toml_literal, value_problem
+from .term import one_line
 
 GRID_FIELDS = ("scenario", "description", "seeds", "axes", "variant_sets", "exclude", "zip", "overrides")
 
@@ -169,7 +169,7 @@ def _check_grid_values(data: dict) -> None:
             if bad:
                 sub, shown, what = bad
                 inner = f" (its {_at(sub)} = {shown})" if sub and shown is not None else ""
-                raise _err(f"grid axis {k!r} value {shown if not sub else _show(v)}{inner}: {what}")
+                raise _err(f"grid axis {k!r} value {shown if not sub else brief(v)}{inner}: {what}")
     for k, v in data.items():
         bad = value_problem(v, MAX_DEPTH - 1)
         if bad:
@@ -213,7 +213,7 @@ def _apply_point(base: dict, pt: dict[str, Any]) -> dict:
     d = json.loads(json.dumps(base))
     for axis, v in pt.items():
         try:
-            apply_override(d, f"{axis}={_toml_literal(v)}")
+            apply_override(d, f"{axis}={toml_literal(v)}")
         except ScenarioError as e:
             raise _err(f"grid axis {axis!r} value {v!r}: {e}") from None
     try:
@@ -240,13 +240,13 @@ def plan(g: Grid) -> list[Run]:
     base_variants = json.loads(_core.validate_json(json.dumps(base)))["variants"]
     points = _points(g)
     if not points:
-        raise _err(f"grid field 'exclude': {_show(g.exclude)}: excludes every point of the axes; nothing to run")
+        raise _err(f"grid field 'exclude': {brief(g.exclude)}: excludes every point of the axes; nothing to run")
     runs = []
     for pt in points:
         d = _apply_point(base, pt)
         for name, vs in vsets.items():
             try:
-                side = _apply_side(d, base_variants, vs)
+                side = apply_side(d, base_variants, vs)
                 norm = json.loads(_core.validate_json(json.dumps(side)))
             except ScenarioError as e:
                 raise _err(f"grid variant set {name!r} at {pt}: {e}") from None
@@ -257,23 +257,27 @@ def plan(g: Grid) -> list[Run]:
     return runs
 
 
-# ---------------------------------------------------------------------------------------
-# Running one: the function workers execute (a local pool or a Dask worker)
-# ---------------------------------------------------------------------------------------
+def estimate(runs: list[Run], workers: int, scheduler: Any = None) -> str:
+    """`--dry-run`'s line: the run count, and a time estimate from two probes of the first
+    run, cut to 1% and 2% of its virtual time: a fixed part (building the machine) and a
+    part per virtual second, extrapolated to the whole run."""
+    first = json.loads(runs[0].scenario)
 
+    def timed(frac: int) -> tuple[float, str, str]:
+        kind, text, wall = probe(first, first["duration"] // frac)
+        return wall, kind, text
 
-def run_task(scenario_json: str) -> tuple[str, str, float]:
-    """Run one scenario: ("ok", result JSON, wall seconds) or (error class, message, wall).
-    Errors travel as text (the core's exceptions do not pickle)."""
-    t = time.perf_counter()
-    try:
-        return "ok", _core.run_json(scenario_json), time.perf_counter() - t
-    except (ScenarioError, SimulationError) as e:
-        return type(e).__name__, str(e), time.perf_counter() - t
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    t1, _, _ = timed(100)
+    t2, kind, text = timed(50)
+    per_pct = max(t2 - t1, 0.0)
+    wall = max(t1 - per_pct, 0.0) + 100 * per_pct
+    where = f"a Dask cluster at {scheduler}" if scheduler else f"{workers} local workers"
+    est = wall * len(runs) / (1 if scheduler else min(workers, len(runs)))
+    note = "" if kind == "ok" else f" (the probe failed: {one_line(text)})"
+    return (
+        f"{len(runs)} runs; about {wall:.1f} s each (probes of 1% and 2% of the first run's virtual "
+        f"time), about {est / 60:.1f} min on {where}{note}"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -287,6 +291,12 @@ def _version() -> str:
     return version("reclaimsim")
 
 
+# The store's format, in each row's store_version column: 2 names the value columns as
+# metrics.values does (`pgscan_anon`, `throughput@web`); 1 (rows without the column) named
+# them `vmstat.pgscan_anon`, `workload.web.throughput`, and is read through upgrade().
+STORE_VERSION = 2
+
+
 def _flat_row(run: Run, r: dict | None, wall: float, error: str | None, version: str) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run_id": run.run_id,
@@ -295,30 +305,32 @@ def _flat_row(run: Run, r: dict | None, wall: float, error: str | None, version:
         "seed": run.seed,
         "scenario_hash": hashlib.sha256(run.scenario.encode()).hexdigest()[:20],
         "reclaimsim_version": version,
+        "store_version": STORE_VERSION,
         "wall_s": wall,
         "error": error,
     }
     for axis, v in run.point.items():
         row[axis] = v if isinstance(v, (int, float, str, bool)) else json.dumps(v)
-    if r is None:
-        return row
-    row["end_ns"] = r["end_ns"]
-    for k, v in r["vmstat"].items():
-        row[f"vmstat.{k}"] = v
-    for w in r["workloads"]:
-        for k, v in w.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                row[f"workload.{w['name']}.{k}"] = v
-        for k, v in (w.get("trace") or {}).items():
-            row[f"workload.{w['name']}.trace.{k}"] = v
-    total = 0
-    for lk in r["locks"]:
-        key = f"lock.{lk['name']}.{lk['caller']}"
-        row[f"{key}.wait_ns"] = row.get(f"{key}.wait_ns", 0) + lk["total_wait_ns"]
-        row[f"{key}.acquisitions"] = row.get(f"{key}.acquisitions", 0) + lk["acquisitions"]
-        total += lk["total_wait_ns"]
-    row["lock_wait_total_ns"] = total
+    if r is not None:
+        row.update(values(r))
     return row
+
+
+def upgrade(df):
+    """A results table (polars DataFrame) of any store version as version STORE_VERSION:
+    a version-1 table's value columns renamed (metrics.from_v1) and its store_version
+    column added after reclaimsim_version."""
+    import polars as pl
+
+    if "store_version" in df.columns:
+        return df
+    names = {c: from_v1(c) for c in df.columns}
+    taken = set(df.columns)
+    df = df.rename({c: n for c, n in names.items() if n != c and n not in taken})
+    cols = list(df.columns)
+    at = cols.index("reclaimsim_version") + 1 if "reclaimsim_version" in cols else len(cols)
+    df = df.with_columns(pl.lit(STORE_VERSION, dtype=pl.Int64).alias("store_version"))
+    return df.select(cols[:at] + ["store_version"] + cols[at:])
 
 
 def _cgroup_rows(run: Run, r: dict) -> list[dict[str, Any]]:
@@ -398,7 +410,7 @@ class Store:
         for sub, name in (("runs", "results"), ("cgroups", "cgroups"), ("timeseries", "timeseries")):
             files = [self.out / sub / f"{i}.parquet" for i in ids]
             files = [f for f in files if f.is_file()]
-            dfs = [pl.read_parquet(f) for f in files]
+            dfs = [upgrade(pl.read_parquet(f)) if sub == "runs" else pl.read_parquet(f) for f in files]
             df = pl.concat(dfs, how="diagonal_relaxed") if dfs else pl.DataFrame({"run_id": []}, schema={"run_id": pl.String})
             self.out.mkdir(parents=True, exist_ok=True)
             replace_atomically(self.out / f"{name}.parquet", df.write_parquet)
@@ -407,29 +419,6 @@ class Store:
 # ---------------------------------------------------------------------------------------
 # Executors
 # ---------------------------------------------------------------------------------------
-
-
-class _LocalPool:
-    """Long-lived worker processes (a simulation is single-threaded)."""
-
-    def __init__(self, workers: int):
-        import multiprocessing
-
-        self.pool = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint
-        )
-
-    def submit(self, scenario_json: str) -> Future:
-        return self.pool.submit(run_task, scenario_json)
-
-    def wait_any(self, futures: list, timeout: float) -> set:
-        return wait(futures, return_when=FIRST_COMPLETED, timeout=timeout).done
-
-    def close(self, cancel: bool, pending: list) -> None:
-        if cancel:
-            for p in list(getattr(self.pool, "_processes", {}).values()):
-                p.terminate()
-        self.pool.shutdown(wait=True, cancel_futures=cancel)
 
 
 class _DaskPool:
@@ -452,7 +441,7 @@ class _DaskPool:
             self.client, self.own = scheduler, False
 
     def submit(self, scenario_json: str):
-        return self.client.submit(run_task, scenario_json, pure=False)
+        return self.client.submit(run_one, scenario_json, pure=False)
 
     def wait_any(self, futures: list, timeout: float) -> set:
         from distributed import wait as dask_wait
@@ -506,7 +495,7 @@ def execute(
     if on_progress:
         on_progress(prog)
     if todo:
-        pool = _DaskPool(scheduler) if scheduler is not None else _LocalPool(max(1, workers))
+        pool = _DaskPool(scheduler) if scheduler is not None else LocalPool(max(1, workers))
         pending: dict = {}
         cancel = True
         try:
@@ -546,10 +535,11 @@ def _drive(pool, pending: dict, todo: list[Run], store: Store, version: str, pro
 
 
 def results(out: str | Path):
-    """The sweep's table (polars DataFrame) from DIR/results.parquet."""
+    """The sweep's table (polars DataFrame) from DIR/results.parquet, a store of an earlier
+    version's with its columns under today's names (upgrade)."""
     import polars as pl
 
-    return pl.read_parquet(Path(out) / "results.parquet")
+    return upgrade(pl.read_parquet(Path(out) / "results.parquet"))
 
 
 def sweep(
@@ -623,7 +613,17 @@ def bench_sweep(workdir: Path, dask: bool = True) -> dict:
         except ImportError:
             return out
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, Client(c) as cl:
-            cl.submit(run_task, runs[0].scenario, pure=False).result()  # workers warmed up, as a pool is
+            cl.submit(run_one, runs[0].scenario, pure=False).result()  # workers warmed up, as a pool is
             td = timed("dask2", scheduler=cl)
         out["dask2_over_local1"] = td / t1
     return out
+
+
+def format_bench_sweep(b: dict) -> str:
+    """bench_sweep's figures as one line."""
+    return (
+        f"sweep of {b['runs']} runs: 1 worker {b['local1_wall_s']:.1f} s (runs {b['local1_run_wall_s']:.1f} s), "
+        f"2 workers {b['local2_wall_s']:.1f} s ({b['local2_over_local1']:.2f}x)"
+        + (f", Dask 2 workers {b['dask2_wall_s']:.1f} s ({b['dask2_over_local1']:.2f}x)" if "dask2_wall_s" in b else "")
+        + f"; overhead per run {b['overhead_per_run_s'] * 1e3:.0f} ms ({100 * b['overhead_share_of_run']:.1f}% of a run)"
+    )

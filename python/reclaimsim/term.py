@@ -26,3 +26,9 @@ def printable(s: str) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+def one_line(msg: str) -> str:
+    """A message as one line, its control characters escaped (it may quote a file, a
+    kernel's string or an argument)."""
+    return printable("; ".join(line.strip() for line in str(msg).strip().splitlines() if line.strip()))

@@ -20,17 +20,14 @@ import sys
 import time
 
 from . import _core
-from ._interrupt import call_interruptibly
+from .batch import call_interruptibly
+from .bench import BenchError
 
 LIBCACHESIM_FORMATS = {
     "oracle_general": "ORACLE_GENERAL_TRACE",
     "oracle_general_zst": "ORACLE_GENERAL_TRACE",
     "text": "PLAIN_TXT_TRACE",
 }
-
-
-class BenchError(Exception):
-    """Bad input or a missing optional dependency: exit 2."""
 
 
 def trace_scenario(trace: str, capacity_pages: int, pages: int, fmt: str = "auto") -> dict:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from . import debpkg
 from .debpkg import cache_dir
-from .kernelrun import KernelRunError
+from .sidebyside import KernelRunError, assemble, kernel_counters, simulate, workload_names
 from .safefs import replace_atomically
 from .term import printable
 
@@ -621,8 +621,6 @@ def _host_mem_available() -> int:
 
 def rep_counters(rep: dict, norm: dict) -> dict:
     """One guest rep's counters, named as kernel-run names them (sim_counters' names)."""
-    from .kernelrun import kernel_counters, workload_names
-
     settled, cg_stats = {}, {}
     for cg in norm.get("cgroup", []):
         d = rep["cgroups"].get(cg["path"], {})
@@ -632,7 +630,7 @@ def rep_counters(rep: dict, norm: dict) -> dict:
     return kernel_counters(rep["processes"], rep["vmstat"], settled, cg_stats, workload_names(norm))
 
 
-def _has_proactive_counters(doc: dict) -> bool:
+def has_proactive_counters(doc: dict) -> bool:
     return any("pgscan_proactive" in c.get("memory.stat", {}) for r in doc["reps"] for c in r["cgroups"].values())
 
 
@@ -725,8 +723,6 @@ def reclaim_timing(norm: dict, timing: str, notes: list, progress=None) -> list 
 
 def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None, timing: str = "progress") -> dict:
     """kernel-run's report, with the kernel side from a VM and per-cgroup rows."""
-    from .kernelrun import assemble, simulate
-
     norm, nprocs, notes = prepare(scenario)
     kernel = user_kernel(kernel_image) if kernel_image else default_kernel(progress)
     after = reclaim_timing(norm, timing, notes, progress)
@@ -737,7 +733,7 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     sim_norm = sim_scenario(norm, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm)} for r in doc["reps"]]
     sims = simulate(sim_norm, reps, progress, per_cgroup=True)
-    if norm.get("reclaim") and not _has_proactive_counters(doc):
+    if norm.get("reclaim") and not has_proactive_counters(doc):
         notes.append(
             "this kernel's memory.stat has no pgscan_proactive/pgsteal_proactive (v6.16 added them): "
             "it counts memory.reclaim's scans as direct, so the simulator's proactive counts are added to its direct ones"

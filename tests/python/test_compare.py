@@ -137,13 +137,14 @@ def test_an_error_in_a_trace_read_at_its_workloads_start_is_one_line(tmp_path):
 
 
 def test_run_all_raises_the_workers_error_class():
-    from reclaimsim.compare import _run_all
+    from reclaimsim.batch import run_all
 
     good = json.dumps(reclaimsim.load_scenario("file-fits", ["duration=1ms"]))
     bad = json.dumps(reclaimsim.load_scenario("file-fits", ["duration=1ms", "machine.cpus=0"]))
-    assert len(_run_all([good, good], 2)) == 2
-    with pytest.raises(reclaimsim.ScenarioError, match="scenario.machine.cpus"):
-        _run_all([good, bad, good], 2)
+    assert len(run_all([good, good], 2)) == 2
+    for workers in (1, 2):
+        with pytest.raises(reclaimsim.ScenarioError, match="scenario.machine.cpus"):
+            run_all([good, bad, good], workers)
 
 
 def test_seed_001_memcg_iter_drops_the_memcg_lru_and_keeps_memory_reclaim_exact():
@@ -203,7 +204,7 @@ def test_a_probe_scenario_is_cut_short_without_warmup_with_one_schedule_write():
 
 
 def test_lock_hold_metrics_read_the_hold_column_per_caller_and_for_lru_lock():
-    from reclaimsim.compare import metric
+    from reclaimsim.metrics import metric
 
     r = {"end_ns": 2_000_000_000, "locks": [
         {"name": "lru_lock", "caller": "move_folios_to_lru", "acquisitions": 4, "total_wait_ns": 7, "total_hold_ns": 100},

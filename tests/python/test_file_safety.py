@@ -174,7 +174,7 @@ def test_a_missing_workdir_is_refused_not_created(tmp_path):
 @pytest.fixture
 def no_host_swap(monkeypatch):
     ran = []
-    monkeypatch.setattr(kernelrun, "_active_swaps", lambda: [])
+    monkeypatch.setattr(kernelrun, "active_swaps", lambda: [])
     monkeypatch.setattr(kernelrun, "_run", lambda cmd: ran.append(cmd))
     return ran
 

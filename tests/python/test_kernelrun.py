@@ -382,7 +382,7 @@ def test_a_later_kernel_run_removes_what_one_killed_outright_left(tmp_path):
 
 @needs_kernel
 def test_file_reads_refuse_a_tmpfs_workdir():
-    if kernelrun._fstype("/dev/shm") != "tmpfs":
+    if kernelrun.fstype("/dev/shm") != "tmpfs":
         pytest.skip("/dev/shm is not tmpfs here")
     p = cli("kernel-run", "calib-uniform", "--reps", "1", "--workdir", "/dev/shm")
     assert p.returncode == 2, p.stderr

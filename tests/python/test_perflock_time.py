@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from reclaimsim import perflock
-from reclaimsim.kernelrun import kernel_time_counters, time_rows, workload_names
+from reclaimsim.sidebyside import kernel_time_counters, time_rows, workload_names
 
 PERF_TEXT = """ contended   total wait     max wait     avg wait         type   caller
 

@@ -111,8 +111,8 @@ def test_report_of_a_run_a_compare_and_a_sweep_opens_with_every_plot_drawn(input
     assert any("lock contention per call site: total wait [ms]" in t for t in run)
     assert any("per-memcg pgsteal and workingset refaults [pages]" in t for t in run)
     assert any(t.startswith("default: A vs B") for t in got)
-    assert any("vmstat.pswpout [pages] against machine.cpus" in t for t in got)
-    assert any("vmstat.pswpout [pages] against kernel.swappiness" in t for t in got)
+    assert any(": pswpout [pages] against machine.cpus" in t for t in got)
+    assert any(": pswpout [pages] against kernel.swappiness" in t for t in got)
     assert any("variant set A: mean over seeds by machine.cpus and kernel.swappiness" in t for t in got)
     assert len(plots) == len(got) >= 10
     assert_drawn(browser, plots)
@@ -149,12 +149,13 @@ def test_sweep_figures_split_lines_by_free_axes_only():
                 for seed in (1, 2):
                     rows.append({"run_id": f"{cpus}{swp}{vs}{seed}", "scenario": "s", "variant_set": vs, "seed": seed,
                                  "error": None, "machine.cpus": cpus, "workload[0].processes": procs,
-                                 "kernel.swappiness": swp, "vmstat.pswpout": cpus * swp + seed})
+                                 "kernel.swappiness": swp, "pswpout": cpus * swp + seed})
     df = pl.DataFrame(rows, schema_overrides={"error": pl.String})
-    figs = sweep_figures(df, metrics=["vmstat.pswpout"])
+    figs = sweep_figures(df, metrics=["pswpout"])
     by_title = {f.layout.title.text: f for f in figs}
+    assert all("against pswpout" not in t for t in by_title)  # a value, not an axis
     # Against machine.cpus: processes is zipped with it, swappiness is free: 2 sets x 2.
-    f = by_title["s: vmstat.pswpout [pages] against machine.cpus, mean and std over seeds"]
+    f = by_title["s: pswpout [pages] against machine.cpus, mean and std over seeds"]
     assert len(f.data) == 4
     assert sorted(t.name for t in f.data) == ["A, kernel.swappiness=100", "A, kernel.swappiness=30",
                                                 "B, kernel.swappiness=100", "B, kernel.swappiness=30"]

@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from reclaimsim.compare import _pct, _stats, format_compare, significance
+from reclaimsim.compare import format_compare
+from reclaimsim.stats import mean_sd, pct_change, significance
 
 
 def p_two_sided(t: float, df: int) -> float:
@@ -36,10 +37,10 @@ def welch_by_hand(a, b):
 
 def test_mean_and_sample_standard_deviation():
     # The classic example: population sd 2, sample sd sqrt(32 / 7).
-    m, sd = _stats([2, 4, 4, 4, 5, 5, 7, 9])
+    m, sd = mean_sd([2, 4, 4, 4, 5, 5, 7, 9])
     assert m == 5
     assert sd == pytest.approx(math.sqrt(32 / 7))
-    assert _stats([3.5]) == (3.5, 0.0)
+    assert mean_sd([3.5]) == (3.5, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -100,10 +101,10 @@ def test_identical_varying_samples_are_not_significant():
 
 
 def test_percent_change():
-    assert _pct(200, 150) == -25.0
-    assert _pct(-4, -2) == 50.0  # relative to |A|
-    assert _pct(0, 0) == 0.0
-    assert _pct(0, 5) is None
+    assert pct_change(200, 150) == -25.0
+    assert pct_change(-4, -2) == 50.0  # relative to |A|
+    assert pct_change(0, 0) == 0.0
+    assert pct_change(0, 5) is None
 
 
 def test_the_report_marks_only_significant_metrics():
@@ -121,7 +122,7 @@ def test_the_report_marks_only_significant_metrics():
 
 
 def test_metrics_across_cgroups_are_the_population_cv_and_the_sum():
-    from reclaimsim.compare import metric
+    from reclaimsim.metrics import metric
 
     r = {
         "end_ns": 10**9,
@@ -139,21 +140,21 @@ def test_metrics_across_cgroups_are_the_population_cv_and_the_sum():
 
 
 def test_a_side_sets_switches_and_scenario_fields():
-    from reclaimsim.compare import _apply_side, parse_switches
+    from reclaimsim.scenario import apply_side, parse_switches
 
     data = {"kernel": {"swappiness": 60}, "variants": {}}
     side = parse_switches("kernel.lru=mglru,kernel.lru_gen.enabled=3,mglru_memcg_iter=true")
-    d = _apply_side(data, {"rotation_cost": True}, side)
+    d = apply_side(data, {"rotation_cost": True}, side)
     assert d["kernel"] == {"swappiness": 60, "lru": "mglru", "lru_gen": {"enabled": 3}}
     assert d["variants"] == {"rotation_cost": True, "mglru_memcg_iter": True}
     # A [compare] table may nest: { kernel = { lru = "mglru" } }.
-    d = _apply_side(data, {}, {"kernel": {"lru": "mglru"}})
+    d = apply_side(data, {}, {"kernel": {"lru": "mglru"}})
     assert d["kernel"]["lru"] == "mglru"
     assert data["kernel"] == {"swappiness": 60}
 
 
 def test_proactive_metrics_by_hand():
-    from reclaimsim.compare import metric
+    from reclaimsim.metrics import metric
 
     # 4 writes of 2 MiB (512 pages each) that reclaimed 2,100 pages in all, 3 ms each.
     r = {

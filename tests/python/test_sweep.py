@@ -102,7 +102,7 @@ def test_a_local_pool_and_a_dask_cluster_give_the_same_table(tmp_path, dask_clie
     rows = duckdb.sql(f"select variant_set, count(*) from '{f}' group by all order by all").fetchall()
     assert rows == [("A", 8), ("B", 8)]
     pd = pytest.importorskip("pandas")
-    assert pd.read_parquet(f)["vmstat.pswpout"].tolist() == local["vmstat.pswpout"].to_list()
+    assert pd.read_parquet(f)["pswpout"].tolist() == local["pswpout"].to_list()
 
 
 def test_a_sweep_killed_with_sigkill_resumes_without_redoing_finished_runs(tmp_path):
@@ -239,3 +239,54 @@ def test_grids_no_scenario_can_take_are_one_line_naming_the_axis(tmp_path, text,
     assert r.returncode == 2, r.stderr[-800:]
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert "Traceback" not in r.stderr and len(lines) == 1 and named in lines[0], r.stderr[-800:]
+
+
+def _as_version_1(df: pl.DataFrame, axes) -> pl.DataFrame:
+    """A table as a version-1 store wrote it: no store_version, the values named
+    vmstat.NAME, workload.W.FIELD, workload.W.trace.FIELD, lock.LOCK.CALLER.FIELD."""
+    import re
+
+    keep = {"run_id", "scenario", "variant_set", "seed", "scenario_hash", "reclaimsim_version", "store_version",
+            "wall_s", "error", "end_ns", "lock_wait_total_ns", *axes}
+    names = {}
+    for c in df.columns:
+        key, _, where = c.partition("@")
+        lock = re.fullmatch(r"(\w+_lock)_(wait_ns|acquisitions)", key)
+        if c in keep:
+            continue
+        if not where:
+            names[c] = f"vmstat.{c}"
+        elif lock:
+            names[c] = f"lock.{lock[1]}.{where}.{lock[2]}"
+        elif key.startswith("trace."):
+            names[c] = f"workload.{where}.trace.{key[len('trace.'):]}"
+        else:
+            names[c] = f"workload.{where}.{key}"
+    return df.drop("store_version").rename(names)
+
+
+def test_a_store_of_version_1_is_read_and_resumed_under_todays_names(tmp_path):
+    from reclaimsim.report import load_input
+    from reclaimsim.sweep import results
+
+    g = load_grid(grid_file(tmp_path))
+    runs = plan(g)[:3]
+    out = tmp_path / "old"
+    execute(runs, out, workers=1)
+    now = pl.read_parquet(out / "results.parquet")
+    assert set(now["store_version"]) == {2}
+    assert {"pswpout", "throughput@usemem", "lock_wait_total_ns"} <= set(now.columns)
+    assert any(c.startswith("lru_lock_wait_ns@") for c in now.columns)
+    # What version 1 left: its per-run files and its gathered table.
+    for f in [*(out / "runs").glob("*.parquet"), out / "results.parquet"]:
+        _as_version_1(pl.read_parquet(f), g.axes).write_parquet(f)
+    assert "vmstat.pswpout" in pl.read_parquet(out / "results.parquet").columns
+    assert results(out).equals(now)
+    kind, df = load_input(str(out))
+    assert kind == "sweep" and df.equals(now)
+    # Resumed: the stored runs are reused and gathered under today's names, beside a new one.
+    p = execute(plan(g)[:4], out, workers=1)
+    assert p.reused == 3
+    again = pl.read_parquet(out / "results.parquet")
+    assert set(again["store_version"]) == {2} and again.height == 4
+    assert again.head(3).select(now.columns).equals(now)

@@ -106,7 +106,7 @@ def test_bench_vs_needs_a_trace():
 
 def test_compare_reads_a_trace_workloads_miss_ratio(tmp_path):
     import reclaimsim
-    from reclaimsim.compare import metric
+    from reclaimsim.metrics import metric
 
     sc = _scenario(tmp_path, TRACES / "small.oracleGeneral")
     r = json.loads(reclaimsim.run(sc).to_json())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reclaimsim import _core, vm
-from reclaimsim.kernelrun import KernelRunError
+from reclaimsim.sidebyside import KernelRunError
 from reclaimsim.scenario import load_scenario
 
 
@@ -344,7 +344,7 @@ def test_rep_counters_keep_each_threads_hits_and_misses_beside_the_totals():
     # order): its rows sit beside the kernel's and are compared.
     from types import SimpleNamespace
 
-    from reclaimsim.kernelrun import assemble, sim_counters
+    from reclaimsim.sidebyside import assemble, sim_counters
 
     w = {"name": "u", "accesses": 49152, "hits": 24955, "misses": 11909, "major_faults": 11909,
          "minor_faults": 12288, "runtime_ns": 1_300_000_000,

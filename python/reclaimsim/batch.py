@@ -1,0 +1,165 @@
+"""Running scenarios: the one function a worker runs, the local worker pool compare and
+sweep share, probe runs of a scenario cut short, and the signals.
+
+Signals: Ctrl-C raises KeyboardInterrupt in the main thread; SIGTERM and SIGHUP raise
+Terminated there (handle_termination), which unwinds the same way, so every cleanup that
+runs on Ctrl-C (kernel-run's cgroups, swap and workers, a sweep's store, a pool's worker
+processes) runs on `kill` too. Workers ignore SIGINT: a terminal's Ctrl-C reaches the whole
+process group, and the parent alone decides, terminating them.
+
+A compiled call that releases the GIL (the core's trace_gen and trace_count, libCacheSim's
+replay) runs until it returns; Python raises KeyboardInterrupt only after it. Run in a
+helper thread (call_interruptibly), it leaves the main thread waiting where a signal is
+seen at once: Ctrl-C raises KeyboardInterrupt there, and the helper thread (a daemon) ends
+with the process.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import signal
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Callable
+
+from . import _core
+from ._core import ScenarioError, SimulationError
+
+# ---------------------------------------------------------------------------------------
+# Signals
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: unwinds as Ctrl-C does, so every cleanup that runs on Ctrl-C
+    (kernel-run's cgroups, swap and workers, a sweep's store) runs on `kill` too; the
+    command exits 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def handle_termination() -> None:
+    """Make SIGTERM and SIGHUP raise Terminated in the main thread. A signal the
+    process was started with ignored (nohup's SIGHUP) stays ignored."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _raise_terminated)
+
+
+def call_interruptibly(fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args), with Ctrl-C raising KeyboardInterrupt promptly in the calling thread."""
+    out: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            out["value"] = fn(*args)
+        except BaseException as e:  # handed to the caller, raised there
+            out["error"] = e
+
+    t = threading.Thread(target=target, name=getattr(fn, "__name__", "call"), daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.1)
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def ignore_sigint() -> None:
+    """A worker's initializer: Ctrl-C is left to the parent, which terminates the workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# ---------------------------------------------------------------------------------------
+# One run: the function every worker executes (a local pool's, a Dask cluster's)
+
+
+def run_one(scenario_json: str) -> tuple[str, str, float]:
+    """Run one scenario: ("ok", result JSON, wall seconds) or (error class name, message,
+    wall seconds).
+
+    Errors travel back as text: the core's exception classes are not picklable, and a
+    worker's error must reach the user as its own message."""
+    t = time.perf_counter()
+    try:
+        return "ok", _core.run_json(scenario_json), time.perf_counter() - t
+    except (ScenarioError, SimulationError) as e:
+        return type(e).__name__, str(e), time.perf_counter() - t
+
+
+_ERRORS = {"ScenarioError": ScenarioError, "SimulationError": SimulationError}
+
+
+def result_text(kind: str, text: str) -> str:
+    """The result JSON of a run_one answer, or its error raised with its own class and
+    message."""
+    if kind != "ok":
+        raise _ERRORS[kind](text)
+    return text
+
+
+# ---------------------------------------------------------------------------------------
+# The local pool
+
+
+class LocalPool:
+    """Long-lived worker processes (a simulation is single-threaded), started by spawn and
+    ignoring Ctrl-C; close(cancel=True) terminates them."""
+
+    def __init__(self, workers: int):
+        self.pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=ignore_sigint
+        )
+
+    def submit(self, scenario_json: str) -> Future:
+        return self.pool.submit(run_one, scenario_json)
+
+    def wait_any(self, futures: list, timeout: float) -> set:
+        return wait(futures, return_when=FIRST_COMPLETED, timeout=timeout).done
+
+    def close(self, cancel: bool, pending: list = ()) -> None:
+        if cancel:
+            for p in list((getattr(self.pool, "_processes", None) or {}).values()):
+                p.terminate()
+        self.pool.shutdown(wait=True, cancel_futures=cancel)
+
+
+def run_all(jobs: list[str], workers: int) -> list[str]:
+    """Run every job (scenario JSON), `workers` at a time (one: in this process); the
+    result texts in job order. The first error in job order is raised with its own class
+    and message; an error, Ctrl-C or SIGTERM stops the workers."""
+    if workers <= 1:
+        return [result_text(*run_one(j)[:2]) for j in jobs]
+    pool = LocalPool(workers)
+    cancel = True
+    try:
+        futures = [pool.submit(j) for j in jobs]
+        texts = [result_text(*f.result()[:2]) for f in futures]
+        cancel = False
+    finally:
+        pool.close(cancel)
+    return texts
+
+
+# ---------------------------------------------------------------------------------------
+# Probes
+
+
+def probe(data: dict, duration_ns: int, sample_interval: int | None = None) -> tuple[str, str, float]:
+    """A run of the scenario `data` cut to `duration_ns` of virtual time (scenario.shortened:
+    its result has every counter, cgroup, workload and tracepoint the full run has), with
+    `sample_interval` if given: run_one's answer. The scenario is validated first (a
+    refusal raises ScenarioError)."""
+    from .scenario import shortened
+
+    d = shortened(json.loads(_core.validate_json(json.dumps(data))), duration_ns)
+    if sample_interval is not None:
+        d["sample_interval"] = sample_interval
+    return run_one(json.dumps(d))
