@@ -85,6 +85,10 @@ def _override(sc: dict, key: str, v) -> None:
         sc[last] = v
 
 
+class RunFailed(Exception):
+    """The runner refused or failed a benchmark (an older revision may not know a field)."""
+
+
 def callgrind(runner: str, scenario: Path) -> int:
     """Instructions the runner executes on `scenario`, counted by callgrind."""
     p = subprocess.run(
@@ -93,7 +97,8 @@ def callgrind(runner: str, scenario: Path) -> int:
     )
     m = re.search(r"Collected\s*:\s*(\d+)", p.stderr)
     if p.returncode != 0 or not m:
-        sys.exit(f"icount: {scenario.name}: the runner failed under callgrind (exit {p.returncode}): {p.stderr.strip()[-500:]}")
+        err = [l for l in p.stderr.splitlines() if not l.startswith("==")]
+        raise RunFailed(f"{scenario.stem}: the runner failed (exit {p.returncode}): {' '.join(err)[-300:]}")
     return int(m.group(1))
 
 
@@ -102,7 +107,8 @@ def wall(runner: str, scenario: Path, repeat: int = 3) -> float:
     best = float("inf")
     for _ in range(repeat):
         t0 = time.monotonic()
-        subprocess.run([runner, str(scenario), "/dev/null"], check=True, capture_output=True)
+        if subprocess.run([runner, str(scenario), "/dev/null"], capture_output=True).returncode != 0:
+            raise RunFailed(f"{scenario.stem}: the runner failed")
         best = min(best, time.monotonic() - t0)
     return best
 
@@ -134,7 +140,10 @@ def cmd_count(a) -> int:
     print(f"{'benchmark':<10} {'instructions':>16} {'baseline':>16} {'change':>8}")
     for name, f in files.items():
         t0 = time.monotonic()
-        n = counts[name] = callgrind(a.runner, f)
+        try:
+            n = counts[name] = callgrind(a.runner, f)
+        except RunFailed as e:
+            sys.exit(f"icount: {e}")
         b = base["counts"].get(name)
         ch = f"{(n - b) / b:+.1%}" if b else "new"
         if b and n > b * (1 + LIMIT):
@@ -159,11 +168,15 @@ def cmd_compare(a) -> int:
     print(f"{'benchmark':<10} {'instr ' + a.label_a:>22} {'instr ' + a.label_b:>22} {'ratio':>7} "
           f"{'wall ' + a.label_a:>14} {'wall ' + a.label_b:>14} {'ratio':>7}")
     for name, f in files.items():
-        ia, ib = callgrind(a.runner_a, f), callgrind(a.runner_b, f)
-        # Alternated, best of three each.
-        wa = wb = float("inf")
-        for _ in range(3):
-            wa, wb = min(wa, wall(a.runner_a, f, 1)), min(wb, wall(a.runner_b, f, 1))
+        try:
+            ia, ib = callgrind(a.runner_a, f), callgrind(a.runner_b, f)
+            # Alternated, best of three each.
+            wa = wb = float("inf")
+            for _ in range(3):
+                wa, wb = min(wa, wall(a.runner_a, f, 1)), min(wb, wall(a.runner_b, f, 1))
+        except RunFailed as e:
+            print(f"{name:<10} n/a: {e}", flush=True)
+            continue
         print(f"{name:<10} {ia:>22,} {ib:>22,} {ib / ia:>7.3f} {wa:>13.3f}s {wb:>13.3f}s {wb / wa:>7.3f}", flush=True)
     return 0
 
