@@ -67,6 +67,13 @@ def _writable(ctx, param, value):
     return value
 
 
+def _nonempty_path(ctx, param, value):
+    """Option callback: refuse an empty path (it would mean the current directory)."""
+    if value is not None and value.strip() == "":
+        raise click.BadParameter(f"{value!r}: the path is empty; give a directory", ctx, param)
+    return value
+
+
 def output_problem(path: str) -> str | None:
     """Why `path` cannot be written as an output file, or None when it can (as far as can
     be told before writing: a filesystem can still fill up meanwhile)."""
@@ -310,15 +317,16 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_se
 
 @main.command(name="sweep")
 @click.argument("grid")
-@click.option("--out", "out", type=click.Path(file_okay=False), help="The store's directory (default: sweep-GRIDNAME).")
+@click.option("--out", "out", type=click.Path(file_okay=False), callback=_nonempty_path, help="The store's directory (default: sweep-GRIDNAME).")
 @click.option("--workers", type=click.IntRange(1, 1024), help="Local worker processes (default: CPUs).")
 @click.option("--scheduler", metavar="ADDRESS", help="Run on a Dask distributed cluster, e.g. tcp://HOST:8786 (the workers need reclaimsim installed).")
 @click.option("--dry-run", is_flag=True, help="Print the run count and an estimated time; run nothing.")
 @click.option("--retry-failed", is_flag=True, help="Run again the runs stored with an error.")
 @click.option("--reuse-other-versions", is_flag=True, help="Reuse runs stored by another reclaimsim version.")
+@click.option("--reuse-other-grid", is_flag=True, help="Resume a store that another grid made: reuse the runs this grid also has, relabelled with this grid's axis values (without it, such a store is refused).")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--html", "html_path", metavar="FILE", callback=_writable, help="Also write the sweep's plots as an HTML page (as `report OUT` does).")
-def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_versions, no_progress, html_path):
+def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_versions, reuse_other_grid, no_progress, html_path):
     """Run a grid of scenarios into a resumable Parquet store (docs/sweeps.md).
 
     GRID is a TOML file or a built-in grid (`reclaimsim grids`): a scenario, seeds, axes
@@ -339,7 +347,8 @@ def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_
     try:
         p = execute(
             runs, outdir, workers=nworkers, scheduler=scheduler, retry_failed=retry_failed,
-            reuse_other_versions=reuse_other_versions, on_progress=cb,
+            reuse_other_versions=reuse_other_versions, on_progress=cb, grid=g.describe(),
+            reuse_other_grid=reuse_other_grid,
         )
     except KeyboardInterrupt:
         if prog:
@@ -349,6 +358,8 @@ def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_
     finally:
         if prog:
             prog.stop()
+    if p.redone:
+        click.echo(f"sweep: {len(p.redone)} stored run file(s) were damaged and the runs done again: {', '.join(p.redone[:5])}", err=True)
     df = results(outdir)
     click.echo(
         f"sweep {g.name}: {p.total} runs ({p.reused} stored before, {p.total - p.reused} run now, "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import _core
 from ._core import ScenarioError
 
 # Per-caller lock values, LOCK_FIELD@CALLER: LOCK is `lock` (every lock taken at CALLER)
@@ -66,6 +67,9 @@ def metric(r: dict, name: str) -> float:
         lock = _LOCK_KEY.fullmatch(key)
         if lock:
             which, col = lock[1], _LOCK_FIELDS[lock[2]]
+            sites = _core.lock_sites()
+            if where not in sites:
+                raise ScenarioError(f"metric {name!r}: no lock call site {where!r}; callers: {', '.join(sites)}")
             return float(sum(l[col] for l in r["locks"] if l["caller"] == where and which in ("lock", l["name"])))
         for w in r["workloads"]:
             if w["name"] == where and key.startswith("trace."):

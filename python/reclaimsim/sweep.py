@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import json
 import os
+import stat
 import tempfile
 import time
 import tomllib
@@ -30,7 +31,7 @@ from ._core import ScenarioError
 from .batch import LocalPool, probe, run_one
 from .metrics import from_v1, values
 from .safefs import replace_atomically
-from .scenario import MAX_DEPTH, apply_override, apply_side, brief, compare_table, load_scenario, toml_literal, value_problem
+from .scenario import MAX_DEPTH, apply_override, parse_key, apply_side, brief, compare_table, load_scenario, toml_literal, value_problem
 from .term import one_line
 
 GRID_FIELDS = ("scenario", "description", "seeds", "axes", "variant_sets", "exclude", "zip", "overrides")
@@ -70,6 +71,13 @@ class Grid:
     zip: list[list[str]] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     base_dir: Path = Path(".")
+
+    def describe(self) -> dict:
+        """What makes the grid's runs and labels, as a store records it."""
+        return {
+            "scenario": self.scenario, "overrides": self.overrides, "seeds": self.seeds, "axes": self.axes,
+            "variant_sets": self.variant_sets, "exclude": self.exclude, "zip": self.zip,
+        }
 
 
 def _err(msg: str) -> ScenarioError:
@@ -123,6 +131,7 @@ def load_grid(grid: str | Path | dict) -> Grid:
     axes = data.get("axes", {})
     if not isinstance(axes, dict):
         raise _err("grid field 'axes': a table of FIELD = [values]")
+    axes = _canonical_axes(axes)
     for k, v in axes.items():
         if not isinstance(v, list) or not v:
             raise _err(f"grid axis {k!r}: {v!r}: a non-empty list of values")
@@ -134,6 +143,7 @@ def load_grid(grid: str | Path | dict) -> Grid:
     zips = data.get("zip", [])
     if not (isinstance(zips, list) and all(isinstance(z, list) and len(z) >= 2 for z in zips)):
         raise _err("grid field 'zip': a list of lists of two or more axis names")
+    zips = [[_axis_ref(a, axes, "zip") for a in z] for z in zips]
     seen: set[str] = set()
     for z in zips:
         for a in z:
@@ -148,14 +158,67 @@ def load_grid(grid: str | Path | dict) -> Grid:
     excl = data.get("exclude", [])
     if not (isinstance(excl, list) and all(isinstance(e, dict) and e for e in excl)):
         raise _err("grid field 'exclude': a list of tables { axis = value, ... }")
-    for e in excl:
-        for a in e:
-            if a not in axes:
-                raise _err(f"grid field 'exclude': {a!r} is not an axis; axes: {', '.join(axes)}")
+    excl = [{_axis_ref(a, axes, "exclude"): v for a, v in e.items()} for e in excl]
     ov = data.get("overrides", [])
     if not (isinstance(ov, list) and all(isinstance(x, str) for x in ov)):
         raise _err('grid field \'overrides\': a list of "KEY=VALUE" strings')
     return Grid(name, scenario, seeds, axes, vsets or {}, excl, zips, ov, base)
+
+
+def canonical_key(key: str, origin: str) -> str:
+    """A `--set` path in one spelling: `machine.cpus` for ` machine.cpus` or
+    `machine . cpus`, `cgroup[1].memory.max` for `cgroup[01].memory.max`."""
+    parts = parse_key(".".join(t.strip() for t in key.split(".")), origin)
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+    return out
+
+
+def _canonical_axes(axes: dict) -> dict:
+    """The axes under their canonical paths; two spellings of one path are refused."""
+    out: dict[str, Any] = {}
+    first: dict[str, str] = {}
+    for k, v in axes.items():
+        c = canonical_key(str(k), f"grid axis {k!r}")
+        if c in out:
+            raise _err(f"grid axis {k!r}: the same field as axis {first[c]!r} ({c}); list each field once")
+        out[c], first[c] = v, k
+    return out
+
+
+def _axis_ref(a: str, axes: dict, field_name: str) -> str:
+    """An axis named in `zip` or `exclude`, in its canonical spelling."""
+    try:
+        c = canonical_key(str(a), f"grid field {field_name!r}: {a!r}")
+    except ScenarioError:
+        c = None
+    if c not in axes:
+        raise _err(f"grid field {field_name!r}: {a!r} is not an axis; axes: {', '.join(axes)}")
+    return c
+
+
+def grid_size(g: "Grid") -> int:
+    """The number of runs of the grid before exclusions: points (zipped axes move
+    together) times variant sets times seeds, computed without listing them."""
+    zipped = {a for z in g.zip for a in z}
+    n = 1
+    for z in g.zip:
+        n *= len(g.axes[z[0]])
+    for a, vals in g.axes.items():
+        if a not in zipped:
+            n *= len(vals)
+    return n * _nsets(g) * len(g.seeds)
+
+
+def _nsets(g: "Grid") -> int:
+    """The grid's variant sets, or 2 when it names none (compare's a and b, at most)."""
+    return len(g.variant_sets) or 2
+
+
+# The most runs a grid may have (before exclusions): planning validates each run's
+# scenario, about a millisecond each, and holds them all in memory.
+MAX_RUNS = 100_000
 
 
 def _check_grid_values(data: dict) -> None:
@@ -206,8 +269,8 @@ def _identity(scenario_json: str, variant_set: str) -> str:
     return hashlib.sha256(f"{variant_set}\0{scenario_json}".encode()).hexdigest()[:20]
 
 
-def _apply_point(base: dict, pt: dict[str, Any]) -> dict:
-    """The scenario at a grid point. Every axis is set before the core validates, so axes
+def _apply_point(base: dict, pt: dict[str, Any]) -> tuple[dict, str]:
+    """The scenario at a grid point, and its normalized form (sorted JSON). Every axis is set before the core validates, so axes
     that only make sense together (zipped CPUs and processes) are judged together; a
     refusal names the axis whose field the core names, else the whole point."""
     d = json.loads(json.dumps(base))
@@ -217,7 +280,7 @@ def _apply_point(base: dict, pt: dict[str, Any]) -> dict:
         except ScenarioError as e:
             raise _err(f"grid axis {axis!r} value {v!r}: {e}") from None
     try:
-        _core.validate_json(json.dumps(d))
+        norm = _core.validate_json(json.dumps(d))
     except ScenarioError as e:
         msg = str(e)
         named = [a for a in pt if msg.startswith(f"scenario.{a}:") or msg.startswith(f"scenario.{a} ")]
@@ -225,7 +288,7 @@ def _apply_point(base: dict, pt: dict[str, Any]) -> dict:
         if len(named) == 1:
             raise _err(f"grid axis {named[0]!r} value {pt[named[0]]!r}: {msg}") from None
         raise _err(f"grid point {pt}: {msg}") from None
-    return d
+    return d, json.dumps(json.loads(norm), sort_keys=True)
 
 
 def plan(g: Grid) -> list[Run]:
@@ -238,12 +301,21 @@ def plan(g: Grid) -> list[Run]:
         {"A": dict(spec["a"]), "B": dict(spec["b"])} if "a" in spec and "b" in spec else {"default": {}}
     )
     base_variants = json.loads(_core.validate_json(json.dumps(base)))["variants"]
+    size = grid_size(g)
+    if size > MAX_RUNS:
+        raise _err(
+            f"grid of {size:,} runs ({' x '.join(f'{len(v)} {a}' for a, v in g.axes.items())}, "
+            f"{_nsets(g)} variant sets, {len(g.seeds)} seeds): allowed at most {MAX_RUNS:,}; "
+            "split it into several grids"
+        )
     points = _points(g)
     if not points:
         raise _err(f"grid field 'exclude': {brief(g.exclude)}: excludes every point of the axes; nothing to run")
     runs = []
+    seen: dict[str, dict] = {}
     for pt in points:
-        d = _apply_point(base, pt)
+        d, norm = _apply_point(base, pt)
+        _check_distinct(seen, norm, pt)
         for name, vs in vsets.items():
             try:
                 side = apply_side(d, base_variants, vs)
@@ -255,6 +327,20 @@ def plan(g: Grid) -> list[Run]:
                 text = json.dumps(norm, sort_keys=True)
                 runs.append(Run(_identity(text, name), pt, name, seed, text))
     return runs
+
+
+def _check_distinct(seen: dict[str, dict], norm: str, pt: dict) -> None:
+    """Refuse a point whose scenario another point already gives: two spellings of one
+    value (`16M` and `16777216`), which would run once under two labels."""
+    other = seen.setdefault(norm, pt)
+    if other is pt:
+        return
+    diff = [a for a in pt if pt[a] != other[a]]
+    a = diff[0] if diff else next(iter(pt), "?")
+    raise _err(
+        f"grid axis {a!r}: values {brief(other.get(a))} and {brief(pt.get(a))} give the same scenario "
+        "(one value written two ways); list it once"
+    )
 
 
 def estimate(runs: list[Run], workers: int, scheduler: Any = None) -> str:
@@ -310,7 +396,7 @@ def _flat_row(run: Run, r: dict | None, wall: float, error: str | None, version:
         "error": error,
     }
     for axis, v in run.point.items():
-        row[axis] = v if isinstance(v, (int, float, str, bool)) else json.dumps(v)
+        row[axis] = _cell(v)
     if r is not None:
         row.update(values(r))
     return row
@@ -380,15 +466,58 @@ class Store:
         replace_atomically(self.out / sub / f"{run_id}.parquet", df.write_parquet)
 
     def stored(self) -> dict[str, dict]:
-        """run_id -> {error, reclaimsim_version} of every stored run."""
+        """run_id -> {error, reclaimsim_version} of every stored run. A run file that is
+        damaged (truncated, not Parquet, without the columns) counts as not stored: the run
+        is done again and its file replaced (noted in `self.redone`). An entry that is no
+        regular file (a directory, a FIFO, a device) is refused, naming it."""
         import polars as pl
 
         out: dict[str, dict] = {}
-        for f in (self.out / "runs").glob("*.parquet"):
-            df = pl.read_parquet(f, columns=["run_id", "error", "reclaimsim_version"])
-            for row in df.iter_rows(named=True):
+        self.redone: list[str] = []
+        for f in sorted((self.out / "runs").glob("*.parquet")):
+            st = os.lstat(f)
+            if not stat.S_ISREG(st.st_mode):
+                raise _err(f"sweep store {self.out}: {f} is not a regular file (a run's Parquet file was expected); remove it")
+            try:
+                df = pl.read_parquet(f, columns=["run_id", "error", "reclaimsim_version"])
+                rows = list(df.iter_rows(named=True))
+            except Exception:  # polars raises several kinds for a damaged file
+                self.redone.append(f.stem)
+                continue
+            for row in rows:
                 out[row["run_id"]] = row
         return out
+
+    GRID_FILE = "grid.json"
+
+    def check_grid(self, grid: dict, reuse_other_grid: bool) -> list[dict]:
+        """The grids recorded in the store with `grid` (its canonical description) last,
+        written nowhere yet (record_grids writes them); a store of another grid is refused
+        unless `reuse_other_grid`."""
+        path = self.out / self.GRID_FILE
+        grids: list[dict] = []
+        if path.exists():
+            try:
+                grids = json.loads(path.read_text())["grids"]
+                assert isinstance(grids, list) and all(isinstance(x, dict) for x in grids)
+            except (OSError, ValueError, KeyError, TypeError, AssertionError):
+                raise _err(f"sweep store {self.out}: {path} is damaged; remove it to start the store anew") from None
+        if grids and grids[-1] == grid:
+            return grids
+        if grids and not reuse_other_grid:
+            raise _err(
+                f"--out {self.out}: the store holds another grid's runs ({_grid_change(grids[-1], grid)}); "
+                "give another --out, or --reuse-other-grid to reuse its runs that this grid also has "
+                "(relabelled with this grid's axis values)"
+            )
+        return grids + [grid]
+
+    def record_grids(self, grids: list[dict]) -> None:
+        """Write the store's grid record (check_grid's list)."""
+        data = json.dumps({"grids": grids}, indent=1).encode()
+        path = self.out / self.GRID_FILE
+        if not path.exists() or path.read_bytes() != data:
+            replace_atomically(path, lambda f: f.write(data))
 
     def put(self, run: Run, kind: str, text: str, wall: float, version: str) -> None:
         if kind == "ok":
@@ -401,19 +530,43 @@ class Store:
         else:
             self._write("runs", run.run_id, [_flat_row(run, None, wall, f"{kind}: {text}", version)])
 
-    def gather(self, ids: Iterable[str]) -> None:
+    def gather(self, runs: list[Run], old_axes: Iterable[str] = ()) -> None:
         """Write results.parquet, cgroups.parquet and timeseries.parquet of these runs, in
-        their order (the grid's: points, then variant sets, then seeds)."""
+        their order (the grid's: points, then variant sets, then seeds). Each row carries
+        this grid's axis values: columns of the axes of other grids recorded in the store
+        (`old_axes`) are dropped, so a run reused under a new grid is relabelled."""
         import polars as pl
 
-        ids = list(ids)
+        point = {r.run_id: r.point for r in runs}
+        drop = set(old_axes) - {a for r in runs[:1] for a in r.point}
         for sub, name in (("runs", "results"), ("cgroups", "cgroups"), ("timeseries", "timeseries")):
-            files = [self.out / sub / f"{i}.parquet" for i in ids]
-            files = [f for f in files if f.is_file()]
-            dfs = [upgrade(pl.read_parquet(f)) if sub == "runs" else pl.read_parquet(f) for f in files]
+            dfs = []
+            for run_id in point:
+                f = self.out / sub / f"{run_id}.parquet"
+                if not f.is_file():
+                    continue
+                try:
+                    df = pl.read_parquet(f)
+                except Exception:
+                    raise _err(f"sweep store {self.out}: {f} is damaged (not a Parquet file); remove it and run the sweep again to redo that run") from None
+                if sub == "runs":
+                    df = upgrade(df).drop([c for c in df.columns if c in drop])
+                    df = df.with_columns(*(pl.lit(_cell(v)).alias(a) for a, v in point[run_id].items()))
+                dfs.append(df)
             df = pl.concat(dfs, how="diagonal_relaxed") if dfs else pl.DataFrame({"run_id": []}, schema={"run_id": pl.String})
             self.out.mkdir(parents=True, exist_ok=True)
             replace_atomically(self.out / f"{name}.parquet", df.write_parquet)
+
+
+def _cell(v: Any) -> Any:
+    """An axis value as a table cell (tables and lists as JSON text)."""
+    return v if isinstance(v, (int, float, str, bool)) else json.dumps(v)
+
+
+def _grid_change(old: dict, new: dict) -> str:
+    """What differs between two recorded grids, in a few words."""
+    diff = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return "its " + ", ".join(diff) + " differ" if diff else "another grid"
 
 
 # ---------------------------------------------------------------------------------------
@@ -465,6 +618,8 @@ class Progress:
     failed: int = 0
     running: int = 0
     reused: int = 0
+    # Runs whose stored file was damaged and which were done again.
+    redone: list[str] = field(default_factory=list)
 
 
 def execute(
@@ -476,9 +631,14 @@ def execute(
     retry_failed: bool = False,
     reuse_other_versions: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
+    grid: dict | None = None,
+    reuse_other_grid: bool = False,
 ) -> Progress:
-    """Run every run of `runs` not already stored in `out`; store each as it ends."""
+    """Run every run of `runs` not already stored in `out`; store each as it ends. With
+    `grid` (Grid.describe()), the store records it and refuses another grid's store
+    unless `reuse_other_grid` (Store.check_grid)."""
     store = Store(out)
+    grids = store.check_grid(grid, reuse_other_grid) if grid is not None else []
     version = _version()
     stored = store.stored()
 
@@ -489,22 +649,31 @@ def execute(
         return s["reclaimsim_version"] == version or reuse_other_versions
 
     todo = [r for r in runs if not reusable(r)]
-    prog = Progress(total=len(runs), reused=len(runs) - len(todo))
+    prog = Progress(total=len(runs), reused=len(runs) - len(todo), redone=list(store.redone))
     prog.done = prog.reused
     prog.failed = sum(1 for r in runs if reusable(r) and stored[r.run_id]["error"])
     if on_progress:
         on_progress(prog)
+    # A cluster that cannot be reached is refused before anything is written.
+    dask = _DaskPool(scheduler) if todo and scheduler is not None else None
+    try:
+        store.prepare()
+        if grids:
+            store.record_grids(grids)
+    except BaseException:
+        if dask:
+            dask.close(False, [])
+        raise
     if todo:
-        pool = _DaskPool(scheduler) if scheduler is not None else LocalPool(max(1, workers))
+        pool = dask or LocalPool(max(1, workers))
         pending: dict = {}
         cancel = True
         try:
-            store.prepare()
             _drive(pool, pending, todo, store, version, prog, on_progress)
             cancel = False
         finally:
             pool.close(cancel, list(pending))
-    store.gather(r.run_id for r in runs)
+    store.gather(runs, {a for g in grids[:-1] for a in g.get("axes", {})})
     return prog
 
 
@@ -550,6 +719,7 @@ def sweep(
     scheduler: Any = None,
     retry_failed: bool = False,
     reuse_other_versions: bool = False,
+    reuse_other_grid: bool = False,
 ):
     """Run a grid (a TOML file, a built-in grid name or a dict) into the store at `out`
     and return the results table as a polars DataFrame. `scheduler`: a Dask scheduler
@@ -563,6 +733,8 @@ def sweep(
         scheduler=scheduler,
         retry_failed=retry_failed,
         reuse_other_versions=reuse_other_versions,
+        grid=g.describe(),
+        reuse_other_grid=reuse_other_grid,
     )
     return results(out)
 

@@ -216,3 +216,12 @@ def test_lock_hold_metrics_read_the_hold_column_per_caller_and_for_lru_lock():
     assert metric(r, "lru_lock_hold_total_ns") == 100.0  # lru_lock rows only
     assert metric(r, "lru_lock_hold_total_ns/s") == 50.0
     assert metric(r, "lock_wait_ns@shrink_node") == 10.0
+
+
+@pytest.mark.parametrize("name", ["lock_wait_ns@nocaller", "lru_lock_acquisitions@shrink_nodes", "lock_hold_ns@"])
+def test_an_unknown_lock_caller_is_refused_as_unknown_cgroups_are(name):
+    # Any caller the model never names would read 0 on both sides: a silently empty row.
+    p = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "compare", "seed-000", "--metric", name, "--seeds", "1"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    assert "no lock call site" in p.stderr and "shrink_node" in p.stderr and len(p.stderr.splitlines()) == 1

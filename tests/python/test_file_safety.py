@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from reclaimsim import _core, kernelbuild, kernelrun, perflock, safefs, vm
-from reclaimsim.sweep import Store
+from reclaimsim.sweep import Run, Store
 from reclaimsim.term import printable
 
 ESCAPES = ["\x1b[2J", "\x1b]0;owned\x07", "a\nb", "x\x9b31m"]
@@ -240,7 +240,7 @@ def test_store_temporary_files_are_never_followed(tmp_path):
     st = Store(store)
     st.prepare()
     st._write("runs", "r1", [{"run_id": "r1", "error": None, "x": 1}])
-    st.gather(["r1"])
+    st.gather([Run("r1", {}, "A", 1, "{}")])
     assert _unchanged(victim)
     assert not (store / "results.parquet").is_symlink()
     assert pl.read_parquet(store / "results.parquet")["x"].to_list() == [1]

@@ -229,7 +229,7 @@ def test_an_output_directory_that_cannot_be_written_is_one_line_before_any_run(t
         ('scenario = "file-fits"\n[axes]\nx = ' + "[" * 5000 + "]" * 5000 + "\n", "g.toml: not a TOML file: nested too deeply"),
         ('scenario = "file-fits"\n[axes]\nx = ' + "[" * 300 + "]" * 300 + "\n", "[[[[...: nested too deeply (more than 64 levels"),
         # An axis key is parsed as a --set key: only ASCII digits index.
-        ('scenario = "file-fits"\n[axes]\n"cgroup[²].path" = ["/x"]\n', "grid axis 'cgroup[²].path' value '/x': --set 'cgroup[²].path=\"/x\"': index '²' is not a number"),
+        ('scenario = "file-fits"\n[axes]\n"cgroup[²].path" = ["/x"]\n', "grid axis 'cgroup[²].path': index '²' is not a number (digits 0-9)"),
         # Every point excluded: nothing to run (the dry run's probe had no first run).
         ('scenario = "file-fits"\n[axes]\n"seed" = [1]\n[[exclude]]\nseed = 1\n', "grid field 'exclude': [{\"seed\": 1}]: excludes every point"),
     ],
@@ -290,3 +290,81 @@ def test_a_store_of_version_1_is_read_and_resumed_under_todays_names(tmp_path):
     again = pl.read_parquet(out / "results.parquet")
     assert set(again["store_version"]) == {2} and again.height == 4
     assert again.head(3).select(now.columns).equals(now)
+
+
+# --- no silently wrong result -------------------------------------------------------
+
+SMALL = {
+    "scenario": "default", "seeds": 1,
+    "overrides": ["duration=200ms", "sample_interval=100ms", "machine.memory_per_node=1G",
+                  "workload[0].processes=2", "workload[0].size=64M", "cgroup[1].memory.max=96M"],
+    "variant_sets": {"A": {}},
+}
+
+
+def test_axis_paths_are_one_spelling_and_two_spellings_of_one_field_are_refused():
+    g = load_grid({**SMALL, "axes": {" machine . cpus ": [4, 8], "cgroup[01].memory.max": ["96M"]},
+                   "zip": [], "exclude": [{"machine.cpus": 8}]})
+    assert list(g.axes) == ["machine.cpus", "cgroup[1].memory.max"]
+    assert g.exclude == [{"machine.cpus": 8}]
+    with pytest.raises(reclaimsim.ScenarioError, match=r"the same field as axis 'machine.cpus'"):
+        load_grid({**SMALL, "axes": {"machine.cpus": [4], " machine.cpus": [8]}})
+
+
+@pytest.mark.parametrize("values", [["16M", 16777216], ["16384K", "16M"], [4096, "4K"]])
+def test_one_value_written_two_ways_is_refused(values):
+    g = load_grid({**SMALL, "axes": {"cgroup[1].memory.max": ["96M", *values]}})
+    with pytest.raises(reclaimsim.ScenarioError, match=r"give the same scenario \(one value written two ways\)"):
+        plan(g)
+
+
+def test_a_grid_too_large_to_plan_is_refused_before_planning():
+    # Its size is computed from the axes' lengths, before any point is listed or validated
+    # (listing 2x10^11 points took minutes and gigabytes).
+    g = load_grid({**SMALL, "axes": {"seed": list(range(100_000)), "kernel.swappiness": list(range(100)),
+                                     "machine.cpus": list(range(1, 21))}})
+    with pytest.raises(reclaimsim.ScenarioError, match=r"grid of 200,000,000 runs .*allowed at most 100,000"):
+        plan(g)
+
+
+def test_a_store_of_another_grid_is_refused_unless_asked_and_reused_rows_are_relabelled(tmp_path):
+    out = tmp_path / "s"
+    g1 = load_grid({**SMALL, "axes": {"kernel.swappiness": [30, 100]}})
+    execute(plan(g1), out, workers=1, grid=g1.describe())
+    # The same runs under another axis: swappiness 30 is also "low" in the new grid's words.
+    g2 = load_grid({**SMALL, "overrides": SMALL["overrides"] + ["kernel.swappiness=30"],
+                    "axes": {"kernel.watermark_scale_factor": [10, 20]}})
+    with pytest.raises(reclaimsim.ScenarioError, match=r"the store holds another grid's runs .*--reuse-other-grid"):
+        execute(plan(g2), out, workers=1, grid=g2.describe())
+    p = execute(plan(g2), out, workers=1, grid=g2.describe(), reuse_other_grid=True)
+    assert p.reused == 1  # swappiness 30 at watermark_scale_factor 10 is the same scenario
+    df = pl.read_parquet(out / "results.parquet")
+    assert "kernel.swappiness" not in df.columns
+    assert df["kernel.watermark_scale_factor"].to_list() == [10, 20]
+    r = cli("sweep", grid_file(tmp_path, "\n".join([
+        'scenario = "default"', "seeds = 1", f"overrides = {json.dumps(SMALL['overrides'])}",
+        '[axes]', '"kernel.swappiness" = [60]', '[variant_sets]', 'A = {}'])), "--out", str(out))
+    assert r.returncode == 2 and "another grid's runs" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sweep_out_empty_is_refused():
+    r = cli("sweep", "seed-002-mix", "--out", "")
+    assert r.returncode == 2 and "--out" in r.stderr and "empty" in r.stderr
+
+
+def test_a_damaged_run_file_is_redone_and_a_fifo_refused(tmp_path):
+    g = load_grid({**SMALL, "axes": {"kernel.swappiness": [30, 100]}})
+    runs = plan(g)
+    out = tmp_path / "d"
+    execute(runs, out, workers=1, grid=g.describe())
+    f = out / "runs" / f"{runs[0].run_id}.parquet"
+    f.write_bytes(f.read_bytes()[:100])  # truncated
+    p = execute(runs, out, workers=1, grid=g.describe())
+    assert p.redone == [runs[0].run_id] and p.reused == 1
+    assert pl.read_parquet(out / "results.parquet").height == 2
+    fifo = out / "runs" / "zzzz.parquet"
+    os.mkfifo(fifo)
+    r = cli("sweep", grid_file(tmp_path, "\n".join([
+        'scenario = "default"', "seeds = 1", f"overrides = {json.dumps(SMALL['overrides'])}",
+        '[axes]', '"kernel.swappiness" = [30, 100]', '[variant_sets]', 'A = {}'])), "--out", str(out), timeout=120)
+    assert r.returncode == 2 and str(fifo) in r.stderr and "not a regular file" in r.stderr

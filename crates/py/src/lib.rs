@@ -93,6 +93,15 @@ fn cost_table_json(scenario_json: Option<&str>) -> PyResult<String> {
     reclaimsim_core::cost_table_json(scenario_json).map_err(to_py_err)
 }
 
+/// The model's lock call sites (the callers its lock tables name), in their order.
+#[pyfunction]
+fn lock_sites() -> Vec<&'static str> {
+    reclaimsim_core::engine::Site::ALL
+        .iter()
+        .map(|s| s.name())
+        .collect()
+}
+
 /// The built-in hardware profiles, as JSON text.
 #[pyfunction]
 fn profiles_json() -> PyResult<String> {
@@ -294,6 +303,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_count, m)?)?;
     m.add_function(wrap_pyfunction!(host_create_files_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_file_names_json, m)?)?;
+    m.add_function(wrap_pyfunction!(lock_sites, m)?)?;
     m.add_function(wrap_pyfunction!(host_run_process_json, m)?)?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type::<SimulationError>())?;
