@@ -484,6 +484,8 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
     except OSError as e:
         _fail(f"kernel-run: {e}", 1)
     _report(rep, json_path, lambda: format_report(rep, show_all))
+    if rep.get("cut_short"):
+        _fail(f"kernel-run: {rep['cut_short']}; the rows are not comparable", 1)
 
 
 def _report(rep: dict, json_path: str | None, text) -> None:

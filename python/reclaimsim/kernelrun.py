@@ -316,9 +316,43 @@ def _precache_traces(scenario: dict) -> None:
                     pass
 
 
-def _drop_caches() -> None:
+def _drop_caches(release_text: bool) -> None:
+    """Drop the page cache; with `release_text` (a workload's `text` is charged to its
+    memcg in the model), the workers' program text too (release_own_text)."""
+    if release_text:
+        release_own_text()
     os.sync()
     _write(Path("/proc/sys/vm/drop_caches"), "3")
+
+
+def release_own_text(maps: str = "/proc/self/maps") -> int:
+    """Unmap this process's pages of the compiled core's code (the r-xp mapping of
+    `_core`'s file) and return how many bytes were released.
+
+    The workers are forks of this process and run the access loop from that file. A
+    workload's program text is charged to the memcg of the process that first faults it
+    after the cache is dropped (the model's usemem `text`), but drop_caches keeps every page
+    some process maps, and this process maps the pages it ran, and, by fault-around, the
+    cached pages near them: whether the loop's pages stayed cached, charged outside the
+    workload's memcg, depended on the build's code layout (a memcg with no file page
+    then runs its inactive anon list empty and is OOM-killed, docs/fidelity.md). Zapping
+    the mapping (MADV_DONTNEED: the text is never written, so nothing is lost; a later
+    call refaults it) lets drop_caches take those pages as well, so the workers fault
+    their loop in, charged to their memcg, whatever the layout."""
+    import ctypes
+
+    so = os.path.realpath(_core.__file__)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madv_dontneed = 4
+    released = 0
+    for line in Path(maps).read_text().splitlines():
+        f = line.split(None, 5)
+        if len(f) == 6 and f[1] == "r-xp" and f[5] == so:
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            if libc.madvise(lo, hi - lo, madv_dontneed) == 0:
+                released += hi - lo
+    return released
 
 
 LIVE_FIELDS = ("accesses", "hits", "misses", "major_faults", "minor_faults", "elapsed_ns")
@@ -462,7 +496,7 @@ def run_rep(
     kids = []
     lock_rows = []
     try:
-        _drop_caches()
+        _drop_caches(any(w.get("text") for w in scenario["workload"]))
         _precache_traces(scenario)
         if locks:
             locks.start()

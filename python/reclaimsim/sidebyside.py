@@ -231,6 +231,7 @@ def assemble(norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cg
     difference."""
     rows = []
     names = list(reps_out[0]["counters"])
+    cut = cut_short(reps_out, sims)
     for name in names:
         vals = [r["counters"][name] for r in reps_out]
         mean = statistics.fmean(vals)
@@ -243,6 +244,8 @@ def assemble(norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cg
         else:
             diff = 0.0 if s == 0 else None
         why_not = why_not_comparable(name)
+        if why_not is None and cut and name not in ("oom_kill", "oom_killed_processes"):
+            why_not = cut
         comparable = why_not is None
         row = {
             "name": name,
@@ -266,8 +269,22 @@ def assemble(norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cg
         "wall_s": [r["wall_s"] for r in reps_out],
         "notes": notes,
         **extra,
+        "cut_short": cut,
         "counters": rows,
     }
+
+
+def cut_short(reps_out: list[dict], sims: list[dict]) -> str | None:
+    """Why the kernel's rows cannot be set beside the model's, or None: a kernel rep in
+    which a workload process was OOM-killed (SIGKILL) more often than in the model's runs
+    ended early, so its counters cover other work than the model's."""
+    sim_kills = max((x.get("oom_killed_processes", 0) for x in sims), default=0)
+    bad = [i + 1 for i, r in enumerate(reps_out) if r["counters"].get("oom_killed_processes", 0) > sim_kills]
+    if not bad:
+        return None
+    reps = ", ".join(map(str, bad))
+    return (f"the kernel side ended early: a workload process was OOM-killed in rep{'s' if len(bad) > 1 else ''} {reps} "
+            f"of {len(reps_out)} (the model's runs: {sim_kills} kills), so its counters cover less work")
 
 
 def off_by_more_than_5pct(row: dict) -> bool:
@@ -286,6 +303,8 @@ def format_report(rep: dict, show_all: bool = False) -> str:
     ]
     for n in rep["notes"]:
         lines.append(f"note: {n}")
+    if rep.get("cut_short"):
+        lines.append(f"NOT COMPARABLE: {rep['cut_short']}; every row but the kills is marked")
     lines.append(f"{'counter':<28} {'kernel mean':>14} {'cv':>7} {'sim mean':>14} {'cv':>7} {'diff':>9}")
     for r in rep["counters"]:
         if not show_all and r["kernel_mean"] == 0 and r["sim"] == 0:
@@ -294,7 +313,8 @@ def format_report(rep: dict, show_all: bool = False) -> str:
         ds = "n/a" if d is None else f"{d:+.1f}%"
         flag = ""
         if not r["comparable"]:
-            flag = "  (not comparable: " + r["why_not"] + ")"
+            why = "the kernel side ended early" if r["why_not"] == rep.get("cut_short") else r["why_not"]
+            flag = f"  (not comparable: {why})"
         elif r["name"] in KEY_COUNTERS and off_by_more_than_5pct(r):
             flag = "  !"
         lines.append(

@@ -469,3 +469,36 @@ def test_a_worker_is_born_on_its_cpus_and_pins_each_thread_to_its_own(tmp_path):
     out = json.loads(kernelrun._read_all(fd))
     os.waitpid(pid, 0)
     assert [t["affinity"] for t in out["threads"]] == [sorted(before)] * 2
+
+
+@needs_kernel
+def test_the_workers_program_text_is_charged_to_their_memcg():
+    # calib-anon-zram populates 48M under a 32M limit: with no file page in the memcg the
+    # kernel runs its inactive anon list empty and OOM-kills (docs/fidelity.md). The
+    # workers' loop text is what puts file pages there, as the model's usemem `text`
+    # does; it must be theirs to fault in, not left cached by the parent's mapping.
+    p = cli("kernel-run", "calib-anon-zram", "--reps", "1", "--json", "-")
+    assert p.returncode == 0, p.stderr
+    rows = {r["name"]: r for r in json.loads(p.stdout)["counters"]}
+    assert rows["file@/anon"]["kernel_mean"] >= 3 * 4096
+    assert rows["oom_killed_processes"]["kernel_mean"] == 0
+    assert not _leftovers()
+
+
+def test_a_kernel_side_cut_short_by_an_oom_kill_is_not_comparable(monkeypatch):
+    from reclaimsim import sidebyside
+
+    norm = {"name": "x", "seed": 1}
+    rep = lambda kills, acc: {"wall_s": 1.0, "counters": {"accesses": acc, "oom_killed_processes": kills, "oom_kill": kills}}
+    sims = [{"accesses": 100, "oom_killed_processes": 0, "oom_kill": 0}]
+    ok = sidebyside.assemble(norm, [rep(0, 100), rep(0, 98)], sims, [], 1, "6.18")
+    assert ok["cut_short"] is None and all(r["comparable"] for r in ok["counters"])
+    cut = sidebyside.assemble(norm, [rep(0, 100), rep(1, 40)], sims, [], 1, "6.18")
+    assert "rep 2 of 2" in cut["cut_short"]
+    rows = {r["name"]: r for r in cut["counters"]}
+    assert not rows["accesses"]["comparable"] and rows["oom_killed_processes"]["comparable"]
+    assert "NOT COMPARABLE" in sidebyside.format_report(cut)
+    # The CLI says so and exits 1 after the report.
+    monkeypatch.setattr("reclaimsim.kernelrun.kernel_run", lambda *a, **k: cut)
+    r = CliRunner().invoke(cli_mod.main, ["kernel-run", "calib-uniform", "--reps", "2"])
+    assert r.exit_code == 1 and "the rows are not comparable" in r.output
