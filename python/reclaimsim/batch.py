@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import signal
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
 from . import _core
@@ -72,9 +74,33 @@ def call_interruptibly(fn: Callable[..., Any], *args: Any) -> Any:
     return out["value"]
 
 
-def ignore_sigint() -> None:
-    """A worker's initializer: Ctrl-C is left to the parent, which terminates the workers."""
+def ignore_sigint(parent: int | None = None) -> None:
+    """A worker's initializer: Ctrl-C is left to the parent, which terminates the workers;
+    with `parent` (its pid), the worker also dies with it (die_with_parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        die_with_parent(parent)
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its parent exits (prctl PR_SET_PDEATHSIG), or exit now if
+    the parent `parent` has already gone: a parent killed outright (kill -9) cannot stop its
+    workers, QEMU or perf, which would otherwise run on (and, for a local pool's workers,
+    keep multiprocessing's resource tracker alive). Usable as a subprocess preexec_fn
+    through `functools.partial`."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def child_of_this_process():
+    """A subprocess preexec_fn: the child dies with this process (die_with_parent)."""
+    import functools
+
+    return functools.partial(die_with_parent, os.getpid())
 
 
 # ---------------------------------------------------------------------------------------
@@ -115,7 +141,8 @@ class LocalPool:
 
     def __init__(self, workers: int):
         self.pool = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=ignore_sigint
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=ignore_sigint,
+            initargs=(os.getpid(),),
         )
 
     def submit(self, scenario_json: str) -> Future:
@@ -123,6 +150,17 @@ class LocalPool:
 
     def wait_any(self, futures: list, timeout: float) -> set:
         return wait(futures, return_when=FIRST_COMPLETED, timeout=timeout).done
+
+    @staticmethod
+    def result(future: Future) -> tuple[str, str, float]:
+        """run_one's answer; a worker that died (killed by a signal, out of memory) is a
+        SimulationError of one line, not the pool's traceback."""
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            raise SimulationError(
+                "a worker process died before returning its run (killed by a signal or by the OOM killer?)"
+            ) from None
 
     def close(self, cancel: bool, pending: list = ()) -> None:
         if cancel:
@@ -141,7 +179,7 @@ def run_all(jobs: list[str], workers: int) -> list[str]:
     cancel = True
     try:
         futures = [pool.submit(j) for j in jobs]
-        texts = [result_text(*f.result()[:2]) for f in futures]
+        texts = [result_text(*pool.result(f)[:2]) for f in futures]
         cancel = False
     finally:
         pool.close(cancel)

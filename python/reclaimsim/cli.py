@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import stat
 import sys
 from pathlib import Path
@@ -36,8 +37,15 @@ class _Main(click.Group):
     each one line on stderr."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        handle_termination()
+        from . import exit_130_while_starting
+
+        if (sys.argv[1:] if args is None else list(args)) == []:
+            args = ["--help"]  # bare `reclaimsim`: the usual help, exit 0
         try:
+            # Start-up is over (the package's __init__): Ctrl-C unwinds from here on.
+            if signal.getsignal(signal.SIGINT) is exit_130_while_starting:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            handle_termination()
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as e:
             cmd = e.ctx.command_path if e.ctx else "reclaimsim"
@@ -48,6 +56,14 @@ class _Main(click.Group):
             _fail(str(e), 2)
         except SimulationError as e:
             _fail(str(e), 1)
+        except OSError as e:
+            # What the system refused late (a full disk, a directory gone): one line.
+            where = f"{e.filename}: " if e.filename else ""
+            _fail(f"{where}{e.strerror or e}", 1)
+        except ValueError as e:
+            if "null byte" not in str(e):
+                raise
+            _fail(f"a path or argument holds a NUL byte, which no file name can: {e}", 2)
         except (KeyboardInterrupt, click.Abort) as e:
             # click turns a KeyboardInterrupt (Terminated is one) into Abort.
             cause = e if isinstance(e, Terminated) else e.__context__

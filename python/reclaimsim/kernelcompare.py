@@ -102,6 +102,7 @@ def kernel_compare(
         )
     check_sides(scenario, sa, sb, tuple("--" + x if v is not None else f"[compare].{x}" for x, v in (("a", a), ("b", b))))
     norm, nprocs, notes = vm.prepare(scenario)
+    vm.check_prerequisites()
     ka, kb = _kernel(kernel_a, progress), _kernel(kernel_b, progress)
     after = vm.reclaim_timing(norm, "progress", notes, progress)
     runs, how = kernel_sides(norm, nprocs, ka, kb, reps, accel, timeout, progress, after)

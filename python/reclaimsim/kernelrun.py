@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _core, safefs
+from .batch import die_with_parent
 from .safefs import RunDir, stale_pid
 from .sidebyside import KernelRunError, assemble, kernel_counters, simulate, workload_names
 from .term import printable
@@ -449,7 +450,7 @@ def _spawn(
         code = 0
         try:
             os.close(r)
-            _die_with(parent)
+            die_with_parent(parent)
             procs_file.write_text(str(os.getpid()))
             out = _core.host_run_process_json(scenario_json, wi, proc, workdir, str(live), prepared, bool(cpus))
         except BaseException as e:  # report anything to the parent, never unwind into it
@@ -461,17 +462,6 @@ def _spawn(
             os._exit(code)
     os.close(w)
     return pid, r
-
-
-def _die_with(parent: int) -> None:
-    """SIGKILL this process when `parent` exits (prctl PR_SET_PDEATHSIG), or now if it
-    already has."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _read_all(fd: int) -> bytes:

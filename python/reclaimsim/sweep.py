@@ -463,7 +463,7 @@ class Store:
         (self.out / sub).mkdir(parents=True, exist_ok=True)
         overrides = {"error": pl.String} if rows and "error" in rows[0] else None
         df = pl.DataFrame(rows, infer_schema_length=None, schema_overrides=overrides)
-        replace_atomically(self.out / sub / f"{run_id}.parquet", df.write_parquet)
+        _write_parquet(self.out / sub / f"{run_id}.parquet", df)
 
     def stored(self) -> dict[str, dict]:
         """run_id -> {error, reclaimsim_version} of every stored run. A run file that is
@@ -555,7 +555,18 @@ class Store:
                 dfs.append(df)
             df = pl.concat(dfs, how="diagonal_relaxed") if dfs else pl.DataFrame({"run_id": []}, schema={"run_id": pl.String})
             self.out.mkdir(parents=True, exist_ok=True)
-            replace_atomically(self.out / f"{name}.parquet", df.write_parquet)
+            _write_parquet(self.out / f"{name}.parquet", df)
+
+
+def _write_parquet(path: Path, df) -> None:
+    """Write `df` to `path` whole or not at all (replace_atomically). The table is encoded
+    in memory first, so that a full disk is the OSError of the file's write (one line),
+    not polars' error around it."""
+    import io
+
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    replace_atomically(path, lambda f: f.write(buf.getvalue()))
 
 
 def _cell(v: Any) -> Any:
@@ -595,6 +606,10 @@ class _DaskPool:
 
     def submit(self, scenario_json: str):
         return self.client.submit(run_one, scenario_json, pure=False)
+
+    @staticmethod
+    def result(future) -> tuple[str, str, float]:
+        return future.result()
 
     def wait_any(self, futures: list, timeout: float) -> set:
         from distributed import wait as dask_wait
@@ -695,7 +710,7 @@ def _drive(pool, pending: dict, todo: list[Run], store: Store, version: str, pro
             on_progress(prog)
         for f in pool.wait_any(list(pending), 0.5):
             run = pending.pop(f)
-            kind, text, wall = f.result()
+            kind, text, wall = pool.result(f)
             store.put(run, kind, text, wall, version)
             prog.done += 1
             prog.failed += kind != "ok"

@@ -41,7 +41,9 @@ from pathlib import Path
 from . import debpkg
 from .debpkg import cache_dir
 from .sidebyside import KernelRunError, assemble, kernel_counters, simulate, workload_names
-from .safefs import replace_atomically
+from . import safefs
+from .batch import child_of_this_process
+from .safefs import RunDir, replace_atomically
 from .term import printable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -255,9 +257,15 @@ def _with_parents(files: list[tuple[str, int, bytes]]) -> list[tuple[str, int, b
     return [(d, 0o040755, b"") for d in dirs] + files
 
 
-def guest_binary(progress=None) -> Path:
-    """The guest runner, statically linked; built with cargo when missing or stale (cargo
-    checks, in about a second when nothing changed)."""
+def check_prerequisites() -> None:
+    """Refuse, before any download or build, what this machine lacks for a VM run: QEMU,
+    and what the guest runner is built with (guest_binary)."""
+    _need("qemu-system-x86_64", "qemu-system-x86")
+    _cargo()
+
+
+def _cargo() -> str:
+    """cargo, to build the guest runner from the project's source tree."""
     if not (REPO / "crates" / "guest" / "Cargo.toml").exists():
         raise KernelRunError(
             "kernel-run --vm builds its guest runner from the project's source tree (crates/guest), "
@@ -266,6 +274,13 @@ def guest_binary(progress=None) -> Path:
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     if not Path(cargo).exists():
         raise KernelRunError("kernel-run --vm needs cargo to build its guest runner: install Rust (rustup)")
+    return cargo
+
+
+def guest_binary(progress=None) -> Path:
+    """The guest runner, statically linked; built with cargo when missing or stale (cargo
+    checks, in about a second when nothing changed)."""
+    cargo = _cargo()
     out = REPO / "target" / GUEST_TARGET / "guest" / "reclaimsim-guest"
     if progress and _older_than_sources(out):
         progress("building the guest runner (cargo, static; about a minute)")
@@ -496,10 +511,33 @@ def _tail(p: Path, lines: int = 8) -> str:
     return (" | ".join(tail) or "(no console output)") + f" (whole console: {keep})"
 
 
+# The files boot() writes in its work directory.
+BOOT_FILES = ("console.log", "data.out")
+
+
+def scratch_dir() -> RunDir:
+    """A private directory for one boot's files under the temporary directory (safefs:
+    made by mkdtemp, each file recorded before it is made, removed with the directory
+    also by a later run if this one is killed outright)."""
+    rd = RunDir(Path(tempfile.gettempdir()), "kernel-run --vm")
+    for name in BOOT_FILES:
+        rd.file(name)
+    return rd
+
+
+def remove_stale_scratch() -> list[str]:
+    """Notes on the scratch directories of VM runs killed outright, now removed."""
+    return [f"removed what a reclaimsim run killed outright left: {d}" for d in safefs.remove_stale(Path(tempfile.gettempdir()))]
+
+
 def _boot_once(kernel, initrd, norm, accel, console, data, disk, timeout) -> tuple[dict | None, str, int]:
     """One QEMU run: (the document or None, QEMU's stderr, its exit code)."""
     cmd = qemu_command(kernel, initrd, norm, accel, console, data, disk)
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    # QEMU dies with this process, also when it is killed outright (kill -9).
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=child_of_this_process(),
+    )
     t0 = time.monotonic()
     try:
         while proc.poll() is None:
@@ -594,9 +632,9 @@ def resolve_accel(accel: str, kernel: Kernel, initrd_base: Path, progress=None) 
         return got, f"{got} (probed before: {why.strip()}; {cache})"
     if progress:
         progress("probing KVM with a short boot (once; the answer is cached)")
-    with tempfile.TemporaryDirectory(prefix="reclaimsim-vm-") as tmp:
-        t = Path(tmp)
-        initrd = plan_initramfs(initrd_base, {"probe": True}, t / "probe.cpio")
+    with scratch_dir() as rd:
+        t = rd.path
+        initrd = plan_initramfs(initrd_base, {"probe": True}, rd.file("probe.cpio"))
         probe_norm = {"machine": {"nodes": 1, "cpus": 1, "memory_per_node": 256 << 20}}
         try:
             boot(kernel, initrd, probe_norm, "kvm", t, None, 30.0)
@@ -673,13 +711,13 @@ def run_in_vm(norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: s
     accel, how = resolve_accel(accel, kernel, base, progress)
     guest_mods = [f"/modules/{i:02d}-{m.name}" for i, m in enumerate(mods)]
     plan = guest_plan(norm, reps, nprocs, guest_mods, disk_bytes > 0, after_accesses)
-    with tempfile.TemporaryDirectory(prefix="reclaimsim-vm-") as tmp:
-        t = Path(tmp)
+    with scratch_dir() as rd:
+        t = rd.path
         disk = None
         if disk_bytes:
-            disk = t / "disk.img"
+            disk = rd.file("disk.img")
             make_disk(disk, disk_bytes)
-        initrd = plan_initramfs(base, plan, t / "initrd.cpio")
+        initrd = plan_initramfs(base, plan, rd.file("initrd.cpio"))
         if progress:
             progress(f"booting {kernel.release} ({accel}, {norm['machine']['cpus']} CPUs), {reps} rep(s)")
         doc = boot(kernel, initrd, norm, accel, t, disk, timeout, progress)
@@ -724,6 +762,8 @@ def reclaim_timing(norm: dict, timing: str, notes: list, progress=None) -> list 
 def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None, timing: str = "progress") -> dict:
     """kernel-run's report, with the kernel side from a VM and per-cgroup rows."""
     norm, nprocs, notes = prepare(scenario)
+    check_prerequisites()
+    notes.extend(remove_stale_scratch())
     kernel = user_kernel(kernel_image) if kernel_image else default_kernel(progress)
     after = reclaim_timing(norm, timing, notes, progress)
     doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after)

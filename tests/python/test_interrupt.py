@@ -128,3 +128,96 @@ def test_trace_gen_exits_and_leaves_no_partial_trace(tmp_path, sig, code):
     assert "Traceback" not in err
     assert not out.exists()
 
+
+
+# --- start-up, dead workers, a dead parent, a full disk -----------------------------
+
+
+def test_ctrl_c_while_the_command_starts_is_exit_130_without_a_traceback():
+    # From the moment the package's code runs (its compiled core is mapped), through the
+    # imports (about 0.2 s) and into the command: never a traceback, and 130 whenever the
+    # command did not finish first. (Before that the interpreter's own start-up runs, which
+    # no package can reach.)
+    for delay in (0.0, 0.01, 0.02, 0.04, 0.06, 0.09, 0.13, 0.2):
+        proc = subprocess.Popen([sys.executable, "-m", "reclaimsim.cli", "validate", "default"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + GUARD_S
+        while "_core" not in _maps(proc.pid):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=GUARD_S)
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, (delay, err)
+        # (-SIGINT: it landed while the interpreter was exiting, after the command.)
+        assert proc.returncode in (0, 130, -signal.SIGINT), (delay, proc.returncode, err)
+
+
+def _maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def _busy_workers(args):
+    proc = subprocess.Popen([sys.executable, "-m", "reclaimsim.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + GUARD_S
+    while busiest(proc.pid, True) < 1.0:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "never got busy"
+        time.sleep(0.05)
+    return proc
+
+
+@pytest.mark.parametrize("cmd", ["compare", "sweep"])
+def test_a_worker_killed_outright_is_one_line_not_a_hang(cmd, tmp_path):
+    if cmd == "compare":
+        args = ["compare", "default", "--b", "rotation_cost=false", "--seeds", "2", "--jobs", "2",
+                "--set", "duration=3600s", "--metric", "pgscan_anon"]
+    else:
+        g = tmp_path / "g.toml"
+        g.write_text('scenario = "default"\nseeds = 2\noverrides = ["duration=3600s"]\n'
+                     '[variant_sets]\nA = {}\n')
+        args = ["sweep", str(g), "--out", str(tmp_path / "s"), "--workers", "2", "--no-progress"]
+    proc = _busy_workers(args)
+    try:
+        victim = max(descendants(proc.pid), key=cpu_seconds)
+        os.kill(victim, signal.SIGKILL)
+        out, err = proc.communicate(timeout=GUARD_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and "a worker process died" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_workers_and_the_resource_tracker_die_with_a_parent_killed_outright():
+    proc = _busy_workers(["compare", "default", "--b", "rotation_cost=false", "--seeds", "2", "--jobs", "2",
+                          "--set", "duration=3600s", "--metric", "pgscan_anon"])
+    kids = descendants(proc.pid)
+    assert kids
+    proc.kill()  # SIGKILL to the command alone, not its group
+    proc.communicate()
+    assert_gone(kids)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a small tmpfs")
+def test_a_full_disk_during_a_sweep_is_one_line_and_leaves_no_temporary_file(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mnt)], check=True)
+    try:
+        g = tmp_path / "g.toml"
+        g.write_text('scenario = "default"\nseeds = 4\noverrides = ["duration=300ms", "sample_interval=10ms"]\n'
+                     '[variant_sets]\nA = {}\n')
+        p = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "sweep", str(g), "--out", str(mnt / "s"),
+                            "--workers", "1", "--no-progress"], capture_output=True, text=True, timeout=GUARD_S)
+        assert p.returncode == 1, p.stderr
+        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "No space left on device" in p.stderr
+        left = [str(f) for f in mnt.rglob("*") if f.name.endswith(".tmp")]
+        assert left == []
+    finally:
+        subprocess.run(["umount", str(mnt)])
