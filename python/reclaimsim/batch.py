@@ -135,6 +135,26 @@ def result_text(kind: str, text: str) -> str:
 # The local pool
 
 
+class _without_main:
+    """While it holds, `__main__` is an empty module, so that a worker started by spawn
+    does not import the caller's script: workers need only reclaimsim, and a script that
+    calls reclaimsim.sweep() or compare() at its top level, with no
+    `if __name__ == "__main__":` guard, would otherwise run again in each worker."""
+
+    def __enter__(self) -> None:
+        import sys
+        import types
+
+        self.main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+
+    def __exit__(self, *exc) -> None:
+        import sys
+
+        if self.main is not None:
+            sys.modules["__main__"] = self.main
+
+
 class LocalPool:
     """Long-lived worker processes (a simulation is single-threaded), started by spawn and
     ignoring Ctrl-C; close(cancel=True) terminates them."""
@@ -146,7 +166,10 @@ class LocalPool:
         )
 
     def submit(self, scenario_json: str) -> Future:
-        return self.pool.submit(run_one, scenario_json)
+        # The pool starts its workers as jobs come: without the caller's main module (see
+        # _without_main).
+        with _without_main():
+            return self.pool.submit(run_one, scenario_json)
 
     def wait_any(self, futures: list, timeout: float) -> set:
         return wait(futures, return_when=FIRST_COMPLETED, timeout=timeout).done

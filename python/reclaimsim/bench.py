@@ -73,4 +73,6 @@ def format_measures(rows: list[dict]) -> str:
             f"{r['scenario']:<12} {r['wall_s']:>8.2f} {r['virtual_s']:>10.2f} {r['virtual_per_wall']:>10.2f} "
             f"{r['events_per_wall_s']:>12.0f} {r['peak_rss_bytes'] >> 20:>10}M {r['rss_bytes_per_page']:>8.1f}"
         )
+    if any(r["scenario"] == "(python)" for r in rows):
+        lines.append("(python): the interpreter with reclaimsim imported and nothing run, the baseline of the peak RSS column")
     return "\n".join(lines)

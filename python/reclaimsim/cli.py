@@ -603,7 +603,8 @@ def trace_gen(out, objects, requests, theta, seed):
         if not existed and Path(out).is_file():
             Path(out).unlink(missing_ok=True)
         raise
-    click.echo(f"{out}: {requests} requests over {objects} objects, zipf {theta} ({n} bytes before compression)")
+    size = f"{n} bytes before zstd compression" if out.endswith(".zst") else f"{n} bytes"
+    click.echo(f"{out}: {requests} requests over {objects} objects, zipf {theta} ({size})")
 
 
 @main.command()

@@ -615,6 +615,10 @@ def check_inputs(patches: Iterable[Path], fragments: Iterable[Path]) -> None:
                 text = f.read_text(errors="replace")
             except OSError as e:
                 raise KernelBuildError(f"{kind} {f}: cannot read: {e.strerror or e}") from None
+            if kind == "patch" and not re.search(r"(?m)^(\+\+\+ |--- )", text):
+                raise KernelBuildError(
+                    f"patch {f}: {'empty' if not text.strip() else 'no diff in it'} (expected a unified diff, e.g. from git diff)"
+                )
             if kind == "config fragment" and not parse_config(text):
                 raise KernelBuildError(f"config fragment {f}: no CONFIG_ lines (expected lines like CONFIG_FOO=y)")
 

@@ -109,7 +109,7 @@ def format_result(r: Result, show_all: bool = False) -> str:
             )
     rc = r.reclaim
     out(
-        f"\nkswapd CPU {[fmt_ns(x) for x in rc['kswapd_cpu_ns']]}, direct reclaim {rc['direct_reclaims']} calls "
+        f"\nkswapd CPU {_per_node(rc['kswapd_cpu_ns'])}, direct reclaim {rc['direct_reclaims']} calls "
         f"{fmt_ns(rc['direct_reclaim_ns'])}, OOM kills {len(r.oom_kills)}"
     )
     for s in (r.data.get("proactive") or {}).get("schedules", []):
@@ -126,3 +126,10 @@ def format_result(r: Result, show_all: bool = False) -> str:
             f"{s['reclaimed_pages']} pages reclaimed; write time mean {fmt_ns(lat['mean'])} max {fmt_ns(lat['max'])}"
         )
     return "\n".join(lines)
+
+
+def _per_node(ns: list[int]) -> str:
+    """kswapd's CPU time: one figure on one node, else each node's (node 0 first)."""
+    if len(ns) == 1:
+        return fmt_ns(ns[0])
+    return ", ".join(fmt_ns(x) for x in ns) + " (per node)"

@@ -1,6 +1,7 @@
 """End-to-end tests of the Python API and the CLI."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -129,3 +130,17 @@ def test_run_prints_each_thread_of_a_workload_with_several(tmp_path):
     lines = [l for l in p.stdout.splitlines() if " thread " in l]
     assert [l.split(":")[0].strip() for l in lines] == ["two thread 0", "two thread 1"]
     assert all("10 accesses, 5 hits, 0 misses" in l for l in lines), lines
+
+
+def test_small_texts_say_what_they_mean(tmp_path):
+    # kswapd's CPU time is a figure, not a Python list; trace-gen names compression only
+    # when it compressed; bare `reclaimsim` is the usual help.
+    r = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "run", "default", "--set", "duration=300ms",
+                        "--no-progress"], capture_output=True, text=True)
+    assert r.returncode == 0 and re.search(r"kswapd CPU \d+(\.\d+)? \w+, direct reclaim", r.stdout), r.stdout
+    for name, said in (("t.oracleGeneral", False), ("t.oracleGeneral.zst", True)):
+        r = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "trace-gen", str(tmp_path / name),
+                            "--requests", "1000", "--objects", "100"], capture_output=True, text=True)
+        assert r.returncode == 0 and ("compression" in r.stdout) == said, r.stdout
+    r = subprocess.run([sys.executable, "-m", "reclaimsim.cli"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("Usage: ") and "Commands:" in r.stdout and r.stderr == ""

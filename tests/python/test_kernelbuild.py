@@ -460,7 +460,8 @@ def rot_tree(root: Path, swap=SWAP_C, vmscan=VMSCAN_C) -> Path:
 
 
 def rotation_cost_patch(src):
-    return subprocess.run([sys.executable, str(SCRIPT), str(src)], capture_output=True, text=True)
+    # `bash scripts/rotation-cost-patch`, as the docs run it.
+    return subprocess.run(["bash", str(SCRIPT), str(src)], capture_output=True, text=True)
 
 
 def test_rotation_cost_patch_applies_and_removes_the_rotation_term(tmp_path):
@@ -520,3 +521,13 @@ def test_real_build_base_and_rotation_cost_patched(tmp_path, user_cache):
     assert base.read_bytes() != norot.read_bytes()
     cfg = kernelbuild.parse_config(Path(f"{base}.config").read_text())
     assert all(cfg.get(f"CONFIG_{o}") == "y" for o in REQUIRED_Y)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "just some notes\n"])
+def test_an_empty_patch_or_one_without_a_diff_is_refused(tmp_path, text):
+    p = tmp_path / "x.patch"
+    p.write_text(text)
+    r = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "kernel-build", str(tmp_path), "--patch", str(p),
+                        "-o", str(tmp_path / "out")], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert f"patch {p}" in r.stderr and ("empty" in r.stderr or "no diff" in r.stderr)

@@ -368,3 +368,17 @@ def test_a_damaged_run_file_is_redone_and_a_fifo_refused(tmp_path):
         'scenario = "default"', "seeds = 1", f"overrides = {json.dumps(SMALL['overrides'])}",
         '[axes]', '"kernel.swappiness" = [30, 100]', '[variant_sets]', 'A = {}'])), "--out", str(out), timeout=120)
     assert r.returncode == 2 and str(fifo) in r.stderr and "not a regular file" in r.stderr
+
+
+def test_a_plain_script_without_a_main_guard_sweeps_once(tmp_path):
+    # Workers are started without the caller's script (spawn would import it again in
+    # each, running the sweep there and printing its result several times).
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import reclaimsim\n"
+        f"df = reclaimsim.sweep({SMALL | {'seeds': 2}!r}, out={str(tmp_path / 'o')!r}, workers=2)\n"
+        "print('rows', df.height)\n"
+    )
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("rows 2") == 1, p.stdout
