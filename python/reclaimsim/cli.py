@@ -93,6 +93,13 @@ def _nonempty_path(ctx, param, value):
 def output_problem(path: str) -> str | None:
     """Why `path` cannot be written as an output file, or None when it can (as far as can
     be told before writing: a filesystem can still fill up meanwhile)."""
+    try:
+        return _output_problem(path)
+    except OSError as e:  # a directory on the way this user may not search, say
+        return e.strerror.lower() if e.strerror else str(e)
+
+
+def _output_problem(path: str) -> str | None:
     p = Path(path)
     parent = p.parent
     if p.is_dir():

@@ -45,6 +45,11 @@ def load_input(path: str) -> tuple[str, Any]:
     "sweep" (a sweep directory's results, cgroups and time series). What the figures read
     is checked here: a refusal names the file and what is missing or wrong."""
     p = Path(path)
+    try:
+        p.stat()
+    except OSError as e:  # a directory on the way that this user may not search
+        if not isinstance(e, FileNotFoundError):
+            raise ScenarioError(f"report input {path}: cannot read: {e.strerror or e}") from None
     if p.is_dir():
         f = p / "results.parquet"
         if not f.is_file():

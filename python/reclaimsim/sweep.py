@@ -653,7 +653,10 @@ def execute(
     `grid` (Grid.describe()), the store records it and refuses another grid's store
     unless `reuse_other_grid` (Store.check_grid)."""
     store = Store(out)
-    grids = store.check_grid(grid, reuse_other_grid) if grid is not None else []
+    try:
+        grids = store.check_grid(grid, reuse_other_grid) if grid is not None else []
+    except PermissionError as e:
+        raise _err(f"--out {out}: cannot read the store there: {e.strerror}") from None
     version = _version()
     stored = store.stored()
 

@@ -414,3 +414,51 @@ def test_validate_refuses_compare_entries_that_compare_would_refuse(table, needl
     line = one_error_line(p)
     for n in needles:
         assert n in line, line
+
+
+def _as_nobody(*args):
+    """The CLI run as the unprivileged user nobody (setpriv), or None when nobody cannot
+    run it here (the project's tree or environment not readable by others)."""
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return None
+    pre = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if subprocess.run([*pre, sys.executable, "-c", "import reclaimsim.cli"], capture_output=True).returncode != 0:
+        return None
+    return subprocess.run([*pre, sys.executable, "-m", "reclaimsim.cli", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("kind", ["unreadable", "read-only"])
+def test_outputs_and_inputs_a_user_cannot_reach_are_exit_2(kind):
+    import shutil
+    import tempfile
+
+    # Under /tmp itself: pytest's own directory is private to root.
+    tmp_path = Path(tempfile.mkdtemp(prefix="reclaimsim-test-nobody-", dir="/tmp"))
+    try:
+        _check_unreachable(tmp_path, kind)
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _check_unreachable(tmp_path: Path, kind: str) -> None:
+    os.chmod(tmp_path, 0o755)
+    d = tmp_path / kind
+    d.mkdir()
+    os.chmod(d, 0o000 if kind == "unreadable" else 0o555)
+    cases = [
+        ["run", "default", "--set", "duration=100ms", "--json", str(d / "x.json")],
+        ["compare", "default", "--seeds", "1", "--set", "duration=100ms", "--json", str(d / "c.json")],
+        ["sweep", "seed-002-mix", "--out", str(d / "s")],
+        ["report", "/dev/null", "-o", str(d / "r.html")],
+        ["trace-gen", str(d / "t.oracleGeneral"), "--requests", "10"],
+    ]
+    if kind == "unreadable":
+        cases.append(["report", str(d / "x.json"), "-o", str(tmp_path / "r.html")])
+    for args in cases:
+        p = _as_nobody(*args)
+        if p is None:
+            pytest.skip("needs root and a tree the user nobody can read (to run the CLI as nobody)")
+        assert p.returncode == 2, (args, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, (args, p.stderr)
