@@ -54,37 +54,43 @@ build_state() {
     fi
 }
 
-# install_vm_packages: QEMU (kernel-run --vm boots kernels under it) and cpio (the
-# initramfs test's reference reader), from Debian's packages, when missing and this is
-# root with apt-get; otherwise the VM tests say they are skipped and why.
-install_vm_packages() {
+# apt_install WHY PACKAGE...: install the Debian packages that are missing, saying so and
+# the exact command; never removes a package (apt-get --no-remove: an install that would
+# remove one, such as a newer qemu-utils from backports, fails instead). Returns non-zero
+# when not root, without apt-get, or when apt-get fails.
+apt_install() {
+    local why="$1"; shift
     local missing=()
-    command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
-    command -v cpio >/dev/null || missing+=(cpio)
+    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
     [ ${#missing[@]} -gt 0 ] || return 0
+    local cmd=(apt-get install -y -q --no-install-recommends --no-remove "${missing[@]}")
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-        say "not installing ${missing[*]} (needs root and apt-get): kernel-run --vm's boot tests will be skipped"
-        return 0
+        say "$why needs ${missing[*]}; as root: ${cmd[*]}"
+        return 1
     fi
-    say "installing ${missing[*]} for kernel-run --vm (apt-get; a minute or two, once)"
+    say "installing ${missing[*]} for $why (${cmd[*]}; a minute or two, once)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; } ||
-        say "apt-get install ${missing[*]} failed: kernel-run --vm's boot tests will be skipped"
+    "${cmd[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && "${cmd[@]}" >/dev/null 2>&1; } || {
+        say "${cmd[*]} failed (it removes nothing: run it yourself to see why)"
+        return 1
+    }
+}
+
+# The Debian packages of each optional part (scripts/install --with PART,...).
+VM_PACKAGES=(qemu-system-x86 cpio)
+KERNEL_BUILD_PACKAGES=(make gcc binutils flex bison bc perl patch xz-utils libelf-dev)
+
+# install_vm_packages: QEMU (kernel-run --vm boots kernels under it) and cpio (the
+# initramfs test's reference reader); without them the VM tests say they are skipped.
+install_vm_packages() {
+    command -v qemu-system-x86_64 >/dev/null && command -v cpio >/dev/null && return 0
+    apt_install "kernel-run --vm and its tests" "${VM_PACKAGES[@]}" || say "kernel-run --vm's boot tests will be skipped"
 }
 
 # chromium and its driver for the HTML report's browser test (tests/python/test_report.py).
 install_browser() {
     command -v chromium >/dev/null && command -v chromedriver >/dev/null && return 0
-    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-        say "not installing chromium (needs root and apt-get): the report's browser test will be skipped"
-        return 0
-    fi
-    say "installing chromium and chromium-driver for the report's browser test (apt-get; a minute or two, once)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1; } ||
-        say "apt-get install chromium chromium-driver failed: the report's browser test will be skipped"
+    apt_install "the report's browser test" chromium chromium-driver || say "the report's browser test will be skipped"
 }
 
 # ensure_pinned_toolchain: rust-toolchain.toml pins the toolchain by version (the
@@ -106,19 +112,10 @@ ensure_pinned_toolchain() {
     fi
 }
 
-# install_valgrind: valgrind (callgrind counts instructions for scripts/icount), from
-# Debian's packages, when missing and this is root with apt-get.
+# install_valgrind: valgrind (callgrind counts instructions for scripts/icount).
 install_valgrind() {
     command -v valgrind >/dev/null && return 0
-    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-        say "valgrind is missing and cannot be installed here (needs root and apt-get): install it (apt-get install valgrind)"
-        exit 1
-    fi
-    say "installing valgrind for the instruction counts (apt-get; a minute, once)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q --no-install-recommends valgrind >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends valgrind >/dev/null 2>&1; } ||
-        { say "apt-get install valgrind failed"; exit 1; }
+    apt_install "the instruction counts (scripts/icount)" valgrind || exit 1
 }
 
 # build_runner TREE TARGET_DIR: build the plain release runner of the source tree TREE

@@ -217,6 +217,7 @@ def source_from_arg(arg: str, progress: Progress | None = None) -> Path:
     """SOURCE_DIR of the command: ``debian`` or ``debian:VERSION`` (fetch_source), else a
     directory holding a kernel source tree."""
     if arg == "debian" or arg.startswith("debian:"):
+        check_tools()  # before a download of 150 MB that could not be built
         return fetch_source(arg.partition(":")[2] or "6.12", progress)
     p = Path(arg)
     if not p.exists():
@@ -288,7 +289,8 @@ def missing_tools(config: dict[str, str] | None = None) -> list[str]:
     return list(dict.fromkeys(need))
 
 
-def _check_tools(config: dict[str, str] | None = None) -> None:
+def check_tools(config: dict[str, str] | None = None) -> None:
+    """Refuse a build this machine lacks the tools for, with the apt-get line that adds them."""
     need = missing_tools(config)
     if need:
         raise KernelBuildError(f"missing build tools: install Debian's {', '.join(need)} (apt-get install {' '.join(need)})")
@@ -658,14 +660,14 @@ def build(
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _cached(result, progress):  # built by another process meanwhile
             return _deliver(result, out)
-        _check_tools()
+        check_tools()
         t0 = time.monotonic()
         src = prepare_tree(source_dir, patches, tree_dir, progress)
         obj = tree_dir / "obj"
         log = tree_dir / "build.log"
         log.write_text("")
         config = configure(src, obj, fragments, log, progress, ident_fragment(key))
-        _check_tools(config)
+        check_tools(config)
         _say(progress, f"build started: make -j{jobs} bzImage (log: {log})")
         _run_logged(_make(src, obj, "bzImage", jobs=jobs), log, "make bzImage", progress)
         built = obj / "arch" / "x86" / "boot" / "bzImage"

@@ -531,3 +531,14 @@ def test_an_empty_patch_or_one_without_a_diff_is_refused(tmp_path, text):
                         "-o", str(tmp_path / "out")], capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
     assert f"patch {p}" in r.stderr and ("empty" in r.stderr or "no diff" in r.stderr)
+
+
+def test_missing_build_tools_are_refused_before_a_download(monkeypatch):
+    from reclaimsim import kernelbuild
+
+    monkeypatch.setattr(kernelbuild, "_have", lambda what: what not in ("flex", "/usr/include/gelf.h"))
+    fetched = []
+    monkeypatch.setattr(kernelbuild, "fetch_source", lambda *a: fetched.append(a))
+    with pytest.raises(kernelbuild.KernelBuildError, match=r"apt-get install flex libelf-dev"):
+        kernelbuild.source_from_arg("debian")
+    assert fetched == []
