@@ -218,7 +218,9 @@ def from_v1(column: str) -> str:
 def unit(name: str) -> str:
     """The unit of a stored value, for a plot's axis: ns, accesses/s, pages (a vmstat
     counter; events for allocstall), or none (counts of a workload or a lock)."""
-    key = name.partition("@")[0]
+    if name.startswith("cv:"):
+        return "% (stddev over mean across cgroups)"
+    key = name.partition("@")[0].removeprefix("sum:")
     if key.endswith("_ns"):
         return "ns"
     if key == "throughput":

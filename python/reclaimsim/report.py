@@ -295,8 +295,8 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
 
     go, _ = _go()
     ok = df.filter(pl.col("error").is_null()) if "error" in df.columns else df
-    fixed = {"run_id", "scenario", "variant_set", "seed", "scenario_hash", "reclaimsim_version", "store_version",
-             "wall_s", "error"}
+    fixed = {"run_id", "scenario", "variant_set", "variant_switches", "seed", "scenario_hash", "reclaimsim_version",
+             "store_version", "wall_s", "error"}
     if axes is None:
         # The axes come before the values (a sweep's rows: identity, axes, then end_ns and
         # the values, the vmstat counters first).
@@ -304,8 +304,15 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
                             if c == "end_ns" or "@" in c or c in SWEEP_METRICS or c.startswith("vmstat.")), len(ok.columns))
         axes = [c for c in ok.columns[:first_value] if c not in fixed]
     if metrics is None:
-        metrics = [m for m in SWEEP_METRICS if m in ok.columns and ok[m].sum() != 0]
+        # The scenario's own [compare] metrics across cgroups first (seed 001's fairness).
+        metrics = [c for c in ok.columns if c.startswith(("cv:", "sum:"))]
+        metrics += [m for m in SWEEP_METRICS if m in ok.columns and ok[m].sum() != 0]
         metrics += [c for c in ok.columns if c.startswith("throughput@")]
+    # What each variant set is, in the legends ("A: mglru_memcg_iter=false").
+    what = {}
+    if "variant_switches" in ok.columns:
+        what = {vs: sw for vs, sw in ok.select("variant_set", "variant_switches").unique(maintain_order=True).rows()}
+    set_label = lambda vs: f"{vs}: {what[vs]}" if vs in what else str(vs)
     figs = []
     name = ok["scenario"][0] if len(ok) and "scenario" in ok.columns else "sweep"
     if not axes:
@@ -313,7 +320,7 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
         for m in metrics:
             g = ok.group_by("variant_set", maintain_order=True).agg(
                 pl.col(m).mean().alias("mean"), pl.col(m).std().fill_null(0).alias("std"))
-            f = go.Figure(go.Bar(x=g["variant_set"].to_list(), y=g["mean"].to_list(),
+            f = go.Figure(go.Bar(x=[set_label(v) for v in g["variant_set"]], y=g["mean"].to_list(),
                                  error_y=dict(type="data", array=g["std"].to_list())))
             u = unit(m)
             f.update_layout(title=f"{name}: {m}{f' [{u}]' if u else ''} per variant set, mean and std over seeds",
@@ -330,7 +337,7 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
             keys = g.select(["variant_set", *others]).unique(maintain_order=True).rows()
             for key in keys:
                 sub = g.filter(pl.all_horizontal([pl.col(c) == v for c, v in zip(["variant_set", *others], key)]))
-                label = ", ".join([str(key[0])] + [f"{a}={v}" for a, v in zip(others, key[1:])])
+                label = ", ".join([set_label(key[0])] + [f"{a}={v}" for a, v in zip(others, key[1:])])
                 f.add_trace(go.Scatter(x=[str(x) for x in sub[ax]], y=sub["mean"],
                                        error_y=dict(type="data", array=sub["std"].to_list()),
                                        mode="lines+markers", name=label))
@@ -351,7 +358,7 @@ def sweep_figures(df, axes: list[str] | None = None, metrics: list[str] | None =
                 z = [[next((r["mean"] for r in g.iter_rows(named=True) if r[x] == xv and r[y] == yv), None) for xv in xs]
                      for yv in ys]
                 f = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, colorbar=dict(title=unit(m))))
-                f.update_layout(title=f"{name}: {m} [{unit(m)}], variant set {vs}: mean over seeds by {x} and {y}",
+                f.update_layout(title=f"{name}: {m} [{unit(m)}], variant set {set_label(vs)}: mean over seeds by {x} and {y}",
                                 xaxis_title=x, yaxis_title=y)
                 figs.append(f)
     return figs

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 from . import _core
 from ._core import ScenarioError
 from .batch import LocalPool, probe, run_one
-from .metrics import from_v1, values
+from .metrics import from_v1, metric, values
 from .safefs import replace_atomically
 from .scenario import MAX_DEPTH, apply_override, parse_key, apply_side, brief, compare_table, load_scenario, toml_literal, value_problem
 from .term import one_line
@@ -58,6 +58,11 @@ class Run:
     variant_set: str
     seed: int
     scenario: str  # normalized scenario JSON
+    # The variant set's switches and fields (the row's `variant_switches`, so that tables
+    # and plots say what the set is), and the scenario's [compare] metrics, stored
+    # beside the values (`cv:pgsteal@/memcg*`: seed 001's fairness).
+    switches: dict[str, Any] = field(default_factory=dict)
+    metrics: tuple[str, ...] = ()
 
 
 @dataclass
@@ -325,7 +330,7 @@ def plan(g: Grid) -> list[Run]:
             for seed in g.seeds:
                 norm["seed"] = seed
                 text = json.dumps(norm, sort_keys=True)
-                runs.append(Run(_identity(text, name), pt, name, seed, text))
+                runs.append(Run(_identity(text, name), pt, name, seed, text, vs, tuple(spec.get("metrics", ()))))
     return runs
 
 
@@ -388,6 +393,7 @@ def _flat_row(run: Run, r: dict | None, wall: float, error: str | None, version:
         "run_id": run.run_id,
         "scenario": json.loads(run.scenario)["name"],
         "variant_set": run.variant_set,
+        "variant_switches": ", ".join(f"{k}={toml_literal(v)}" for k, v in run.switches.items()) or "the scenario's own",
         "seed": run.seed,
         "scenario_hash": hashlib.sha256(run.scenario.encode()).hexdigest()[:20],
         "reclaimsim_version": version,
@@ -399,6 +405,12 @@ def _flat_row(run: Run, r: dict | None, wall: float, error: str | None, version:
         row[axis] = _cell(v)
     if r is not None:
         row.update(values(r))
+        for m in run.metrics:
+            if m not in row:
+                try:
+                    row[m] = metric(r, m)
+                except ScenarioError:
+                    pass  # a metric this run's result cannot give (compare refuses it before running)
     return row
 
 

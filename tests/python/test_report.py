@@ -113,7 +113,7 @@ def test_report_of_a_run_a_compare_and_a_sweep_opens_with_every_plot_drawn(input
     assert any(t.startswith("default: A vs B") for t in got)
     assert any(": pswpout [pages] against machine.cpus" in t for t in got)
     assert any(": pswpout [pages] against kernel.swappiness" in t for t in got)
-    assert any("variant set A: mean over seeds by machine.cpus and kernel.swappiness" in t for t in got)
+    assert any("variant set A: rotation_cost=false: mean over seeds by machine.cpus and kernel.swappiness" in t for t in got)
     assert len(plots) == len(got) >= 10
     assert_drawn(browser, plots)
 

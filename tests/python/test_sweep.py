@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 import reclaimsim
+import reclaimsim.batch
 from reclaimsim.sweep import Store, _points, execute, load_grid, plan
 
 # Four short points x two variant sets x two seeds = 16 runs of a small machine.
@@ -382,3 +383,25 @@ def test_a_plain_script_without_a_main_guard_sweeps_once(tmp_path):
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("rows 2") == 1, p.stdout
+
+
+def test_a_sweep_stores_the_scenarios_own_metrics_and_names_its_variant_sets(tmp_path):
+    # seed 001's grid exists for fairness (cv of pgsteal and refaults over its memcgs): the
+    # store keeps the scenario's [compare] metrics beside the values, each as compare
+    # computes it, and says what each variant set is; the report plots them.
+    from reclaimsim.metrics import metric
+    from reclaimsim.report import sweep_figures
+
+    g = load_grid({"scenario": "seed-001", "seeds": 1, "overrides": ["duration=7s", "reclaim[0].times=2"],
+                   "axes": {"workload[0].rate": ["40M"]}})
+    runs = plan(g)
+    execute(runs, tmp_path / "s", workers=2, grid=g.describe())
+    df = pl.read_parquet(tmp_path / "s" / "results.parquet")
+    assert df["variant_switches"].to_list() == ["mglru_memcg_iter=false", "mglru_memcg_iter=true"]
+    r = json.loads(reclaimsim.batch.run_one(runs[0].scenario)[1])
+    for m in ("cv:pgsteal@/memcg*", "cv:workingset_refault_anon@/memcg*", "proactive_accuracy"):
+        assert df[m][0] == pytest.approx(metric(r, m)), m
+    titles = [f.layout.title.text for f in sweep_figures(df)]
+    assert titles[0].startswith("seed-001: cv:pgsteal@/memcg* [% (stddev over mean across cgroups)]")
+    names = [t.name for f in sweep_figures(df) for t in f.data]
+    assert "A: mglru_memcg_iter=false" in names and "B: mglru_memcg_iter=true" in names
