@@ -225,10 +225,23 @@ def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False, loc
 
 
 
-def assemble(norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cgroup_version: int, kernel: str, **extra) -> dict:
+# The time rows (wall time on the kernel, virtual time in the model).
+TIME_ROWS = ("elapsed_ms@", "accesses_per_s@", "faults_per_s@", "elapsed_ms#")
+
+
+def is_time_row(name: str) -> bool:
+    return name.startswith(TIME_ROWS)
+
+
+def assemble(
+    norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cgroup_version: int, kernel: str,
+    time_not_comparable: str | None = None, **extra,
+) -> dict:
     """The side-by-side report from the kernel's reps and the simulator's runs: one row
     per counter the kernel side has, with mean, CV, the simulator's mean and the
-    difference."""
+    difference. With `time_not_comparable` (why), the time rows are marked not
+    comparable (a guest under QEMU's TCG runs slower than any hardware the costs
+    describe)."""
     rows = []
     names = list(reps_out[0]["counters"])
     cut = cut_short(reps_out, sims)
@@ -246,6 +259,8 @@ def assemble(norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cg
         why_not = why_not_comparable(name)
         if why_not is None and cut and name not in ("oom_kill", "oom_killed_processes"):
             why_not = cut
+        if why_not is None and time_not_comparable and is_time_row(name):
+            why_not = time_not_comparable
         comparable = why_not is None
         row = {
             "name": name,
@@ -320,6 +335,8 @@ def format_report(rep: dict, show_all: bool = False) -> str:
         lines.append(
             f"{r['name']:<28} {r['kernel_mean']:>14.0f} {r['kernel_cv']:>7.3f} {r['sim']:>14.0f} {r['sim_cv']:>7.3f} {ds:>9}{flag}"
         )
+    if any(r["comparable"] and r["name"] in KEY_COUNTERS and off_by_more_than_5pct(r) for r in rep["counters"]):
+        lines.append(f"! = a key counter more than 5% and {NOISE_FLOOR} events from the kernel's mean")
     if rep.get("locks") is not None:
         from .perflock import format_rows
 

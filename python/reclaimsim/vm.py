@@ -782,8 +782,9 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     writes = [len(r["reclaim_writes"]) for r in doc["reps"]]
     if norm.get("reclaim"):
         notes.append(f"memory.reclaim writes made per rep: {', '.join(map(str, writes))}")
+    tcg = "under QEMU's TCG the guest runs several times slower than hardware" if doc["accel"] == "tcg" else None
     return assemble(
-        norm, reps_out, sims, notes, 2, doc["kernel"],
+        norm, reps_out, sims, notes, 2, doc["kernel"], time_not_comparable=tcg,
         vm={
             "image": str(kernel.image), "accel": doc["accel"], "version": doc.get("version"),
             "setup": doc.get("setup"), "boot_s": doc.get("boot_s"),

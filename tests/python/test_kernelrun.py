@@ -502,3 +502,18 @@ def test_a_kernel_side_cut_short_by_an_oom_kill_is_not_comparable(monkeypatch):
     monkeypatch.setattr("reclaimsim.kernelrun.kernel_run", lambda *a, **k: cut)
     r = CliRunner().invoke(cli_mod.main, ["kernel-run", "calib-uniform", "--reps", "2"])
     assert r.exit_code == 1 and "the rows are not comparable" in r.output
+
+
+def test_time_rows_under_tcg_are_not_comparable_and_the_mark_is_explained():
+    from reclaimsim import sidebyside
+
+    norm = {"name": "x", "seed": 1}
+    rep = {"wall_s": 1.0, "counters": {"misses": 1000, "elapsed_ms@usemem": 900, "oom_killed_processes": 0}}
+    sims = [{"misses": 2000, "elapsed_ms@usemem": 100, "oom_killed_processes": 0}]
+    r = sidebyside.assemble(norm, [rep], sims, [], 2, "6.12", time_not_comparable="under QEMU's TCG ...")
+    rows = {x["name"]: x for x in r["counters"]}
+    assert not rows["elapsed_ms@usemem"]["comparable"] and rows["misses"]["comparable"]
+    text = sidebyside.format_report(r)
+    assert "  !" in text and "! = a key counter more than 5%" in text
+    plain = sidebyside.assemble(norm, [rep], sims, [], 2, "6.12")
+    assert {x["name"]: x for x in plain["counters"]}["elapsed_ms@usemem"]["comparable"]

@@ -283,9 +283,12 @@ def test_kernel_compare_interleaves_boots_and_sets_kernel_stats_beside_the_model
     # pgscan_anon per boot: kernel A 100, 110, 120; kernel B 200, 220, 240
     values = {"A": [100, 110, 120], "B": [200, 220, 240]}
 
+    accels = []
+
     def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None):
         side = kernel.release
         boots.append(side)
+        accels.append(accel)
         n = values[side][sum(1 for b in boots if b == side) - 1]
         rep = {
             "wall_s": 1.0,
@@ -294,13 +297,23 @@ def test_kernel_compare_interleaves_boots_and_sets_kernel_stats_beside_the_model
             "processes": [{"threads": [{"accesses": 5, "hits": 1, "misses": 4, "major_faults": 4, "minor_faults": 0}]}],
             "reclaim_writes": [],
         }
-        return {"reps": [rep], "accel_how": "tcg (asked)", "accel": "tcg"}
+        how = "tcg (probed: KVM did not boot this kernel)" if accel == "auto" else f"{accel} (asked)"
+        return {"reps": [rep], "accel_how": how, "accel": "tcg"}
 
     monkeypatch.setattr(kernelcompare.vm, "run_in_vm", fake_run_in_vm)
+    monkeypatch.setattr(kernelcompare.vm, "check_prerequisites", lambda: None)
     monkeypatch.setattr(kernelcompare, "_kernel", lambda spec, progress: kernelcompare.vm.Kernel(tmp_path / spec, spec))
     data = load_scenario("calib-anon-zram", ["workload[0].repeat=1", "kernel.cgroup_version=2"])
-    c = kernelcompare.kernel_compare(data, "A", "B", 3, "tcg", 60, "rotation_cost=true", "rotation_cost=false")
+    said = []
+    c = kernelcompare.kernel_compare(data, "A", "B", 3, "auto", 60, "rotation_cost=true", "rotation_cost=false",
+                                     progress=said.append)
     assert boots == ["A", "B", "A", "B", "A", "B"]
+    # KVM is probed at each kernel's first boot only; the progress says what is left.
+    assert accels == ["auto", "auto", "tcg", "tcg", "tcg", "tcg"]
+    boot_lines = [m for m in said if m.startswith("rep ")]
+    assert boot_lines[0] == "rep 1/3, kernel A (A): boot 1 of 6"
+    assert boot_lines[5].startswith("rep 3/3, kernel B (B): boot 6 of 6; about ") and boot_lines[5].endswith(" min left")
+    assert c["notes"][-1] == "accel: tcg (probed: KVM did not boot this kernel)"
     row = {r["name"]: r for r in c["metrics"]}["pgscan_anon"]
     k = row["kernel"]
     assert (k["a_mean"], k["b_mean"]) == (110, 220)
