@@ -246,7 +246,7 @@ def test_ctrl_c_during_a_boot_kills_qemu_and_removes_the_files(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(tmp)),
     )
     deadline = time.monotonic() + 300
-    while not list(tmp.glob("reclaimsim-vm-*/console.log")) and time.monotonic() < deadline and p.poll() is None:
+    while not list(tmp.glob("reclaimsim-*/console.log")) and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.2)
     assert p.poll() is None, p.communicate()[1]
     time.sleep(2)  # the guest is booting
@@ -257,6 +257,36 @@ def test_ctrl_c_during_a_boot_kills_qemu_and_removes_the_files(tmp_path):
     assert list(tmp.iterdir()) == []
     qemu = subprocess.run(["pgrep", "-f", f"qemu-system-x86_64 .*{tmp}"], capture_output=True, text=True)
     assert qemu.stdout.split() == []
+
+
+@needs_qemu
+def test_qemu_dies_with_a_command_killed_outright_and_a_later_run_removes_its_files(tmp_path, monkeypatch):
+    import signal
+    import tempfile
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "reclaimsim.cli", "kernel-run", "calib-zipf", "--vm", "--accel", "tcg", "--reps", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, TMPDIR=str(tmp)),
+    )
+    deadline = time.monotonic() + 300
+    while not list(tmp.glob("reclaimsim-*/console.log")) and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    assert p.poll() is None
+    time.sleep(2)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    deadline = time.monotonic() + 30
+    while subprocess.run(["pgrep", "-f", f"qemu-system-x86_64 .*{tmp}"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "QEMU outlived the command"
+        time.sleep(0.2)
+    left = list(tmp.iterdir())
+    assert len(left) == 1 and (left[0] / ".reclaimsim-run").is_file()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    notes = vm.remove_stale_scratch()
+    assert len(notes) == 1 and list(tmp.iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------------
