@@ -286,7 +286,7 @@ impl Sim {
             },
         };
         let mut lru_gen_rng =
-            crate::engine::rng::stream(sc.seed, crate::mm::lru_gen_vmscan::MEMCG_LRU_STREAM);
+            crate::engine::rng::stream(sc.seed, crate::mm::lru_gen::MEMCG_LRU_STREAM);
         if mm.lru_gen_enabled() {
             mm.lru_gen_init(&mut lru_gen_rng);
         }

@@ -33,9 +33,6 @@ use super::{LruvecId, MemcgId, Mm, Pfn};
 use crate::engine::Site;
 use crate::sim::Sim;
 
-/// The random stream of the memcg LRU's bins (get_random_u32_below(MEMCG_NR_BINS)).
-pub const MEMCG_LRU_STREAM: u64 = u64::MAX - 2;
-
 /// compact_gap(0): order-0 reclaim's floor in should_abort_scan.
 const COMPACT_GAP_ORDER0: u64 = 2;
 
@@ -248,30 +245,6 @@ impl Mm {
 }
 
 impl Sim {
-    /// A random memcg LRU bin from the run's stream.
-    fn memcg_lru_bin(&self) -> usize {
-        random_bin(&mut *self.lru_gen_rng.borrow_mut())
-    }
-
-    /// lru_gen_rotate_memcg() under the node's memcg_lru.lock.
-    async fn lru_gen_rotate_memcg(&self, lv: LruvecId, op: MemcgLruOp) {
-        if op == MemcgLruOp::Nop {
-            return;
-        }
-        let node = self.mm.borrow().lruvecs[lv as usize].node as usize;
-        let lock = self.mm.borrow().nodes[node].memcg_lru_lock;
-        self.e.lock(lock, Site::LruGenRotateMemcg).await;
-        let bin = self.memcg_lru_bin();
-        {
-            let mut mm = self.mm.borrow_mut();
-            let Mm { nodes, lruvecs, .. } = &mut *mm;
-            let lrugen = &mut lruvecs[lv as usize].lrugen;
-            super::lru_gen::lru_gen_rotate_memcg(&mut nodes[node].memcg_lru, lv, lrugen, op, bin);
-        }
-        self.e.charge(self.c.list_op);
-        self.e.unlock(lock);
-    }
-
     /// lru_gen_shrink_node(): root reclaim with MGLRU. Skipped when the reclaim may not
     /// write or unmap (unmapped clean folios are already taken first). Otherwise drain the
     /// local batches, set_initial_priority, and walk the memcgs (shrink_many); kswapd
