@@ -89,7 +89,7 @@ pub struct Sim {
     pub cpus_occupied: Cell<u32>,
     pub sampler: RefCell<Sampler>,
     /// /sys/kernel/debug/lru_gen sampled with the time series (MGLRU only).
-    pub lru_gen_samples: RefCell<crate::mm::lru_gen_debugfs::LruGenSamples>,
+    pub lru_gen_samples: RefCell<crate::mm::lru_gen::LruGenSamples>,
     /// Per CPU: IOs whose completion runs on that CPU, in completion order (a FIFO device
     /// completes in submission order), and the CPU's completion task (None = not started,
     /// with a flag telling whether it is parked).

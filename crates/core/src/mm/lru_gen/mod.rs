@@ -103,8 +103,10 @@ use super::workingset::{pack_shadow, unpack_shadow, EVICTION_MASK};
 use super::{Pfn, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX};
 
 pub mod check;
+pub mod debugfs;
 pub mod memcg_lru;
 pub use check::*;
+pub use debugfs::*;
 pub use memcg_lru::*;
 
 // ---------------------------------------------------------------------------------------
