@@ -26,7 +26,6 @@ pub mod fork;
 pub mod gup;
 pub mod lru_gen;
 pub mod lru_gen_vmscan;
-pub mod lru_gen_walk;
 pub mod lru_lines;
 pub mod memcontrol;
 pub mod memory;

@@ -24,7 +24,7 @@
 //! file folios (a workload's `text`) get the kernel's protection: activated on their
 //! first young PTE, and rotated on the active list while referenced.
 
-use super::lru_gen_walk::FolioRef;
+use super::lru_gen::FolioRef;
 use super::mm_types::*;
 use super::mmzone::*;
 use super::vmstat::{NodeStat, VmEvent};
