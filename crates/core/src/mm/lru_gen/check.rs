@@ -223,6 +223,7 @@ pub fn check_memcg_lru<'a>(
 mod tests {
     use super::*;
     use crate::mm::lru_gen::test_util::*;
+    use crate::mm::vmstat::NodeStat;
 
     /// A valid enabled lruvec: file folios 0, 1 in gen 0, 2 promoted by the walk to gen 3
     /// but still on gen 0's list, anon 3 in gen 2.
