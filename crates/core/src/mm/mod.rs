@@ -25,7 +25,6 @@ pub mod filemap;
 pub mod fork;
 pub mod gup;
 pub mod lru_gen;
-pub mod lru_gen_vmscan;
 pub mod lru_lines;
 pub mod memcontrol;
 pub mod memory;

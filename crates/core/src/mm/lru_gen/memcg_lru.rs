@@ -191,13 +191,13 @@ impl LruGenMemcg {
 
 impl Sim {
     /// A random memcg LRU bin from the run's stream.
-    pub(crate) fn memcg_lru_bin(&self) -> usize {
+    pub(super) fn memcg_lru_bin(&self) -> usize {
         random_bin(&mut *self.lru_gen_rng.borrow_mut())
     }
 
     /// lru_gen_rotate_memcg(): take the node's memcg_lru.lock, draw a bin and move the
     /// lruvec (`lru_gen_rotate_memcg_locked`). MEMCG_LRU_NOP does nothing.
-    pub(crate) async fn lru_gen_rotate_memcg(&self, lv: LruvecId, op: MemcgLruOp) {
+    pub(super) async fn lru_gen_rotate_memcg(&self, lv: LruvecId, op: MemcgLruOp) {
         if op == MemcgLruOp::Nop {
             return;
         }

@@ -279,7 +279,7 @@ impl Sim {
     /// try_to_inc_max_seq()'s walk: iterate_mm_list hands out the memcg's mms to walk for
     /// `seq`, walk_mm walks each. Returns whether this walker finished the iteration (it
     /// may then inc_max_seq).
-    pub(crate) async fn lru_gen_walk_mms(
+    pub(super) async fn lru_gen_walk_mms(
         &self,
         lv: LruvecId,
         seq: u64,
