@@ -10,7 +10,7 @@
 //! | `page_alloc.rs`  | mm/page_alloc.c                | watermarks, allocation slow path, freeing           |
 //! | `vmscan.rs`      | mm/vmscan.c                    | kswapd, direct and memcg reclaim, shrink_*          |
 //! | `workingset.rs`  | mm/workingset.c                | shadow entries, refault distance, activation        |
-//! | `lru_gen.rs`     | mm/vmscan.c (lru_gen), mm_inline.h | MGLRU generations, tiers, PID controller, memcg LRU |
+//! | `lru_gen/`       | mm/vmscan.c (lru_gen), mm_inline.h | MGLRU, one file per section of vmscan.c (see its mod.rs) |
 //! | `swap.rs`        | mm/swap.c                      | per-CPU LRU batches, mark_accessed, lru_note_cost   |
 //! | `swapfile.rs`    | mm/swapfile.c, swap_state.c    | swap slots and the swap cache                       |
 //! | `memcontrol.rs`  | mm/memcontrol.c, page_counter.c| memcg tree, charge, protection, iteration, stats    |

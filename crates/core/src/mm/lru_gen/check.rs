@@ -5,8 +5,9 @@
 //!
 //! The kernel checks what it touches, one folio or one lruvec at a time, and only warns.
 //! Here `check_lru_gen` walks a whole lruvec's generations against the frame table and
-//! `check_memcg_lru` a whole node's memcg LRU against its lruvecs; mm/mod.rs's checker
-//! runs them after each step of a checked run and fails the run on the first violation.
+//! `check_memcg_lru` a whole node's memcg LRU against its lruvecs. `Mm::check_invariants`
+//! (mm/mod.rs) runs them after each reclaim pass of a run with checking on
+//! (`Sim::after_reclaim_pass`, which keeps the first violation).
 
 use super::*;
 use crate::mm::mmzone::{Lruvec, LRU_INACTIVE_FILE};

@@ -553,10 +553,10 @@ impl Sim {
 }
 
 /// get_nr_to_scan()'s decision (see `Sim::lru_gen_get_nr_to_scan`): how much
-/// try_to_shrink_lruvec may scan. Below memory.min: stop. A
-/// deleted (offline) memcg has all its pages scanned. Otherwise the size is scaled by
-/// memory.low/min (`protect`: apply_proportional_protection, since v6.16 also for MGLRU)
-/// and, unless aging is due outside DEF_PRIORITY, shifted by the priority.
+/// try_to_shrink_lruvec may scan. Below memory.min: stop. A deleted (offline) memcg has all
+/// its pages scanned. Otherwise the size is scaled by memory.low/min (`protect`:
+/// apply_proportional_protection, since v6.16 also for MGLRU) and, unless aging is due
+/// outside DEF_PRIORITY, shifted by the priority.
 fn get_nr_to_scan_decide(
     lrugen: &LruGenFolio,
     swappiness: u32,

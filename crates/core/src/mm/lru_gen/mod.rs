@@ -1,12 +1,36 @@
-//! The multi-gen LRU (MGLRU, lru_gen): its synchronous core.
+//! The multi-gen LRU (MGLRU, lru_gen).
 //!
-//! Models the lru_gen half of mm/vmscan.c together with the lru_gen parts of
+//! Models the lru_gen sections of mm/vmscan.c together with the lru_gen parts of
 //! include/linux/mm_inline.h, include/linux/mmzone.h, mm/workingset.c and mm/swap.c, as of
-//! v6.18. Only the work the kernel does without sleeping lives here: flag and counter
-//! arithmetic, list moves under the lru_lock, the memcg LRU under its spinlock, the mm_list
-//! cursor under its spinlock. The paths that sleep or take several locks in turn
-//! (evict_folios, try_to_shrink_lruvec, shrink_many, the page-table walk,
-//! lru_gen_look_around) live in vmscan.rs and call in here.
+//! v6.18. One file per section of vmscan.c, named after its banner, or per other kernel
+//! file; each opens with what it models and what it simplifies:
+//!
+//! | file            | models                                                            |
+//! |-----------------|-------------------------------------------------------------------|
+//! | `mod.rs`        | vmscan.c "shorthand helpers", "initialization"; lru_gen_folio     |
+//! | `folio.rs`      | mm_inline.h, swap.c (lru_gen_inc_refs): a folio's gen and refs    |
+//! | `walk.rs`       | vmscan.c "Bloom filters", "rmap/PT walk feedback", and the        |
+//! |                 | page-table walk of "the aging"                                    |
+//! | `mm_list.rs`    | vmscan.c "mm_struct list"                                         |
+//! | `pid.rs`        | vmscan.c "PID controller"                                         |
+//! | `aging.rs`      | vmscan.c "the aging": the generations (inc_min_seq, inc_max_seq)  |
+//! | `protection.rs` | vmscan.c "working set protection" (min_ttl, lru_gen_age_node)     |
+//! | `memcg_lru.rs`  | vmscan.c "memcg LRU"                                              |
+//! | `eviction.rs`   | vmscan.c "the eviction" (sort_folio to lru_gen_shrink_node)       |
+//! | `debugfs.rs`    | vmscan.c "debugfs interface": /sys/kernel/debug/lru_gen           |
+//! | `workingset.rs` | workingset.c (lru_gen): refault tokens                            |
+//! | `check.rs`      | the invariants the kernel's VM_WARN_ON_ONCE checks look at        |
+//!
+//! vmscan.c's "state change" and "sysfs interface" sections are not modeled: MGLRU's
+//! capabilities (/sys/kernel/mm/lru_gen/enabled) and min_ttl are set once, from the
+//! scenario (`Mm::lru_gen_caps`, `Mm::lru_gen_min_ttl`).
+//!
+//! What the kernel does without sleeping (flag and counter arithmetic, list moves under
+//! the lru_lock, the memcg LRU under its spinlock, the mm_list cursor under its spinlock)
+//! is plain functions on the state it touches; the paths that sleep or take locks in turn
+//! are async methods of `Sim`, in the file of their section. Where one kernel function has
+//! both, the synchronous part is a private helper beside it (`lru_gen_rotate_memcg_locked`,
+//! `get_nr_to_scan_decide`, `get_swappiness_decide`).
 //!
 //! # Generations
 //!
@@ -79,6 +103,7 @@
 //!
 //! # What is simplified
 //!
+//! Throughout (each file names its own simplifications):
 //! - One zone per node, so `folios[gen][type][zone]` is `folios[gen][type]`, and every
 //!   folio is one page (every size delta is 1).
 //! - NR_HIST_GENS is 1 (no CONFIG_LRU_GEN_STATS).
@@ -86,15 +111,10 @@
 //!   has no meaning in a sequential simulation.
 //! - Times are virtual nanoseconds passed in by the caller; the kernel stamps generations in
 //!   jiffies, so it sees coarser time (1 to 4 ms a tick).
-//! - Randomness (the memcg LRU's bin) is passed in by the caller.
-//! - Bloom filter keys hash (mm, PMD index) instead of the address of the PMD entry.
-//! - The mm_list and the memcg LRU bins are vectors searched linearly; the RCU traversal of
-//!   the hlist_nulls bins is modeled by successor look-ups (`LruGenMemcg::fifo_next`).
-//! - The per-folio gen and refs live in `Frames::lru_gen`, a byte per frame.
-//! - The compatibility sizes also go to `Lruvec::nr`; the kernel's __update_lru_size
-//!   updates the lruvec and zone counters but not the memcg per-zone LRU sizes.
+//! - Randomness (the memcg LRU's bin) is drawn by the `Sim` caller and passed in to the
+//!   synchronous core (memcg_lru.rs).
 //! - Switching MGLRU on or off at run time (lru_gen_change_state, fill_evictable,
-//!   drain_evictable), the debugfs interface, demotion and PMD-mapped folios are not modeled.
+//!   drain_evictable), demotion and PMD-mapped folios are not modeled.
 
 use super::mm_types::*;
 use super::mmzone::{ListHead, LRU_INACTIVE_FILE};
@@ -316,7 +336,8 @@ pub fn evictable_min_seq(min_seq: [u64; ANON_AND_FILE], swappiness: u32) -> u64 
 
 impl ScanControl {
     /// root_reclaim(): global reclaim, or reclaim on behalf of the root memcg
-    /// (memory.reclaim on the root).
+    /// (memory.reclaim on the root). vmscan.c defines it beside cgroup_reclaim(), above
+    /// the lru_gen sections; only MGLRU's paths call it.
     #[inline]
     pub fn root_reclaim(&self) -> bool {
         matches!(self.target, None | Some(0))
@@ -337,10 +358,9 @@ impl Mm {
 }
 
 /// get_swappiness()'s decision (see `Mm::lru_gen_swappiness`): the swappiness MGLRU works
-/// with. 0 (file only) when the reclaim may
-/// not swap or the memcg has fewer than MIN_LRU_BATCH swap pages left (demotion targets are
-/// not modeled); else the reclaim's swappiness (sc_swappiness: memory.reclaim's override or
-/// the memcg's).
+/// with. 0 (file only) when the reclaim may not swap or the memcg has fewer than
+/// MIN_LRU_BATCH swap pages left (demotion targets are not modeled); else the reclaim's
+/// swappiness (sc_swappiness: memory.reclaim's override or the memcg's).
 fn get_swappiness_decide(may_swap: bool, nr_swap_pages: u64, sc_swappiness: u32) -> u32 {
     if !may_swap || nr_swap_pages < MIN_LRU_BATCH {
         return 0;
