@@ -17,7 +17,7 @@
 //! nothing; only the reclaim it does takes time.
 
 use crate::engine::Time;
-use crate::mm::lru_gen_debugfs::LruGenCommand;
+use crate::mm::lru_gen::LruGenCommand;
 use crate::mm::memcontrol::{Errno, ProactiveReclaim};
 use crate::mm::LruvecId;
 use crate::mm::MemcgId;

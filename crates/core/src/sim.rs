@@ -89,7 +89,7 @@ pub struct Sim {
     pub cpus_occupied: Cell<u32>,
     pub sampler: RefCell<Sampler>,
     /// /sys/kernel/debug/lru_gen sampled with the time series (MGLRU only).
-    pub lru_gen_samples: RefCell<crate::mm::lru_gen_debugfs::LruGenSamples>,
+    pub lru_gen_samples: RefCell<crate::mm::lru_gen::LruGenSamples>,
     /// Per CPU: IOs whose completion runs on that CPU, in completion order (a FIFO device
     /// completes in submission order), and the CPU's completion task (None = not started,
     /// with a flag telling whether it is parked).
@@ -286,7 +286,7 @@ impl Sim {
             },
         };
         let mut lru_gen_rng =
-            crate::engine::rng::stream(sc.seed, crate::mm::lru_gen_vmscan::MEMCG_LRU_STREAM);
+            crate::engine::rng::stream(sc.seed, crate::mm::lru_gen::MEMCG_LRU_STREAM);
         if mm.lru_gen_enabled() {
             mm.lru_gen_init(&mut lru_gen_rng);
         }

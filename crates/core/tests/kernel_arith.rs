@@ -211,7 +211,7 @@ fn mglru_should_abort_scan_stops_root_reclaim_at_its_target_and_never_memcg_recl
 
 #[test]
 fn look_around_covers_a_batch_around_the_pte_inside_its_page_table() {
-    use reclaimsim_core::mm::lru_gen_walk::look_around_window;
+    use reclaimsim_core::mm::lru_gen::look_around_window;
     // lru_gen_look_around(): start = max(addr & PMD_MASK, vm_start), end = min(addr |
     // ~PMD_MASK, vm_end - 1) + 1 (512 PTEs a table), then MIN_LRU_BATCH (64) of them:
     // centred on the address, or the table's first or last 64 within 32 of either end.

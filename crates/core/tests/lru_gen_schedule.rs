@@ -4,8 +4,9 @@
 
 mod common;
 use reclaimsim_core::fixture::{one_node_machine, run_probe};
-use reclaimsim_core::mm::lru_gen::{LRU_GEN_ANON, LRU_GEN_FILE, MAX_NR_GENS};
-use reclaimsim_core::mm::lru_gen_debugfs::{LruGenCommand, LruGenWrite};
+use reclaimsim_core::mm::lru_gen::{
+    LruGenCommand, LruGenWrite, LRU_GEN_ANON, LRU_GEN_FILE, MAX_NR_GENS,
+};
 use reclaimsim_core::mm::memcontrol::Errno;
 use reclaimsim_core::mm::vmstat::VmEvent;
 use reclaimsim_core::scenario::LruGenCmd;

@@ -17,7 +17,7 @@
 //! lrugen->folios[], 0 otherwise) and the tier counter of accesses through file
 //! descriptors beyond the first (LRU_REFS_MASK, meaningful only while PG_referenced is
 //! set). Only MGLRU writes it, and a freed frame must have it zero again, as the kernel
-//! clears both fields at free (PAGE_FLAGS_CHECK_AT_PREP). See `lru_gen.rs`.
+//! clears both fields at free (PAGE_FLAGS_CHECK_AT_PREP). See `lru_gen/folio.rs`.
 //! `owner` is the mm (anon) or file (page cache) the folio belongs to, `index` its page offset
 //! there (folio->index); together they are the reverse map: an anonymous folio is mapped by
 //! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM); a file folio by one
@@ -92,7 +92,7 @@ pub struct LruLink {
 pub struct Frames {
     pages: Vec<Page>,
     pub links: Vec<LruLink>,
-    /// MGLRU gen+1 and refs of each frame (see the table above and `lru_gen.rs`).
+    /// MGLRU gen+1 and refs of each frame (see the table above and `lru_gen/folio.rs`).
     pub lru_gen: Vec<u8>,
     /// The CPU that last wrote the frame's struct page line under an lru_lock, plus one
     /// (0: unknown); see `lru_lines.rs`.

@@ -10,7 +10,7 @@
 //! | `page_alloc.rs`  | mm/page_alloc.c                | watermarks, allocation slow path, freeing           |
 //! | `vmscan.rs`      | mm/vmscan.c                    | kswapd, direct and memcg reclaim, shrink_*          |
 //! | `workingset.rs`  | mm/workingset.c                | shadow entries, refault distance, activation        |
-//! | `lru_gen.rs`     | mm/vmscan.c (lru_gen), mm_inline.h | MGLRU generations, tiers, PID controller, memcg LRU |
+//! | `lru_gen/`       | mm/vmscan.c (lru_gen), mm_inline.h | MGLRU, one file per section of vmscan.c (see its mod.rs) |
 //! | `swap.rs`        | mm/swap.c                      | per-CPU LRU batches, mark_accessed, lru_note_cost   |
 //! | `swapfile.rs`    | mm/swapfile.c, swap_state.c    | swap slots and the swap cache                       |
 //! | `memcontrol.rs`  | mm/memcontrol.c, page_counter.c| memcg tree, charge, protection, iteration, stats    |
@@ -25,9 +25,6 @@ pub mod filemap;
 pub mod fork;
 pub mod gup;
 pub mod lru_gen;
-pub mod lru_gen_debugfs;
-pub mod lru_gen_vmscan;
-pub mod lru_gen_walk;
 pub mod lru_lines;
 pub mod memcontrol;
 pub mod memory;

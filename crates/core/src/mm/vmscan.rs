@@ -15,7 +15,7 @@
 //! ```
 //! Swap writes to a block device leave shrink_folio_list under writeback; shrink_lruvec
 //! plugs them (blk_start_plug) until its loop ends, and cgroup v1 limit reclaim that meets
-//! one again waits for it (shrink_folio_list's case 3). MGLRU's reclaim is lru_gen_vmscan.rs.
+//! one again waits for it (shrink_folio_list's case 3). MGLRU's reclaim is lru_gen/eviction.rs.
 //! Simplified: one zone per node (no zone skipping or lowmem reserves), no slab shrinkers,
 //! no compaction or high-order reclaim, no dirty file folios (file pages are written
 //! before the run and stay clean), no writeback throttling (PGDAT_WRITEBACK, case 1 of the
@@ -24,7 +24,7 @@
 //! file folios (a workload's `text`) get the kernel's protection: activated on their
 //! first young PTE, and rotated on the active list while referenced.
 
-use super::lru_gen_walk::FolioRef;
+use super::lru_gen::FolioRef;
 use super::mm_types::*;
 use super::mmzone::*;
 use super::vmstat::{NodeStat, VmEvent};

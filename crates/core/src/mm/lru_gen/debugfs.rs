@@ -1,5 +1,7 @@
-//! /sys/kernel/debug/lru_gen, read side: each memcg's generations per node (the
-//! lru_gen_seq_show() of mm/vmscan.c), in the report and sampled into a time series.
+//! /sys/kernel/debug/lru_gen: the "debugfs interface" section of mm/vmscan.c (v6.18).
+//!
+//! The read side: each memcg's generations per node (lru_gen_seq_show()), in the report
+//! and sampled into a time series.
 //!
 //! The kernel prints, per memcg and node, one line per generation from the oldest one
 //! eviction may take (evictable_min_seq at swappiness 100) to max_seq:
@@ -19,13 +21,13 @@
 //! ages, `- memcg_id node_id gen [swappiness [nr_to_reclaim]]` evicts) is modeled one
 //! command at a time, already parsed: [`Sim::lru_gen_seq_write`].
 
-use super::lru_gen::{
+use super::{
     evictable_min_seq, lru_gen_from_seq, ANON_AND_FILE, MAX_SWAPPINESS, MIN_NR_GENS,
     SWAPPINESS_ANON_ONLY,
 };
-use super::memcontrol::Errno;
-use super::vmscan::ScanControl;
-use super::{LruvecId, MemcgId, Mm};
+use crate::mm::memcontrol::Errno;
+use crate::mm::vmscan::ScanControl;
+use crate::mm::{LruvecId, MemcgId, Mm};
 use crate::scenario::LruGenCmd;
 use crate::sim::Sim;
 use serde_json::{json, Value};

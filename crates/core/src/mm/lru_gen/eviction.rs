@@ -1,0 +1,1167 @@
+//! The eviction: the "the eviction" section of mm/vmscan.c (v6.18), from sort_folio to
+//! lru_gen_shrink_node: MGLRU's reclaim paths, from the folios at the tail of the oldest
+//! generation up to the walk over a node's memcgs.
+//!
+//! ```text
+//!  global (root) reclaim: shrink_node -> lru_gen_shrink_node -> shrink_many
+//!        (the node's memcg LRU from a random bin; seed 001: mem_cgroup_iter instead)
+//!          -> shrink_one (memory.min/low, rotation op) -> try_to_shrink_lruvec
+//!  memcg reclaim: shrink_node -> shrink_node_memcgs -> shrink_lruvec -> lru_gen_shrink_lruvec
+//!          -> try_to_shrink_lruvec
+//!  try_to_shrink_lruvec: get_nr_to_scan (may age: try_to_inc_max_seq, aging.rs) then
+//!          evict_folios until the scan target, should_abort_scan, or nothing more to evict
+//!  evict_folios: [lru_lock] isolate_folios -> scan_folios (sort_folio / isolate_folio)
+//!          try_to_inc_min_seq [unlock] shrink_folio_list, one retry pass for clean
+//!          folios [lru_lock] move_folios_to_lru [unlock]
+//!  kswapd: balance_pgdat -> lru_gen_age_node (set_initial_priority, protection, min_ttl;
+//!          protection.rs)
+//! ```
+//! The classic paths MGLRU bypasses are bypassed where the kernel bypasses them:
+//! prepare_scan_control and snapshot_refaults return at once, shrink_lruvec and shrink_node
+//! branch here, kswapd_age_node becomes lru_gen_age_node, and neither eviction nor refault
+//! records lru_note_cost; NR_ISOLATED_* is not counted and too_many_isolated not consulted.
+//!
+//! Simplified: one zone (scan_folios' zone loop has one turn, no PGSCAN_SKIP), no dirty
+//! file folios (sc->nr.file_taken and unqueued_dirty stay 0, the flusher is never woken),
+//! no demotion, no shrinker other than the shadow nodes', and memcgs are never offlined
+//! (every memcg is online and pinnable).
+
+use super::*;
+use crate::engine::Site;
+use crate::mm::mmzone::Lruvec;
+use crate::mm::vmscan::ScanControl;
+use crate::mm::vmstat::VmEvent;
+use crate::mm::{LruvecId, MemcgId, Mm, Pfn, DEF_PRIORITY, SWAP_CLUSTER_MAX};
+use crate::sim::Sim;
+
+// ---------------------------------------------------------------------------------------
+// Folios: sort, isolate, evict
+// ---------------------------------------------------------------------------------------
+
+/// sort_folio()'s verdict on a folio at the tail of the oldest generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortFolio {
+    /// No longer evictable: off MGLRU, PG_unevictable, onto the unevictable list
+    /// (UNEVICTABLE_PGCULLED).
+    Unevictable,
+    /// The page-table walk promoted it: move to the head of its generation.
+    Promoted { gen: usize },
+    /// A tier above tier_idx, or all tier bits set: folio_inc_gen, head of min_seq + 1;
+    /// `tier` is counted in protected[hist][type][tier] unless all bits were set.
+    Protected { tier: Option<usize> },
+    /// Cannot be taken now (PG_lru clear: someone else holds it off the LRU; a zone above
+    /// reclaim_idx cannot happen with one zone): folio_inc_gen, tail of min_seq + 1.
+    Ineligible,
+    /// Under writeback, or dirty file: folio_inc_gen with PG_reclaim, head of min_seq + 1.
+    /// A dirty file folio adds to sc->nr.file_taken, and to sc->nr.unqueued_dirty when not
+    /// under writeback.
+    Writeback {
+        file_taken: bool,
+        unqueued_dirty: bool,
+    },
+    /// Not sorted: try isolate_folio.
+    Isolate,
+}
+
+impl SortFolio {
+    /// sort_folio()'s return value: true when the folio was sorted (counted in PGREFILL).
+    pub fn sorted(&self) -> bool {
+        !matches!(self, SortFolio::Isolate)
+    }
+}
+
+/// sort_folio()'s decision, a pure function of the folio's flags and byte: `evictable` is
+/// folio_evictable(), `on_lru` whether the kernel's PG_lru would be set (in the project:
+/// PG_LRU and not PG_INBATCH). The checks run in the kernel's order.
+pub fn sort_folio_decide(
+    lrugen: &LruGenFolio,
+    page: &Page,
+    byte: u8,
+    tier_idx: usize,
+    evictable: bool,
+    on_lru: bool,
+) -> SortFolio {
+    let ty = folio_type(page);
+    let refs = lru_refs(page, byte);
+    let ws = page.test(PG_WORKINGSET);
+    let tier = lru_tier_from_refs(refs, ws);
+    if !evictable {
+        return SortFolio::Unevictable;
+    }
+    let min_gen = lru_gen_from_seq(lrugen.min_seq[ty]);
+    match byte_gen(byte) {
+        Some(gen) if gen != min_gen => return SortFolio::Promoted { gen },
+        _ => {}
+    }
+    let maxed = refs + ws as usize == REFS_MAXED;
+    if tier > tier_idx || maxed {
+        return SortFolio::Protected {
+            tier: (!maxed).then_some(tier),
+        };
+    }
+    if !on_lru {
+        return SortFolio::Ineligible;
+    }
+    let (dirty, writeback) = (page.test(PG_DIRTY), page.test(PG_WRITEBACK));
+    let file_dirty = ty == LRU_GEN_FILE && dirty;
+    if writeback || file_dirty {
+        return SortFolio::Writeback {
+            file_taken: file_dirty,
+            unqueued_dirty: file_dirty && !writeback,
+        };
+    }
+    SortFolio::Isolate
+}
+
+/// sort_folio(): decide (see `sort_folio_decide`) and carry it out on the lists, except the
+/// UNEVICTABLE_PGCULLED event and the sc->nr counts, which are the caller's. `evictable` is
+/// folio_evictable(). Caller holds lru_lock.
+pub fn sort_folio(
+    frames: &mut Frames,
+    lv: &mut Lruvec,
+    pfn: Pfn,
+    tier_idx: usize,
+    evictable: bool,
+) -> SortFolio {
+    let page = frames[pfn as usize];
+    let on_lru = page.test(PG_LRU) && !page.test(PG_INBATCH);
+    let byte = frames.lru_gen[pfn as usize];
+    let verdict = sort_folio_decide(&lv.lrugen, &page, byte, tier_idx, evictable, on_lru);
+    match verdict {
+        SortFolio::Unevictable => {
+            lru_gen_del_folio(frames, lv, pfn, true);
+            frames[pfn as usize].set(PG_UNEVICTABLE);
+            crate::mm::mmzone::lruvec_add_folio(frames, lv, pfn);
+        }
+        SortFolio::Promoted { gen } => gen_list_move(frames, &mut lv.lrugen, pfn, gen, false),
+        SortFolio::Protected { tier } => {
+            let gen = folio_inc_gen(frames, lv, pfn, false);
+            gen_list_move(frames, &mut lv.lrugen, pfn, gen, false);
+            if let Some(t) = tier {
+                let ty = folio_type(&page);
+                let hist = lru_hist_from_seq(lv.lrugen.min_seq[ty]);
+                lv.lrugen.protected[hist][ty][t] += 1;
+            }
+        }
+        SortFolio::Ineligible => {
+            let gen = folio_inc_gen(frames, lv, pfn, false);
+            gen_list_move(frames, &mut lv.lrugen, pfn, gen, true);
+        }
+        SortFolio::Writeback { .. } => {
+            let gen = folio_inc_gen(frames, lv, pfn, true);
+            gen_list_move(frames, &mut lv.lrugen, pfn, gen, false);
+        }
+        SortFolio::Isolate => {}
+    }
+    verdict
+}
+
+/// isolate_folio(): take an unsorted folio off the lists for shrink_folio_list. Refused
+/// (false, nothing changed) when the reclaim may not do IO (`gfp_io` false, no __GFP_IO)
+/// and the folio is dirty or anon outside the swap cache; when folio_try_get fails
+/// (PG_DYING); when PG_lru cannot be cleared (not PG_LRU, or held by a per-CPU batch:
+/// PG_INBATCH). Otherwise PG_LRU is cleared and PG_ISOLATED set (the isolation reference),
+/// the refs counter is dropped unless PG_referenced, PG_reclaim is cleared, and the folio
+/// leaves MGLRU as reclaiming (no PG_active). "Anon" is swap-backed here (no lazyfree).
+/// Caller holds lru_lock; MGLRU does not count NR_ISOLATED_*.
+pub fn isolate_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, gfp_io: bool) -> bool {
+    let page = frames[pfn as usize];
+    let anon_unswapped = page.test(PG_SWAPBACKED) && !page.test(PG_SWAPCACHE);
+    if !gfp_io && (page.test(PG_DIRTY) || anon_unswapped) {
+        return false;
+    }
+    if page.test(PG_DYING) || !page.test(PG_LRU) || page.test(PG_INBATCH) {
+        return false;
+    }
+    let p = &mut frames[pfn as usize];
+    p.clear(PG_LRU | PG_RECLAIM);
+    p.set(PG_ISOLATED);
+    if !page.test(PG_REFERENCED) {
+        set_byte_refs(frames, pfn, 0);
+    }
+    let ok = lru_gen_del_folio(frames, lv, pfn, true);
+    debug_assert!(ok, "pfn {pfn} isolated off no MGLRU list");
+    true
+}
+
+impl Mm {
+    /// scan_folios(): sort or isolate folios from the tail of the oldest generation of
+    /// `ty`, at most min(nr_to_scan, MAX_LRU_BATCH) of them (v6.18; older kernels always
+    /// MAX_LRU_BATCH), stopping at MIN_LRU_BATCH isolated or skipped.
+    /// Counts PGSCAN_* (isolated) and PGREFILL (sorted), globally only for global reclaim.
+    /// Returns the folios scanned (0 when the type has only MIN_NR_GENS generations, or
+    /// when nothing was isolated although the batch was not used up). Caller holds
+    /// lru_lock.
+    fn scan_folios(
+        &mut self,
+        lv: LruvecId,
+        sc: &ScanControl,
+        ty: usize,
+        tier: usize,
+        nr_to_scan: u64,
+        list: &mut Vec<Pfn>,
+    ) -> u64 {
+        let l = lv as usize;
+        if get_nr_gens(&self.lruvecs[l].lrugen, ty) == MIN_NR_GENS {
+            return 0;
+        }
+        let gen = lru_gen_from_seq(self.lruvecs[l].lrugen.min_seq[ty]);
+        let (mut scanned, mut sorted, mut isolated, mut skipped) = (0u64, 0u64, 0u64, 0u64);
+        let mut remaining = nr_to_scan.clamp(1, MAX_LRU_BATCH);
+        let mut moved = self.pfn_vec();
+        loop {
+            let pfn = self.lruvecs[l].lrugen.folios[gen][ty].tail;
+            if pfn == crate::mm::NIL {
+                break;
+            }
+            scanned += 1;
+            let next = self.pages.links[pfn as usize].prev;
+            if next != crate::mm::NIL {
+                // The folio scanned after this one: its frame, generation byte and links.
+                let n = next as usize;
+                crate::mm::prefetch(&self.pages[n]);
+                crate::mm::prefetch(&self.pages.lru_gen[n]);
+                crate::mm::prefetch(&self.pages.links[n]);
+            }
+            let Mm { pages, lruvecs, .. } = self;
+            if sort_folio(pages, &mut lruvecs[l], pfn, tier, true).sorted() {
+                sorted += 1;
+            } else if isolate_folio(pages, &mut lruvecs[l], pfn, true) {
+                list.push(pfn);
+                isolated += 1;
+            } else {
+                lru_gen_list_unlink(pages, &mut lruvecs[l].lrugen, pfn);
+                moved.push(pfn);
+                skipped += 1;
+            }
+            remaining -= 1;
+            if remaining == 0 || isolated.max(skipped) >= MIN_LRU_BATCH {
+                break;
+            }
+        }
+        {
+            let Mm { pages, lruvecs, .. } = self;
+            lru_gen_list_splice(pages, &mut lruvecs[l].lrugen, gen, &moved);
+        }
+        self.put_pfn_vec(moved);
+        let memcg = self.lruvecs[l].memcg;
+        let item = sc.reclaimer_offset().pgscan();
+        self.count_reclaim_event(memcg, item, isolated, !sc.cgroup_reclaim());
+        self.count_reclaim_event(memcg, VmEvent::Pgrefill, sorted, !sc.cgroup_reclaim());
+        let by_type = if ty == LRU_GEN_FILE {
+            VmEvent::PgscanFile
+        } else {
+            VmEvent::PgscanAnon
+        };
+        self.count_event(by_type, isolated);
+        if isolated > 0 || remaining == 0 {
+            scanned
+        } else {
+            0
+        }
+    }
+}
+
+/// get_tier_idx(): the highest tier eviction takes from. Tier 0 with gain 2 is the set
+/// point; tiers 1, 2, 3 in turn with gain 3 until one refaults more. The 3:2 weighing leaves
+/// room for noise, since folios of a higher tier were accessed at least twice as often and
+/// should refault more anyway. Returns that tier - 1 (3 when none does); tiers above it are
+/// protected.
+pub fn get_tier_idx(lrugen: &LruGenFolio, ty: usize) -> usize {
+    let sp = read_ctrl_pos(lrugen, ty, 0, 2);
+    let mut tier = 1;
+    while tier < MAX_NR_TIERS {
+        let pv = read_ctrl_pos(lrugen, ty, tier, 3);
+        if !positive_ctrl_err(&sp, &pv) {
+            break;
+        }
+        tier += 1;
+    }
+    tier - 1
+}
+
+/// get_type_to_scan(): the type eviction tries first. Swappiness 0 and 1 take file, 200
+/// and 201 anon (v6.18's shortcuts); in between, all tiers of anon weighed by swappiness
+/// are the set point and all tiers of file weighed by 200 - swappiness the process
+/// variable: file unless file refaults more.
+pub fn get_type_to_scan(lrugen: &LruGenFolio, swappiness: u32) -> usize {
+    if swappiness <= MIN_SWAPPINESS + 1 {
+        return LRU_GEN_FILE;
+    }
+    if swappiness >= MAX_SWAPPINESS {
+        return LRU_GEN_ANON;
+    }
+    let sp = read_ctrl_pos(lrugen, LRU_GEN_ANON, MAX_NR_TIERS, swappiness as u64);
+    let pv = read_ctrl_pos(
+        lrugen,
+        LRU_GEN_FILE,
+        MAX_NR_TIERS,
+        (MAX_SWAPPINESS - swappiness) as u64,
+    );
+    positive_ctrl_err(&sp, &pv) as usize
+}
+
+/// What evict_folios' isolation under the lru_lock produced.
+struct Isolated {
+    ty: usize,
+    scanned: u64,
+}
+
+impl Mm {
+    /// isolate_folios(): scan the type get_type_to_scan picks, at the tier get_tier_idx
+    /// allows (all tiers when the tiers are switched off), then the other evictable type
+    /// if the first gave nothing. Caller holds lru_lock.
+    fn isolate_folios(
+        &mut self,
+        lv: LruvecId,
+        sc: &ScanControl,
+        swappiness: u32,
+        tiers: bool,
+        nr_to_scan: u64,
+        list: &mut Vec<Pfn>,
+    ) -> Isolated {
+        let mut ty = get_type_to_scan(&self.lruvecs[lv as usize].lrugen, swappiness);
+        let mut out = Isolated { ty, scanned: 0 };
+        for _ in (0..ANON_AND_FILE).filter(|&t| type_is_evictable(t, swappiness)) {
+            let tier = if tiers {
+                get_tier_idx(&self.lruvecs[lv as usize].lrugen, ty)
+            } else {
+                MAX_NR_TIERS - 1
+            };
+            out.ty = ty;
+            out.scanned = self.scan_folios(lv, sc, ty, tier, nr_to_scan, list);
+            if out.scanned > 0 {
+                return out;
+            }
+            ty = 1 - ty;
+        }
+        out
+    }
+}
+
+impl Sim {
+    /// evict_folios(): isolate a batch from the oldest generation under lru_lock, reclaim
+    /// it, retry once the clean folios that may have missed folio_rotate_reclaimable, and
+    /// put the rest back (none into the oldest generation). Returns the folios scanned
+    /// (plus one when min_seq advanced), 0 when eviction must wait for aging.
+    pub(super) async fn evict_folios(
+        &self,
+        nr_to_scan: u64,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+        swappiness: u32,
+    ) -> u64 {
+        self.lock_lruvec(lv, Site::EvictFolios).await;
+        let mut list = self.mm.borrow_mut().pfn_vec();
+        let (ty, scanned) = {
+            let mut mm = self.mm.borrow_mut();
+            let tiers = self.v.mglru_tiers;
+            let iso = mm.isolate_folios(lv, sc, swappiness, tiers, nr_to_scan, &mut list);
+            let g = &mut mm.lruvecs[lv as usize].lrugen;
+            let mut scanned = iso.scanned + try_to_inc_min_seq(g, swappiness) as u64;
+            if evictable_min_seq(g.min_seq, swappiness) + MIN_NR_GENS > g.max_seq {
+                scanned = 0;
+            }
+            (iso.ty, scanned)
+        };
+        self.e.charge(scanned * self.c.isolate_folio);
+        self.unlock_lruvec(lv);
+        let mut skip_retry = false;
+        while !list.is_empty() {
+            let stat = self.shrink_folio_list(&mut list, lv, sc).await;
+            sc.nr_reclaimed += stat.nr_reclaimed;
+            let clean = self.lru_gen_sort_kept(lv, &mut list, skip_retry);
+            self.lru_gen_putback(lv, sc, ty, &list, stat.nr_reclaimed)
+                .await;
+            self.mm
+                .borrow_mut()
+                .put_pfn_vec(std::mem::replace(&mut list, clean));
+            skip_retry = true;
+        }
+        self.mm.borrow_mut().put_pfn_vec(list);
+        scanned
+    }
+
+    /// evict_folios' look at what shrink_folio_list kept, from the last: folios that are
+    /// inactive, unmapped, clean and not under writeback go to a second pass (they may have
+    /// missed folio_rotate_reclaimable); the rest stay in `list`, kept out of the oldest
+    /// generation. Returns the second-pass folios.
+    fn lru_gen_sort_kept(&self, lv: LruvecId, list: &mut Vec<Pfn>, skip_retry: bool) -> Vec<Pfn> {
+        let mut mm = self.mm.borrow_mut();
+        let mut clean = mm.pfn_vec();
+        let mut keep = mm.pfn_vec();
+        for &pfn in list.iter().rev() {
+            let p = mm.pages[pfn as usize];
+            let retry = !skip_retry
+                && !p.test(PG_ACTIVE)
+                && !mm.folio_mapped(pfn)
+                && !p.test(PG_DIRTY)
+                && !p.test(PG_WRITEBACK);
+            if retry {
+                clean.push(pfn);
+                continue;
+            }
+            let Mm { pages, lruvecs, .. } = &mut *mm;
+            evict_folios_keep_off_oldest(pages, &lruvecs[lv as usize].lrugen, pfn);
+            keep.push(pfn);
+        }
+        keep.reverse();
+        clean.reverse();
+        mm.put_pfn_vec(std::mem::replace(list, keep));
+        clean
+    }
+
+    /// evict_folios' putback: move_folios_to_lru under lru_lock and PGSTEAL_* of the pass.
+    async fn lru_gen_putback(
+        &self,
+        lv: LruvecId,
+        sc: &ScanControl,
+        ty: usize,
+        list: &[Pfn],
+        reclaimed: u64,
+    ) {
+        self.lock_lruvec(lv, Site::EvictFolios).await;
+        let dead = {
+            let mut mm = self.mm.borrow_mut();
+            let mut dead = mm.pfn_vec();
+            mm.move_folios_to_lru(lv, list, &mut dead);
+            let memcg = mm.lruvecs[lv as usize].memcg;
+            mm.count_reclaim_event(
+                memcg,
+                sc.reclaimer_offset().pgsteal(),
+                reclaimed,
+                !sc.cgroup_reclaim(),
+            );
+            let by_type = if ty == LRU_GEN_FILE {
+                VmEvent::PgstealFile
+            } else {
+                VmEvent::PgstealAnon
+            };
+            mm.count_event(by_type, reclaimed);
+            dead
+        };
+        self.e.charge(list.len() as u64 * self.c.list_op);
+        self.unlock_lruvec(lv);
+        self.free_unref_folios(dead);
+    }
+}
+
+/// evict_folios()' putback step for a folio shrink_folio_list kept (after the retry
+/// check): if it would be added back to the oldest generation (lru_gen_folio_seq with
+/// reclaiming false equals the type's min_seq, both read at that moment), clear its refs
+/// flags and set PG_active so that it lands in a young generation instead. Returns whether
+/// it did. The kernel does this without the lru_lock.
+pub fn evict_folios_keep_off_oldest(frames: &mut Frames, lrugen: &LruGenFolio, pfn: Pfn) -> bool {
+    let page = frames[pfn as usize];
+    let min_seq = lrugen.min_seq[folio_type(&page)];
+    if lru_gen_folio_seq(lrugen, &page, false) != min_seq {
+        return false;
+    }
+    clear_refs_flags(frames, pfn);
+    frames[pfn as usize].set(PG_ACTIVE);
+    true
+}
+
+// ---------------------------------------------------------------------------------------
+// Lruvecs and memcgs: how much, when to stop, which next
+// ---------------------------------------------------------------------------------------
+
+/// should_run_aging(): returns (need_aging, evictable pages). Aging is required when the
+/// oldest evictable generation is fewer than MIN_NR_GENS below max_seq (only the two
+/// youngest are left, which eviction may not take; the size is then 0), and due when it
+/// is exactly MIN_NR_GENS below (three left: eviction can take one more). The size sums
+/// nr_pages, a negative count as 0, over all generations of the evictable types.
+pub fn should_run_aging(lrugen: &LruGenFolio, max_seq: u64, swappiness: u32) -> (bool, u64) {
+    let oldest = evictable_min_seq(lrugen.min_seq, swappiness);
+    if oldest + MIN_NR_GENS > max_seq {
+        return (true, 0);
+    }
+    let mut size = 0u64;
+    for ty in 0..ANON_AND_FILE {
+        if !type_is_evictable(ty, swappiness) {
+            continue;
+        }
+        for seq in lrugen.min_seq[ty]..=max_seq {
+            size += lrugen.nr_pages[lru_gen_from_seq(seq)][ty].max(0) as u64;
+        }
+    }
+    (oldest + MIN_NR_GENS == max_seq, size)
+}
+
+/// What get_nr_to_scan() asks of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NrToScan {
+    /// -1: stop, and the lruvec should be rotated (below memory.min, or just aged).
+    Stop,
+    /// Scan up to this many pages (0 stops without rotating).
+    Scan(u64),
+    /// Aging is due: try_to_inc_max_seq(max_seq, swappiness, false); on success the
+    /// answer is `Stop` (-1), else `Scan(0)`.
+    Aging { max_seq: u64 },
+}
+
+impl Sim {
+    /// get_nr_to_scan(): Some(pages to scan), or None for the kernel's -1 (below
+    /// memory.min, or aged just now: stop and rotate). Aging that is only due is skipped
+    /// at DEF_PRIORITY; otherwise try_to_inc_max_seq runs, and its failure means 0.
+    async fn lru_gen_get_nr_to_scan(
+        &self,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+        swappiness: u32,
+    ) -> Option<u64> {
+        let verdict = {
+            let mm = self.mm.borrow();
+            let memcg = mm.lruvecs[lv as usize].memcg;
+            let target = sc.target_memcg();
+            let below_min = mm.mem_cgroup_below_min(target, memcg);
+            let (min, low) = mm.mem_cgroup_protection(target, memcg);
+            let usage = mm.memcgs[memcg as usize].usage;
+            let low_reclaim = sc.memcg_low_reclaim;
+            let mut low_skipped = false;
+            let v = get_nr_to_scan_decide(
+                &mm.lruvecs[lv as usize].lrugen,
+                swappiness,
+                below_min,
+                true,
+                sc.priority,
+                |nr| {
+                    let (n, skipped) =
+                        apply_proportional_protection(nr, min, low, usage, low_reclaim);
+                    low_skipped = skipped;
+                    n
+                },
+            );
+            sc.memcg_low_skipped |= low_skipped;
+            v
+        };
+        match verdict {
+            NrToScan::Stop => None,
+            NrToScan::Scan(n) => Some(n),
+            NrToScan::Aging { max_seq } => {
+                if self
+                    .try_to_inc_max_seq(lv, max_seq, swappiness, false)
+                    .await
+                {
+                    None
+                } else {
+                    Some(0)
+                }
+            }
+        }
+    }
+}
+
+/// get_nr_to_scan()'s decision (see `Sim::lru_gen_get_nr_to_scan`): how much
+/// try_to_shrink_lruvec may scan. Below memory.min: stop. A deleted (offline) memcg has all
+/// its pages scanned. Otherwise the size is scaled by memory.low/min (`protect`:
+/// apply_proportional_protection, since v6.16 also for MGLRU) and, unless aging is due
+/// outside DEF_PRIORITY, shifted by the priority.
+fn get_nr_to_scan_decide(
+    lrugen: &LruGenFolio,
+    swappiness: u32,
+    below_min: bool,
+    online: bool,
+    priority: i32,
+    protect: impl FnOnce(u64) -> u64,
+) -> NrToScan {
+    if below_min {
+        return NrToScan::Stop;
+    }
+    let max_seq = lrugen.max_seq;
+    let (aging, nr) = should_run_aging(lrugen, max_seq, swappiness);
+    if nr != 0 && !online {
+        return NrToScan::Scan(nr);
+    }
+    let nr = protect(nr);
+    if !aging || priority == DEF_PRIORITY {
+        return NrToScan::Scan(nr >> priority.clamp(0, 63));
+    }
+    NrToScan::Aging { max_seq }
+}
+
+/// apply_proportional_protection() (mm/vmscan.c, shared by get_scan_count and, since
+/// v6.16, get_nr_to_scan): scale `scan` down by the protected share of the memcg's usage.
+/// memory.low counts unless this is the pass that overrides it (`memcg_low_reclaim`) or min
+/// is larger; then memory.min. At least SWAP_CLUSTER_MAX stays. Returns the scaled count
+/// and whether memory.low was honoured (sc->memcg_low_skipped = 1).
+pub fn apply_proportional_protection(
+    scan: u64,
+    min: u64,
+    low: u64,
+    usage: u64,
+    memcg_low_reclaim: bool,
+) -> (u64, bool) {
+    if min == 0 && low == 0 {
+        return (scan, false);
+    }
+    let (protection, low_skipped) = if !memcg_low_reclaim && low > min {
+        (low, true)
+    } else {
+        (min, false)
+    };
+    let usage = usage.max(protection);
+    let cut = (scan as u128 * protection as u128 / (usage as u128 + 1)) as u64;
+    ((scan - cut).max(SWAP_CLUSTER_MAX), low_skipped)
+}
+
+/// compact_gap(0): order-0 reclaim's floor in should_abort_scan.
+const COMPACT_GAP_ORDER0: u64 = 2;
+
+impl Mm {
+    /// should_abort_scan(): root reclaim stops once it has reclaimed its target; kswapd
+    /// also once every eligible zone is MIN_LRU_BATCH above its HIGH watermark. Memcg
+    /// reclaim never aborts (fairness among the memcgs of the subtree).
+    pub fn should_abort_scan(&self, lv: LruvecId, sc: &ScanControl) -> bool {
+        if !sc.root_reclaim() {
+            return false;
+        }
+        if sc.nr_reclaimed >= sc.nr_to_reclaim.max(COMPACT_GAP_ORDER0) {
+            return true;
+        }
+        if !sc.kswapd {
+            return false;
+        }
+        let nd = &self.nodes[self.lruvecs[lv as usize].node as usize];
+        nd.free > nd.wmark[crate::mm::mmzone::WMARK_HIGH] + MIN_LRU_BATCH
+    }
+}
+
+impl Sim {
+    /// try_to_shrink_lruvec(): evict until get_nr_to_scan's target is scanned, nothing
+    /// more can be evicted, or should_abort_scan. Returns whether the lruvec was just aged
+    /// or is below memory.min (get_nr_to_scan's -1): the caller rotates it.
+    async fn try_to_shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) -> bool {
+        self.e.charge(self.c.shrink_lruvec_setup);
+        let swappiness = self.mm.borrow().lru_gen_swappiness(lv, sc);
+        let mut scanned = 0u64;
+        loop {
+            let nr_to_scan = self.lru_gen_get_nr_to_scan(lv, sc, swappiness).await;
+            let Some(nr) = nr_to_scan.filter(|&n| n > 0) else {
+                return nr_to_scan.is_none();
+            };
+            let delta = self.evict_folios(nr, lv, sc, swappiness).await;
+            if delta == 0 {
+                return false;
+            }
+            scanned += delta;
+            if scanned >= nr || self.mm.borrow().should_abort_scan(lv, sc) {
+                return false;
+            }
+            if self.current_killed() {
+                return false;
+            }
+            self.e.sync().await;
+        }
+    }
+
+    /// shrink_one(): one memcg's lruvec in shrink_many. Below memory.min (as
+    /// lru_gen_age_node last computed it): young. Below memory.low: once to the tail, the
+    /// next time reclaimed with MEMCG_LOW. After reclaim: aged means young; not aged but
+    /// sizable means stay; otherwise once to the tail, then young.
+    async fn shrink_one(&self, lv: LruvecId, sc: &mut ScanControl) -> MemcgLruOp {
+        let (memcg, seg) = {
+            let mm = self.mm.borrow();
+            let l = &mm.lruvecs[lv as usize];
+            (l.memcg, l.lrugen.seg)
+        };
+        {
+            let mut mm = self.mm.borrow_mut();
+            if mm.mem_cgroup_below_min(0, memcg) {
+                return MemcgLruOp::Young;
+            }
+            if mm.mem_cgroup_below_low(0, memcg) {
+                if seg != MEMCG_LRU_TAIL {
+                    return MemcgLruOp::Tail;
+                }
+                mm.memcg_memory_event(memcg, crate::mm::memcontrol::MemcgEvent::Low);
+            }
+        }
+        let aged = self.try_to_shrink_lruvec(lv, sc).await;
+        self.shrink_slab(memcg, sc.priority);
+        if aged {
+            return MemcgLruOp::Young;
+        }
+        let sizable = {
+            let mm = self.mm.borrow();
+            let sw = mm.lru_gen_swappiness(lv, sc);
+            lruvec_is_sizable(&mm.lruvecs[lv as usize].lrugen, sw, true, sc.priority)
+        };
+        if sizable {
+            MemcgLruOp::Nop
+        } else if seg != MEMCG_LRU_TAIL {
+            MemcgLruOp::Tail
+        } else {
+            MemcgLruOp::Young
+        }
+    }
+
+    /// shrink_many(): walk the old generation of the node's memcg LRU, one bin after
+    /// another from a random first bin. Each lruvec's shrink_one answers how to rotate
+    /// it, applied when the walk moves on; the walk stops on should_abort_scan, and
+    /// restarts a bin whose end marker shows the generation changed under it.
+    async fn shrink_many(&self, node: u32, sc: &mut ScanControl) {
+        let gen = get_memcg_gen(self.mm.borrow().nodes[node as usize].memcg_lru.seq);
+        let first_bin = self.memcg_lru_bin();
+        let mut bin = first_bin;
+        loop {
+            let mut op = MemcgLruOp::Nop;
+            let mut last: Option<LruvecId> = None;
+            let mut pos = self.mm.borrow().nodes[node as usize]
+                .memcg_lru
+                .fifo_first(gen, bin);
+            let mut aborted = false;
+            while let MemcgLruPos::Entry(y) = pos {
+                if let Some(prev) = last.filter(|_| op != MemcgLruOp::Nop) {
+                    self.lru_gen_rotate_memcg(prev, op).await;
+                    op = MemcgLruOp::Nop;
+                }
+                let other_gen = self.mm.borrow().lruvecs[y as usize].lrugen.gen as usize != gen;
+                if other_gen {
+                    pos = self.memcg_lru_next(node, y);
+                    continue;
+                }
+                op = self.shrink_one(y, sc).await;
+                last = Some(y);
+                if self.mm.borrow().should_abort_scan(y, sc) {
+                    aborted = true;
+                    break;
+                }
+                pos = self.memcg_lru_next(node, y);
+            }
+            if let Some(prev) = last.filter(|_| op != MemcgLruOp::Nop) {
+                self.lru_gen_rotate_memcg(prev, op).await;
+            }
+            if aborted {
+                return;
+            }
+            if pos != MemcgLruPos::Nulls(gen) {
+                continue; // raced with a rotation: restart this bin
+            }
+            bin = get_memcg_bin(bin + 1);
+            if bin == first_bin {
+                return;
+            }
+        }
+    }
+
+    /// The successor of `lv` on the memcg LRU list that holds it now.
+    fn memcg_lru_next(&self, node: u32, lv: LruvecId) -> MemcgLruPos {
+        let mm = self.mm.borrow();
+        mm.nodes[node as usize]
+            .memcg_lru
+            .fifo_next(lv, &mm.lruvecs[lv as usize].lrugen)
+    }
+
+    /// shrink_many() as seed 001's patch makes it (`mglru_memcg_iter`): mem_cgroup_iter
+    /// over the target's subtree, with a shared reclaim cookie unless this is kswapd or a
+    /// full walk; memory.min skips, memory.low skips unless memcg_low_reclaim (then
+    /// MEMCG_LOW); shrink_one without rotation; stop on should_abort_scan, and a partial
+    /// walk once the target is met.
+    async fn shrink_many_memcg_iter(&self, node: u32, sc: &mut ScanControl) {
+        let target = sc.target_memcg();
+        let partial = !sc.kswapd && !sc.memcg_full_walk;
+        let mut cookie = crate::mm::memcontrol::ReclaimCookie {
+            node,
+            generation: 0,
+        };
+        let mut prev: Option<MemcgId> = None;
+        loop {
+            let next = {
+                let mut mm = self.mm.borrow_mut();
+                mm.mem_cgroup_iter(target, prev, partial.then_some(&mut cookie))
+            };
+            let Some(memcg) = next else { break };
+            prev = Some(memcg);
+            let lv = {
+                let mut mm = self.mm.borrow_mut();
+                mm.mem_cgroup_calculate_protection(target, memcg);
+                if mm.mem_cgroup_below_min(target, memcg) {
+                    continue;
+                }
+                if mm.mem_cgroup_below_low(target, memcg) {
+                    if !sc.memcg_low_reclaim {
+                        sc.memcg_low_skipped = true;
+                        continue;
+                    }
+                    mm.memcg_memory_event(memcg, crate::mm::memcontrol::MemcgEvent::Low);
+                }
+                mm.lruvec_of(memcg, node)
+            };
+            self.try_to_shrink_lruvec(lv, sc).await;
+            self.shrink_slab(memcg, sc.priority);
+            let stop = self.mm.borrow().should_abort_scan(lv, sc)
+                || (partial && sc.nr_reclaimed >= sc.nr_to_reclaim);
+            if stop || self.current_killed() {
+                break;
+            }
+        }
+    }
+
+    /// lru_gen_shrink_lruvec(): memcg (non-root) reclaim of one lruvec; an lruvec that had
+    /// to be aged moves to the young generation of the memcg LRU (not with seed 001's
+    /// patch, which has no memcg LRU).
+    pub async fn lru_gen_shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
+        self.lru_add_drain().await;
+        let plugged = self.blk_start_plug(sc);
+        if self.try_to_shrink_lruvec(lv, sc).await && !self.v.mglru_memcg_iter {
+            self.lru_gen_rotate_memcg(lv, MemcgLruOp::Young).await;
+        }
+        self.blk_finish_plug(sc, plugged).await;
+    }
+
+    /// lru_gen_shrink_node(): root reclaim with MGLRU. Skipped when the reclaim may not
+    /// write or unmap (unmapped clean folios are already taken first). Otherwise drain the
+    /// local batches, set_initial_priority, and walk the memcgs (shrink_many); kswapd
+    /// counts only this pass's reclaim for should_abort_scan. Progress resets
+    /// kswapd_failures.
+    pub async fn lru_gen_shrink_node(&self, node: u32, sc: &mut ScanControl) {
+        let reclaimed = sc.nr_reclaimed;
+        if sc.may_writepage && sc.may_unmap {
+            self.lru_add_drain().await;
+            sc.priority = {
+                let mm = self.mm.borrow();
+                set_initial_priority(sc.priority, sc.nr_to_reclaim, mm.lru_gen_reclaimable(node))
+            };
+            if sc.kswapd {
+                sc.nr_reclaimed = 0;
+            }
+            if self.v.mglru_memcg_iter {
+                self.shrink_many_memcg_iter(node, sc).await;
+            } else {
+                self.shrink_many(node, sc).await;
+            }
+            if sc.kswapd {
+                sc.nr_reclaimed += reclaimed;
+            }
+        }
+        if sc.nr_reclaimed > reclaimed {
+            self.mm.borrow_mut().nodes[node as usize].kswapd_failures = 0;
+        }
+        self.after_reclaim_pass();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::lru_gen::test_util::*;
+    use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_UNEVICTABLE};
+
+    #[test]
+    fn get_tier_idx_cases() {
+        let f = LRU_GEN_FILE;
+        // No refaults anywhere: every tier is positive, tier_idx 3 (nothing protected).
+        let mut g = LruGenFolio::init(true, 0);
+        assert_eq!(get_tier_idx(&g, f), 3);
+        // Set point tier 0: refaulted 5 + 5 = 10, total 500 + 300 + 200 = 1000, gain 2.
+        g.avg_refaulted[f][0] = 5;
+        g.refaulted[0][f][0] = 5;
+        g.avg_total[f][0] = 500;
+        g.protected[0][f][0] = 300;
+        g.evicted[0][f][0] = 200;
+        // Tier 1: refaulted 30 + 40 = 70, total 50 + 30 + 20 = 100, gain 3.
+        // 70 * 1064 * 2 = 148960 > 11 * 100 * 3 = 3300: negative, tier_idx 0. (Without
+        // the average, 40 < 64 refaults would have passed.)
+        g.avg_refaulted[f][1] = 30;
+        g.refaulted[0][f][1] = 40;
+        g.avg_total[f][1] = 50;
+        g.protected[0][f][1] = 30;
+        g.evicted[0][f][1] = 20;
+        assert_eq!(get_tier_idx(&g, f), 0);
+        assert_eq!(get_tier_idx(&g, LRU_GEN_ANON), 3, "types are separate");
+        // Tier 1 down to 63 refaults: positive; tier 2 with 200 of 300:
+        // 200 * 1064 * 2 = 425600 > 11 * 300 * 3 = 9900: negative, tier_idx 1.
+        g.refaulted[0][f][1] = 33;
+        g.refaulted[0][f][2] = 200;
+        g.evicted[0][f][2] = 300;
+        assert_eq!(get_tier_idx(&g, f), 1);
+        // Gains 2 (set point) against 3: sp = (0, 0): tier 1 with 64 refaults of T is
+        // positive iff 64 * 64 * 2 = 8192 <= 3 * T, i.e. T >= 2731.
+        let mut g = LruGenFolio::init(true, 0);
+        g.refaulted[0][f][1] = 64;
+        g.evicted[0][f][1] = 2731;
+        assert_eq!(get_tier_idx(&g, f), 3);
+        g.evicted[0][f][1] = 2730;
+        assert_eq!(get_tier_idx(&g, f), 0);
+    }
+
+    #[test]
+    fn get_type_to_scan_cases() {
+        let (a, f) = (LRU_GEN_ANON, LRU_GEN_FILE);
+        let mut g = LruGenFolio::init(true, 0);
+        // No refaults: file (pv) has fewer than 64, positive: file.
+        assert_eq!(get_type_to_scan(&g, 2), f);
+        // Anon set point (0, 0) with gain sw; file (64 refaults in tier 1, 4096 total in
+        // tier 3, so all tiers are summed) with gain 200 - sw. Positive iff
+        // 64 * 64 * sw <= 1 * 4096 * (200 - sw), i.e. sw <= 100.
+        g.refaulted[0][f][1] = 64;
+        g.avg_total[f][3] = 4096;
+        // sw 60: 245760 <= 573440; sw 100: equal; sw 101: 413696 > 405504; sw 140:
+        // 573440 > 245760.
+        assert_eq!(get_type_to_scan(&g, 60), f);
+        assert_eq!(get_type_to_scan(&g, 100), f);
+        assert_eq!(get_type_to_scan(&g, 101), a);
+        assert_eq!(get_type_to_scan(&g, 140), a);
+        // The shortcuts: 0 and 1 always file, 200 and 201 always anon.
+        assert_eq!(get_type_to_scan(&g, 0), f);
+        assert_eq!(get_type_to_scan(&g, 1), f);
+        g.refaulted[0][a][0] = 1 << 20;
+        g.refaulted[0][f][1] = 0;
+        assert_eq!(
+            get_type_to_scan(&g, 199),
+            f,
+            "anon refaults: the PID says file"
+        );
+        assert_eq!(get_type_to_scan(&g, 200), a);
+        assert_eq!(get_type_to_scan(&g, 201), a);
+    }
+
+    #[test]
+    fn should_run_aging_and_get_nr_to_scan() {
+        let mut g = LruGenFolio::init(true, 0);
+        g.max_seq = 5;
+        // seq 2 = gen 2, seq 3 = gen 3, seq 4 = gen 0, seq 5 = gen 1.
+        g.nr_pages[2] = [1000, 0];
+        g.nr_pages[3] = [10, 20];
+        g.nr_pages[0] = [1, 2];
+        g.nr_pages[1] = [100, -5];
+        g.min_seq = [3, 3];
+        // Oldest 3 + 2 == 5: due; anon 10 + 1 + 100, file 20 + 2 + 0 (negative) = 133.
+        assert_eq!(should_run_aging(&g, 5, 60), (true, 133));
+        g.min_seq = [4, 4];
+        assert_eq!(
+            should_run_aging(&g, 5, 60),
+            (true, 0),
+            "4 + 2 > 5: must age"
+        );
+        g.min_seq = [2, 3];
+        // Oldest 2: not due; anon seqs 2..=5: 1111, file seqs 3..=5: 22.
+        assert_eq!(should_run_aging(&g, 5, 60), (false, 1133));
+        assert_eq!(
+            should_run_aging(&g, 5, 0),
+            (true, 22),
+            "file only, oldest 3"
+        );
+        assert_eq!(should_run_aging(&g, 5, 201), (false, 1111), "anon only");
+
+        // get_nr_to_scan on the same lruvec (not due, 1133 pages).
+        assert_eq!(
+            get_nr_to_scan_decide(&g, 60, true, true, 4, |n| n),
+            NrToScan::Stop
+        );
+        // Offline: everything, protection not applied.
+        assert_eq!(
+            get_nr_to_scan_decide(&g, 60, false, false, 4, |_| 0),
+            NrToScan::Scan(1133)
+        );
+        // Online: protected to 566, >> 4 = 35.
+        assert_eq!(
+            get_nr_to_scan_decide(&g, 60, false, true, 4, |n| n / 2),
+            NrToScan::Scan(35)
+        );
+        // Due (min_seq 3): at DEF_PRIORITY, 133 >> 12 = 0; below it, aging.
+        g.min_seq = [3, 3];
+        assert_eq!(
+            get_nr_to_scan_decide(&g, 60, false, true, 12, |n| n),
+            NrToScan::Scan(0)
+        );
+        assert_eq!(
+            get_nr_to_scan_decide(&g, 60, false, true, 11, |n| n),
+            NrToScan::Aging { max_seq: 5 }
+        );
+        // Must age with nothing evictable: offline does not short-cut a size of 0.
+        g.min_seq = [4, 4];
+        assert_eq!(
+            get_nr_to_scan_decide(&g, 60, false, false, 11, |n| n),
+            NrToScan::Aging { max_seq: 5 }
+        );
+    }
+
+    #[test]
+    fn apply_proportional_protection_cases() {
+        // No protection: unchanged.
+        assert_eq!(
+            apply_proportional_protection(1000, 0, 0, 1000, false),
+            (1000, false)
+        );
+        // memory.low 500 of usage 1000: 1000 - 1000 * 500 / 1001 = 1000 - 499 = 501.
+        assert_eq!(
+            apply_proportional_protection(1000, 0, 500, 1000, false),
+            (501, true)
+        );
+        // low equal to min: min counts, low is not reported skipped: 1000 - 499 = 501.
+        assert_eq!(
+            apply_proportional_protection(1000, 500, 500, 1000, false),
+            (501, false)
+        );
+        // The low-overriding pass uses min (0): unchanged, low not skipped.
+        assert_eq!(
+            apply_proportional_protection(1000, 0, 500, 1000, true),
+            (1000, false)
+        );
+        // min 900 of 1000: 40 - 40 * 900 / 1001 = 40 - 35 = 5, raised to SWAP_CLUSTER_MAX.
+        assert_eq!(
+            apply_proportional_protection(40, 900, 0, 1000, false),
+            (32, false)
+        );
+        // Usage below protection counts as the protection: 1000 - 1000 * 800 / 801 = 1.
+        assert_eq!(
+            apply_proportional_protection(1000, 800, 0, 10, false),
+            (32, false)
+        );
+    }
+
+    #[test]
+    fn sort_folio_verdicts_and_moves() {
+        let f_ = LRU_GEN_FILE;
+        let mut flags = vec![FILE; 10];
+        flags[6] = ANON | PG_SWAPCACHE;
+        flags[7] = ANON | PG_SWAPCACHE;
+        let mut f = frames(&flags);
+        let mut lv = lruvec();
+        // All land in gen 0 (the oldest; max_seq 3, min_seq 0).
+        for pfn in 0..10 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+            assert_eq!(folio_lru_gen(&f, pfn), Some(0));
+        }
+        // pfn 0: promoted by the walk to gen 3 (accounted as reset_batch_size would).
+        f[0].set(PG_REFERENCED);
+        assert_eq!(folio_update_gen(&mut f, 0, 3), Some(0));
+        lru_gen_update_size(&mut lv, f_, Some(0), Some(3));
+        // pfn 1: refs 3 (tier 2); pfn 2: refs 4 + workingset; pfn 3: in a batch;
+        // pfn 4 dirty; pfn 5 dirty under writeback; pfn 6 anon under writeback; pfn 7
+        // dirty anon; pfn 8 clean; pfn 9 no longer evictable.
+        f[1].set(PG_REFERENCED);
+        f.lru_gen[1] |= 2 << LRU_REFS_PGOFF;
+        f[2].set(PG_REFERENCED | PG_WORKINGSET);
+        f.lru_gen[2] |= 3 << LRU_REFS_PGOFF;
+        f[3].set(PG_INBATCH);
+        f[4].set(PG_DIRTY);
+        f[5].set(PG_DIRTY | PG_WRITEBACK);
+        f[6].set(PG_WRITEBACK);
+        f[7].set(PG_DIRTY);
+        let decide = |f: &Frames, lv: &Lruvec, pfn: u32, tier_idx, evictable| {
+            let p = f[pfn as usize];
+            let on_lru = p.test(PG_LRU) && !p.test(PG_INBATCH);
+            sort_folio_decide(
+                &lv.lrugen,
+                &p,
+                f.lru_gen[pfn as usize],
+                tier_idx,
+                evictable,
+                on_lru,
+            )
+        };
+        assert_eq!(decide(&f, &lv, 0, 0, true), SortFolio::Promoted { gen: 3 });
+        assert_eq!(
+            decide(&f, &lv, 1, 1, true),
+            SortFolio::Protected { tier: Some(2) }
+        );
+        // Tier 2 is not above tier_idx 2: no protection, and clean: isolate.
+        assert_eq!(decide(&f, &lv, 1, 2, true), SortFolio::Isolate);
+        assert_eq!(
+            decide(&f, &lv, 2, 3, true),
+            SortFolio::Protected { tier: None }
+        );
+        assert_eq!(decide(&f, &lv, 3, 3, true), SortFolio::Ineligible);
+        let wb = |file_taken, unqueued_dirty| SortFolio::Writeback {
+            file_taken,
+            unqueued_dirty,
+        };
+        assert_eq!(decide(&f, &lv, 4, 3, true), wb(true, true));
+        assert_eq!(decide(&f, &lv, 5, 3, true), wb(true, false));
+        assert_eq!(decide(&f, &lv, 6, 3, true), wb(false, false));
+        assert_eq!(
+            decide(&f, &lv, 7, 3, true),
+            SortFolio::Isolate,
+            "dirty anon"
+        );
+        assert_eq!(decide(&f, &lv, 8, 3, true), SortFolio::Isolate);
+        assert_eq!(decide(&f, &lv, 9, 3, false), SortFolio::Unevictable);
+        // Unevictable comes first, even for a promoted folio.
+        assert_eq!(decide(&f, &lv, 0, 3, false), SortFolio::Unevictable);
+
+        // Carry them out: pfn 0 to the head of gen 3; 1, 2 (head), 3 (tail), 4, 5 (head)
+        // into gen 1: 5, 4, 2, 1, 3.
+        assert!(sort_folio(&mut f, &mut lv, 0, 1, true).sorted());
+        assert_eq!(list(&f, &lv.lrugen.folios[3][f_]), vec![0]);
+        for pfn in 1..6 {
+            assert!(sort_folio(&mut f, &mut lv, pfn, 1, true).sorted());
+        }
+        assert_eq!(list(&f, &lv.lrugen.folios[1][f_]), vec![5, 4, 2, 1, 3]);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![9, 8]);
+        assert_eq!(
+            lv.lrugen.protected[0][f_],
+            [0, 0, 1, 0],
+            "only pfn 1, tier 2"
+        );
+        assert!(f[4].test(PG_RECLAIM) && f[5].test(PG_RECLAIM) && !f[1].test(PG_RECLAIM));
+        assert!(!f[1].test(PG_REFERENCED) && byte_refs(f.lru_gen[1]) == 0);
+        assert_eq!(lv.lrugen.nr_pages[1][f_], 5);
+        assert_eq!(lv.lrugen.nr_pages[0][f_], 2);
+        assert!(!sort_folio(&mut f, &mut lv, 8, 1, true).sorted());
+        // pfn 9: onto the classic unevictable list.
+        assert_eq!(
+            sort_folio(&mut f, &mut lv, 9, 1, false),
+            SortFolio::Unevictable
+        );
+        assert!(f[9].test(PG_UNEVICTABLE) && f.lru_gen[9] & LRU_GEN_MASK == 0);
+        assert_eq!(lv.nr[LRU_UNEVICTABLE], 1);
+        assert_eq!(lv.lrugen.nr_pages[0][f_], 1);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![8]);
+    }
+
+    #[test]
+    fn isolate_folio_cases() {
+        let mut f = frames(&[ANON, FILE | PG_DIRTY, FILE, FILE, FILE, FILE]);
+        let mut lv = lruvec();
+        for pfn in 0..6 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        // Without __GFP_IO: anon outside the swap cache and dirty folios stay.
+        assert!(!isolate_folio(&mut f, &mut lv, 0, false));
+        assert!(!isolate_folio(&mut f, &mut lv, 1, false));
+        // Dying (folio_try_get fails) or in a batch (PG_lru held): stay.
+        f[2].set(PG_DYING);
+        assert!(!isolate_folio(&mut f, &mut lv, 2, true));
+        f[3].set(PG_INBATCH);
+        assert!(!isolate_folio(&mut f, &mut lv, 3, true));
+        assert_eq!(lv.lrugen.nr_pages[0][LRU_GEN_FILE], 5);
+        // The anon folio is in gen 2, active: isolated without PG_active.
+        assert!(isolate_folio(&mut f, &mut lv, 0, true));
+        assert!(!f[0].test(PG_ACTIVE | PG_LRU) && f[0].test(PG_ISOLATED));
+        assert_eq!(lv.nr[LRU_ACTIVE_ANON], 0);
+        // Referenced: the refs counter is kept; PG_reclaim goes.
+        f[4].set(PG_REFERENCED | PG_RECLAIM);
+        f.lru_gen[4] |= 2 << LRU_REFS_PGOFF;
+        assert!(isolate_folio(&mut f, &mut lv, 4, true));
+        assert_eq!(f.lru_gen[4], 2 << LRU_REFS_PGOFF, "gen cleared, refs kept");
+        assert!(!f[4].test(PG_RECLAIM));
+        // Not referenced: the stale counter goes too.
+        f.lru_gen[5] |= 3 << LRU_REFS_PGOFF;
+        assert!(isolate_folio(&mut f, &mut lv, 5, true));
+        assert_eq!(f.lru_gen[5], 0);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 3);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][LRU_GEN_FILE]), vec![3, 2, 1]);
+    }
+
+    #[test]
+    fn keep_off_oldest_after_reclaim() {
+        // max_seq 3, min_seq 0 and 0: a clean file folio would go back to seq 0, the
+        // oldest: it gets PG_active and loses its refs flags.
+        let mut f = frames(&[FILE | PG_REFERENCED, FILE | PG_WORKINGSET, ANON]);
+        f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
+        let mut g = LruGenFolio::init(true, 0);
+        assert!(evict_folios_keep_off_oldest(&mut f, &g, 0));
+        assert!(f[0].test(PG_ACTIVE) && !f[0].test(PG_REFERENCED));
+        assert_eq!(f.lru_gen[0], 0);
+        // Workingset goes to seq 1, anon outside swap cache to seq 2: left alone.
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 1));
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 2));
+        // With file min_seq 1, seq 1 is the oldest: clamped, so marked.
+        g.min_seq[LRU_GEN_FILE] = 1;
+        assert!(evict_folios_keep_off_oldest(&mut f, &g, 1));
+        assert!(f[1].test(PG_ACTIVE));
+    }
+}

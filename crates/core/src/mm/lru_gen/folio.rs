@@ -1,0 +1,576 @@
+//! The per-folio side of MGLRU: a folio's generation and its refs counter (tiers),
+//! the generation lists and their sizes. Models the lru_gen part of
+//! include/linux/mm_inline.h (lru_gen_folio_seq, lru_gen_update_size, lru_gen_add_folio,
+//! lru_gen_del_folio, lru_tier_from_refs, folio_lru_refs, folio_lru_gen), mm/swap.c's
+//! lru_gen_inc_refs (folio_mark_accessed with MGLRU) and mm/vmscan.c's lru_gen_set_refs
+//! (folio_check_references' helper, just before the lru_gen sections), as of v6.18. The
+//! two per-folio steps of vmscan.c's "the aging" section, folio_update_gen and
+//! folio_inc_gen, are in aging.rs.
+//!
+//! The kernel keeps a folio's generation (gen + 1, 0 when it is on no MGLRU list) and its
+//! refs counter in folio->flags; the model keeps them in a byte per frame, beside the
+//! frame table, and PG_referenced and PG_workingset in the frame's flags as usual:
+//!
+//! ```text
+//!   Frames::lru_gen[pfn]:   bits 0-2  gen + 1 (LRU_GEN_MASK; 0 = not on an MGLRU list)
+//!                           bits 3-4  refs counter (LRU_REFS_MASK)
+//!   Frames[pfn].flags:      PG_referenced (the first access), PG_workingset (the last tier)
+//! ```
+//! Each change is a read-modify-write of that byte, where the kernel loops on cmpxchg.
+//!
+//! Simplified: every folio is one page (every size delta is 1), in one zone; the
+//! compatibility sizes also go to `Lruvec::nr`, where the kernel's __update_lru_size
+//! updates the lruvec and zone counters but not the memcg per-zone LRU sizes.
+
+use super::*;
+use crate::mm::mmzone::{ListHead, Lruvec};
+use crate::mm::vmstat::LRU_STAT;
+use crate::mm::{Pfn, NIL};
+
+// ---------------------------------------------------------------------------------------
+// Per-folio state: Frames::lru_gen and the flags
+// ---------------------------------------------------------------------------------------
+
+/// The gen counter of a byte: None when not on an MGLRU list (the kernel's -1).
+#[inline]
+pub(super) fn byte_gen(b: u8) -> Option<usize> {
+    match b & LRU_GEN_MASK {
+        0 => None,
+        g => Some(g as usize - 1),
+    }
+}
+
+/// The refs counter of a byte (0..=3).
+#[inline]
+pub(super) fn byte_refs(b: u8) -> u8 {
+    (b & LRU_REFS_MASK) >> LRU_REFS_PGOFF
+}
+
+/// Store gen+1 (0 for None) and keep the refs counter.
+#[inline]
+pub(super) fn set_byte_gen(frames: &mut Frames, pfn: Pfn, gen: Option<usize>) {
+    let b = &mut frames.lru_gen[pfn as usize];
+    *b = (*b & !LRU_GEN_MASK) | gen.map_or(0, |g| g as u8 + 1);
+}
+
+/// Store the refs counter and keep the gen counter.
+#[inline]
+pub(super) fn set_byte_refs(frames: &mut Frames, pfn: Pfn, refs: u8) {
+    let b = &mut frames.lru_gen[pfn as usize];
+    *b = (*b & !LRU_REFS_MASK) | ((refs << LRU_REFS_PGOFF) & LRU_REFS_MASK);
+}
+
+/// Clear LRU_REFS_FLAGS: the refs counter and PG_referenced.
+#[inline]
+pub(super) fn clear_refs_flags(frames: &mut Frames, pfn: Pfn) {
+    set_byte_refs(frames, pfn, 0);
+    frames[pfn as usize].clear(PG_REFERENCED);
+}
+
+/// folio_lru_gen(): the folio's generation, None (the kernel's -1) when it is not on an
+/// MGLRU list.
+#[inline]
+pub fn folio_lru_gen(frames: &Frames, pfn: Pfn) -> Option<usize> {
+    byte_gen(frames.lru_gen[pfn as usize])
+}
+
+/// folio_lru_refs() on a page and its byte: accesses through file descriptors, counting
+/// PG_referenced as the first; 0 when PG_referenced is clear (the counter is then stale).
+#[inline]
+pub fn lru_refs(page: &Page, byte: u8) -> usize {
+    if !page.test(PG_REFERENCED) {
+        return 0;
+    }
+    byte_refs(byte) as usize + 1
+}
+
+/// folio_lru_refs(): see `lru_refs`.
+#[inline]
+pub fn folio_lru_refs(frames: &Frames, pfn: Pfn) -> usize {
+    lru_refs(&frames[pfn as usize], frames.lru_gen[pfn as usize])
+}
+
+/// lru_tier_from_refs(): workingset folios are in the last tier, the rest in
+/// order_base_2(refs): refs 0 and 1 -> 0, 2 -> 1, 3 and 4 -> 2.
+#[inline]
+pub fn lru_tier_from_refs(refs: usize, workingset: bool) -> usize {
+    debug_assert!(refs <= 1 << LRU_REFS_WIDTH);
+    if workingset {
+        return MAX_NR_TIERS - 1;
+    }
+    // order_base_2(n) = ceil(log2(n)), and 0 for n <= 1.
+    if refs <= 1 {
+        0
+    } else {
+        (usize::BITS - (refs - 1).leading_zeros()) as usize
+    }
+}
+
+/// lru_gen_inc_refs() (folio_mark_accessed with MGLRU, mm/swap.c): one access through a
+/// file descriptor. The first sets PG_referenced (and restarts the counter), the next three
+/// step the counter, and the one after that sets PG_workingset. Unevictable folios are
+/// left alone. No lock: the kernel does it with atomic flag operations.
+pub fn lru_gen_inc_refs(frames: &mut Frames, pfn: Pfn) {
+    let page = frames[pfn as usize];
+    if page.test(PG_UNEVICTABLE) {
+        return;
+    }
+    if !page.test(PG_REFERENCED) {
+        set_byte_refs(frames, pfn, 0);
+        frames[pfn as usize].set(PG_REFERENCED);
+        return;
+    }
+    let refs = byte_refs(frames.lru_gen[pfn as usize]);
+    if refs == (1 << LRU_REFS_WIDTH) - 1 {
+        frames[pfn as usize].set(PG_WORKINGSET);
+        return;
+    }
+    set_byte_refs(frames, pfn, refs + 1);
+}
+
+/// lru_gen_set_refs() (folio_check_references in the eviction's rmap walk, and
+/// lru_gen_look_around without a page-table walk): a young PTE was found. A folio seen
+/// young for the first time only gets PG_referenced (second chance); one seen before
+/// (referenced or workingset) loses its refs flags, gets PG_workingset, and is to be
+/// activated: returns true (FOLIOREF_ACTIVATE), false otherwise (FOLIOREF_KEEP).
+pub fn lru_gen_set_refs(frames: &mut Frames, pfn: Pfn) -> bool {
+    let page = frames[pfn as usize];
+    if !page.test(PG_REFERENCED) && !page.test(PG_WORKINGSET) {
+        set_byte_refs(frames, pfn, 0);
+        frames[pfn as usize].set(PG_REFERENCED);
+        return false;
+    }
+    clear_refs_flags(frames, pfn);
+    frames[pfn as usize].set(PG_WORKINGSET);
+    true
+}
+
+// ---------------------------------------------------------------------------------------
+// Sizes, placement and the generation lists
+// ---------------------------------------------------------------------------------------
+
+/// __update_lru_size(): the compatibility size of a classic list, in `Lruvec::nr` and its
+/// NR_{IN,}ACTIVE_* item. `nr` wraps while a walk batch holds the count transiently
+/// negative, as the kernel's long counters go negative.
+#[inline]
+pub fn update_lru_size(lv: &mut Lruvec, lru: usize, delta: i64) {
+    lv.nr[lru] = lv.nr[lru].wrapping_add_signed(delta);
+    lv.stat[LRU_STAT[lru] as usize] += delta;
+}
+
+/// lru_gen_update_size(): move one page of type `ty` from generation `old` to `new` (None
+/// = off the lists) in nr_pages and in the compatibility sizes: an addition counts in the
+/// active or inactive list of its generation, a deletion uncounts, and a move from an
+/// inactive to an active generation moves the page between the two. A move from active to
+/// inactive never happens here (demotion goes through isolation). Caller holds lru_lock.
+pub fn lru_gen_update_size(lv: &mut Lruvec, ty: usize, old: Option<usize>, new: Option<usize>) {
+    debug_assert!(old.is_some() || new.is_some());
+    if let Some(o) = old {
+        lv.lrugen.nr_pages[o][ty] -= 1;
+    }
+    if let Some(n) = new {
+        lv.lrugen.nr_pages[n][ty] += 1;
+    }
+    let g = &lv.lrugen;
+    match (old, new) {
+        (None, Some(n)) => {
+            let lru = compat_lru(g, ty, n);
+            update_lru_size(lv, lru, 1);
+        }
+        (Some(o), None) => {
+            let lru = compat_lru(g, ty, o);
+            update_lru_size(lv, lru, -1);
+        }
+        (Some(o), Some(n)) => {
+            let (was, is) = (lru_gen_is_active(g, o), lru_gen_is_active(g, n));
+            debug_assert!(!was || is, "demotion of gen {o} to {n} without isolation");
+            if !was && is {
+                update_lru_size(lv, ty * LRU_INACTIVE_FILE, -1);
+                update_lru_size(lv, ty * LRU_INACTIVE_FILE + 1, 1);
+            }
+        }
+        (None, None) => {}
+    }
+}
+
+/// lru_gen_folio_seq(): the generation a folio joins when added to the lists.
+///
+/// - PG_active (set only while off the lists, e.g. faulted in, or activated by reclaim):
+///   the second youngest, or the youngest with PG_workingset;
+/// - `reclaiming` (lruvec_add_folio_tail: rotated at writeback end): the oldest;
+/// - anon not in the swap cache, or PG_reclaim with dirty or writeback: the second youngest,
+///   since it cannot be evicted right away;
+/// - otherwise (page cache, swap cache): the oldest, or the second oldest with
+///   PG_workingset.
+///
+/// The result is never below the type's min_seq (a narrow window clamps "oldest" up).
+pub fn lru_gen_folio_seq(lrugen: &LruGenFolio, page: &Page, reclaiming: bool) -> u64 {
+    let ws = page.test(PG_WORKINGSET) as u64;
+    let gen = if page.test(PG_ACTIVE) {
+        MIN_NR_GENS - ws
+    } else if reclaiming {
+        MAX_NR_GENS
+    } else if (!page.is_file_lru() && !page.test(PG_SWAPCACHE))
+        || (page.test(PG_RECLAIM) && (page.test(PG_DIRTY) || page.test(PG_WRITEBACK)))
+    {
+        MIN_NR_GENS
+    } else {
+        MAX_NR_GENS - ws
+    };
+    // max_seq >= MIN_NR_GENS + 1 and gen <= MAX_NR_GENS: no underflow.
+    (lrugen.max_seq + 1 - gen).max(lrugen.min_seq[folio_type(page)])
+}
+
+/// list_add(): link at the head (young end).
+fn list_add(links: &mut [LruLink], head: &mut ListHead, pfn: Pfn) {
+    let old = head.head;
+    links[pfn as usize] = LruLink {
+        prev: NIL,
+        next: old,
+    };
+    if old != NIL {
+        links[old as usize].prev = pfn;
+    } else {
+        head.tail = pfn;
+    }
+    head.head = pfn;
+}
+
+/// list_add_tail(): link at the tail (the next one eviction takes).
+fn list_add_tail(links: &mut [LruLink], head: &mut ListHead, pfn: Pfn) {
+    let old = head.tail;
+    links[pfn as usize] = LruLink {
+        prev: old,
+        next: NIL,
+    };
+    if old != NIL {
+        links[old as usize].next = pfn;
+    } else {
+        head.head = pfn;
+    }
+    head.tail = pfn;
+}
+
+/// list_del() from whichever generation list of type `ty` holds the folio. The folio's gen
+/// counter does not say which (a promoted folio waits on its old list to be sorted), so an
+/// end of a list is found by comparing the four lists' ends.
+fn gen_list_del(links: &mut [LruLink], lrugen: &mut LruGenFolio, ty: usize, pfn: Pfn) {
+    let LruLink { prev, next } = links[pfn as usize];
+    if prev != NIL {
+        links[prev as usize].next = next;
+    } else {
+        let l = lrugen.folios.iter_mut().find(|l| l[ty].head == pfn);
+        debug_assert!(l.is_some(), "pfn {pfn}: first of no list");
+        if let Some(l) = l {
+            l[ty].head = next;
+        }
+    }
+    if next != NIL {
+        links[next as usize].prev = prev;
+    } else {
+        let l = lrugen.folios.iter_mut().find(|l| l[ty].tail == pfn);
+        debug_assert!(l.is_some(), "pfn {pfn}: last of no list");
+        if let Some(l) = l {
+            l[ty].tail = prev;
+        }
+    }
+    links[pfn as usize] = LruLink {
+        prev: NIL,
+        next: NIL,
+    };
+}
+
+/// list_move() / list_move_tail() of a folio to the head (or tail) of generation `gen`.
+pub(super) fn gen_list_move(
+    frames: &mut Frames,
+    lrugen: &mut LruGenFolio,
+    pfn: Pfn,
+    gen: usize,
+    tail: bool,
+) {
+    let ty = folio_type(&frames[pfn as usize]);
+    gen_list_del(&mut frames.links, lrugen, ty, pfn);
+    let head = &mut lrugen.folios[gen][ty];
+    if tail {
+        list_add_tail(&mut frames.links, head, pfn);
+    } else {
+        list_add(&mut frames.links, head, pfn);
+    }
+}
+
+/// lru_gen_add_folio() (lruvec_add_folio, and lruvec_add_folio_tail with `reclaiming`): put
+/// a folio on the generation lru_gen_folio_seq picks, at the head, or at the tail when
+/// `reclaiming` so it is the next to go. Clears PG_active and sets PG_lru (the project's
+/// lruvec_add_folio sets PG_lru too). Returns false, touching nothing, for an unevictable
+/// folio or a lruvec with MGLRU off: the caller then uses the classic lists. Caller holds
+/// lru_lock.
+pub fn lru_gen_add_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming: bool) -> bool {
+    debug_assert!(
+        folio_lru_gen(frames, pfn).is_none(),
+        "pfn {pfn} added twice"
+    );
+    let page = frames[pfn as usize];
+    if page.test(PG_UNEVICTABLE) || !lv.lrugen.enabled {
+        return false;
+    }
+    let ty = folio_type(&page);
+    let gen = lru_gen_from_seq(lru_gen_folio_seq(&lv.lrugen, &page, reclaiming));
+    set_byte_gen(frames, pfn, Some(gen));
+    frames[pfn as usize].clear(PG_ACTIVE);
+    frames[pfn as usize].set(PG_LRU);
+    lru_gen_update_size(lv, ty, None, Some(gen));
+    let head = &mut lv.lrugen.folios[gen][ty];
+    if reclaiming {
+        list_add_tail(&mut frames.links, head, pfn);
+    } else {
+        list_add(&mut frames.links, head, pfn);
+    }
+    true
+}
+
+/// lru_gen_del_folio() (lruvec_del_folio, isolate_folio): take a folio off the MGLRU
+/// lists. Unless `reclaiming`, a folio of an active generation leaves with PG_active so
+/// that it comes back active (folio_migrate_flags). Leaves PG_lru to the caller. Returns
+/// false when the folio is not on the MGLRU lists. Caller holds lru_lock.
+pub fn lru_gen_del_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming: bool) -> bool {
+    let Some(gen) = folio_lru_gen(frames, pfn) else {
+        return false;
+    };
+    let page = frames[pfn as usize];
+    debug_assert!(!page.test(PG_ACTIVE) && !page.test(PG_UNEVICTABLE));
+    let ty = folio_type(&page);
+    if !reclaiming && lru_gen_is_active(&lv.lrugen, gen) {
+        frames[pfn as usize].set(PG_ACTIVE);
+    }
+    set_byte_gen(frames, pfn, None);
+    lru_gen_update_size(lv, ty, Some(gen), None);
+    gen_list_del(&mut frames.links, &mut lv.lrugen, ty, pfn);
+    true
+}
+
+/// Take a folio off its generation list without uncounting it: scan_folios parks the
+/// folios it could not isolate on a private list (list_move to `moved`) until the zone is
+/// done. Put them back with `lru_gen_list_splice`.
+pub fn lru_gen_list_unlink(frames: &mut Frames, lrugen: &mut LruGenFolio, pfn: Pfn) {
+    let ty = folio_type(&frames[pfn as usize]);
+    gen_list_del(&mut frames.links, lrugen, ty, pfn);
+}
+
+/// list_splice(&moved, head) in scan_folios: put the folios parked with
+/// `lru_gen_list_unlink` back at the head of generation `gen`, given in the order they were
+/// parked; the last parked ends up first, as the kernel's head-inserted `moved` list does.
+pub fn lru_gen_list_splice(
+    frames: &mut Frames,
+    lrugen: &mut LruGenFolio,
+    gen: usize,
+    parked: &[Pfn],
+) {
+    for &pfn in parked {
+        let ty = folio_type(&frames[pfn as usize]);
+        list_add(&mut frames.links, &mut lrugen.folios[gen][ty], pfn);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::lru_gen::test_util::*;
+    use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON, LRU_UNEVICTABLE};
+    use crate::mm::vmstat::NodeStat;
+
+    #[test]
+    fn placement_follows_lru_gen_folio_seq() {
+        // max_seq 7, min_seq anon 4 (window 4), file 5 (window 3). seq = max_seq - gen + 1
+        // with gen 2 - ws when active, 4 when reclaiming, 2 for anon outside the swap cache
+        // or reclaim+dirty/writeback, else 4 - ws; then max(seq, min_seq[type]).
+        let mut g = LruGenFolio::init(true, 0);
+        g.max_seq = 7;
+        g.min_seq = [4, 5];
+        let seq = |flags, reclaiming| lru_gen_folio_seq(&g, &page(flags), reclaiming);
+        // Active: 7 - 2 + 1 = 6; active and workingset: 7 - 1 + 1 = 7.
+        assert_eq!(seq(FILE | PG_ACTIVE, false), 6);
+        assert_eq!(seq(FILE | PG_ACTIVE | PG_WORKINGSET, false), 7);
+        // Active wins over reclaiming.
+        assert_eq!(seq(ANON | PG_ACTIVE, true), 6);
+        // Reclaiming: 7 - 4 + 1 = 4 for anon (min 4); file clamps up to its min_seq 5.
+        assert_eq!(seq(ANON | PG_SWAPCACHE, true), 4);
+        assert_eq!(seq(FILE, true), 5);
+        // Reclaiming ignores workingset: still 4.
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_WORKINGSET, true), 4);
+        // Anon outside the swap cache: 7 - 2 + 1 = 6, with or without workingset.
+        assert_eq!(seq(ANON, false), 6);
+        assert_eq!(seq(ANON | PG_WORKINGSET, false), 6);
+        // PG_reclaim with dirty, or with writeback: 6. PG_reclaim alone: default.
+        assert_eq!(seq(FILE | PG_RECLAIM | PG_DIRTY, false), 6);
+        assert_eq!(seq(FILE | PG_RECLAIM | PG_WRITEBACK, false), 6);
+        assert_eq!(
+            seq(FILE | PG_DIRTY, false),
+            5,
+            "dirty without PG_reclaim: default"
+        );
+        assert_eq!(seq(FILE | PG_RECLAIM, false), 5);
+        // Default: 7 - 4 + 1 = 4, anon in swap cache keeps 4, file clamps to 5.
+        assert_eq!(seq(ANON | PG_SWAPCACHE, false), 4);
+        assert_eq!(seq(FILE, false), 5);
+        // Default with workingset: 7 - 3 + 1 = 5 for both.
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_WORKINGSET, false), 5);
+        assert_eq!(seq(FILE | PG_WORKINGSET, false), 5);
+    }
+
+    #[test]
+    fn add_folio_head_tail_and_compat_sizes() {
+        // Initial window: max_seq 3, so gens 3 and 2 are active, 1 and 0 inactive.
+        let mut f = frames(&[ANON, FILE, FILE, FILE | PG_ACTIVE]);
+        let mut lv = lruvec();
+        // Anon outside the swap cache: seq 3 - 2 + 1 = 2 -> gen 2, active.
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 0, false));
+        // Clean file: seq 3 - 4 + 1 = 0 -> gen 0, inactive; pfn 1 at the head, then pfn 2
+        // at the tail (reclaiming), so the list reads 1, 2.
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 1, false));
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 2, true));
+        // Active file: seq 2 -> gen 2; PG_active is cleared, PG_lru set.
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 3, false));
+        assert!(!f[3].test(PG_ACTIVE) && f[3].test(PG_LRU));
+        assert_eq!(folio_lru_gen(&f, 0), Some(2));
+        assert_eq!(folio_lru_gen(&f, 1), Some(0));
+        assert_eq!(folio_lru_gen(&f, 3), Some(2));
+        assert_eq!(list(&f, &lv.lrugen.folios[0][LRU_GEN_FILE]), vec![1, 2]);
+        assert_eq!(lv.lrugen.nr_pages[2], [1, 1]);
+        assert_eq!(lv.lrugen.nr_pages[0], [0, 2]);
+        assert_eq!(lv.nr[LRU_ACTIVE_ANON], 1);
+        assert_eq!(lv.nr[LRU_INACTIVE_ANON], 0);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE + 1], 1);
+        assert_eq!(lv.stat[NodeStat::NrActiveAnon as usize], 1);
+        assert_eq!(lv.stat[NodeStat::NrInactiveFile as usize], 2);
+        assert_eq!(lv.stat[NodeStat::NrActiveFile as usize], 1);
+    }
+
+    #[test]
+    fn add_folio_refuses_unevictable_and_disabled() {
+        let mut f = frames(&[FILE | PG_UNEVICTABLE, FILE]);
+        let mut lv = lruvec();
+        assert!(!lru_gen_add_folio(&mut f, &mut lv, 0, false));
+        lv.lrugen.enabled = false;
+        assert!(!lru_gen_add_folio(&mut f, &mut lv, 1, false));
+        assert_eq!(f.lru_gen[0..2], [0, 0]);
+        assert_eq!(lv.nr, [0; 5]);
+        assert!(!f[1].test(PG_LRU));
+        assert_eq!(lv.nr[LRU_UNEVICTABLE], 0);
+    }
+
+    #[test]
+    fn del_folio_sets_active_unless_reclaiming() {
+        // Both go to gen 2 (active at max_seq 3).
+        let mut f = frames(&[ANON, ANON, FILE]);
+        let mut lv = lruvec();
+        for pfn in 0..3 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        assert!(lru_gen_del_folio(&mut f, &mut lv, 0, false));
+        assert!(f[0].test(PG_ACTIVE), "leaves an active generation active");
+        assert!(lru_gen_del_folio(&mut f, &mut lv, 1, true));
+        assert!(!f[1].test(PG_ACTIVE), "reclaiming: not reactivated");
+        // The file folio is in gen 0, inactive: no PG_active either way.
+        assert!(lru_gen_del_folio(&mut f, &mut lv, 2, false));
+        assert!(!f[2].test(PG_ACTIVE));
+        assert!(
+            !lru_gen_del_folio(&mut f, &mut lv, 2, false),
+            "not on a list"
+        );
+        assert_eq!(lv.nr, [0; 5]);
+        assert_eq!(lv.lrugen.nr_pages, [[0; 2]; 4]);
+        for l in lv.lrugen.folios.iter().flatten() {
+            assert_eq!((l.head, l.tail), (NIL, NIL));
+        }
+    }
+
+    #[test]
+    fn tier_from_refs() {
+        // order_base_2: 0 and 1 -> 0, 2 -> 1, 3 and 4 -> 2; workingset -> MAX_NR_TIERS - 1.
+        let tiers: Vec<usize> = (0..=4).map(|r| lru_tier_from_refs(r, false)).collect();
+        assert_eq!(tiers, vec![0, 0, 1, 2, 2]);
+        for r in 0..=4 {
+            assert_eq!(lru_tier_from_refs(r, true), 3);
+        }
+        // folio_lru_refs: the counter only counts with PG_referenced.
+        let refs_byte = 3 << LRU_REFS_PGOFF;
+        assert_eq!(lru_refs(&page(FILE), refs_byte), 0);
+        assert_eq!(lru_refs(&page(FILE | PG_REFERENCED), 0), 1);
+        assert_eq!(lru_refs(&page(FILE | PG_REFERENCED), refs_byte), 4);
+        assert_eq!(
+            lru_refs(&page(FILE | PG_REFERENCED), 1 << LRU_REFS_PGOFF | 2),
+            2
+        );
+    }
+
+    #[test]
+    fn inc_refs_steps_to_workingset() {
+        // Accesses: 1st sets PG_referenced (refs 1), 2nd-4th step the counter (refs 2, 3,
+        // 4), the 5th sets PG_workingset; tiers 0, 1, 2, 2, then 3.
+        let mut f = frames(&[FILE]);
+        f.lru_gen[0] = 2 << LRU_REFS_PGOFF | 3; // a stale counter and gen 2
+        let mut seen = vec![];
+        for _ in 0..6 {
+            lru_gen_inc_refs(&mut f, 0);
+            let ws = f[0].test(PG_WORKINGSET);
+            seen.push((folio_lru_refs(&f, 0), ws));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (1, false),
+                (2, false),
+                (3, false),
+                (4, false),
+                (4, true),
+                (4, true)
+            ]
+        );
+        assert_eq!(
+            folio_lru_gen(&f, 0),
+            Some(2),
+            "the gen counter is untouched"
+        );
+        // Unevictable folios are not counted.
+        let mut u = frames(&[FILE | PG_UNEVICTABLE]);
+        lru_gen_inc_refs(&mut u, 0);
+        assert!(!u[0].test(PG_REFERENCED));
+    }
+
+    #[test]
+    fn set_refs_second_chance_then_activate() {
+        let mut f = frames(&[FILE, FILE | PG_WORKINGSET]);
+        f.lru_gen[0] = 3 << LRU_REFS_PGOFF;
+        // First young PTE: PG_referenced only, counter restarted, keep.
+        assert!(!lru_gen_set_refs(&mut f, 0));
+        assert!(f[0].test(PG_REFERENCED) && !f[0].test(PG_WORKINGSET));
+        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        // Second: refs flags cleared, workingset set, activate.
+        f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
+        assert!(lru_gen_set_refs(&mut f, 0));
+        assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_WORKINGSET));
+        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        // Workingset alone is enough to activate.
+        assert!(lru_gen_set_refs(&mut f, 1));
+    }
+
+    #[test]
+    fn list_unlink_and_splice_order() {
+        // Four clean file folios added at the head of gen 0: list 3, 2, 1, 0.
+        let mut f = frames(&[FILE; 4]);
+        let mut lv = lruvec();
+        for pfn in 0..4 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        // Park 0 then 1 (taken from the tail, as scan_folios does), splice them back: the
+        // kernel's `moved` list is 1, 0 and goes in front: 1, 0, 3, 2.
+        lru_gen_list_unlink(&mut f, &mut lv.lrugen, 0);
+        lru_gen_list_unlink(&mut f, &mut lv.lrugen, 1);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][1]), vec![3, 2]);
+        assert_eq!(lv.lrugen.nr_pages[0][1], 4, "parked folios stay counted");
+        lru_gen_list_splice(&mut f, &mut lv.lrugen, 0, &[0, 1]);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][1]), vec![1, 0, 3, 2]);
+        assert_eq!(lv.lrugen.folios[0][1].tail, 2);
+    }
+}

@@ -1,0 +1,614 @@
+//! MGLRU's accessed-bit harvesting: the "Bloom filters" and "rmap/PT walk feedback"
+//! sections of mm/vmscan.c (v6.18), and the page-table walk of its "the aging" section
+//! (from update_batch_size to walk_mm; the generation bookkeeping of that section is in
+//! aging.rs).
+//!
+//! Aging (try_to_inc_max_seq) walks the page tables of every process of the memcg that ran
+//! on the node since the previous walk (mm_list, lru_gen_use_mm). Each PTE table whose
+//! non-leaf PMD entry is young (lru_gen 0x4) and which the Bloom filter of this generation
+//! lets through is scanned: every young PTE mapping a folio of this memcg and node is
+//! cleared and its folio promoted to max_seq (folio_update_gen); tables where at least one
+//! PTE in eight was young are recorded in the next generation's filter. Eviction's rmap
+//! walk (folio_referenced) feeds the same filter: when it finds a young PTE it also clears
+//! the young PTEs around it, within the PTE table and a 64-PTE window
+//! (lru_gen_look_around), promoting their folios.
+//!
+//! ```text
+//!   mm_list(memcg) --iterate_mm_list--> mm --walk_mm--> PMD: young? in Bloom(seq)?
+//!        --walk_pte_range--> young PTE of this memcg/node: clear, folio_update_gen(max_seq)
+//!        --> if young*8 >= total: Bloom(seq+1) += PMD
+//! ```
+//! Simplified: an mm is one VMA (its area, anonymous or a MAP_SHARED file) and a PTE table
+//! covers 512 virtual pages of it; the non-leaf accessed bit of each table is a bitmap of
+//! the mm (`MmStruct::pmd_young`), set whenever one of its PTEs is made young; an mm counts
+//! as used on a node (lru_gen_use_mm) after each of its page faults rather than at each
+//! context switch; the mmap_lock is never contended; the rmap look-around applies its
+//! promotions at once rather than in the walk's batch; Bloom filter keys hash (mm, PMD
+//! index) instead of the address of the PMD entry.
+
+use super::*;
+use crate::engine::Site;
+use crate::mm::mmzone::Lruvec;
+use crate::mm::{LruvecId, Mm, Pfn, PTRS_PER_PTE};
+use crate::sim::Sim;
+
+// ---------------------------------------------------------------------------------------
+// Bloom filters
+// ---------------------------------------------------------------------------------------
+
+/// Knuth's multiplicative constant of the kernel's hash_64().
+const GOLDEN_RATIO_64: u64 = 0x61C8_8646_80B5_83EB;
+
+/// hash_64(): the top `bits` bits of val * GOLDEN_RATIO_64.
+#[inline]
+pub fn hash_64(val: u64, bits: u32) -> u32 {
+    (val.wrapping_mul(GOLDEN_RATIO_64) >> (64 - bits)) as u32
+}
+
+/// filter_gen_from_seq(): which of the two filters a sequence number uses.
+#[inline]
+pub fn filter_gen_from_seq(seq: u64) -> usize {
+    (seq % NR_BLOOM_FILTERS as u64) as usize
+}
+
+/// get_item_key(): the two bit positions of a PTE table in a Bloom filter, from a
+/// 2 * BLOOM_FILTER_SHIFT-bit hash. The kernel hashes the address of the PMD entry
+/// (hash_ptr); the model hashes (mm index, PMD index = virtual page number / PTRS_PER_PTE)
+/// packed as mm << 32 | pmd with hash_64.
+pub fn get_item_key(mm: u32, pmd: u32) -> [usize; 2] {
+    let hash = hash_64(((mm as u64) << 32) | pmd as u64, BLOOM_FILTER_SHIFT * 2);
+    [
+        (hash & ((1 << BLOOM_FILTER_SHIFT) - 1)) as usize,
+        (hash >> BLOOM_FILTER_SHIFT) as usize,
+    ]
+}
+
+#[inline]
+fn test_bit(filter: &[u64], k: usize) -> bool {
+    filter[k / 64] >> (k % 64) & 1 != 0
+}
+
+/// test_bloom_filter(): may the PTE table with this key have enough young entries (the
+/// filter of `seq`)? True when that filter does not exist yet.
+pub fn test_bloom_filter(state: &LruGenMmState, seq: u64, key: [usize; 2]) -> bool {
+    match &state.filters[filter_gen_from_seq(seq)] {
+        None => true,
+        Some(f) => test_bit(f, key[0]) && test_bit(f, key[1]),
+    }
+}
+
+/// update_bloom_filter(): record a PTE table in the filter of `seq` (if it exists).
+pub fn update_bloom_filter(state: &mut LruGenMmState, seq: u64, key: [usize; 2]) {
+    if let Some(f) = &mut state.filters[filter_gen_from_seq(seq)] {
+        for k in key {
+            f[k / 64] |= 1 << (k % 64);
+        }
+    }
+}
+
+/// reset_bloom_filter(): clear (or allocate, zeroed) the filter of `seq`.
+pub fn reset_bloom_filter(state: &mut LruGenMmState, seq: u64) {
+    let f = &mut state.filters[filter_gen_from_seq(seq)];
+    match f {
+        Some(bits) => bits.fill(0),
+        None => *f = Some(vec![0u64; (1 << BLOOM_FILTER_SHIFT) / 64].into_boxed_slice()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The page-table walk ("the aging")
+// ---------------------------------------------------------------------------------------
+
+/// struct lru_gen_mm_walk: one aging pass's state (per reclaimer; kswapd keeps one per
+/// node).
+#[derive(Debug, Clone)]
+pub struct LruGenMmWalk {
+    /// The max_seq this walk ages (may go stale).
+    pub seq: u64,
+    /// get_swappiness() of the reclaim: 0 skips anon VMAs, above 200 skips file VMAs.
+    pub swappiness: u32,
+    /// Walk every mm and PTE table, ignoring bitmaps and Bloom filters.
+    pub force_scan: bool,
+    /// Folios promoted since the last reset_batch_size.
+    pub batched: u64,
+    /// Promotions not yet applied to nr_pages, by generation and type.
+    pub nr_pages: [[i64; ANON_AND_FILE]; MAX_NR_GENS as usize],
+    /// Statistics not yet added to the mm_state (MM_*).
+    pub mm_stats: [u64; NR_MM_STATS],
+}
+
+impl LruGenMmWalk {
+    /// A walk for `seq` (set_mm_walk, then try_to_inc_max_seq's fields), nothing batched.
+    pub fn new(seq: u64, swappiness: u32, force_scan: bool) -> Self {
+        LruGenMmWalk {
+            seq,
+            swappiness,
+            force_scan,
+            batched: 0,
+            nr_pages: [[0; ANON_AND_FILE]; MAX_NR_GENS as usize],
+            mm_stats: [0; NR_MM_STATS],
+        }
+    }
+}
+
+/// update_batch_size(): remember a promotion from `old_gen` to `new_gen` of a page of `ty`
+/// for reset_batch_size (no lru_lock taken per folio).
+pub fn update_batch_size(walk: &mut LruGenMmWalk, ty: usize, old_gen: usize, new_gen: usize) {
+    walk.batched += 1;
+    walk.nr_pages[old_gen][ty] -= 1;
+    walk.nr_pages[new_gen][ty] += 1;
+}
+
+/// reset_batch_size(): apply the walk's pending promotions to nr_pages and to the
+/// compatibility sizes (each generation's delta to its active or inactive side). The walk
+/// calls it after each stretch of page tables and evict_folios after putback, both under
+/// the lru_lock.
+pub fn reset_batch_size(walk: &mut LruGenMmWalk, lv: &mut Lruvec) {
+    walk.batched = 0;
+    for gen in 0..MAX_NR_GENS as usize {
+        for ty in 0..ANON_AND_FILE {
+            let delta = std::mem::take(&mut walk.nr_pages[gen][ty]);
+            if delta == 0 {
+                continue;
+            }
+            lv.lrugen.nr_pages[gen][ty] += delta;
+            let lru = compat_lru(&lv.lrugen, ty, gen);
+            update_lru_size(lv, lru, delta);
+        }
+    }
+}
+
+/// walk_update_folio() for a folio with a young PTE (the caller has cleared the young bit
+/// and handles the dirty bit): with a walk, folio_update_gen to `new_gen` (the max_seq
+/// generation) and batch the move; without one (lru_gen_look_around from an rmap walk
+/// without an mm walk), lru_gen_set_refs, and if that says activate and the folio is on
+/// the lists in another generation, return true: the caller calls folio_activate.
+pub fn walk_update_folio(
+    frames: &mut Frames,
+    walk: Option<&mut LruGenMmWalk>,
+    pfn: Pfn,
+    new_gen: usize,
+) -> bool {
+    let ty = folio_type(&frames[pfn as usize]);
+    match walk {
+        Some(w) => {
+            if let Some(old) = folio_update_gen(frames, pfn, new_gen) {
+                if old != new_gen {
+                    update_batch_size(w, ty, old, new_gen);
+                }
+            }
+            false
+        }
+        None => {
+            lru_gen_set_refs(frames, pfn)
+                && folio_lru_gen(frames, pfn).is_some_and(|old| old != new_gen)
+        }
+    }
+}
+
+/// suitable_to_scan(): is a PTE table worth the walk next time, i.e. at least one young
+/// PTE per cache line on average (x86-64: 64-byte lines of 8-byte PTEs, n = 8)?
+pub fn suitable_to_scan(total: u64, young: u64) -> bool {
+    young * 8 >= total
+}
+
+/// What one PTE table's scan found.
+struct PteScan {
+    total: u64,
+    young: u64,
+}
+
+/// How many PTEs ahead walk_pte_range prefetches the frame a PTE points to.
+const WALK_PREFETCH: usize = 8;
+
+impl Mm {
+    /// Does the folio at `pfn` belong to lruvec `lv`'s memcg and node, on its MGLRU lists
+    /// (get_pfn_folio)?
+    fn get_pfn_folio(&self, pfn: Pfn, lv: LruvecId) -> bool {
+        let l = &self.lruvecs[lv as usize];
+        folio_lru_gen(&self.pages, pfn).is_some()
+            && self.pages[pfn as usize].memcg == l.memcg
+            && self.pfn_node(pfn) == l.node
+    }
+
+    /// walk_pte_range() over the PTE table `pmd` of mm `mmid`: clear each young PTE of a
+    /// folio of `lv`, promote the folio into the walk's generation, mark a dirty swap-cache
+    /// folio dirty (its swap copy is stale).
+    fn walk_pte_range(
+        &mut self,
+        lv: LruvecId,
+        mmid: u32,
+        pmd: usize,
+        walk: &mut LruGenMmWalk,
+    ) -> PteScan {
+        let new_gen = lru_gen_from_seq(walk.seq);
+        let start = pmd * PTRS_PER_PTE;
+        let end = (start + PTRS_PER_PTE).min(self.mms[mmid as usize].ptes.len());
+        let mut scan = PteScan { total: 0, young: 0 };
+        for vpn in start..end {
+            scan.total += 1;
+            // The young PTEs of a random-access workload point all over the frame table:
+            // fetch the frame and its generation byte a few PTEs ahead.
+            if let Some(&ahead) = self.mms[mmid as usize].ptes.get(vpn + WALK_PREFETCH) {
+                if pte::present(ahead) {
+                    let f = pte::pfn(ahead) as usize;
+                    crate::mm::prefetch(&self.pages[f]);
+                    crate::mm::prefetch(&self.pages.lru_gen[f]);
+                }
+            }
+            let v = self.mms[mmid as usize].ptes[vpn];
+            if !pte::present(v) || v & pte::YOUNG == 0 {
+                continue;
+            }
+            let pfn = pte::pfn(v);
+            if !self.get_pfn_folio(pfn, lv) {
+                continue;
+            }
+            self.mms[mmid as usize].ptes[vpn] = v & !pte::YOUNG;
+            scan.young += 1;
+            walk.mm_stats[MM_LEAF_YOUNG] += 1;
+            if v & pte::DIRTY != 0 && self.pages[pfn as usize].test(PG_SWAPCACHE) {
+                self.pages[pfn as usize].set(PG_DIRTY);
+            }
+            walk_update_folio(&mut self.pages, Some(walk), pfn, new_gen);
+        }
+        walk.mm_stats[MM_LEAF_TOTAL] += scan.total;
+        scan
+    }
+
+    /// should_skip_vma() for the one VMA of mm `mmid`: anonymous memory is skipped when
+    /// anon may not be reclaimed (swappiness 0), file memory when only anon may be.
+    fn should_skip_vma(&self, mmid: u32, swappiness: u32) -> bool {
+        if self.mms[mmid as usize].file.is_some() {
+            swappiness > MAX_SWAPPINESS
+        } else {
+            swappiness == 0
+        }
+    }
+
+    /// pmdp_test_and_clear_young() on the non-leaf PMD entry of table `pmd`.
+    fn pmd_test_and_clear_young(&mut self, mmid: u32, pmd: usize) -> bool {
+        let w = &mut self.mms[mmid as usize].pmd_young[pmd / 64];
+        let young = *w & (1 << (pmd % 64)) != 0;
+        *w &= !(1 << (pmd % 64));
+        young
+    }
+}
+
+impl Sim {
+    /// try_to_inc_max_seq()'s walk: iterate_mm_list hands out the memcg's mms to walk for
+    /// `seq`, walk_mm walks each. Returns whether this walker finished the iteration (it
+    /// may then inc_max_seq).
+    pub(super) async fn lru_gen_walk_mms(
+        &self,
+        lv: LruvecId,
+        seq: u64,
+        swappiness: u32,
+        force_scan: bool,
+    ) -> bool {
+        let mut walk = LruGenMmWalk::new(seq, swappiness, force_scan);
+        let mut prev = None;
+        loop {
+            // iterate_mm_list() runs under the mm_list lock: join the iteration in
+            // virtual-time order, so a task behind this one can finish it first.
+            self.e.sync().await;
+            let (last, mm) = {
+                let mut mm = self.mm.borrow_mut();
+                let (memcg, node) = {
+                    let l = &mm.lruvecs[lv as usize];
+                    (l.memcg as usize, l.node)
+                };
+                mm.lru_gen_collect_uses(memcg);
+                let Mm {
+                    mm_lists,
+                    mm_state,
+                    mms,
+                    ..
+                } = &mut *mm;
+                iterate_mm_list(
+                    &mut mm_lists[memcg],
+                    &mut mm_state[lv as usize],
+                    &mut walk,
+                    node,
+                    prev,
+                    |m| mms[m as usize].alive,
+                )
+            };
+            match mm {
+                Some(m) => {
+                    self.walk_mm(lv, m, &mut walk).await;
+                    prev = Some(m);
+                }
+                None => return last,
+            }
+        }
+    }
+
+    /// walk_mm(): walk one mm's PTE tables for `walk.seq` (stopping if another aging
+    /// advanced max_seq), applying the batched promotions under lru_lock after every
+    /// MAX_LRU_BATCH of them and at the end.
+    async fn walk_mm(&self, lv: LruvecId, mmid: u32, walk: &mut LruGenMmWalk) {
+        let tables = self.mm.borrow().mms[mmid as usize].pte_tables.len();
+        let (nonleaf, bloom) = {
+            let mm = self.mm.borrow();
+            (
+                mm.lru_gen_caps & (1 << LRU_GEN_NONLEAF_YOUNG) != 0,
+                self.v.mglru_bloom,
+            )
+        };
+        if self.mm.borrow().should_skip_vma(mmid, walk.swappiness) {
+            return;
+        }
+        self.mm.borrow_mut().lru_gen_walks[lv as usize] += 1;
+        for pmd in 0..tables {
+            // Each PTE table is read under its PTE lock: touch it in virtual-time order.
+            self.e.sync().await;
+            if self.mm.borrow().lruvecs[lv as usize].lrugen.max_seq != walk.seq {
+                break;
+            }
+            self.e.charge(self.c.walk_pmd);
+            let scanned = {
+                let mut mm = self.mm.borrow_mut();
+                if !mm.mms[mmid as usize].pte_tables[pmd] {
+                    continue;
+                }
+                if !walk.force_scan && nonleaf && !mm.pmd_test_and_clear_young(mmid, pmd) {
+                    continue;
+                }
+                let key = get_item_key(mmid, pmd as u32);
+                let state = &mm.mm_state[lv as usize];
+                if !walk.force_scan && bloom && !test_bloom_filter(state, walk.seq, key) {
+                    continue;
+                }
+                walk.mm_stats[MM_NONLEAF_FOUND] += 1;
+                let s = mm.walk_pte_range(lv, mmid, pmd, walk);
+                if suitable_to_scan(s.total, s.young) {
+                    walk.mm_stats[MM_NONLEAF_ADDED] += 1;
+                    update_bloom_filter(&mut mm.mm_state[lv as usize], walk.seq + 1, key);
+                }
+                s.total
+            };
+            self.e.charge(scanned * self.c.walk_pte);
+            if walk.batched >= MAX_LRU_BATCH {
+                self.walk_flush_batch(lv, walk).await;
+            }
+        }
+        if walk.batched > 0 {
+            self.walk_flush_batch(lv, walk).await;
+        }
+        self.mm.borrow_mut().lru_gen_walks[lv as usize] -= 1;
+    }
+
+    /// reset_batch_size() under lru_lock (walk_mm's periodic flush), then a scheduling point.
+    async fn walk_flush_batch(&self, lv: LruvecId, walk: &mut LruGenMmWalk) {
+        self.lock_lruvec(lv, Site::WalkMm).await;
+        {
+            let mut mm = self.mm.borrow_mut();
+            reset_batch_size(walk, &mut mm.lruvecs[lv as usize]);
+        }
+        self.e.charge(self.c.list_op);
+        self.unlock_lruvec(lv);
+        self.e.sync().await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// rmap/PT walk feedback
+// ---------------------------------------------------------------------------------------
+
+impl Mm {
+    /// lru_gen_look_around() for the young PTE at `vpn` of mm `mmid` that eviction's rmap
+    /// walk just cleared: clear the young PTEs of the same table within a 64-PTE window
+    /// around it, promote their folios (with a walk: folio_update_gen into max_seq; without:
+    /// lru_gen_set_refs, and the folios to activate are appended to `activate`), and record
+    /// the table in the Bloom filter of max_seq when one PTE in eight was young.
+    pub fn lru_gen_look_around(
+        &mut self,
+        lv: LruvecId,
+        mmid: u32,
+        vpn: u32,
+        with_walk: bool,
+        activate: &mut Vec<Pfn>,
+    ) {
+        let (vm_start, vm_end) = self.mms[mmid as usize].vma_bounds(vpn);
+        let Some((start, end)) = look_around_window(vpn as u64, vm_start, vm_end) else {
+            return;
+        };
+        let pmd = vpn as u64 / PTRS_PER_PTE as u64;
+        let max_seq = self.lruvecs[lv as usize].lrugen.max_seq;
+        let gen = lru_gen_from_seq(max_seq);
+        let mut walk = with_walk.then(|| LruGenMmWalk::new(max_seq, 0, false));
+        let mut young = 1u64;
+        for v in start..end {
+            let e = self.mms[mmid as usize].ptes[v as usize];
+            if !pte::present(e) || e & pte::YOUNG == 0 {
+                continue;
+            }
+            let pfn = pte::pfn(e);
+            if !self.get_pfn_folio(pfn, lv) {
+                continue;
+            }
+            self.mms[mmid as usize].ptes[v as usize] = e & !pte::YOUNG;
+            young += 1;
+            if walk_update_folio(&mut self.pages, walk.as_mut(), pfn, gen) {
+                activate.push(pfn);
+            }
+        }
+        if let Some(w) = walk.as_mut() {
+            reset_batch_size(w, &mut self.lruvecs[lv as usize]);
+        }
+        if suitable_to_scan(end - start, young) {
+            let key = get_item_key(mmid, pmd as u32);
+            update_bloom_filter(&mut self.mm_state[lv as usize], max_seq, key);
+        }
+    }
+}
+
+/// The PTEs lru_gen_look_around() looks at around the young PTE at `vpn` of a VMA
+/// covering pages `vm_start..vm_end`: MIN_LRU_BATCH of them centred on it, kept inside its
+/// page table and the VMA, moved to that range's first or last MIN_LRU_BATCH when it lies
+/// within half a batch of either end; the whole range when it is smaller; None when it
+/// holds one page.
+pub fn look_around_window(vpn: u64, vm_start: u64, vm_end: u64) -> Option<(u64, u64)> {
+    let table = vpn / PTRS_PER_PTE as u64 * PTRS_PER_PTE as u64;
+    let start = table.max(vm_start);
+    let end = (table + PTRS_PER_PTE as u64).min(vm_end);
+    if end - start == 1 {
+        return None;
+    }
+    let half = MIN_LRU_BATCH / 2;
+    if end - start <= MIN_LRU_BATCH {
+        Some((start, end))
+    } else if vpn - start < half {
+        Some((start, start + MIN_LRU_BATCH))
+    } else if end - vpn < half {
+        Some((end - MIN_LRU_BATCH, end))
+    } else {
+        Some((vpn - half, vpn + half))
+    }
+}
+
+/// folio_check_references()'s verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FolioRef {
+    Activate,
+    Keep,
+    Reclaim,
+}
+
+impl Sim {
+    /// folio_check_references() with MGLRU: folio_referenced, whose rmap step runs
+    /// lru_gen_look_around on a young PTE (unless `mglru_look_around` is off), then no
+    /// young PTE: reclaim; else lru_gen_set_refs decides between activate and keep.
+    /// `with_walk`: the reclaimer has an mm_walk (kswapd, proactive reclaim), so the
+    /// look-around promotes in place instead of queueing activations.
+    pub(crate) async fn lru_gen_check_references(&self, pfn: Pfn, with_walk: bool) -> FolioRef {
+        let mut activate = Vec::new();
+        let young = {
+            let mut mm = self.mm.borrow_mut();
+            let young = mm.folio_referenced(pfn);
+            self.e.charge(self.c.pte_referenced);
+            if young > 0 && self.v.mglru_look_around {
+                if let Some(mmid) = mm.folio_mapper(pfn) {
+                    let lv = mm.folio_lruvec(pfn);
+                    let vpn = mm.folio_vpn(pfn);
+                    mm.lru_gen_look_around(lv, mmid, vpn, with_walk, &mut activate);
+                    self.e.charge(MIN_LRU_BATCH * self.c.walk_pte);
+                }
+            }
+            young
+        };
+        for p in activate {
+            self.folio_activate(p).await;
+        }
+        if young == 0 {
+            return FolioRef::Reclaim;
+        }
+        let mut mm = self.mm.borrow_mut();
+        if lru_gen_set_refs(&mut mm.pages, pfn) {
+            FolioRef::Activate
+        } else {
+            FolioRef::Keep
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::lru_gen::test_util::*;
+    use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON};
+
+    #[test]
+    fn bloom_filters_double_buffer() {
+        // hash_64(mm << 32 | pmd, 30) = (x * 0x61C8864680B583EB mod 2^64) >> 34, split into
+        // the low and high 15 bits (computed apart from this code): (1, 0) -> 539844858 =
+        // 16474 << 15 | 24826; (1, 1) -> 949977740; (2, 0) -> 5947893.
+        let a = get_item_key(1, 0);
+        let b = get_item_key(1, 1);
+        let c = get_item_key(2, 0);
+        assert_eq!(a, [24826, 16474]);
+        assert_eq!(b, [652, 28991]);
+        assert_eq!(c, [16885, 181]);
+        let mut s = LruGenMmState::new();
+        // No filters yet: everything passes, updates go nowhere.
+        assert!(test_bloom_filter(&s, 3, b));
+        update_bloom_filter(&mut s, 3, a);
+        assert!(s.filters.iter().all(|f| f.is_none()));
+        // seq 4 uses filter 0.
+        reset_bloom_filter(&mut s, 4);
+        assert!(!test_bloom_filter(&s, 4, a));
+        update_bloom_filter(&mut s, 4, a);
+        assert!(test_bloom_filter(&s, 4, a) && test_bloom_filter(&s, 6, a));
+        assert!(!test_bloom_filter(&s, 4, b));
+        assert!(test_bloom_filter(&s, 5, b), "filter 1 not allocated yet");
+        // One bit of two is not a match.
+        assert!(!test_bloom_filter(&s, 4, [a[0], b[1]]));
+        // seq 5 uses filter 1, independent of filter 0.
+        reset_bloom_filter(&mut s, 5);
+        update_bloom_filter(&mut s, 5, c);
+        assert!(test_bloom_filter(&s, 5, c) && !test_bloom_filter(&s, 5, a));
+        assert!(!test_bloom_filter(&s, 4, c));
+        // seq 6 reuses and clears filter 0; filter 1 keeps c.
+        reset_bloom_filter(&mut s, 6);
+        assert!(!test_bloom_filter(&s, 4, a));
+        assert!(test_bloom_filter(&s, 7, c));
+    }
+
+    #[test]
+    fn walk_batch_and_look_around_updates() {
+        let f_ = LRU_GEN_FILE;
+        let mut f = frames(&[FILE, FILE, ANON | PG_SWAPCACHE, FILE]);
+        let mut lv = lruvec();
+        for pfn in 0..4 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+        }
+        // All in gen 0 (inactive); max_seq 3 is gen 3 (active).
+        let mut w = LruGenMmWalk::new(3, 60, false);
+        assert!(!walk_update_folio(&mut f, Some(&mut w), 0, 3));
+        assert_eq!(w.batched, 0, "first sighting: PG_referenced only");
+        walk_update_folio(&mut f, Some(&mut w), 0, 3);
+        f[2].set(PG_WORKINGSET);
+        walk_update_folio(&mut f, Some(&mut w), 2, 3);
+        assert_eq!(w.batched, 2);
+        assert_eq!(w.nr_pages[0], [-1, -1]);
+        assert_eq!(w.nr_pages[3], [1, 1]);
+        assert_eq!(lv.lrugen.nr_pages[0], [1, 3], "not applied yet");
+        reset_batch_size(&mut w, &mut lv);
+        assert_eq!((w.batched, w.nr_pages), (0, [[0; 2]; 4]));
+        assert_eq!(lv.lrugen.nr_pages[0], [0, 2]);
+        assert_eq!(lv.lrugen.nr_pages[3], [1, 1]);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE + 1], 1);
+        assert_eq!(lv.nr[LRU_INACTIVE_ANON], 0);
+        assert_eq!(lv.nr[LRU_ACTIVE_ANON], 1);
+        // The promoted folios still sit on gen 0's list until sorted.
+        assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![3, 1, 0]);
+        // Without a walk: first sighting keeps, second activates a folio of another gen.
+        assert!(!walk_update_folio(&mut f, None, 1, 3));
+        assert!(walk_update_folio(&mut f, None, 1, 3));
+        // Already in the max_seq generation (pfn 0, workingset): nothing to activate.
+        assert!(!walk_update_folio(&mut f, None, 0, 3));
+        assert!(suitable_to_scan(64, 8) && !suitable_to_scan(64, 7) && suitable_to_scan(0, 0));
+    }
+    #[test]
+    fn walk_pte_range_takes_the_young_ptes_only() {
+        // 20 anonymous folios of one process on an MGLRU machine, the PTEs of the even
+        // pages young: walk_pte_range() looks at all 20 PTEs of the table and takes the 10
+        // young ones (pte_young), clearing their young bits.
+        let s = crate::fixture::one_node_machine("256M", Some("256M"), "lru = \"mglru\"");
+        let (mmid, _) = s.fixture_anon_folios(1, 0, 20, true, 0);
+        let mut mm = s.mm.borrow_mut();
+        for vpn in (1..20).step_by(2) {
+            mm.mms[mmid as usize].ptes[vpn] &= !pte::YOUNG;
+        }
+        let lv = mm.lruvec_of(1, 0);
+        let max_seq = mm.lruvecs[lv as usize].lrugen.max_seq;
+        let mut walk = LruGenMmWalk::new(max_seq, 60, false);
+        let scan = mm.walk_pte_range(lv, mmid, 0, &mut walk);
+        assert_eq!((scan.total, scan.young), (20, 10));
+        assert_eq!(walk.mm_stats[MM_LEAF_YOUNG], 10);
+        let ptes = &mm.mms[mmid as usize].ptes;
+        assert!(ptes[..20].iter().all(|&v| v & pte::YOUNG == 0));
+    }
+}

@@ -1,0 +1,247 @@
+//! Refault tokens: the lru_gen part of mm/workingset.c (v6.18): lru_gen_eviction,
+//! lru_gen_test_recent and lru_gen_refault.
+//!
+//! With MGLRU, workingset_eviction stores in the shadow entry not the lruvec's
+//! nonresident_age but a token: the min_seq of the folio's type when it was evicted and
+//! its refs counter. At refault, a folio evicted less than MAX_NR_GENS generations ago
+//! (measured against the max_seq of the lruvec the shadow names) counts as a recent
+//! refault in the tier its token says (refaulted[type][tier], read by the PID controller,
+//! pid.rs), and gets back its refs counter or, if it was in the workingset, PG_workingset.
+//!
+//! ```text
+//!   evict:   token = min_seq[type] << LRU_REFS_WIDTH | (refs - 1)   evicted[type][tier] += 1
+//!   refault: |max_seq - token seq| < MAX_NR_GENS  =>  refaulted[type][tier] += 1,
+//!            PG_workingset or the refs counter restored; activated in a page fault
+//! ```
+//! The token is packed like a classic eviction timestamp (`workingset::pack_shadow`), with
+//! the memcg id, node and PG_workingset beside it.
+//!
+//! Simplified: the decision (`lru_gen_refault_decide`) and its effect
+//! (`lru_gen_refault_apply`) are split so that the caller counts the lruvec items; the
+//! counters are plain integers, not atomics.
+
+use super::*;
+use crate::mm::mmzone::Lruvec;
+use crate::mm::vmstat::NodeStat;
+use crate::mm::workingset::{pack_shadow, unpack_shadow, EVICTION_MASK};
+use crate::mm::Pfn;
+
+/// The bits of a token's sequence number that survive in a shadow entry: the shadow keeps
+/// EVICTION_BITS of token, LRU_REFS_WIDTH of which hold refs.
+pub const LRU_GEN_TOKEN_SEQ_MASK: u64 = EVICTION_MASK >> LRU_REFS_WIDTH;
+
+/// lru_gen_eviction() (workingset_eviction with MGLRU): the shadow entry of a folio being
+/// evicted, and evicted[hist][type][tier] += 1. The token is (min_seq << LRU_REFS_WIDTH) |
+/// (refs - 1, at least 0), the min_seq of the folio's type in the folio's own lruvec
+/// (folio_memcg's, not the reclaim target's as in the classic path; `lv` must be that
+/// lruvec); it is packed with that lruvec's memcg id and node and PG_workingset exactly as
+/// `workingset::pack_shadow` packs a classic eviction timestamp, so unpack_shadow reads the
+/// same fields back. No nonresident_age is aged. The kernel does this without the lru_lock
+/// (the counter is atomic).
+pub fn lru_gen_eviction(frames: &Frames, lv: &mut Lruvec, pfn: Pfn) -> u64 {
+    let page = frames[pfn as usize];
+    let ty = folio_type(&page);
+    let refs = folio_lru_refs(frames, pfn);
+    let ws = page.test(PG_WORKINGSET);
+    let min_seq = lv.lrugen.min_seq[ty];
+    let token = (min_seq << LRU_REFS_WIDTH) | refs.saturating_sub(1) as u64;
+    lv.lrugen.evicted[lru_hist_from_seq(min_seq)][ty][lru_tier_from_refs(refs, ws)] += 1;
+    pack_shadow(lv.memcg, lv.node, token, ws)
+}
+
+/// lru_gen_test_recent(): was the folio of this token (the shadow's eviction field) evicted
+/// less than MAX_NR_GENS generations ago? `max_seq` is that of the lruvec the shadow names
+/// (memcg id, node; the kernel falls back to the root memcg's lruvec when the id is gone);
+/// it is truncated to the token's width, and the distance taken either way (abs_diff).
+pub fn lru_gen_test_recent(token: u64, max_seq: u64) -> bool {
+    (max_seq & LRU_GEN_TOKEN_SEQ_MASK).abs_diff(token >> LRU_REFS_WIDTH) < MAX_NR_GENS
+}
+
+/// What lru_gen_refault() does for a refaulting folio, decided from its shadow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LruGenRefault {
+    /// WORKINGSET_REFAULT_{ANON,FILE} += 1. False when the shadow's lruvec is not the
+    /// folio's own: then nothing at all happens.
+    pub count_refault: bool,
+    /// Evicted recently (lru_gen_test_recent): the fields below apply.
+    pub recent: bool,
+    /// refaulted[hist][type][tier] += 1, tier from the token's refs and the workingset bit.
+    pub tier: usize,
+    /// WORKINGSET_ACTIVATE += 1: refaulting in a page fault (lru_gen_in_fault), where
+    /// folio_add_lru sets PG_active.
+    pub activate: bool,
+    /// The shadow's workingset bit: PG_workingset is set and WORKINGSET_RESTORE += 1.
+    pub restore: bool,
+    /// Otherwise the refs counter is restored to this (refs - 1); PG_referenced is not set,
+    /// so it counts only once something sets it.
+    pub refs_counter: Option<u8>,
+}
+
+impl LruGenRefault {
+    /// The lruvec items to add 1 to, on the shadow's (= the folio's) lruvec.
+    pub fn items(&self, file: bool) -> impl Iterator<Item = NodeStat> {
+        let (refault, activate, restore) = if file {
+            (
+                NodeStat::WorkingsetRefaultFile,
+                NodeStat::WorkingsetActivateFile,
+                NodeStat::WorkingsetRestoreFile,
+            )
+        } else {
+            (
+                NodeStat::WorkingsetRefaultAnon,
+                NodeStat::WorkingsetActivateAnon,
+                NodeStat::WorkingsetRestoreAnon,
+            )
+        };
+        [
+            (self.count_refault, refault),
+            (self.activate, activate),
+            (self.restore, restore),
+        ]
+        .into_iter()
+        .filter_map(|(yes, item)| yes.then_some(item))
+    }
+}
+
+/// lru_gen_refault()'s decision (workingset_refault with MGLRU): `same_lruvec` is whether
+/// the shadow's lruvec is the refaulting folio's, `max_seq` that lruvec's, `in_fault`
+/// lru_gen_in_fault(). Called without the lru_lock, before the folio is added to an LRU.
+pub fn lru_gen_refault_decide(
+    shadow: u64,
+    same_lruvec: bool,
+    max_seq: u64,
+    in_fault: bool,
+) -> LruGenRefault {
+    let (_, _, token, workingset) = unpack_shadow(shadow);
+    let recent = same_lruvec && lru_gen_test_recent(token, max_seq);
+    let refs = (token & ((1 << LRU_REFS_WIDTH) - 1)) as usize + 1;
+    LruGenRefault {
+        count_refault: same_lruvec,
+        recent,
+        tier: lru_tier_from_refs(refs, workingset),
+        activate: recent && in_fault,
+        restore: recent && workingset,
+        refs_counter: (recent && !workingset).then_some(refs as u8 - 1),
+    }
+}
+
+/// lru_gen_refault()'s effect on the lruvec and the folio: the refaulted counter (hist of
+/// the type's current min_seq) and PG_workingset or the refs counter. The caller counts
+/// `r.items()`.
+pub fn lru_gen_refault_apply(
+    frames: &mut Frames,
+    lrugen: &mut LruGenFolio,
+    pfn: Pfn,
+    r: &LruGenRefault,
+) {
+    if !r.recent {
+        return;
+    }
+    let ty = folio_type(&frames[pfn as usize]);
+    lrugen.refaulted[lru_hist_from_seq(lrugen.min_seq[ty])][ty][r.tier] += 1;
+    if r.restore {
+        frames[pfn as usize].set(PG_WORKINGSET);
+    } else if let Some(c) = r.refs_counter {
+        set_byte_refs(frames, pfn, c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::lru_gen::test_util::*;
+
+    #[test]
+    fn eviction_token_round_trip_and_recent_boundary() {
+        let f_ = LRU_GEN_FILE;
+        // File folio with refs 3 (PG_referenced + counter 2), lruvec of memcg 5, node 1,
+        // file min_seq 9: token = 9 << 2 | (3 - 1) = 38; shadow = 38 << 20 | 5 << 4 | 1 << 1
+        // = 39845888 + 80 + 2 = 39845970 (workingset.rs layout).
+        let mut f = frames(&[
+            FILE | PG_REFERENCED,
+            FILE,
+            FILE | PG_REFERENCED | PG_WORKINGSET,
+        ]);
+        f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
+        f.lru_gen[2] = 3 << LRU_REFS_PGOFF;
+        let mut lv = Lruvec::new(5, 1, 0, 0);
+        lv.lrugen.min_seq[f_] = 9;
+        let s = lru_gen_eviction(&f, &mut lv, 0);
+        assert_eq!(s, 39_845_970);
+        assert_eq!(unpack_shadow(s), (5, 1, 38, false));
+        assert_eq!(lv.lrugen.evicted[0][f_], [0, 0, 1, 0], "refs 3: tier 2");
+        // refs 0 stores 0 (max(refs - 1, 0)); workingset with refs 4 stores 3, tier 3.
+        assert_eq!(unpack_shadow(lru_gen_eviction(&f, &mut lv, 1)).2, 36);
+        assert_eq!(
+            unpack_shadow(lru_gen_eviction(&f, &mut lv, 2)),
+            (5, 1, 39, true)
+        );
+        assert_eq!(lv.lrugen.evicted[0][f_], [1, 0, 1, 1]);
+        // Recent while |max_seq - 9| < 4.
+        assert!(lru_gen_test_recent(38, 12));
+        assert!(!lru_gen_test_recent(38, 13));
+        assert!(lru_gen_test_recent(38, 6));
+        assert!(!lru_gen_test_recent(38, 5));
+        // Sequence numbers beyond the token's 40 bits: both sides are truncated. min_seq
+        // 2^40 + 9 packs to 9 (the shadow keeps 42 bits of token), max_seq 2^40 + 12
+        // compares as 12.
+        lv.lrugen.min_seq[f_] = (1 << 40) + 9;
+        let (_, _, token, _) = unpack_shadow(lru_gen_eviction(&f, &mut lv, 0));
+        assert_eq!(token, 38);
+        assert!(lru_gen_test_recent(token, (1 << 40) + 12));
+        assert!(!lru_gen_test_recent(token, (1 << 40) + 13));
+    }
+
+    #[test]
+    fn refault_decisions_and_effects() {
+        use NodeStat::*;
+        // Token 9 << 2 | 2 (refs 3), no workingset; one with workingset and refs 1.
+        let plain = pack_shadow(5, 1, 38, false);
+        let ws = pack_shadow(5, 1, 36, true);
+        // Another lruvec's shadow: nothing, not even the refault count.
+        let r = lru_gen_refault_decide(plain, false, 12, true);
+        assert!(!r.count_refault && !r.recent && r.items(true).count() == 0);
+        // Too old (|13 - 9| = 4): only the refault.
+        let r = lru_gen_refault_decide(plain, true, 13, true);
+        assert!(r.count_refault && !r.recent && !r.activate);
+        assert_eq!(
+            r.items(true).collect::<Vec<_>>(),
+            vec![WorkingsetRefaultFile]
+        );
+        // Recent, in a fault: tier of refs 3 = 2, activate, counter back to 2.
+        let r = lru_gen_refault_decide(plain, true, 12, true);
+        assert_eq!(
+            (r.recent, r.tier, r.activate, r.restore),
+            (true, 2, true, false)
+        );
+        assert_eq!(r.refs_counter, Some(2));
+        assert_eq!(
+            r.items(false).collect::<Vec<_>>(),
+            vec![WorkingsetRefaultAnon, WorkingsetActivateAnon]
+        );
+        // Recent workingset, not in a fault (read): tier 3, restore, no activation.
+        let w = lru_gen_refault_decide(ws, true, 10, false);
+        assert_eq!(
+            (w.tier, w.activate, w.restore, w.refs_counter),
+            (3, false, true, None)
+        );
+        assert_eq!(
+            w.items(true).collect::<Vec<_>>(),
+            vec![WorkingsetRefaultFile, WorkingsetRestoreFile]
+        );
+        // Effects on a new (off-LRU) anon folio and its lruvec.
+        let mut f = frames(&[ANON, FILE]);
+        let mut g = LruGenFolio::init(true, 0);
+        lru_gen_refault_apply(&mut f, &mut g, 0, &r);
+        assert_eq!(g.refaulted[0][LRU_GEN_ANON], [0, 0, 1, 0]);
+        assert_eq!(f.lru_gen[0], 2 << LRU_REFS_PGOFF);
+        assert!(!f[0].test(PG_REFERENCED | PG_WORKINGSET));
+        lru_gen_refault_apply(&mut f, &mut g, 1, &w);
+        assert_eq!(g.refaulted[0][LRU_GEN_FILE], [0, 0, 0, 1]);
+        assert!(f[1].test(PG_WORKINGSET) && f.lru_gen[1] == 0);
+        // Not recent: no effect.
+        let old = lru_gen_refault_decide(plain, true, 13, true);
+        lru_gen_refault_apply(&mut f, &mut g, 0, &old);
+        assert_eq!(g.refaulted[0][LRU_GEN_ANON], [0, 0, 1, 0]);
+    }
+}
