@@ -13,6 +13,8 @@ use crate::error::{quoted, Error, Result};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 
+pub use crate::trace::{CsvColumn, CsvColumns, TraceFormat};
+
 /// Bytes in a base page; the simulator has no large folios yet.
 pub const PAGE_SIZE: u64 = 4096;
 
@@ -849,26 +851,6 @@ pub struct FileRead {
     pub hot_per_stream: u32,
 }
 
-/// Trace file formats (`format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TraceFormat {
-    /// From the file name (.txt, .csv, .zst, .oracleGeneral/.bin, .json), else the content.
-    Auto,
-    /// One page or object id per line (decimal or 0x hex); `#` lines are comments.
-    Text,
-    /// CSV with the columns named in `csv`.
-    Csv,
-    /// libCacheSim oracleGeneral: 24-byte records (u32 time, u64 obj_id, u32 obj_size,
-    /// i64 next_access_vtime), little-endian; the file is a whole number of them.
-    OracleGeneral,
-    /// oracleGeneral compressed with zstd.
-    OracleGeneralZst,
-    /// DAMON records as `damo` writes them in JSON: per snapshot, regions with their
-    /// access counts, turned into page accesses at the recorded rates.
-    Damon,
-}
-
 /// What a trace's ids address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -879,43 +861,8 @@ pub enum TraceTarget {
     Anon,
 }
 
-/// Which CSV columns hold what: a header name, or a 1-based column number.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CsvColumns {
-    /// The object id column (required).
-    pub obj_id: CsvColumn,
-    /// Object size in bytes; absent = one page per object.
-    #[serde(default)]
-    pub obj_size: Option<CsvColumn>,
-    /// The operation; `write`, `set`, `put`, `update`, `add`, `replace`, `w` (any case)
-    /// are writes.
-    #[serde(default)]
-    pub op: Option<CsvColumn>,
-    /// The time column (read and checked, not replayed: requests run back to back).
-    #[serde(default)]
-    pub time: Option<CsvColumn>,
-    /// Whether the first row is a header (needed to name columns).
-    #[serde(default = "yes")]
-    pub header: bool,
-    /// Field delimiter, one ASCII character.
-    #[serde(default = "comma")]
-    pub delimiter: String,
-}
-
 fn yes() -> bool {
     true
-}
-fn comma() -> String {
-    ",".into()
-}
-
-/// A CSV column: its header name or its 1-based number.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(untagged)]
-pub enum CsvColumn {
-    Number(usize),
-    Name(String),
 }
 
 /// Replay of a page-access trace through the full model by one task: each request's
