@@ -27,7 +27,7 @@ mod workloads;
 
 pub use crate::trace::{CsvColumn, CsvColumns, TraceFormat};
 pub use limits::*;
-pub(crate) use parse::plain_words;
+pub(crate) use parse::{plain_words, struct_fields};
 pub use placement::parse_cpu_list;
 pub use schedules::*;
 pub use schema::*;
@@ -208,7 +208,7 @@ impl Scenario {
             )?;
             for i in 0..p.copies {
                 let mut e = w.clone();
-                let q = e.common_mut();
+                let q = &mut e.placement;
                 q.cgroup = q.cgroup.replace("{i}", &i.to_string());
                 q.name = q.name.replace("{i}", &i.to_string());
                 q.copies = 1;

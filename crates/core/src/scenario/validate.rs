@@ -8,6 +8,7 @@
 use super::parse::shown;
 use super::*;
 use crate::error::{quoted, Error, Result};
+use crate::workload::Check;
 use std::collections::HashSet;
 
 impl Scenario {
@@ -310,22 +311,17 @@ impl Scenario {
         }
         let n = w.nr_tasks();
         if n == 0 || n > MAX_CPUS as u64 {
-            let (field, what) = match w {
-                WorkloadSpec::Usemem(u) => (
-                    "processes",
-                    format!(
-                        "processes * threads = {} * {} = {n} tasks",
-                        u.processes, u.threads
-                    ),
-                ),
-                _ => ("threads", format!("{n} tasks")),
-            };
+            let (field, what) = w.spec().tasks_field();
             return Err(Error::scenario(
                 at(field),
                 format!("{what}: allowed 1..={MAX_CPUS} (each task needs its own CPU)"),
             ));
         }
-        self.validate_workload_kind(i, w)
+        let cx = Check {
+            index: i,
+            scenario: self,
+        };
+        w.spec().validate(&cx)
     }
 
     /// kernel.lru and the lru_gen knobs agree: `enabled` is a 3-bit mask whose bit 0 is the
@@ -388,192 +384,6 @@ impl Scenario {
                 format!("scenario.cgroup[{i}].memory.swappiness"),
                 "a cgroup v1 knob: cgroup v2 has no per-cgroup swappiness (set kernel.cgroup_version = 1, or use kernel.swappiness)",
             ));
-        }
-        Ok(())
-    }
-
-    /// The checks of one workload type.
-    fn validate_workload_kind(&self, i: usize, w: &WorkloadSpec) -> Result<()> {
-        let at = |f: &str| format!("scenario.workload[{i}].{f}");
-        match w {
-            WorkloadSpec::Usemem(u) => {
-                let pages = u.size.pages();
-                if !(1..=MAX_AREA_PAGES).contains(&pages) || u.size.0 % PAGE_SIZE != 0 {
-                    return Err(Error::scenario(
-                        at("size"),
-                        format!("{} bytes: allowed a multiple of 4096 in 4K..=16T - 4K per process (page indices are 32-bit)", u.size.0),
-                    ));
-                }
-                if pages < u.threads as u64 {
-                    return Err(Error::scenario(
-                        at("threads"),
-                        format!(
-                            "{} threads for {pages} pages: each thread needs at least one page",
-                            u.threads
-                        ),
-                    ));
-                }
-                if u.step.0 == 0 || u.step.0 % PAGE_SIZE != 0 || u.step.0 > u.size.0 {
-                    return Err(Error::scenario(
-                        at("step"),
-                        format!(
-                            "{}: allowed a multiple of 4096 in 4096..=size ({})",
-                            u.step.0, u.size.0
-                        ),
-                    ));
-                }
-                if u.text.0 % PAGE_SIZE != 0 || pages + u.text.pages() > MAX_AREA_PAGES {
-                    return Err(Error::scenario(
-                        at("text"),
-                        format!(
-                            "{} bytes: allowed a multiple of 4096, at most 16T - 4K with the area ({} bytes)",
-                            u.text.0, u.size.0
-                        ),
-                    ));
-                }
-                if let Some(r) = u.runtime {
-                    if r.0 > MAX_DURATION {
-                        return Err(Error::scenario(
-                            at("runtime"),
-                            format!("{} ns: allowed up to {MAX_DURATION} ns", r.0),
-                        ));
-                    }
-                }
-                if u.prealloc && (u.mapping != MappingKind::Anon || u.unmap) {
-                    return Err(Error::scenario(
-                        at("prealloc"),
-                        "true: the parent's area is shared copy-on-write with its forked workers, which needs mapping = \"anon\" and unmap = false",
-                    ));
-                }
-                if u.fill && u.prefault {
-                    return Err(Error::scenario(
-                        at("fill"),
-                        "true: the area is populated by `prefault` already; allowed: one of fill and prefault",
-                    ));
-                }
-                if u.rate == Some(Size(0)) {
-                    return Err(Error::scenario(
-                        at("rate"),
-                        "0 bytes per second: allowed 1 or more; to run without a limit (fio's rate = 0), leave `rate` out",
-                    ));
-                }
-                if !u.rate_catch_up && u.rate.is_none() {
-                    return Err(Error::scenario(
-                        at("rate_catch_up"),
-                        "false: needs a `rate` (an unpaced thread has no schedule to keep)",
-                    ));
-                }
-            }
-            WorkloadSpec::Trace(t) => {
-                if let Some(c) = &t.csv {
-                    if c.delimiter.len() != 1 {
-                        return Err(Error::scenario(
-                            at("csv.delimiter"),
-                            format!("{}: one ASCII character", quoted(&c.delimiter)),
-                        ));
-                    }
-                    for (name, col) in [
-                        ("obj_id", Some(&c.obj_id)),
-                        ("obj_size", c.obj_size.as_ref()),
-                        ("op", c.op.as_ref()),
-                        ("time", c.time.as_ref()),
-                    ] {
-                        match col {
-                            Some(CsvColumn::Number(0)) => {
-                                return Err(Error::scenario(
-                                    at(&format!("csv.{name}")),
-                                    "0: column numbers start at 1",
-                                ));
-                            }
-                            Some(CsvColumn::Name(_)) if !c.header => {
-                                return Err(Error::scenario(at(&format!("csv.{name}")), "a column name needs header = true; give its 1-based number instead"));
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                if !std::path::Path::new(&t.path).is_file() {
-                    return Err(Error::scenario(
-                        at("path"),
-                        format!("{}: no such file", quoted(&t.path)),
-                    ));
-                }
-                // The trace opens and has a first request (an empty trace, a CSV
-                // with only a header or an empty DAMON list is refused here).
-                crate::trace::probe(&t.path, t.format, t.csv.as_ref(), self.seed)?;
-            }
-            WorkloadSpec::RequestChurn(r) => {
-                if r.threads < 2 {
-                    return Err(Error::scenario(
-                        at("threads"),
-                        format!("{}: a pipeline needs at least 2 workers", r.threads),
-                    ));
-                }
-                let req = r.request_size.pages();
-                if req == 0 || req > 65536 || r.request_size.0 % PAGE_SIZE != 0 {
-                    return Err(Error::scenario(
-                        at("request_size"),
-                        format!(
-                            "{} bytes: allowed a multiple of 4096 in 4K..=256M",
-                            r.request_size.0
-                        ),
-                    ));
-                }
-                // Each worker's buffers are a ring of REQUEST_RING requests in the
-                // process's one address space.
-                let area = req * crate::workload::REQUEST_RING * r.threads as u64;
-                if area > MAX_AREA_PAGES {
-                    return Err(Error::scenario(
-                        at("request_size"),
-                        format!(
-                            "{} bytes * {} buffers * {} workers = {area} pages: the process's area holds at most {MAX_AREA_PAGES} pages (page indices are 32-bit)",
-                            r.request_size.0,
-                            crate::workload::REQUEST_RING,
-                            r.threads
-                        ),
-                    ));
-                }
-                if !(r.load > 0.0 && r.load <= 1.0) {
-                    return Err(Error::scenario(
-                        at("load"),
-                        format!("{}: allowed (0, 1]", r.load),
-                    ));
-                }
-                if r.service.0 > MAX_DURATION {
-                    return Err(Error::scenario(
-                        at("service"),
-                        format!("{} ns: allowed up to {MAX_DURATION} ns", r.service.0),
-                    ));
-                }
-            }
-            WorkloadSpec::FileRead(f) => {
-                if f.files.is_empty() {
-                    return Err(Error::scenario(
-                        at("files"),
-                        "an empty list: one or more file sizes of at least one page",
-                    ));
-                }
-                for (j, sz) in f.files.iter().enumerate() {
-                    if !(1..=MAX_AREA_PAGES).contains(&sz.pages()) || sz.0 % PAGE_SIZE != 0 {
-                        return Err(Error::scenario(
-                            at(&format!("files[{j}]")),
-                            format!("{} bytes: allowed a multiple of 4096 in 4K..=16T - 4K per file (page indices are 32-bit)", sz.0),
-                        ));
-                    }
-                }
-                if f.pattern == FilePattern::Hotscan && f.files.len() != 2 {
-                    return Err(Error::scenario(
-                        at("files"),
-                        format!("{} files: pattern \"hotscan\" needs exactly two: [hot set, streamed file]", f.files.len()),
-                    ));
-                }
-                if f.pattern == FilePattern::Zipf && !(f.theta > 0.0 && f.theta.is_finite()) {
-                    return Err(Error::scenario(
-                        at("theta"),
-                        format!("{}: allowed a finite number > 0", f.theta),
-                    ));
-                }
-            }
         }
         Ok(())
     }

@@ -39,6 +39,40 @@ fn comma() -> String {
     ",".into()
 }
 
+impl CsvColumns {
+    /// The table's own checks: a one-character delimiter, column numbers from 1, names
+    /// only with a header. On error, the field (`delimiter`, `obj_id`, ...) and what is
+    /// wrong with it.
+    pub fn check(&self) -> std::result::Result<(), (&'static str, String)> {
+        if self.delimiter.len() != 1 {
+            return Err((
+                "delimiter",
+                format!("{}: one ASCII character", quoted(&self.delimiter)),
+            ));
+        }
+        for (name, col) in [
+            ("obj_id", Some(&self.obj_id)),
+            ("obj_size", self.obj_size.as_ref()),
+            ("op", self.op.as_ref()),
+            ("time", self.time.as_ref()),
+        ] {
+            match col {
+                Some(CsvColumn::Number(0)) => {
+                    return Err((name, "0: column numbers start at 1".into()));
+                }
+                Some(CsvColumn::Name(_)) if !self.header => {
+                    return Err((
+                        name,
+                        "a column name needs header = true; give its 1-based number instead".into(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A CSV column: its header name or its 1-based number.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(untagged)]
@@ -50,7 +84,7 @@ pub enum CsvColumn {
 /// CSV with mapped columns.
 pub(super) struct CsvSource {
     file: String,
-    rd: csv::Reader<LineCap<Box<dyn Read>>>,
+    rd: csv::Reader<LineCap<Box<dyn Read + Send>>>,
     rec: csv::StringRecord,
     obj_id: usize,
     obj_size: Option<usize>,
@@ -62,7 +96,7 @@ pub(super) struct CsvSource {
 impl CsvSource {
     pub(super) fn new(
         path: &str,
-        file: LineCap<Box<dyn Read>>,
+        file: LineCap<Box<dyn Read + Send>>,
         cols: Option<&CsvColumns>,
     ) -> Result<Self> {
         let default = CsvColumns {

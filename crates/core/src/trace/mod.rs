@@ -63,8 +63,8 @@ impl Request {
     }
 }
 
-/// A stream of requests.
-pub trait Source {
+/// A stream of requests (Send: the host runner reads a trace on a thread of its own).
+pub trait Source: Send {
     /// The next request, None at the end of the trace.
     fn next_request(&mut self) -> Result<Option<Request>>;
 
@@ -190,7 +190,7 @@ impl<R: Read> Read for LineCap<R> {
 /// A trace's content and, when known before reading it (a regular file, bytes in
 /// memory), its length in bytes.
 struct Content {
-    rd: Box<dyn Read>,
+    rd: Box<dyn Read + Send>,
     len: Option<u64>,
 }
 
@@ -259,7 +259,7 @@ fn open_reader(
         TraceFormat::OracleGeneralZst => {
             let dec = zstd::stream::read::Decoder::new(rd)
                 .map_err(|e| err(path, 0, format!("not a zstd stream: {e}")))?;
-            let rd: Box<dyn Read> = Box::new(dec);
+            let rd: Box<dyn Read + Send> = Box::new(dec);
             Box::new(OracleSource::new(
                 path,
                 BufReader::with_capacity(1 << 16, rd),

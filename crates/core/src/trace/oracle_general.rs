@@ -45,12 +45,12 @@ pub(super) fn check_oracle_length(
 /// libCacheSim oracleGeneral records.
 pub(super) struct OracleSource {
     file: String,
-    rd: BufReader<Box<dyn Read>>,
+    rd: BufReader<Box<dyn Read + Send>>,
     record: u64,
 }
 
 impl OracleSource {
-    pub(super) fn new(path: &str, rd: BufReader<Box<dyn Read>>) -> Self {
+    pub(super) fn new(path: &str, rd: BufReader<Box<dyn Read + Send>>) -> Self {
         OracleSource {
             file: path.into(),
             rd,

@@ -9,13 +9,13 @@ use std::io::{BufRead, BufReader, Read};
 /// One id per line.
 pub(super) struct TextSource {
     file: String,
-    rd: BufReader<LineCap<Box<dyn Read>>>,
+    rd: BufReader<LineCap<Box<dyn Read + Send>>>,
     line: String,
     record: u64,
 }
 
 impl TextSource {
-    pub(super) fn new(path: &str, rd: LineCap<Box<dyn Read>>) -> Self {
+    pub(super) fn new(path: &str, rd: LineCap<Box<dyn Read + Send>>) -> Self {
         TextSource {
             file: path.into(),
             rd: BufReader::with_capacity(1 << 16, rd),
