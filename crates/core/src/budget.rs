@@ -117,14 +117,9 @@ pub fn available_memory() -> Option<u64> {
     Some(kb.saturating_mul(1024))
 }
 
-/// Estimate the host memory of a validated scenario's run.
-pub fn estimate(sc: &Scenario) -> Estimate {
-    let m = &sc.machine;
-    let frames = m.memory_per_node.pages() * m.nodes as u64;
-    let nodes = m.nodes as u64;
-    let cpus = m.cpus as u64 + nodes;
-    let mut terms = Terms::default();
-
+/// The pages the workloads can keep resident on a machine of `frames` frames, and the
+/// anonymous pages that the cgroups and the machine cannot hold (those go to swap).
+fn resident(sc: &Scenario, frames: u64) -> (u64, u64) {
     // Frames: each workload's pages go to its cgroup; a cgroup holds at most its
     // memory.max and what its subtree asks for (children come after their parents in the
     // list, so one backward pass sums the tree).
@@ -157,7 +152,18 @@ pub fn estimate(sc: &Scenario) -> Estimate {
         anon[parent] = anon[parent].saturating_add(anon_held);
     }
     overflow = overflow.saturating_add(anon[0] - anon[0].min(frames));
-    let used = want[0].min(frames);
+    (want[0].min(frames), overflow)
+}
+
+/// Estimate the host memory of a validated scenario's run.
+pub fn estimate(sc: &Scenario) -> Estimate {
+    let m = &sc.machine;
+    let frames = m.memory_per_node.pages() * m.nodes as u64;
+    let nodes = m.nodes as u64;
+    let cpus = m.cpus as u64 + nodes;
+    let mut terms = Terms::default();
+
+    let (used, overflow) = resident(sc, frames);
     // MGLRU writes a generation byte per frame beside the table (Frames::lru_gen).
     let per = FRAME_BYTES + u64::from(sc.kernel.lru == crate::scenario::LruKind::Mglru);
     terms.add(
@@ -183,7 +189,7 @@ pub fn estimate(sc: &Scenario) -> Estimate {
         );
     }
 
-    let memcgs = n as u64 + 1;
+    let memcgs = sc.cgroups.len() as u64 + 1;
     terms.add(
         format!("memcg state ({memcgs} cgroups on {nodes} node(s) and {cpus} CPUs)"),
         "scenario.cgroup".into(),

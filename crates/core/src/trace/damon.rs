@@ -72,116 +72,7 @@ impl DamonSource {
         };
         let mut snapshots = Vec::new();
         for (ri, r) in records.iter().enumerate() {
-            let rec = ri as u64 + 1;
-            let iv = r.get("intervals");
-            let interval = |name: &str, default: f64| -> Result<f64> {
-                match iv.and_then(|i| i.get(name)) {
-                    None => Ok(default),
-                    Some(x) => match num(x) {
-                        Some(t) if t > 0.0 && t.is_finite() => Ok(t),
-                        _ => Err(err(
-                            path,
-                            rec,
-                            format!("intervals.{name} {x}: expected a number of microseconds > 0"),
-                        )),
-                    },
-                }
-            };
-            let sample = interval("sample_us", 5000.0)?;
-            let aggr = interval("aggr_us", 100_000.0)?;
-            // DAMON refuses a sampling interval longer than the aggregation interval
-            // (damon_set_attrs: -EINVAL).
-            if sample > aggr {
-                return Err(err(
-                    path,
-                    rec,
-                    format!(
-                        "intervals.sample_us {sample} above aggr_us {aggr}: allowed sample_us <= aggr_us (an aggregation interval holds whole sampling intervals)"
-                    ),
-                ));
-            }
-            // nr_accesses counts the sampling intervals of one aggregation interval in
-            // which DAMON found the region accessed: at most aggr_us / sample_us.
-            let max_acc = aggr / sample;
-            let snaps = r
-                .get("snapshots")
-                .and_then(|s| s.as_array())
-                .ok_or_else(|| err(path, rec, "record without a \"snapshots\" list"))?;
-            for (si, s) in snaps.iter().enumerate() {
-                let regions = s
-                    .get("regions")
-                    .and_then(|x| x.as_array())
-                    .ok_or_else(|| err(path, rec, "snapshot without a \"regions\" list"))?;
-                let mut out = Vec::with_capacity(regions.len());
-                for (gi, g) in regions.iter().enumerate() {
-                    let start = g.get("start").and_then(num);
-                    let end = g.get("end").and_then(num);
-                    let acc = g.get("nr_accesses").and_then(num);
-                    let (Some(start), Some(end), Some(acc)) = (start, end, acc) else {
-                        return Err(err(
-                            path,
-                            rec,
-                            format!(
-                                "region {} lacks numeric start, end or nr_accesses",
-                                cut(g.to_string())
-                            ),
-                        ));
-                    };
-                    if !(0.0..TWO_64).contains(&start) || !(0.0..TWO_64).contains(&end) {
-                        return Err(err(
-                            path,
-                            rec,
-                            format!("region [{start}, {end}): addresses must be in 0..2^64"),
-                        ));
-                    }
-                    if end < start {
-                        return Err(err(
-                            path,
-                            rec,
-                            format!("region end {end} before start {start}"),
-                        ));
-                    }
-                    if !(acc >= 0.0 && acc.is_finite()) {
-                        return Err(err(
-                            path,
-                            rec,
-                            format!("region nr_accesses {acc}: expected a count >= 0"),
-                        ));
-                    }
-                    if acc > max_acc {
-                        let shown = g
-                            .get("nr_accesses")
-                            .map_or(String::new(), |x| cut(x.to_string()));
-                        return Err(err(
-                            path,
-                            rec,
-                            format!(
-                                "snapshot {} region {}: nr_accesses {shown}: allowed 0..={max_acc} (aggr_us / sample_us = {aggr} / {sample}: the sampling intervals of one aggregation interval, in which DAMON counts the region's accesses)",
-                                si + 1,
-                                gi + 1
-                            ),
-                        ));
-                    }
-                    let (first, last) =
-                        (start as u64 / PAGE_SIZE, (end as u64).div_ceil(PAGE_SIZE));
-                    if last - first > u32::MAX as u64 {
-                        return Err(err(
-                            path,
-                            rec,
-                            format!(
-                                "region [{start}, {end}) spans {} pages: allowed at most {} (16 TiB; page indices are 32-bit)",
-                                last - first,
-                                u32::MAX
-                            ),
-                        ));
-                    }
-                    let p = acc / max_acc;
-                    if p > 0.0 {
-                        out.push((first, last, p));
-                    }
-                }
-                snapshots.push(out);
-            }
+            snapshots.extend(record_snapshots(path, ri as u64 + 1, r)?);
         }
         Ok(DamonSource {
             file: path.into(),
@@ -256,4 +147,151 @@ impl Source for DamonSource {
         }
         Ok(true)
     }
+}
+
+/// A record's sampling and aggregation intervals [us], and the most samples of one
+/// aggregation interval in which a region can be seen accessed.
+struct Intervals {
+    sample: f64,
+    aggr: f64,
+    max_acc: f64,
+}
+
+/// Record `rec`'s `intervals` (damo's defaults when absent).
+fn intervals(path: &str, rec: u64, r: &serde_json::Value) -> Result<Intervals> {
+    let iv = r.get("intervals");
+    let interval = |name: &str, default: f64| -> Result<f64> {
+        match iv.and_then(|i| i.get(name)) {
+            None => Ok(default),
+            Some(x) => match num(x) {
+                Some(t) if t > 0.0 && t.is_finite() => Ok(t),
+                _ => Err(err(
+                    path,
+                    rec,
+                    format!("intervals.{name} {x}: expected a number of microseconds > 0"),
+                )),
+            },
+        }
+    };
+    let sample = interval("sample_us", 5000.0)?;
+    let aggr = interval("aggr_us", 100_000.0)?;
+    // DAMON refuses a sampling interval longer than the aggregation interval
+    // (damon_set_attrs: -EINVAL).
+    if sample > aggr {
+        return Err(err(
+            path,
+            rec,
+            format!(
+                "intervals.sample_us {sample} above aggr_us {aggr}: allowed sample_us <= aggr_us (an aggregation interval holds whole sampling intervals)"
+            ),
+        ));
+    }
+    // nr_accesses counts the sampling intervals of one aggregation interval in which
+    // DAMON found the region accessed: at most aggr_us / sample_us.
+    Ok(Intervals {
+        sample,
+        aggr,
+        max_acc: aggr / sample,
+    })
+}
+
+/// The snapshots of record `rec`: per snapshot, its regions accessed at a positive rate
+/// as (start page, end page, access probability).
+fn record_snapshots(
+    path: &str,
+    rec: u64,
+    r: &serde_json::Value,
+) -> Result<Vec<Vec<(u64, u64, f64)>>> {
+    let iv = intervals(path, rec, r)?;
+    let snaps = r
+        .get("snapshots")
+        .and_then(|s| s.as_array())
+        .ok_or_else(|| err(path, rec, "record without a \"snapshots\" list"))?;
+    let mut out = Vec::with_capacity(snaps.len());
+    for (si, s) in snaps.iter().enumerate() {
+        let regions = s
+            .get("regions")
+            .and_then(|x| x.as_array())
+            .ok_or_else(|| err(path, rec, "snapshot without a \"regions\" list"))?;
+        let mut snap = Vec::with_capacity(regions.len());
+        for (gi, g) in regions.iter().enumerate() {
+            snap.extend(region(path, rec, (si, gi), g, &iv)?);
+        }
+        out.push(snap);
+    }
+    Ok(out)
+}
+
+/// Region `gi` of snapshot `si` of record `rec` as (start page, end page, access
+/// probability); None when it was not seen accessed.
+fn region(
+    path: &str,
+    rec: u64,
+    (si, gi): (usize, usize),
+    g: &serde_json::Value,
+    iv: &Intervals,
+) -> Result<Option<(u64, u64, f64)>> {
+    let start = g.get("start").and_then(num);
+    let end = g.get("end").and_then(num);
+    let acc = g.get("nr_accesses").and_then(num);
+    let (Some(start), Some(end), Some(acc)) = (start, end, acc) else {
+        return Err(err(
+            path,
+            rec,
+            format!(
+                "region {} lacks numeric start, end or nr_accesses",
+                cut(g.to_string())
+            ),
+        ));
+    };
+    if !(0.0..TWO_64).contains(&start) || !(0.0..TWO_64).contains(&end) {
+        return Err(err(
+            path,
+            rec,
+            format!("region [{start}, {end}): addresses must be in 0..2^64"),
+        ));
+    }
+    if end < start {
+        return Err(err(
+            path,
+            rec,
+            format!("region end {end} before start {start}"),
+        ));
+    }
+    if !(acc >= 0.0 && acc.is_finite()) {
+        return Err(err(
+            path,
+            rec,
+            format!("region nr_accesses {acc}: expected a count >= 0"),
+        ));
+    }
+    let (max_acc, aggr, sample) = (iv.max_acc, iv.aggr, iv.sample);
+    if acc > max_acc {
+        let shown = g
+            .get("nr_accesses")
+            .map_or(String::new(), |x| cut(x.to_string()));
+        return Err(err(
+            path,
+            rec,
+            format!(
+                "snapshot {} region {}: nr_accesses {shown}: allowed 0..={max_acc} (aggr_us / sample_us = {aggr} / {sample}: the sampling intervals of one aggregation interval, in which DAMON counts the region's accesses)",
+                si + 1,
+                gi + 1
+            ),
+        ));
+    }
+    let (first, last) = (start as u64 / PAGE_SIZE, (end as u64).div_ceil(PAGE_SIZE));
+    if last - first > u32::MAX as u64 {
+        return Err(err(
+            path,
+            rec,
+            format!(
+                "region [{start}, {end}) spans {} pages: allowed at most {} (16 TiB; page indices are 32-bit)",
+                last - first,
+                u32::MAX
+            ),
+        ));
+    }
+    let p = acc / max_acc;
+    Ok((p > 0.0).then_some((first, last, p)))
 }
