@@ -13,23 +13,26 @@
 //! | tasks | per task: its future, its CPU's batches and run queue entry | built at start |
 //! | time series | per row (one per cgroup per sample): the row, its JSON and the front's copy | one row per cgroup every sample_interval until duration |
 //!
-//! Trace workloads grow as their objects appear: their index is not in the estimate; the
+//! Each workload's module adds its own terms (page tables, page-cache index) and says what
+//! it can keep resident (`workload::Workload::memory`, `demand`). Trace workloads grow as
+//! their objects appear (`Workload::grows`): their index is not in the estimate; the
 //! budget left over is shared among them and enforced as objects are mapped
 //! (`trace::PageMap::limit`). The estimate excludes the process's own baseline (the
 //! interpreter and libraries): it is what the run adds, compared with what is available.
 //! docs/bench.md compares it with measured peak RSS.
 
 use crate::error::{Error, Result};
-use crate::scenario::{Limit, MappingKind, Scenario, WorkloadSpec};
+use crate::scenario::{Limit, Scenario};
+use crate::workload::Check;
 
 /// Host bytes per frame: a 16-byte `Page`, an 8-byte `LruLink` and the line-owner byte
 /// (mm/lru_lines.rs).
 pub const FRAME_BYTES: u64 = 25;
 /// Host bytes per PTE (u32), plus the PTE-table presence map (1 byte per 512 PTEs).
-const PTE_BYTES: f64 = 4.0 + 1.0 / 512.0;
+pub const PTE_BYTES: f64 = 4.0 + 1.0 / 512.0;
 /// Host bytes per page-cache slot (u64), plus the xarray-node presence maps (1 byte per
 /// 64 slots, and per 64 of those...).
-const CACHE_BYTES: f64 = 8.0 + 1.0 / 63.0;
+pub const CACHE_BYTES: f64 = 8.0 + 1.0 / 63.0;
 /// Host bytes per swap slot used: the swap map's u64 (slots are handed out in order; the
 /// free stack of slots given back stays small next to it).
 const SWAP_SLOT_BYTES: u64 = 8;
@@ -60,6 +63,19 @@ pub struct Term {
     /// The scenario field that sets its size, e.g. `scenario.workload[0].size`.
     pub field: String,
     pub bytes: u64,
+}
+
+/// Terms of an estimate as they are added (a term of 0 bytes is left out).
+#[derive(Debug, Default)]
+pub struct Terms(Vec<Term>);
+
+impl Terms {
+    /// Add a term: what the memory holds, the field that sets its size, its bytes.
+    pub fn add(&mut self, name: String, field: String, bytes: u64) {
+        if bytes > 0 {
+            self.0.push(Term { name, field, bytes });
+        }
+    }
 }
 
 /// The estimated host memory of a run.
@@ -101,45 +117,9 @@ pub fn available_memory() -> Option<u64> {
     Some(kb.saturating_mul(1024))
 }
 
-/// Pages a workload can keep resident (before its cgroup's limits), and of those, how
-/// many are anonymous. A trace's footprint is unknown until it is read: the machine's
-/// `frames`.
-fn demand(w: &WorkloadSpec, frames: u64) -> (u64, u64) {
-    match w {
-        WorkloadSpec::Usemem(u) => {
-            // With prealloc, the parent's area besides each worker's copies.
-            let p = (u.processes as u64 + u.prealloc as u64) * u.size.pages();
-            match u.mapping {
-                // Shmem folios are swap-backed, on the anon LRU, as anonymous ones.
-                MappingKind::Anon | MappingKind::Shmem => (p, p),
-                MappingKind::SharedFile => (p, 0),
-            }
-        }
-        WorkloadSpec::FileRead(f) => (f.files.iter().map(|s| s.pages()).sum(), 0),
-        WorkloadSpec::RequestChurn(r) => {
-            let p = r.request_size.pages() * crate::workload::REQUEST_RING * r.threads as u64;
-            (p, p)
-        }
-        WorkloadSpec::Trace(t) => match t.target {
-            crate::scenario::TraceTarget::File => (frames, 0),
-            crate::scenario::TraceTarget::Anon => (frames, frames),
-        },
-    }
-}
-
-/// Estimate the host memory of a validated scenario's run.
-pub fn estimate(sc: &Scenario) -> Estimate {
-    let m = &sc.machine;
-    let frames = m.memory_per_node.pages() * m.nodes as u64;
-    let nodes = m.nodes as u64;
-    let cpus = m.cpus as u64 + nodes;
-    let mut terms: Vec<Term> = Vec::new();
-    let mut add = |name: String, field: String, bytes: u64| {
-        if bytes > 0 {
-            terms.push(Term { name, field, bytes });
-        }
-    };
-
+/// The pages the workloads can keep resident on a machine of `frames` frames, and the
+/// anonymous pages that the cgroups and the machine cannot hold (those go to swap).
+fn resident(sc: &Scenario, frames: u64) -> (u64, u64) {
     // Frames: each workload's pages go to its cgroup; a cgroup holds at most its
     // memory.max and what its subtree asks for (children come after their parents in the
     // list, so one backward pass sums the tree).
@@ -154,7 +134,7 @@ pub fn estimate(sc: &Scenario) -> Estimate {
     let mut anon = vec![0u64; n + 1];
     for w in &sc.workloads {
         let c = index.get(w.common().cgroup.as_str()).copied().unwrap_or(0);
-        let (pages, a) = demand(w, frames);
+        let (pages, a) = w.spec().demand(frames);
         want[c] = want[c].saturating_add(pages);
         anon[c] = anon[c].saturating_add(a);
     }
@@ -172,66 +152,45 @@ pub fn estimate(sc: &Scenario) -> Estimate {
         anon[parent] = anon[parent].saturating_add(anon_held);
     }
     overflow = overflow.saturating_add(anon[0] - anon[0].min(frames));
-    let used = want[0].min(frames);
+    (want[0].min(frames), overflow)
+}
+
+/// Estimate the host memory of a validated scenario's run.
+pub fn estimate(sc: &Scenario) -> Estimate {
+    let m = &sc.machine;
+    let frames = m.memory_per_node.pages() * m.nodes as u64;
+    let nodes = m.nodes as u64;
+    let cpus = m.cpus as u64 + nodes;
+    let mut terms = Terms::default();
+
+    let (used, overflow) = resident(sc, frames);
     // MGLRU writes a generation byte per frame beside the table (Frames::lru_gen).
     let per = FRAME_BYTES + u64::from(sc.kernel.lru == crate::scenario::LruKind::Mglru);
-    add(
+    terms.add(
         format!("frame table ({per} bytes per page of the {used} pages the workloads can use)"),
         "scenario.machine.memory_per_node".into(),
         used * per,
     );
 
-    for (i, w) in sc.workloads.iter().enumerate() {
-        let at = |f: &str| format!("scenario.workload[{i}].{f}");
-        match w {
-            WorkloadSpec::Usemem(u) => {
-                let p = (u.processes as u64 + u.prealloc as u64) * u.size.pages();
-                // A forked area also has its write-protect bits, one per page.
-                let per = PTE_BYTES + if u.prealloc { 1.0 / 8.0 } else { 0.0 };
-                add(
-                    format!("page tables of workload[{i}] (usemem, {p} pages)"),
-                    at("size"),
-                    (p as f64 * per) as u64,
-                );
-                if u.mapping == MappingKind::SharedFile {
-                    add(
-                        format!("page-cache index of workload[{i}] (shared_file, {p} pages)"),
-                        at("size"),
-                        (p as f64 * CACHE_BYTES) as u64,
-                    );
-                }
-            }
-            WorkloadSpec::RequestChurn(r) => {
-                let p = r.request_size.pages() * crate::workload::REQUEST_RING * r.threads as u64;
-                add(
-                    format!("page tables of workload[{i}] (request_churn, {p} pages)"),
-                    at("request_size"),
-                    (p as f64 * PTE_BYTES) as u64,
-                );
-            }
-            WorkloadSpec::FileRead(f) => {
-                let p: u64 = f.files.iter().map(|s| s.pages()).sum();
-                add(
-                    format!("page-cache index of workload[{i}] (file_read, {p} pages)"),
-                    at("files"),
-                    (p as f64 * CACHE_BYTES) as u64,
-                );
-            }
-            WorkloadSpec::Trace(_) => {}
-        }
+    for (index, w) in sc.workloads.iter().enumerate() {
+        let cx = Check {
+            index,
+            scenario: sc,
+        };
+        w.spec().memory(&cx, &mut terms);
     }
 
     if let Some(sw) = &m.swap {
         let slots = sw.size.pages().min(overflow);
-        add(
+        terms.add(
             format!("swap map ({slots} slots: the anonymous pages the cgroups and the machine cannot hold)"),
             "scenario.machine.swap.size".into(),
             slots * SWAP_SLOT_BYTES,
         );
     }
 
-    let memcgs = n as u64 + 1;
-    add(
+    let memcgs = sc.cgroups.len() as u64 + 1;
+    terms.add(
         format!("memcg state ({memcgs} cgroups on {nodes} node(s) and {cpus} CPUs)"),
         "scenario.cgroup".into(),
         memcgs
@@ -240,18 +199,19 @@ pub fn estimate(sc: &Scenario) -> Estimate {
                 + cpus * (MEMCG_CPU_BYTES + nodes * MEMCG_NODE_CPU_BYTES)),
     );
     let tasks: u64 = sc.workloads.iter().map(|w| w.nr_tasks()).sum::<u64>() + 2 * nodes;
-    add(
+    terms.add(
         format!("tasks and CPUs ({tasks} tasks on {cpus} CPUs)"),
         "scenario.workload".into(),
         tasks * TASK_BYTES + cpus * CPU_BYTES,
     );
     let samples = sc.duration.0 / sc.sample_interval.0;
-    add(
+    terms.add(
         format!("time series ({samples} samples of {memcgs} cgroups: duration / sample_interval)"),
         "scenario.sample_interval".into(),
         samples.saturating_mul(memcgs).saturating_mul(ROW_BYTES),
     );
 
+    let terms = terms.0;
     let total = terms.iter().fold(0u64, |a, t| a.saturating_add(t.bytes));
     Estimate { total, terms }
 }

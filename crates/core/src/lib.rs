@@ -1,13 +1,19 @@
 //! reclaimsim-core: a deterministic discrete-event simulator of the Linux kernel's page
-//! reclaim (classic LRU), in pure Rust.
+//! reclaim (the classic LRU and MGLRU), in pure Rust.
 //!
 //! ```text
-//!  Scenario (JSON/TOML) --> sim::Sim::new --> engine (tasks, clocks, locks, cache lines)
+//!  Scenario (JSON/TOML) --> sim::Sim::build --> engine (tasks, clocks, locks, cache lines)
 //!                                 |                 ^
 //!                                 v                 |
 //!                          mm model (kernel names) --+--> report::Report (JSON)
-//!                          workloads (usemem, file_read)
+//!                          workloads (usemem, file_read, request_churn, trace)
 //! ```
+//!
+//! `scenario/` is the schema and its checks (its generic part names no workload type);
+//! `workload/` has one module per workload type, each owning its schema, checks, budget
+//! terms, simulated tasks and host replay behind the `workload::Workload` trait, and the
+//! registry of types; `trace/` has the trace readers, one file per format; `budget.rs`
+//! estimates a run's host memory; `sim.rs` builds and runs the simulation.
 //!
 //! Layout mirrors the kernel: `mm/vmscan.rs` holds get_scan_count and shrink_* as
 //! `mm/vmscan.c` does, `mm/workingset.rs` the refault detection, `mm/swap.rs` the per-CPU LRU

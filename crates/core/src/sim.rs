@@ -16,7 +16,7 @@ use crate::mm::swapfile::SwapInfo;
 use crate::mm::vmstat::NR_VM_EVENTS;
 use crate::mm::{MemcgId, Mm};
 use crate::report::{Report, Sampler};
-use crate::scenario::{parent_path, Scenario, SwapDevice, WorkloadSpec};
+use crate::scenario::{parent_path, Scenario, SwapDevice};
 use crate::workload::access::Access;
 use crate::workload::{self, WorkloadStats};
 use std::cell::{Cell, RefCell};
@@ -454,20 +454,13 @@ impl Sim {
                 n as u32,
             ));
             self.tallies.borrow_mut().push(Rc::default());
-            match w {
-                WorkloadSpec::Usemem(u) => {
-                    workload::spawn_usemem(self, wi, u, memcg, &cpus, &mut stream)
-                }
-                WorkloadSpec::FileRead(f) => {
-                    workload::spawn_file_read(self, wi, f, memcg, &cpus, &mut stream)
-                }
-                WorkloadSpec::RequestChurn(r) => {
-                    workload::spawn_request_churn(self, wi, r, memcg, &cpus, &mut stream)
-                }
-                WorkloadSpec::Trace(t) => {
-                    workload::spawn_trace(self, wi, t, memcg, &cpus, &mut stream)?
-                }
-            }
+            let at = workload::Spawn {
+                wi,
+                start: pl.start.0,
+                memcg,
+                cpus: &cpus,
+            };
+            w.spec().spawn(self, &at, &mut stream)?;
         }
         Ok(())
     }
@@ -744,11 +737,7 @@ pub fn run_with(
 ) -> Result<Report> {
     let limit = crate::budget::limit(max_memory);
     let estimate = crate::budget::check(sc, limit)?;
-    let traces = sc
-        .workloads
-        .iter()
-        .filter(|w| matches!(w, WorkloadSpec::Trace(_)))
-        .count() as u64;
+    let traces = sc.workloads.iter().filter(|w| w.spec().grows()).count() as u64;
     let sim = Sim::build(sc)?;
     if let (Some(l), true) = (limit, traces > 0) {
         sim.trace_memory

@@ -1,21 +1,13 @@
 //! reclaimsim-host: replay a scenario's workloads on the host kernel, for `reclaimsim
 //! kernel-run`.
 //!
-//! Each workload thread draws its accesses from the same generator the simulator uses
-//! (`reclaimsim_core::workload::access`), seeded from the same stream, and performs them
-//! for real:
-//!
-//! - usemem: one anonymous private mapping per process (THP off by MADV_NOHUGEPAGE, since
-//!   the model has base pages only); a touch writes one word of the page; the prefault
-//!   walk (MAP_POPULATE in usemem) writes the word and then applies MADV_POPULATE_WRITE
-//!   to the page, whose FOLL_TOUCH marks the folio accessed as MAP_POPULATE's does (a
-//!   kernel without it is refused); `unmap` between passes is MADV_DONTNEED on the
-//!   thread's span (the zap the model does). Major faults (getrusage, per thread) are the
-//!   misses.
-//! - file_read: files opened with POSIX_FADV_RANDOM (readahead off, one page per read, as
-//!   the model reads); each access is first classified by mincore() on a never-touched
-//!   MAP_SHARED mapping of the file (it does not disturb the page cache), then read with
-//!   pread() of one page.
+//! Each workload thread draws its accesses from the same generator the simulator uses,
+//! seeded from the same stream, and performs them for real; a paced thread keeps the
+//! simulator's pace (the same rule, open or closed loop). What to replay comes from the
+//! workload's module (`reclaimsim_core::workload::Workload`'s host methods: processes,
+//! threads, files, areas, accesses, pacing), so this crate names no workload: `replay.rs`
+//! performs the accesses (anonymous touches, MAP_POPULATE's walk, unmaps, page-cache
+//! reads classified by mincore).
 //!
 //! With `pin` (kernel-run --pin), each thread runs pinned to the CPU the simulator gives
 //! its task, where the host has that CPU ([`affinity`]).
@@ -25,17 +17,17 @@
 
 pub mod affinity;
 pub mod calibrate;
+pub mod replay;
 
-use reclaimsim_core::scenario::{
-    FileRead, MappingKind, Scenario, Trace, TraceTarget, Usemem, WorkloadSpec, PAGE_SIZE,
-};
-use reclaimsim_core::trace;
-use reclaimsim_core::workload::access::{bounded, task_rng, Access, FileReadSeq, UsememSeq};
+use reclaimsim_core::scenario::{Scenario, WorkloadSpec, PAGE_SIZE};
+use reclaimsim_core::workload::access::Access;
+use reclaimsim_core::workload::host::{HostPlan, HostPrepared};
+use replay::{Clocks, Mapping};
 use serde::Serialize;
-use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+
+pub use replay::{Clock, WallClock};
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -52,19 +44,19 @@ pub const LIVE_FIELDS: [&str; 6] = [
 /// How often (in accesses) a thread publishes its counters to the live file: often
 /// enough that kernel-run --vm's memory.reclaim writes, made at a count of accesses, land
 /// within 256 accesses per thread of it (five stores each time, against a page access).
-const PUBLISH_EVERY: u64 = 256;
+pub(crate) const PUBLISH_EVERY: u64 = 256;
 
 /// A thread's slot in the live-statistics file: a shared mapping the parent reads after
 /// the process ends, also when the OOM killer ended it.
 #[derive(Clone, Copy)]
-struct Live(*mut u64);
+pub(crate) struct Live(*mut u64);
 
 // SAFETY: each thread writes only its own slot; the parent reads after the process exits.
 unsafe impl Send for Live {}
 unsafe impl Sync for Live {}
 
 impl Live {
-    fn publish(&self, st: &mut ThreadStats) {
+    pub(crate) fn publish(&self, st: &mut ThreadStats) {
         st.elapsed_ns = st.started.map_or(0, |t| t.elapsed().as_nanos() as u64);
         if self.0.is_null() {
             return;
@@ -147,30 +139,30 @@ pub struct ProcessStats {
 
 /// Whether workload `wi` can be replayed natively, and how many processes it has.
 pub fn processes(sc: &Scenario, wi: usize) -> Result<u32, String> {
+    plan(sc, wi).map(|p| p.processes)
+}
+
+/// How workload `wi` is replayed natively, or why it cannot be: it must end by itself,
+/// its module must have a host replay, and a kernel without MADV_POPULATE_WRITE cannot
+/// replay a populating walk.
+fn plan(sc: &Scenario, wi: usize) -> Result<HostPlan, String> {
     let w = sc
         .workloads
         .get(wi)
         .ok_or_else(|| format!("no workload {wi}: the scenario has {}", sc.workloads.len()))?;
-    bounded(w).map_err(|e| {
+    w.spec().bounded().map_err(|e| {
         format!("scenario.workload[{wi}]: {e} (kernel-run needs workloads that end)")
     })?;
-    match w {
-        WorkloadSpec::Usemem(u) if u.mapping == MappingKind::SharedFile => Err(format!(
-            "scenario.workload[{wi}]: kernel-run supports usemem mapping = \"anon\" only"
-        )),
-        WorkloadSpec::Usemem(u) if u.prealloc => Err(format!(
-            "scenario.workload[{wi}].prealloc: true: kernel-run maps each process's area in the process itself (its workers share no parent's pages copy-on-write); allowed: prealloc = false"
-        )),
-        WorkloadSpec::Usemem(u) if u.prefault && !populate_write_supported() => Err(format!(
-            "scenario.workload[{wi}].prefault: true: this kernel refuses MADV_POPULATE_WRITE (Linux 5.14 and later have it), with which kernel-run populates as MAP_POPULATE does; allowed: prefault = false"
-        )),
-        WorkloadSpec::Usemem(u) => Ok(u.processes),
-        WorkloadSpec::FileRead(_) => Ok(1),
-        WorkloadSpec::Trace(_) => Ok(1),
-        WorkloadSpec::RequestChurn(_) => Err(format!(
-            "scenario.workload[{wi}]: kernel-run does not replay request_churn (its accesses depend on simulated timing); allowed: usemem, file_read"
-        )),
+    let plan = w.spec().host().map_err(|r| match r.field {
+        Some(f) => format!("scenario.workload[{wi}].{f}: {}", r.msg),
+        None => format!("scenario.workload[{wi}]: {}", r.msg),
+    })?;
+    if let Some(f) = plan.populate.filter(|_| !populate_write_supported()) {
+        return Err(format!(
+            "scenario.workload[{wi}].{f}: true: this kernel refuses MADV_POPULATE_WRITE (Linux 5.14 and later have it), with which kernel-run populates as MAP_POPULATE does; allowed: {f} = false"
+        ));
     }
+    Ok(plan)
 }
 
 /// Whether this kernel has MADV_POPULATE_WRITE (Linux 5.14), the prefault walk's way to
@@ -193,14 +185,9 @@ fn file_name(wi: usize, j: usize) -> String {
     format!("w{wi}-f{j}.dat")
 }
 
-/// How many files workload `wi` reads: a file_read workload's files, one for a trace
-/// replayed as file reads, none for the others.
+/// How many files workload `wi` reads (none for a workload without a host replay).
 fn file_count(sc: &Scenario, wi: usize) -> usize {
-    match &sc.workloads[wi] {
-        WorkloadSpec::FileRead(f) => f.files.len(),
-        WorkloadSpec::Trace(t) if t.target == TraceTarget::File => 1,
-        _ => 0,
-    }
+    sc.workloads[wi].spec().host().map_or(0, |p| p.files)
 }
 
 /// The names of every file [`create_files`] makes for the scenario, in order: the caller
@@ -219,16 +206,10 @@ pub fn file_names(sc: &Scenario) -> Vec<String> {
 /// only ever created new (O_EXCL, which never follows a link), never truncated.
 pub fn create_files(sc: &Scenario, wi: usize, dir: &Path) -> Result<Vec<PathBuf>, String> {
     use std::os::unix::fs::OpenOptionsExt;
-    let sizes: Vec<u64> = match &sc.workloads[wi] {
-        WorkloadSpec::FileRead(f) => f.files.iter().map(|s| s.pages() * PAGE_SIZE).collect(),
-        WorkloadSpec::Trace(t) if t.target == TraceTarget::File => {
-            // A file as long as the pages the trace's objects map to.
-            let (_, _, pages) = trace::count(&t.path, t.format, t.csv.as_ref(), sc.seed)
-                .map_err(|e| e.to_string())?;
-            vec![pages.max(1) * PAGE_SIZE]
-        }
-        _ => return Ok(Vec::new()),
-    };
+    if file_count(sc, wi) == 0 {
+        return Ok(Vec::new());
+    }
+    let sizes = sc.workloads[wi].spec().host_files(sc.seed)?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let chunk = vec![0x5au8; 1 << 20];
     let mut out = Vec::new();
@@ -281,44 +262,34 @@ pub fn run_process(
     record: bool,
     live: Option<&Path>,
 ) -> Result<ProcessStats, String> {
-    run_process_prepared(sc, wi, process, dir, record, live, None, false)
+    let o = Options {
+        record,
+        live,
+        ..Options::default()
+    };
+    run_process_with(sc, wi, process, dir, &o)
 }
 
-/// The id-to-page maps of a scenario's trace workloads, built ahead (see [`prepare`]).
+/// What a scenario's workloads build ahead of their host replay (see [`prepare`]).
 #[derive(Default)]
 pub struct Prepared {
-    maps: Vec<Option<trace::PageMap>>,
+    built: Vec<Option<HostPrepared>>,
 }
 
-/// Build, in the calling process, the id-to-page map of every trace workload (one pass
-/// over each trace). A worker forked afterwards reads the map instead of building its own,
-/// so the map's memory is not charged to the workload's cgroup (the model has no such
-/// table in the simulated machine).
+/// Build, in the calling process, what each workload's replay needs ahead (a trace's
+/// id-to-page map: one pass over it). A worker forked afterwards reads it instead of
+/// building its own, so its memory is not charged to the workload's cgroup (the model has
+/// no such table in the simulated machine).
 pub fn prepare(sc: &Scenario) -> Result<Prepared, String> {
-    let mut maps = Vec::new();
-    for w in &sc.workloads {
-        maps.push(match w {
-            WorkloadSpec::Trace(t) => {
-                let mut src = trace::open(&t.path, t.format, t.csv.as_ref(), sc.seed)
-                    .map_err(|e| e.to_string())?;
-                let mut map = trace::PageMap::default();
-                let mut n = 0u64;
-                while let Some(r) = src.next_request().map_err(|e| e.to_string())? {
-                    n += 1;
-                    if t.requests != 0 && n > t.requests {
-                        break;
-                    }
-                    map.map(&r)?;
-                }
-                Some(map)
-            }
-            _ => None,
-        });
-    }
-    Ok(Prepared { maps })
+    let built = sc
+        .workloads
+        .iter()
+        .map(|w| w.spec().host_prepare(sc.seed))
+        .collect::<Result<_, _>>()?;
+    Ok(Prepared { built })
 }
 
-/// [`run_process`] with trace maps built ahead by [`prepare`]; with `pin`, each thread
+/// [`run_process`] with what was built ahead by [`prepare`]; with `pin`, each thread
 /// pinned to its simulated CPU ([`affinity`]).
 #[allow(clippy::too_many_arguments)]
 pub fn run_process_prepared(
@@ -331,39 +302,63 @@ pub fn run_process_prepared(
     prepared: Option<&Prepared>,
     pin: bool,
 ) -> Result<ProcessStats, String> {
-    let n = processes(sc, wi)?;
-    if process >= n {
+    let o = Options {
+        record,
+        live,
+        prepared,
+        pin,
+        clocks: None,
+    };
+    run_process_with(sc, wi, process, dir, &o)
+}
+
+/// How [`run_process_with`] runs a process.
+#[derive(Default)]
+pub struct Options<'a> {
+    /// Keep every access (tests).
+    pub record: bool,
+    /// Publish each thread's counters into this file ([`LIVE_FIELDS`] per thread), so
+    /// they survive an OOM kill.
+    pub live: Option<&'a Path>,
+    /// What [`prepare`] built.
+    pub prepared: Option<&'a Prepared>,
+    /// Pin each thread to its simulated CPU ([`affinity`]).
+    pub pin: bool,
+    /// Each thread's clock for its pacing (None: the wall clock; tests give their own).
+    pub clocks: Option<Clocks<'a>>,
+}
+
+/// Run process `process` of workload `wi` to completion in the calling process, one OS
+/// thread per workload thread, as `o` says.
+pub fn run_process_with(
+    sc: &Scenario,
+    wi: usize,
+    process: u32,
+    dir: &Path,
+    o: &Options,
+) -> Result<ProcessStats, String> {
+    let plan = plan(sc, wi)?;
+    if process >= plan.processes {
         return Err(format!(
-            "workload {wi} has {n} process(es), not {}",
+            "workload {wi} has {} process(es), not {}",
+            plan.processes,
             process + 1
         ));
     }
-    let (_map, slots) = live_slots(live, threads_per_process(&sc.workloads[wi]))?;
-    let cpus = if pin {
+    let (_map, slots) = live_slots(o.live, plan.threads)?;
+    let cpus = if o.pin {
         affinity::process_cpus(sc, wi, process)
     } else {
         Vec::new()
     };
-    let threads = match &sc.workloads[wi] {
-        WorkloadSpec::Usemem(u) => run_usemem(sc, wi, u, process, record, &slots, &cpus)?,
-        WorkloadSpec::FileRead(f) => run_file_read(sc, wi, f, dir, record, &slots, &cpus)?,
-        WorkloadSpec::Trace(t) => {
-            let map = prepared
-                .and_then(|p| p.maps.get(wi))
-                .and_then(|m| m.as_ref());
-            let (cpu, live) = (cpus.first().copied(), slots[0]);
-            // On a thread of its own, like the other workloads' threads, so that pinning
-            // it leaves the caller's affinity alone.
-            let st = std::thread::scope(|scope| {
-                scope
-                    .spawn(move || on_cpu(cpu, || run_trace(sc, wi, t, dir, record, live, map)))
-                    .join()
-                    .map_err(|_| "the trace thread panicked".to_string())?
-            })?;
-            vec![st]
-        }
-        WorkloadSpec::RequestChurn(_) => unreachable!("rejected by processes()"),
-    };
+    let built = o
+        .prepared
+        .and_then(|p| p.built.get(wi))
+        .and_then(|b| b.as_ref());
+    let p = sc.workloads[wi]
+        .spec()
+        .host_process(sc, wi, process, built)?;
+    let threads = replay::run(p, dir, wi, plan.files, o.record, &slots, &cpus, o.clocks)?;
     Ok(ProcessStats {
         workload: wi,
         process,
@@ -371,557 +366,9 @@ pub fn run_process_prepared(
     })
 }
 
-/// Threads of one process of a workload.
+/// Threads of one process of a workload (a workload without a host replay: its tasks).
 pub fn threads_per_process(w: &WorkloadSpec) -> u32 {
-    match w {
-        WorkloadSpec::Usemem(u) => u.threads,
-        WorkloadSpec::FileRead(f) => f.threads,
-        WorkloadSpec::RequestChurn(r) => r.threads,
-        WorkloadSpec::Trace(_) => 1,
-    }
-}
-
-fn os_err(what: &str) -> String {
-    format!("{what}: {}", std::io::Error::last_os_error())
-}
-
-/// This thread's (major, minor) page faults so far.
-fn thread_faults() -> (u64, u64) {
-    // SAFETY: getrusage writes into the zeroed struct we own.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
-        (ru.ru_majflt as u64, ru.ru_minflt as u64)
-    }
-}
-
-/// An anonymous private mapping, unmapped on drop.
-struct Mapping {
-    base: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory; threads write disjoint or racy-but-benign words.
-unsafe impl Sync for Mapping {}
-unsafe impl Send for Mapping {}
-
-impl Mapping {
-    fn anon(len: usize) -> Result<Self, String> {
-        Self::anonymous(len, libc::MAP_PRIVATE)
-    }
-
-    /// A shared anonymous mapping (shmem), as fio's mmap engine on /dev/zero makes.
-    fn shmem(len: usize) -> Result<Self, String> {
-        Self::anonymous(len, libc::MAP_SHARED)
-    }
-
-    fn anonymous(len: usize, share: libc::c_int) -> Result<Self, String> {
-        // SAFETY: a fresh anonymous mapping; failure is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len.max(PAGE),
-                libc::PROT_READ | libc::PROT_WRITE,
-                share | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(os_err("mmap (anonymous)"));
-        }
-        // SAFETY: advice on our own mapping.
-        unsafe { libc::madvise(p, len.max(PAGE), libc::MADV_NOHUGEPAGE) };
-        Ok(Mapping {
-            base: p as *mut u8,
-            len: len.max(PAGE),
-        })
-    }
-
-    fn file_rw(f: &File, len: usize) -> Result<Self, String> {
-        // SAFETY: a shared read-write mapping of a small file we opened; failure is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(os_err("mmap (live statistics)"));
-        }
-        Ok(Mapping {
-            base: p as *mut u8,
-            len,
-        })
-    }
-
-    fn file(f: &File, len: usize) -> Result<Self, String> {
-        // SAFETY: a read-only shared mapping of an open file; failure is checked. It is
-        // never touched, only queried with mincore.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len.max(PAGE),
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(os_err("mmap (file, for mincore)"));
-        }
-        Ok(Mapping {
-            base: p as *mut u8,
-            len: len.max(PAGE),
-        })
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the mapping we created.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
-    }
-}
-
-/// Run a workload thread's `body` pinned to `cpu` when given (and allowed), recording the
-/// CPUs it could run on.
-fn on_cpu(
-    cpu: Option<u32>,
-    body: impl FnOnce() -> Result<ThreadStats, String>,
-) -> Result<ThreadStats, String> {
-    let allowed = affinity::pin_workload_thread(cpu);
-    let mut st = body()?;
-    st.affinity = allowed;
-    Ok(st)
-}
-
-/// Run a usemem process's threads, thread t pinned to `cpus[t]` when given.
-fn run_usemem(
-    sc: &Scenario,
-    wi: usize,
-    u: &Usemem,
-    process: u32,
-    record: bool,
-    slots: &[Live],
-    cpus: &[u32],
-) -> Result<Vec<ThreadStats>, String> {
-    let pages = u.size.pages() as usize;
-    let map = if u.mapping == MappingKind::Shmem {
-        Mapping::shmem(pages * PAGE)?
-    } else {
-        Mapping::anon(pages * PAGE)?
-    };
-    let rate = u.rate.map(|r| r.0);
-    let map = &map;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..u.threads)
-            .map(|t| {
-                let task = process * u.threads + t;
-                let stream = reclaimsim_core::workload::access::task_stream(sc, wi, task);
-                let seq = UsememSeq::new(u, t, task_rng(sc, wi, task));
-                let live = slots[t as usize];
-                let cpu = cpus.get(t as usize).copied();
-                scope.spawn(move || {
-                    on_cpu(cpu, || {
-                        Ok(usemem_thread(map, seq, stream, record, live, rate))
-                    })
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| "a usemem thread panicked".to_string())?
-            })
-            .collect()
-    })
-}
-
-fn usemem_thread(
-    map: &Mapping,
-    seq: UsememSeq,
-    stream: u64,
-    record: bool,
-    live: Live,
-    rate: Option<u64>,
-) -> ThreadStats {
-    let t0 = std::time::Instant::now();
-    let (maj0, min0) = thread_faults();
-    let mut st = ThreadStats {
-        stream,
-        log: record.then(Vec::new),
-        started: Some(std::time::Instant::now()),
-        ..Default::default()
-    };
-    for a in seq {
-        match a {
-            Access::Touch { vpn, .. } | Access::Populate { vpn } => {
-                // SAFETY: vpn < pages of the mapping (the generator stays in the span).
-                let p = unsafe { map.base.add(vpn as usize * PAGE) } as *mut u64;
-                unsafe { p.write_volatile(st.accesses ^ 0x5a5a) };
-                if let Access::Populate { .. } = a {
-                    // MAP_POPULATE's state, page by page: faulted in for writing (the word
-                    // above, so that the page is not all zeros, which zram would store
-                    // without compressing) and marked accessed by GUP's FOLL_TOUCH, which
-                    // MADV_POPULATE_WRITE (Linux 5.14) applies to the page it finds present.
-                    // `processes` refused a kernel without it; the page is ours and mapped.
-                    // SAFETY: advice on page vpn of our own mapping.
-                    unsafe {
-                        libc::madvise(p as *mut libc::c_void, PAGE, libc::MADV_POPULATE_WRITE)
-                    };
-                }
-                st.accesses += 1;
-                if let Some(r) = rate {
-                    // fio's rate: sleep while ahead of `r` bytes per second.
-                    let due = std::time::Duration::from_secs_f64(
-                        (st.accesses * PAGE as u64) as f64 / r.max(1) as f64,
-                    );
-                    if let Some(wait) = due.checked_sub(t0.elapsed()) {
-                        std::thread::sleep(wait);
-                    }
-                }
-                if st.accesses.is_multiple_of(PUBLISH_EVERY) {
-                    usemem_faults(&mut st, maj0, min0);
-                    live.publish(&mut st);
-                }
-                if let Some(l) = st.log.as_mut() {
-                    let vpn = ((p as usize - map.base as usize) / PAGE) as u32;
-                    l.push(match a {
-                        Access::Populate { .. } => Access::Populate { vpn },
-                        _ => Access::Touch {
-                            vpn,
-                            random: matches!(a, Access::Touch { random: true, .. }),
-                        },
-                    });
-                }
-            }
-            Access::Unmap { lo, hi } => {
-                let start = unsafe { map.base.add(lo as usize * PAGE) };
-                let len = (hi - lo) as usize * PAGE;
-                // SAFETY: zapping a range of our own mapping; the next touch zero-fills.
-                unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
-                if let Some(l) = st.log.as_mut() {
-                    let lo = (start as usize - map.base as usize) / PAGE;
-                    l.push(Access::Unmap {
-                        lo: lo as u32,
-                        hi: (lo + len / PAGE) as u32,
-                    });
-                }
-            }
-            Access::Read { .. } => unreachable!("usemem reads no files"),
-        }
-    }
-    usemem_faults(&mut st, maj0, min0);
-    live.publish(&mut st);
-    st
-}
-
-/// A usemem thread's faults since it started: major faults are its misses, and an access
-/// that did not fault is a hit.
-fn usemem_faults(st: &mut ThreadStats, maj0: u64, min0: u64) {
-    let (maj, min) = thread_faults();
-    st.major_faults = maj - maj0;
-    st.minor_faults = min - min0;
-    st.misses = st.major_faults;
-    st.hits = st
-        .accesses
-        .saturating_sub(st.major_faults + st.minor_faults);
-}
-
-struct OpenFile {
-    file: File,
-    map: Mapping,
-}
-
-/// Run a file_read workload's threads, thread t pinned to `cpus[t]` when given.
-fn run_file_read(
-    sc: &Scenario,
-    wi: usize,
-    f: &FileRead,
-    dir: &Path,
-    record: bool,
-    slots: &[Live],
-    cpus: &[u32],
-) -> Result<Vec<ThreadStats>, String> {
-    let mut files = Vec::new();
-    for (j, sz) in f.files.iter().enumerate() {
-        let p = file_path(dir, wi, j);
-        let file = File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let len = (sz.pages() * PAGE_SIZE) as usize;
-        // SAFETY: advice on an open descriptor.
-        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
-        if rc != 0 {
-            return Err(format!(
-                "posix_fadvise(POSIX_FADV_RANDOM) {}: error {rc}",
-                p.display()
-            ));
-        }
-        let map = Mapping::file(&file, len)?;
-        files.push(OpenFile { file, map });
-    }
-    let files = &files;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..f.threads)
-            .map(|t| {
-                let stream = reclaimsim_core::workload::access::task_stream(sc, wi, t);
-                let seq = FileReadSeq::new(f, task_rng(sc, wi, t));
-                let live = slots[t as usize];
-                let cpu = cpus.get(t as usize).copied();
-                scope.spawn(move || {
-                    on_cpu(cpu, || file_read_thread(files, seq, stream, record, live))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| "a file_read thread panicked".to_string())?
-            })
-            .collect()
-    })
-}
-
-fn file_read_thread(
-    files: &[OpenFile],
-    seq: FileReadSeq,
-    stream: u64,
-    record: bool,
-    live: Live,
-) -> Result<ThreadStats, String> {
-    let (maj0, min0) = thread_faults();
-    let mut st = ThreadStats {
-        stream,
-        log: record.then(Vec::new),
-        started: Some(std::time::Instant::now()),
-        ..Default::default()
-    };
-    let mut buf = vec![0u8; PAGE];
-    let mut vec = [0u8; 1];
-    for a in seq {
-        let Access::Read { file, page } = a else {
-            unreachable!("file_read only reads")
-        };
-        let f = &files[file as usize];
-        let off = page as usize * PAGE;
-        // SAFETY: a page-aligned address inside our mapping; mincore fills one byte.
-        let rc = unsafe {
-            libc::mincore(
-                f.map.base.add(off) as *mut libc::c_void,
-                PAGE,
-                vec.as_mut_ptr(),
-            )
-        };
-        if rc != 0 {
-            return Err(os_err("mincore"));
-        }
-        let cached = vec[0] & 1 != 0;
-        // SAFETY: reading one page into our buffer.
-        let n = unsafe {
-            libc::pread(
-                f.file.as_raw_fd(),
-                buf.as_mut_ptr() as *mut libc::c_void,
-                PAGE,
-                off as libc::off_t,
-            )
-        };
-        if n != PAGE as isize {
-            return Err(format!(
-                "pread of page {page} of file {file}: {}",
-                if n < 0 {
-                    std::io::Error::last_os_error().to_string()
-                } else {
-                    format!("short read ({n} bytes)")
-                }
-            ));
-        }
-        st.accesses += 1;
-        if cached {
-            st.hits += 1;
-        } else {
-            st.misses += 1;
-        }
-        if st.accesses.is_multiple_of(PUBLISH_EVERY) {
-            live.publish(&mut st);
-        }
-        if let Some(l) = st.log.as_mut() {
-            l.push(Access::Read {
-                file: files.iter().position(|x| std::ptr::eq(x, f)).unwrap_or(0) as u32,
-                page: (off / PAGE) as u32,
-            });
-        }
-    }
-    let (maj, min) = thread_faults();
-    st.major_faults = maj - maj0;
-    st.minor_faults = min - min0;
-    live.publish(&mut st);
-    Ok(st)
-}
-
-/// Replay a trace workload in this process (one thread): each request's object maps to
-/// pages exactly as in the simulator (`trace::PageMap`); a file target reads those pages
-/// of a file made long enough beforehand, an anon target writes them in one mapping.
-fn run_trace(
-    sc: &Scenario,
-    wi: usize,
-    t: &Trace,
-    dir: &Path,
-    record: bool,
-    live: Live,
-    prebuilt: Option<&trace::PageMap>,
-) -> Result<ThreadStats, String> {
-    let stream = reclaimsim_core::workload::access::task_stream(sc, wi, 0);
-    let mut src =
-        trace::open(&t.path, t.format, t.csv.as_ref(), sc.seed).map_err(|e| e.to_string())?;
-    let (maj0, min0) = thread_faults();
-    let mut st = ThreadStats {
-        stream,
-        log: record.then(Vec::new),
-        started: Some(std::time::Instant::now()),
-        ..Default::default()
-    };
-    let mut own = trace::PageMap::default();
-    // Objects map to the same pages whichever map is used: both assign them in order of
-    // first appearance over the same stream.
-    let mut map_req = |req: &trace::Request| -> Result<(u32, u32), String> {
-        match prebuilt {
-            Some(m) => m
-                .get(req.obj)
-                .ok_or_else(|| "trace changed since it was prepared".to_string()),
-            None => own.map(req).map(|(b, p, _)| (b, p)),
-        }
-    };
-    let limit = if t.requests == 0 {
-        u64::MAX
-    } else {
-        t.requests
-    };
-    let mut requests = 0u64;
-    match t.target {
-        TraceTarget::File => {
-            let p = file_path(dir, wi, 0);
-            let file = File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            let len = file.metadata().map_err(|e| e.to_string())?.len() as usize;
-            // SAFETY: advice on an open descriptor.
-            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
-            let files = [OpenFile {
-                map: Mapping::file(&file, len)?,
-                file,
-            }];
-            let mut buf = vec![0u8; PAGE];
-            while requests < limit {
-                let Some(req) = src.next_request().map_err(|e| e.to_string())? else {
-                    break;
-                };
-                requests += 1;
-                let (base, pages) = map_req(&req)?;
-                for page in base..base + pages {
-                    read_page(&files, 0, page, &mut buf, &mut st)?;
-                    if st.accesses.is_multiple_of(PUBLISH_EVERY) {
-                        live.publish(&mut st);
-                    }
-                }
-            }
-            let (maj, min) = thread_faults();
-            st.major_faults = maj - maj0;
-            st.minor_faults = min - min0;
-        }
-        TraceTarget::Anon => {
-            // Pages are assigned as objects appear: size the mapping from a first pass.
-            let (_, _, total) = trace::count(&t.path, t.format, t.csv.as_ref(), sc.seed)
-                .map_err(|e| e.to_string())?;
-            let area = Mapping::anon(total.max(1) as usize * PAGE)?;
-            while requests < limit {
-                let Some(req) = src.next_request().map_err(|e| e.to_string())? else {
-                    break;
-                };
-                requests += 1;
-                let (base, pages) = map_req(&req)?;
-                for vpn in base..base + pages {
-                    // SAFETY: vpn < total pages of the mapping.
-                    let p = unsafe { area.base.add(vpn as usize * PAGE) } as *mut u64;
-                    unsafe { p.write_volatile(st.accesses ^ 0x5a5a) };
-                    st.accesses += 1;
-                    if let Some(l) = st.log.as_mut() {
-                        l.push(Access::Touch {
-                            vpn: ((p as usize - area.base as usize) / PAGE) as u32,
-                            random: true,
-                        });
-                    }
-                    if st.accesses.is_multiple_of(PUBLISH_EVERY) {
-                        usemem_faults(&mut st, maj0, min0);
-                        live.publish(&mut st);
-                    }
-                }
-            }
-            usemem_faults(&mut st, maj0, min0);
-        }
-    }
-    live.publish(&mut st);
-    Ok(st)
-}
-
-/// Read page `page` of file `file` after classifying it with mincore (see the module doc).
-fn read_page(
-    files: &[OpenFile],
-    file: u32,
-    page: u32,
-    buf: &mut [u8],
-    st: &mut ThreadStats,
-) -> Result<(), String> {
-    let f = &files[file as usize];
-    let off = page as usize * PAGE;
-    let mut vec = [0u8; 1];
-    // SAFETY: a page-aligned address inside our mapping; mincore fills one byte.
-    let rc = unsafe {
-        libc::mincore(
-            f.map.base.add(off) as *mut libc::c_void,
-            PAGE,
-            vec.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(os_err("mincore"));
-    }
-    // SAFETY: reading one page into our buffer.
-    let n = unsafe {
-        libc::pread(
-            f.file.as_raw_fd(),
-            buf.as_mut_ptr() as *mut libc::c_void,
-            PAGE,
-            off as libc::off_t,
-        )
-    };
-    if n != PAGE as isize {
-        return Err(format!(
-            "pread of page {page} of file {file}: {}",
-            if n < 0 {
-                std::io::Error::last_os_error().to_string()
-            } else {
-                format!("short read ({n} bytes)")
-            }
-        ));
-    }
-    st.accesses += 1;
-    if vec[0] & 1 != 0 {
-        st.hits += 1;
-    } else {
-        st.misses += 1;
-    }
-    if let Some(l) = st.log.as_mut() {
-        l.push(Access::Read {
-            file,
-            page: (off / PAGE) as u32,
-        });
-    }
-    Ok(())
+    w.spec().host().map_or(w.nr_tasks() as u32, |p| p.threads)
 }
 
 /// Run process `process` of workload `wi` of a scenario given as JSON, returning its
@@ -955,7 +402,7 @@ pub fn file_names_json(scenario_json: &str) -> Result<Vec<String>, String> {
     Ok(file_names(&sc))
 }
 
-/// Create the files of every file_read workload of a scenario given as JSON.
+/// Create the files of every workload of a scenario given as JSON that reads files.
 pub fn create_files_json(scenario_json: &str, dir: &str) -> Result<(), String> {
     let sc = Scenario::from_json(scenario_json).map_err(|e| e.to_string())?;
     for wi in 0..sc.workloads.len() {

@@ -1,0 +1,332 @@
+//! What every simulated workload task shares: its CPU-local clock ([`Runner`]: user time
+//! charged in quanta, synchronized at least every SKEW_QUANTUM), the work count the
+//! engine's tick needs ([`Work`]), its counters, its end, and the accesses that enter the
+//! kernel: an anonymous touch (with its page fault and the process's text), MAP_POPULATE's
+//! page, and prefetches of the page-cache entries and PTEs an access will use.
+
+use super::stats::{Tally, ThreadTally};
+use crate::mm::memory::Fault;
+use crate::mm::mm_types::pte;
+use crate::mm::{prefetch, MmStruct};
+use crate::sim::Sim;
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Longest a task runs ahead between synchronization points [ns].
+pub const SKEW_QUANTUM: u64 = 2_000;
+
+/// Iterations a workload loop counts as work at once (see `Engine::work_points`): a
+/// check per access would cost a loop of hits several instructions per access.
+pub(super) const WORK_BATCH: u64 = 64;
+
+/// Accesses a usemem or file_read thread draws ahead of the one it runs (for
+/// prefetching).
+pub(super) const LOOKAHEAD: usize = 8;
+
+/// The CPU-local part of a task: pending cost not yet charged, and when it last synced.
+pub(super) struct Runner {
+    pub(super) pending: u64,
+    since_sync: u64,
+}
+
+impl Runner {
+    /// A task of workload `wi` starts at `start`: the workload runs from its first task's
+    /// start.
+    pub(super) fn new(s: &Sim, wi: usize, start: u64) -> Self {
+        let mut ws = s.workloads.borrow_mut();
+        ws[wi].start_ns = ws[wi].start_ns.min(start);
+        Runner {
+            pending: 0,
+            since_sync: 0,
+        }
+    }
+
+    /// Charge the accumulated user-space time and sync if the quantum is used up.
+    pub(super) async fn tick(&mut self, s: &Sim, cost: u64) {
+        self.pending += cost;
+        self.since_sync += cost;
+        if self.since_sync >= SKEW_QUANTUM {
+            self.flush(s);
+            s.e.sync().await;
+        }
+    }
+
+    /// Charge pending user time (before entering the kernel).
+    pub(super) fn flush(&mut self, s: &Sim) {
+        s.e.charge(self.pending);
+        self.pending = 0;
+        self.since_sync = 0;
+    }
+}
+
+/// A loop's work counted for the engine's tick (Ctrl-C, stalled clocks), WORK_BATCH
+/// iterations at a time: `done()` is false once the run must end.
+#[derive(Default)]
+pub(super) struct Work(u64);
+
+impl Work {
+    #[inline]
+    pub(super) fn done(&mut self, s: &Sim) -> bool {
+        self.0 += 1;
+        self.0.is_multiple_of(WORK_BATCH) && !s.e.work_points(WORK_BATCH)
+    }
+}
+
+/// Workload `wi`'s live counters.
+pub(super) fn tally(s: &Sim, wi: usize) -> Rc<Tally> {
+    s.tallies.borrow()[wi].clone()
+}
+
+/// A new thread of workload `wi` with random stream `stream` starts now: its own tally,
+/// counting into the workload's, registered for the report. [`thread_done`] ends it.
+pub(super) fn thread_tally(s: &Sim, wi: usize, stream: u64) -> Rc<ThreadTally> {
+    let th = Rc::new(ThreadTally {
+        wi,
+        stream,
+        tally: Rc::new(Tally {
+            parent: Some(tally(s, wi)),
+            ..Tally::default()
+        }),
+        start: s.e.now(),
+        end: Cell::new(None),
+    });
+    s.threads.borrow_mut().push(th.clone());
+    s.worker_on_cpu(true);
+    th
+}
+
+/// The thread of `th` has done its last access.
+pub(super) fn thread_done(s: &Sim, th: &ThreadTally) {
+    if th.end.replace(Some(s.e.now())).is_none() {
+        s.worker_on_cpu(false);
+    }
+}
+
+/// A task of workload `wi` that started at `start` ends (`killed`: by the OOM killer).
+pub(super) fn finish(s: &Sim, wi: usize, start: u64, killed: bool) {
+    {
+        let mut ws = s.workloads.borrow_mut();
+        let w = &mut ws[wi];
+        w.oom_killed |= killed;
+        w.start_ns = w.start_ns.min(start);
+        w.end_ns = w.end_ns.max(s.e.now().min(s.end));
+        w.live -= 1;
+    }
+    s.task_exited();
+}
+
+/// A thread of process `mmid` ends: the last live thread of a process that was not
+/// OOM-killed exits it (exit_mmap frees its memory).
+pub(super) async fn thread_exit(
+    s: &Sim,
+    wi: usize,
+    start: u64,
+    mmid: u32,
+    live: &std::cell::Cell<u32>,
+) {
+    let killed = !s.mm.borrow().mms[mmid as usize].alive;
+    live.set(live.get() - 1);
+    if live.get() == 0 && !killed {
+        s.mm.borrow_mut().mms[mmid as usize].alive = false;
+        s.exit_mmap(mmid).await;
+    }
+    finish(s, wi, start, killed);
+}
+
+/// One anonymous access of a usemem task; false when the process was killed. The access
+/// first runs the process's text (see [`text_fetch`]).
+pub(super) async fn touch(
+    s: &Sim,
+    r: &mut Runner,
+    t: &Tally,
+    mmid: u32,
+    vpn: u32,
+    cost: u64,
+) -> bool {
+    t.inc(|t| &t.accesses);
+    // One look at the mm per access: the text's PTEs, then the data's.
+    let hit = loop {
+        let step = {
+            let mut mm = s.mm.borrow_mut();
+            let m = &mut mm.mms[mmid as usize];
+            if !m.alive {
+                return false;
+            }
+            match text_fetch(m) {
+                Some(tv) => Err(tv),
+                None => {
+                    let wp = m.pte_wrprotected(vpn);
+                    let v = &mut m.ptes[vpn as usize];
+                    // A write-protected PTE (fork) faults into do_wp_page.
+                    let present = pte::present(*v) && !wp;
+                    if present {
+                        *v |= pte::YOUNG | pte::DIRTY;
+                        m.pmd_mkyoung(vpn);
+                    }
+                    Ok(present)
+                }
+            }
+        };
+        match step {
+            Ok(hit) => break hit,
+            Err(tv) => {
+                // A text page reclaim took: fault it in, then run the access again.
+                r.flush(s);
+                s.e.sync().await;
+                if !fault(s, t, mmid, tv, false).await {
+                    return false;
+                }
+            }
+        }
+    };
+    if hit {
+        t.inc(|t| &t.hits);
+        r.tick(s, cost).await;
+        return true;
+    }
+    r.flush(s);
+    s.e.sync().await;
+    if !fault(s, t, mmid, vpn, true).await {
+        return false;
+    }
+    r.tick(s, cost).await;
+    true
+}
+
+/// One page of MAP_POPULATE (usemem --prefault): the page faulted in for writing as a
+/// touch faults it, then marked accessed by GUP's FOLL_TOUCH (mm/gup.rs). False when the
+/// process was killed.
+pub(super) async fn populate(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, vpn: u32) -> bool {
+    if !touch(s, r, t, mmid, vpn, s.c.access_seq).await {
+        return false;
+    }
+    s.follow_page_touch(mmid, vpn).await;
+    true
+}
+
+/// The instruction fetches of an access by a process with text: every text page (the
+/// loop's code) has its PTE made young, as the hardware sets the accessed bit; returns
+/// the first that is not mapped (reclaim took it), for the caller to fault in.
+#[inline]
+pub(super) fn text_fetch(m: &mut MmStruct) -> Option<u32> {
+    let t = m.text?;
+    for vpn in t.base..t.base + t.pages {
+        let v = &mut m.ptes[vpn as usize];
+        if !pte::present(*v) {
+            return Some(vpn);
+        }
+        *v |= pte::YOUNG;
+        m.pmd_mkyoung(vpn);
+    }
+    None
+}
+
+/// Fault `vpn` in until it is mapped (handle_mm_fault, again after a fault that backed
+/// out); false when the process was killed. A data access's major fault is also a miss;
+/// an instruction fetch's is not.
+async fn fault(s: &Sim, t: &Tally, mmid: u32, vpn: u32, data: bool) -> bool {
+    loop {
+        match s.handle_mm_fault(mmid, vpn, data).await {
+            Fault::Minor => t.inc(|t| &t.minor),
+            Fault::Major => {
+                t.inc(|t| &t.major);
+                if data {
+                    t.inc(|t| &t.misses);
+                }
+            }
+            Fault::Retry { major } => {
+                // The fault backed out: the access runs again (a fault if the PTE is
+                // still not present, e.g. unmapped meanwhile).
+                if major {
+                    t.inc(|t| &t.major);
+                    if data {
+                        t.inc(|t| &t.misses);
+                    }
+                } else {
+                    t.inc(|t| &t.minor);
+                }
+                let mm = s.mm.borrow();
+                let m = &mm.mms[mmid as usize];
+                if !m.alive {
+                    return false;
+                }
+                if !pte::present(m.ptes[vpn as usize]) {
+                    continue;
+                }
+            }
+            Fault::Oom => {
+                // Nothing could be killed for us: the fault kills the task itself.
+                let must_exit = {
+                    let mut mm = s.mm.borrow_mut();
+                    std::mem::replace(&mut mm.mms[mmid as usize].alive, false)
+                };
+                if must_exit {
+                    s.exit_mmap(mmid).await;
+                }
+                return false;
+            }
+        }
+        return true;
+    }
+}
+
+/// Prefetch page `page`'s page-cache entry of file `file`.
+pub(super) fn prefetch_file_entry(s: &Sim, file: u32, page: u32) {
+    let mm = s.mm.borrow();
+    if let Some(e) = mm.files[file as usize].cache.get(page as usize) {
+        prefetch(e);
+    }
+}
+
+/// Prefetch the PTE of page `vpn` of process `mmid`.
+pub(super) fn prefetch_anon_pte(s: &Sim, mmid: u32, vpn: u32) {
+    let mm = s.mm.borrow();
+    if let Some(e) = mm.mms[mmid as usize].ptes.get(vpn as usize) {
+        prefetch(e);
+    }
+}
+
+/// Prefetch the folio a page-cache entry of file `file` points to (its entry was
+/// prefetched earlier).
+pub(super) fn prefetch_file_folio(s: &Sim, file: u32, page: u32) {
+    let mm = s.mm.borrow();
+    if let Some(&e) = mm.files[file as usize].cache.get(page as usize) {
+        if let Some(pg) =
+            crate::mm::filemap::entry_page(e).and_then(|pfn| mm.pages.get(pfn as usize))
+        {
+            prefetch(pg);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_fetch_makes_every_text_pte_young_and_stops_at_the_first_unmapped() {
+        // A 600-page area with 3 pages of text at 600..603, in the second PTE table (512..
+        // 1024): pages 600 and 601 mapped, 602 not. The fetch marks 600 and 601 young and
+        // the table's PMD entry accessed, and returns 602 to be faulted in; once 602 is
+        // mapped, it returns None with all three young.
+        let mut m = MmStruct::new(600, 1, 0, 0);
+        m.grow(603);
+        m.text = Some(crate::mm::TextMap {
+            file: 0,
+            base: 600,
+            pages: 3,
+        });
+        m.ptes[600] = pte::mk_present(7, false, false);
+        m.ptes[601] = pte::mk_present(8, false, false);
+        assert_eq!(text_fetch(&mut m), Some(602));
+        assert!(m.ptes[600] & pte::YOUNG != 0 && m.ptes[601] & pte::YOUNG != 0);
+        assert_eq!(m.pmd_young[0], 1 << 1);
+        assert_eq!(m.ptes[..600].iter().filter(|&&v| v != 0).count(), 0);
+        m.ptes[602] = pte::mk_present(9, false, false);
+        assert_eq!(text_fetch(&mut m), None);
+        assert!(m.ptes[600..603].iter().all(|&v| v & pte::YOUNG != 0));
+        // No text: nothing to fetch.
+        let mut plain = MmStruct::new(8, 1, 0, 0);
+        assert_eq!(text_fetch(&mut plain), None);
+    }
+}
