@@ -172,18 +172,35 @@ class LocalPool:
             return self.pool.submit(run_one, scenario_json)
 
     def wait_any(self, futures: list, timeout: float) -> set:
-        return wait(futures, return_when=FIRST_COMPLETED, timeout=timeout).done
+        done = wait(futures, return_when=FIRST_COMPLETED, timeout=timeout).done
+        if not done:
+            self._check_workers()
+        return done
 
-    @staticmethod
-    def result(future: Future) -> tuple[str, str, float]:
+    def result(self, future: Future) -> tuple[str, str, float]:
         """run_one's answer; a worker that died (killed by a signal, out of memory) is a
-        SimulationError of one line, not the pool's traceback."""
+        SimulationError of one line, not the pool's traceback nor a wait for ever."""
+        while not wait([future], timeout=0.5).done:
+            self._check_workers()
         try:
             return future.result()
         except BrokenProcessPool:
-            raise SimulationError(
-                "a worker process died before returning its run (killed by a signal or by the OOM killer?)"
-            ) from None
+            raise self._died() from None
+
+    def _check_workers(self) -> None:
+        """The executor misses a worker that dies while it is being started (it waits on
+        the workers it knew before the submit that started this one), and then waits for
+        the others' runs, an hour's perhaps. Workers exit only when the pool closes, so
+        one that has ended is one that died."""
+        for p in list((getattr(self.pool, "_processes", None) or {}).values()):
+            if p.exitcode is not None:
+                raise self._died()
+
+    @staticmethod
+    def _died() -> SimulationError:
+        return SimulationError(
+            "a worker process died before returning its run (killed by a signal or by the OOM killer?)"
+        )
 
     def close(self, cancel: bool, pending: list = ()) -> None:
         if cancel:
