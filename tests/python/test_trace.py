@@ -1,6 +1,7 @@
 """Trace replay from the CLI: the trace workload, trace-gen, and bench --vs libcachesim."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,41 @@ def test_bench_vs_libcachesim_refuses_what_the_two_would_read_differently(tmp_pa
     assert p.returncode == 2, p.stderr
     assert "objects are not whole 4 KiB pages (7 objects of 7000 bytes in all, 7 pages in reclaimsim)" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def _damon_file(path: Path, snapshots: int) -> None:
+    regions = [{"start": (1 << 40) + i * (1 << 20), "end": (1 << 40) + i * (1 << 20) + (1 << 16),
+                "nr_accesses": {"samples": 1 + i % 20}, "age": i % 7} for i in range(40)]
+    snaps = [{"start_time": k * 100_000_000, "end_time": (k + 1) * 100_000_000, "regions": regions}
+             for k in range(snapshots)]
+    path.write_text(json.dumps([{"kdamond_idx": 0, "context_idx": 0, "scheme_idx": 0, "target_id": 0,
+                                 "intervals": {"sample_us": 5000, "aggr_us": 100000, "ops_update_us": 1000000},
+                                 "snapshots": snaps}]))
+
+
+def _peak_rss_of(args) -> int:
+    """The peak resident set of a CLI child [bytes], as the kernel counted it."""
+    proc = subprocess.Popen([sys.executable, "-m", "reclaimsim.cli", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.stderr.close()
+    assert proc.returncode == 0, err
+    return usage.ru_maxrss * 1024
+
+
+def test_a_damon_file_takes_what_the_budget_counts_for_it(tmp_path):
+    # The regions are kept for the replay; the estimate covers what the kernel measures
+    # (peak RSS above the same run with a tiny file; parsing the file whole as one JSON
+    # value took 14 bytes per byte of it) and is bounded by the file's size.
+    small, big = tmp_path / "small.json", tmp_path / "big.json"
+    _damon_file(small, 2)
+    _damon_file(big, 4000)
+    base = _peak_rss_of(["run", _scenario(tmp_path, small), "--set", "duration=100ms"])
+    grown = _peak_rss_of(["run", _scenario(tmp_path, big), "--set", "duration=100ms"]) - base
+    v = cli("validate", _scenario(tmp_path, big))
+    assert v.returncode == 0, v.stderr
+    line = next(l for l in v.stderr.splitlines() if l.startswith("estimated memory"))
+    mib = float(line.split("DAMON regions of workload[0], ")[1].split(" MiB")[0])
+    assert grown <= mib * (1 << 20) <= 4 * big.stat().st_size, (grown, line, big.stat().st_size)

@@ -267,3 +267,106 @@ fn damon_access_counts_above_the_samples_of_an_aggregation_interval_are_refused(
         "{msg}"
     );
 }
+
+/// The requests of a DAMON trace held in memory (page ids), seed 1.
+fn damon_pages(body: &str) -> reclaimsim_core::Result<Vec<u64>> {
+    let mut src = trace::from_bytes(
+        "d.json",
+        body.as_bytes().to_vec(),
+        reclaimsim_core::scenario::TraceFormat::Damon,
+        None,
+        1,
+    )?;
+    let mut out = Vec::new();
+    while let Some(r) = src.next_request()? {
+        out.push(r.obj);
+    }
+    Ok(out)
+}
+
+#[test]
+fn damon_records_read_as_a_stream_mean_the_same_in_any_key_order() {
+    // Region 1: 4 pages in every sample (all of them, twice); region 2: 8 pages at 10 of
+    // 20 samples (a seeded half); region 3 never accessed.
+    let regions = r#"[{"start": 4096, "end": 20480, "nr_accesses": 20, "age": 1},
+                      {"start": 1048576, "end": 1081344, "nr_accesses": {"samples": 10}},
+                      {"start": 0, "end": 4096, "nr_accesses": 0}]"#;
+    let snaps = format!(
+        r#"[{{"start_time": 0, "regions": {regions}}}, {{"regions": {regions}, "end_time": 9}}]"#
+    );
+    let iv = r#"{"sample_us": 5000, "aggr_us": 100000}"#;
+    let before = format!(r#"[{{"intervals": {iv}, "snapshots": {snaps}, "target_id": 0}}]"#);
+    let after = format!(r#"[{{"snapshots": {snaps}, "target_id": 0, "intervals": {iv}}}]"#);
+    let one = format!(r#"{{"kdamond_idx": 0, "intervals": {iv}, "snapshots": {snaps}}}"#);
+    let pages = damon_pages(&before).unwrap();
+    // Both snapshots: pages 1..=4 whole, then some of 256..264.
+    assert_eq!(pages[..4], [1, 2, 3, 4]);
+    assert!(pages
+        .iter()
+        .all(|p| (1..=4).contains(p) || (256..264).contains(p)));
+    assert_eq!(pages.iter().filter(|p| **p <= 4).count(), 8);
+    assert_eq!(damon_pages(&after).unwrap(), pages);
+    assert_eq!(damon_pages(&one).unwrap(), pages);
+    // Intervals that come late still bound nr_accesses (10 of aggr_us / sample_us = 5).
+    let tight = r#"{"sample_us": 20000, "aggr_us": 100000}"#;
+    let e = damon_pages(&format!(
+        r#"[{{"snapshots": {snaps}, "intervals": {tight}}}]"#
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("record 1") && e.contains("snapshot 1 region 1: nr_accesses 20: allowed 0..=5"),
+        "{e}"
+    );
+}
+
+#[test]
+fn damon_files_of_the_wrong_shape_say_which_part() {
+    let cases = [
+        ("5", "expected a list of damo records with \"snapshots\""),
+        (
+            r#"{"intervals": {}}"#,
+            "expected a list of damo records with \"snapshots\"",
+        ),
+        (
+            r#"[{"snapshots": [{"regions": []}]}, 7]"#,
+            "record 2: record without a \"snapshots\" list",
+        ),
+        (
+            r#"[{"snapshots": {"regions": []}}]"#,
+            "record 1: record without a \"snapshots\" list",
+        ),
+        (
+            r#"{"snapshots": 3}"#,
+            "record 1: record without a \"snapshots\" list",
+        ),
+        (
+            r#"[{"snapshots": [{"start_time": 0}]}]"#,
+            "record 1: snapshot without a \"regions\" list",
+        ),
+        (
+            r#"[{"snapshots": [[]]}]"#,
+            "record 1: snapshot without a \"regions\" list",
+        ),
+        (
+            r#"[{"snapshots": [{"regions": 1}]}]"#,
+            "record 1: snapshot without a \"regions\" list",
+        ),
+        (
+            r#"[{"snapshots": [{"regions": [{"start": 0}]}]}]"#,
+            "lacks numeric start, end or nr_accesses",
+        ),
+        (
+            r#"[{"snapshots": [{"regions": ["#,
+            "not DAMON records (damo JSON): EOF while parsing",
+        ),
+        (
+            r#"[{"snapshots": []}] x"#,
+            "not DAMON records (damo JSON): trailing characters",
+        ),
+    ];
+    for (body, want) in cases {
+        let e = damon_pages(body).expect_err(body).to_string();
+        assert!(e.contains(want), "{body}: {e}");
+    }
+}

@@ -60,6 +60,11 @@ pub struct Trace {
     pub csv: Option<CsvColumns>,
 }
 
+/// Host bytes per byte of a DAMON trace's JSON kept once parsed: a region accessed at a
+/// positive rate keeps 24 bytes and takes 35 bytes of JSON at least, a snapshot a 24-byte
+/// list for 14 bytes at least (`{"regions":[]}`); a list's growth doubles at most.
+const DAMON_BYTES_PER_BYTE: u64 = 4;
+
 fn default_trace_format() -> TraceFormat {
     TraceFormat::Auto
 }
@@ -116,8 +121,19 @@ impl Workload for Trace {
         }
     }
 
-    /// None: its index grows as objects appear, outside the estimate ([`Workload::grows`]).
-    fn memory(&self, _cx: &Check, _terms: &mut Terms) {}
+    /// Its page index grows as objects appear, outside the estimate ([`Workload::grows`]);
+    /// DAMON records keep their regions for the replay (the file is parsed as a stream),
+    /// their size bounded by the file's.
+    fn memory(&self, cx: &Check, terms: &mut Terms) {
+        if reader::detect(&self.path, self.format).ok() == Some(TraceFormat::Damon) {
+            let bytes = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+            terms.add(
+                format!("DAMON regions of workload[{}]", cx.index),
+                cx.at("path"),
+                bytes.saturating_mul(DAMON_BYTES_PER_BYTE),
+            );
+        }
+    }
 
     fn grows(&self) -> bool {
         true
