@@ -161,7 +161,7 @@ def write_output(path: str, text: str, option: str = "--json") -> None:
 
 def _max_memory(ctx, param, value):
     """Option callback: --max-memory as bytes, or a number with a binary suffix K, M, G
-    or T (None: the core takes the machine's available memory)."""
+    or T (None: the core takes the memory this process may take: MemAvailable, its memory cgroup's headroom, ulimit -v)."""
     if value is None:
         return None
     v = value.strip().upper().removesuffix("IB").removesuffix("B")
@@ -180,7 +180,7 @@ _max_memory_option = click.option(
     "max_memory",
     metavar="SIZE",
     callback=_max_memory,
-    help="Refuse a run whose estimated memory is above this (e.g. 8G; default: the machine's available memory).",
+    help="Refuse a run whose estimated memory is above this (e.g. 8G; default: the memory this process may take: MemAvailable, its memory cgroup's headroom, ulimit -v).",
 )
 
 

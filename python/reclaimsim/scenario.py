@@ -78,6 +78,7 @@ def load_scenario(
     holds only values JSON can carry (checked here, naming the field), and a `[compare]`
     table, if any, of the fields `compare` reads (see `compare_table`).
     """
+    written = False  # a person's TOML, whose durations need units (JSON's are ns)
     if isinstance(scenario, dict):
         check_values(scenario, [])  # before deepcopy, which recurses
         data = copy.deepcopy(scenario)
@@ -93,6 +94,7 @@ def load_scenario(
                 data = _parse_json(_read_text(p), s)
             else:
                 data = _parse_toml(_read_text(p), s)
+                written = True
             _resolve_paths(data, p.parent)
         else:
             f = _builtin_dir() / f"{s}.toml"
@@ -102,6 +104,7 @@ def load_scenario(
                     f"scenario {s!r}: no such file and no built-in of that name; built-ins: {names}"
                 )
             data = _parse_toml(f.read_text(), f"built-in {s}")
+            written = True
         check_values(data, [])
     if full_scale:
         fs = compare_table(data).get("full_scale")
@@ -116,6 +119,8 @@ def load_scenario(
         # are used.
         _apply_full_scale(copy.deepcopy(data), fs)
     _check_trace_paths(data)
+    if written:
+        _core.check_units_json(json.dumps(data))
     return data
 
 
@@ -490,8 +495,8 @@ def run(
     max_memory: int | None = None,
 ) -> Result:
     """Run a scenario and return its Result (same data as `reclaimsim run --json`).
-    A run whose estimated memory is above `max_memory` bytes (default: the machine's
-    available memory) is refused with a ScenarioError."""
+    A run whose estimated memory is above `max_memory` bytes (default: what
+    this process may take: MemAvailable, its memory cgroup's headroom, ulimit -v) is refused with a ScenarioError."""
     data = load_scenario(scenario, overrides, full_scale)
     if seed is not None:
         data["seed"] = seed

@@ -274,7 +274,7 @@ def _identity(scenario_json: str, variant_set: str) -> str:
     return hashlib.sha256(f"{variant_set}\0{scenario_json}".encode()).hexdigest()[:20]
 
 
-def _apply_point(base: dict, pt: dict[str, Any]) -> tuple[dict, str]:
+def _apply_point(base: dict, pt: dict[str, Any], base_path: str = "") -> tuple[dict, str]:
     """The scenario at a grid point, and its normalized form (sorted JSON). Every axis is set before the core validates, so axes
     that only make sense together (zipped CPUs and processes) are judged together; a
     refusal names the axis whose field the core names, else the whole point."""
@@ -285,6 +285,8 @@ def _apply_point(base: dict, pt: dict[str, Any]) -> tuple[dict, str]:
         except ScenarioError as e:
             raise _err(f"grid axis {axis!r} value {v!r}: {e}") from None
     try:
+        if not str(base_path).endswith(".json"):  # a person's TOML: durations need units
+            _core.check_units_json(json.dumps(d))
         norm = _core.validate_json(json.dumps(d))
     except ScenarioError as e:
         msg = str(e)
@@ -319,7 +321,7 @@ def plan(g: Grid) -> list[Run]:
     runs = []
     seen: dict[str, dict] = {}
     for pt in points:
-        d, norm = _apply_point(base, pt)
+        d, norm = _apply_point(base, pt, g.scenario)
         _check_distinct(seen, norm, pt)
         for name, vs in vsets.items():
             try:

@@ -462,3 +462,79 @@ def _check_unreachable(tmp_path: Path, kind: str) -> None:
             pytest.skip("needs root and a tree the user nobody can read (to run the CLI as nobody)")
         assert p.returncode == 2, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, (args, p.stderr)
+
+
+# ---------------------------------------------------------------------------------------
+# Durations a person writes need a unit; the memory budget is what this process may take.
+
+@pytest.mark.parametrize("how", ["toml", "set", "sweep"])
+def test_a_duration_without_a_unit_is_refused_where_a_person_wrote_it(how, tmp_path):
+    # `duration = 5` reads as five seconds; as nanoseconds it would be a silently empty run.
+    if how == "toml":
+        p = cli("run", write(tmp_path, "s.toml", SMALL.replace('duration = "50ms"', "duration = 5")))
+    elif how == "set":
+        p = cli("run", "default", "--set", "duration=5")
+    else:
+        g = write(tmp_path, "g.toml", 'scenario = "default"\nseeds = 1\n[axes]\n"duration" = [5]\n'
+                  "[variant_sets]\nA = {}\n")
+        p = cli("sweep", g, "--out", str(tmp_path / "s"), "--dry-run")
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "duration" in line and "5: a duration needs a unit" in line and '"5s"' in line, line
+
+
+def test_a_bare_zero_and_scenario_json_nanoseconds_are_durations(tmp_path):
+    # 0 needs no unit; JSON (what validate prints) holds nanoseconds and reads back as such.
+    p = cli("validate", write(tmp_path, "s.toml", 'warmup = 0\n' + SMALL))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["duration"] == 50_000_000  # 50 ms in ns
+    back = cli("validate", write(tmp_path, "s.json", p.stdout), "--set", "warmup=10ms")
+    assert back.returncode == 0, back.stderr
+    again = json.loads(back.stdout)
+    assert again["duration"] == 50_000_000 and again["warmup"] == 10_000_000
+
+
+def _in_memcg_v1(limit: int):
+    """A preexec_fn that moves the child into a new cgroup v1 memory group limited to
+    `limit` bytes, and the group's directory; None where there is no such hierarchy or
+    no right to make one."""
+    mount = Path("/sys/fs/cgroup/memory")
+    own = next((l.split(":", 2)[2] for l in Path("/proc/self/cgroup").read_text().splitlines()
+                if "memory" in l.split(":")[1].split(",")), None)
+    if os.geteuid() != 0 or own is None or not (mount / "memory.limit_in_bytes").exists():
+        return None, None
+    d = mount / own.lstrip("/") / f"rsim-budget-test-{os.getpid()}"
+    d.mkdir()
+    (d / "memory.limit_in_bytes").write_text(str(limit))
+    return (lambda: (d / "cgroup.procs").write_text(str(os.getpid()))), d
+
+
+def test_the_budget_is_the_memory_cgroups_headroom_not_the_machines():
+    # `large` estimates about 480 MiB; in a memcg of 300M it would be OOM-killed (exit 137).
+    pre, d = _in_memcg_v1(300 << 20)
+    if pre is None:
+        pytest.skip("needs root and a cgroup v1 memory hierarchy")
+    try:
+        for cmd in ("validate", "run"):
+            p = cli(cmd, "large", preexec_fn=pre, timeout=120)
+            assert p.returncode == 2, p.stderr
+            line = one_error_line(p)
+            assert "the headroom of the memory cgroup" in line and "above the" in line, line
+    finally:
+        d.rmdir()
+
+
+def test_the_budget_is_the_address_space_limit_less_the_process(tmp_path):
+    # 6T of usemem: 6 GiB of page tables in the estimate, under `ulimit -v` of 4 GiB.
+    import resource
+
+    s = write(tmp_path, "big.toml", SMALL.replace('size = "16M"', 'size = "6T"').replace('memory.max = "32M"', ""))
+    limit = 4 << 30
+    p = cli("validate", s, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "ulimit -v" in line and "page tables of workload[0]" in line, line
+    # The headroom is the limit less the process's own size (tens of MiB: shown as 4.0).
+    allowed = float(line.split("above the ")[1].split(" GiB")[0])
+    assert 3.0 < allowed <= 4.0, line

@@ -108,13 +108,128 @@ pub fn human(n: u64) -> String {
     }
 }
 
-/// The machine's available memory (MemAvailable of /proc/meminfo) [bytes]; None where
-/// it cannot be read.
+/// The memory this process may still take [bytes]: the least of the machine's
+/// MemAvailable, the headroom of its memory cgroup and of each ancestor (memory.max less
+/// memory.current in cgroup v2, memory.limit_in_bytes less memory.usage_in_bytes in v1),
+/// and its address-space limit (RLIMIT_AS, `ulimit -v`) less its size; None where none
+/// can be read.
 pub fn available_memory() -> Option<u64> {
+    available_memory_why().map(|(b, _)| b)
+}
+
+/// [`available_memory`] and which bound it is, in words.
+pub fn available_memory_why() -> Option<(u64, String)> {
+    let mut bounds: Vec<(u64, String)> = Vec::new();
+    if let Some(b) = meminfo_available() {
+        bounds.push((b, "the machine's available memory (MemAvailable)".into()));
+    }
+    if let Some((b, cg)) = cgroup_headroom() {
+        bounds.push((b, format!("the headroom of the memory cgroup {cg}")));
+    }
+    if let Some(b) = address_space_headroom() {
+        bounds.push((
+            b,
+            "the address-space limit (ulimit -v) less the process's size".into(),
+        ));
+    }
+    bounds.into_iter().min_by_key(|(b, _)| *b)
+}
+
+fn meminfo_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb.saturating_mul(1024))
+}
+
+/// The least headroom of this process's memory cgroup and its ancestors, with the path
+/// that sets it; None without a memory controller or a limit.
+fn cgroup_headroom() -> Option<(u64, String)> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    let mount_of = |v2: bool| {
+        mounts.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let ok = if v2 {
+                f.get(2) == Some(&"cgroup2")
+            } else {
+                f.get(2) == Some(&"cgroup")
+                    && f.get(3)
+                        .is_some_and(|o| o.split(',').any(|x| x == "memory"))
+            };
+            ok.then(|| f[1].to_string())
+        })
+    };
+    let (mount, path, files) = cgroups
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+            if ctrl.split(',').any(|c| c == "memory") {
+                Some((
+                    mount_of(false)?,
+                    path.to_string(),
+                    ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+                ))
+            } else {
+                None
+            }
+        })
+        .or_else(|| {
+            let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
+            Some((
+                mount_of(true)?,
+                path.to_string(),
+                ("memory.max", "memory.current"),
+            ))
+        })?;
+    let read = |dir: &std::path::Path, f: &str| -> Option<u64> {
+        std::fs::read_to_string(dir.join(f))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let mut best: Option<(u64, String)> = None;
+    let mut p = std::path::PathBuf::from(&path);
+    loop {
+        let dir = std::path::Path::new(&mount).join(p.strip_prefix("/").unwrap_or(&p));
+        if let (Some(max), Some(cur)) = (read(&dir, files.0), read(&dir, files.1)) {
+            // "max" (v2) does not parse; v1 writes "no limit" as about 2^63.
+            if max < 1 << 60 {
+                let room = max.saturating_sub(cur);
+                if best.as_ref().is_none_or(|(b, _)| room < *b) {
+                    best = Some((room, p.display().to_string()));
+                }
+            }
+        }
+        if !p.pop() {
+            break;
+        }
+    }
+    best
+}
+
+/// RLIMIT_AS (the "Max address space" of /proc/self/limits) less the process's virtual
+/// size (VmSize); None when unlimited.
+fn address_space_headroom() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let soft: u64 = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max address space"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?; // "unlimited" does not parse
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(soft.saturating_sub(kb.saturating_mul(1024)))
 }
 
 /// The pages the workloads can keep resident on a machine of `frames` frames, and the
@@ -216,14 +331,32 @@ pub fn estimate(sc: &Scenario) -> Estimate {
     Estimate { total, terms }
 }
 
-/// The memory limit of a run: `max_memory`, else the machine's available memory (None
+/// The memory limit of a run: `max_memory`, else what this process may take ([`available_memory`]; None
 /// when neither is known: no limit).
 pub fn limit(max_memory: Option<u64>) -> Option<u64> {
     max_memory.or_else(available_memory)
 }
 
+/// Where the limit of a run comes from, in words (for a refusal).
+fn limit_source(max_memory: Option<u64>) -> String {
+    match max_memory {
+        Some(_) => "--max-memory".into(),
+        None => available_memory_why().map_or("the machine's available memory".into(), |(_, w)| w),
+    }
+}
+
 /// Refuse a run whose estimate exceeds `limit`; otherwise return the estimate.
 pub fn check(sc: &Scenario, limit: Option<u64>) -> Result<Estimate> {
+    check_from(sc, limit, "--max-memory".into())
+}
+
+/// Refuse a run whose estimate exceeds the limit `max_memory` or, without it, the memory
+/// available to this process ([`available_memory`]); the refusal names which.
+pub fn check_available(sc: &Scenario, max_memory: Option<u64>) -> Result<Estimate> {
+    check_from(sc, limit(max_memory), limit_source(max_memory))
+}
+
+fn check_from(sc: &Scenario, limit: Option<u64>, source: String) -> Result<Estimate> {
     let e = estimate(sc);
     if let Some(l) = limit {
         if e.total > l {
@@ -235,7 +368,7 @@ pub fn check(sc: &Scenario, limit: Option<u64>) -> Result<Estimate> {
             return Err(Error::scenario(
                 big.field,
                 format!(
-                    "the run needs an estimated {} of memory, above the {} allowed (--max-memory; default: the machine's available memory); the largest part is the {}: {}",
+                    "the run needs an estimated {} of memory, above the {} allowed ({source}; --max-memory sets the limit); the largest part is the {}: {}",
                     human(e.total),
                     human(l),
                     big.name,

@@ -39,12 +39,12 @@ pub use scenario::Scenario;
 
 /// Run a scenario given as JSON text; returns the result as JSON text (docs/results.md).
 /// `progress(now_ns, end_ns)` is called periodically; returning false interrupts the run.
-/// The memory limit is the machine's available memory.
+/// The memory limit is what this process may take (budget::available_memory).
 pub fn run_json(scenario_json: &str, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<String> {
     run_json_limited(scenario_json, None, progress)
 }
 
-/// [`run_json`] with a memory limit [bytes] (None: the machine's available memory).
+/// [`run_json`] with a memory limit [bytes] (None: the memory this process may take, budget::available_memory).
 pub fn run_json_limited(
     scenario_json: &str,
     max_memory: Option<u64>,
@@ -57,7 +57,7 @@ pub fn run_json_limited(
 
 /// Validate a scenario given as JSON text; returns it normalized (defaults filled in).
 /// A scenario that `run_json` would refuse before running is refused here too, the
-/// memory budget included (None: the machine's available memory).
+/// memory budget included (None: the memory this process may take, budget::available_memory).
 pub fn validate_json(scenario_json: &str) -> Result<String> {
     validate_json_limited(scenario_json, None)
 }
@@ -65,7 +65,7 @@ pub fn validate_json(scenario_json: &str) -> Result<String> {
 /// [`validate_json`] with a memory limit [bytes].
 pub fn validate_json_limited(scenario_json: &str, max_memory: Option<u64>) -> Result<String> {
     let sc = Scenario::from_json(scenario_json)?;
-    budget::check(&sc, budget::limit(max_memory))?;
+    budget::check_available(&sc, max_memory)?;
     serde_json::to_string(&sc).map_err(|e| Error::Internal(e.to_string()))
 }
 

@@ -726,7 +726,7 @@ pub fn run_checked(
     run_with(sc, check, None, progress)
 }
 
-/// [`run_checked`] with a memory limit [bytes] (None: the machine's available memory):
+/// [`run_checked`] with a memory limit [bytes] (None: the memory this process may take, budget::available_memory):
 /// a run whose estimate ([`crate::budget::estimate`]) is above it is refused before it
 /// is built, and trace workloads share what the estimate leaves.
 pub fn run_with(
@@ -736,7 +736,7 @@ pub fn run_with(
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> Result<Report> {
     let limit = crate::budget::limit(max_memory);
-    let estimate = crate::budget::check(sc, limit)?;
+    let estimate = crate::budget::check_available(sc, max_memory)?;
     let traces = sc.workloads.iter().filter(|w| w.spec().grows()).count() as u64;
     let sim = Sim::build(sc)?;
     if let (Some(l), true) = (limit, traces > 0) {

@@ -24,7 +24,7 @@ create_exception!(
 /// Run one scenario given as JSON text (the normalized scenario schema) and return the
 /// result as JSON text. `progress(now_ns, end_ns)` is called every few virtual
 /// milliseconds; an exception it raises (Ctrl-C) stops the run and propagates. A run whose
-/// estimated memory is above `max_memory` bytes (None: the machine's available memory) is
+/// estimated memory is above `max_memory` bytes (None: the memory this process may take, budget::available_memory) is
 /// refused before it starts.
 #[pyfunction]
 #[pyo3(signature = (scenario_json, progress=None, max_memory=None))]
@@ -58,7 +58,7 @@ fn run_json(
 
 /// Validate a scenario (JSON text) without running it; returns the normalized scenario as
 /// JSON text, with every default filled in. What `run_json` refuses before running (the
-/// memory budget included, against `max_memory` or the machine's available memory) is
+/// memory budget included, against `max_memory` or the memory this process may take) is
 /// refused here too.
 #[pyfunction]
 #[pyo3(signature = (scenario_json, max_memory=None))]
@@ -91,6 +91,13 @@ fn signals_ok(err: &mut Option<PyErr>) -> bool {
 #[pyo3(signature = (scenario_json=None))]
 fn cost_table_json(scenario_json: Option<&str>) -> PyResult<String> {
     reclaimsim_core::cost_table_json(scenario_json).map_err(to_py_err)
+}
+
+/// Check a scenario written by a person (TOML, --set) as JSON text: every duration has a
+/// unit (reclaimsim_core::Scenario::check_units).
+#[pyfunction]
+fn check_units_json(scenario_json: &str) -> PyResult<()> {
+    reclaimsim_core::Scenario::check_units(scenario_json).map_err(to_py_err)
 }
 
 /// The model's lock call sites (the callers its lock tables name), in their order.
@@ -304,6 +311,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_create_files_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_file_names_json, m)?)?;
     m.add_function(wrap_pyfunction!(lock_sites, m)?)?;
+    m.add_function(wrap_pyfunction!(check_units_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_run_process_json, m)?)?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type::<SimulationError>())?;

@@ -105,6 +105,23 @@ fn default_sample_interval() -> Dur {
 impl Scenario {
     /// Deserialize from JSON text, naming the failing field's path.
     pub fn from_json(text: &str) -> Result<Scenario> {
+        let mut s = Self::deserialize_json(text)?;
+        s.expand_copies()?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Check a scenario written by a person (TOML, `--set`), as JSON text: every duration
+    /// has a unit. A bare number would be nanoseconds, which a reader takes for seconds
+    /// (`duration = 5`); 0 needs none. (Scenario JSON, such as `validate` prints, holds
+    /// durations as nanoseconds and is read by `from_json`.) Only deserializes; the
+    /// scenario's own checks are `from_json`'s.
+    pub fn check_units(text: &str) -> Result<()> {
+        units::with_units_required(|| Self::deserialize_json(text)).map(|_| ())
+    }
+
+    /// The scenario as written in JSON text, before copies are expanded and the checks.
+    fn deserialize_json(text: &str) -> Result<Scenario> {
         // Text that is no JSON value is left to the deserializer's message.
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
             check_printable(&v, &mut "scenario".to_string())?;
@@ -142,9 +159,6 @@ impl Scenario {
             };
             Error::scenario(path, msg)
         })?;
-        let mut s = s;
-        s.expand_copies()?;
-        s.validate()?;
         Ok(s)
     }
 

@@ -174,10 +174,26 @@ fn parse_dur(s: &str) -> std::result::Result<u64, String> {
     scaled(v, mult, "duration")
 }
 
+thread_local! {
+    /// Whether a duration must have a unit (Scenario::check_units).
+    static UNITS_REQUIRED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f()` with bare numbers refused as durations (0 excepted).
+pub(super) fn with_units_required<T>(f: impl FnOnce() -> T) -> T {
+    UNITS_REQUIRED.with(|u| u.set(true));
+    let out = f();
+    UNITS_REQUIRED.with(|u| u.set(false));
+    out
+}
+
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let expected = "expected nanoseconds as a non-negative integer or a string with a unit ns, us, ms, s or min (e.g. \"30s\")";
         match raw(d, expected)? {
+            Raw::Int(v) if v != 0 && UNITS_REQUIRED.with(|u| u.get()) => Err(serde::de::Error::custom(format!(
+                "{v}: a duration needs a unit (ns, us, ms, s or min), e.g. \"{v}s\" or \"{v}ns\"; a bare number is nanoseconds only in scenario JSON"
+            ))),
             Raw::Int(v) => Ok(Dur(v)),
             Raw::Str(s) => parse_dur(&s).map(Dur).map_err(|e| {
                 serde::de::Error::custom(format!(

@@ -143,7 +143,7 @@ fn oracle_request(rec: &[u8]) -> Request {
 /// oracleGeneral format (zstd-compressed when `path` ends in .zst); object ids are
 /// ranks 1..=objects shuffled by a seeded permutation so that popularity is not ordered
 /// by id. Returns the bytes written. The permutation takes 4 bytes per object: more than
-/// `max_memory` (None: the machine's available memory) is refused. `progress()` is
+/// `max_memory` (None: the memory this process may take, budget::available_memory) is refused. `progress()` is
 /// called every 2^20 records; false stops with [`Error::Interrupted`].
 pub fn write_zipf_oracle(
     path: &str,
