@@ -47,6 +47,9 @@ pub type Time = u64;
 pub type TaskId = u32;
 /// Index of a spinlock.
 pub type LockId = u32;
+/// Longest a task runs ahead between synchronization points [ns]: workload loops and
+/// reclaim's per-folio loop over other processes' PTEs take [`Engine::sync_every`] with it.
+pub const SKEW_QUANTUM: u64 = 2_000;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
 

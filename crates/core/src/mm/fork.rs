@@ -23,8 +23,8 @@
 
 use super::memcontrol::KmemKind;
 use super::mm_types::*;
+use super::PAGE_SIZE;
 use super::{Pfn, PTRS_PER_PTE};
-use crate::scenario::PAGE_SIZE;
 use crate::sim::Sim;
 
 /// The pages of `m`'s anonymous area: its PTEs up to its text mapping, if it has one.

@@ -166,8 +166,8 @@ impl Mm {
     pub fn memcg_kmem_uncharge(&mut self, memcg: MemcgId, bytes: u64, kind: KmemKind) {
         self.memcg_kmem_refund(memcg, bytes, kind);
         let m = &mut self.memcgs[memcg as usize];
-        let pages = m.obj_stock_bytes / crate::scenario::PAGE_SIZE;
-        m.obj_stock_bytes -= pages * crate::scenario::PAGE_SIZE;
+        let pages = m.obj_stock_bytes / super::PAGE_SIZE;
+        m.obj_stock_bytes -= pages * super::PAGE_SIZE;
         m.kmem_pages -= pages;
         self.page_counter_uncharge(memcg, pages);
     }
@@ -678,7 +678,7 @@ impl crate::sim::Sim {
             let mut mm = self.mm.borrow_mut();
             let m = &mut mm.memcgs[memcg as usize];
             m.kmem_pages += 1;
-            m.obj_stock_bytes += crate::scenario::PAGE_SIZE;
+            m.obj_stock_bytes += super::PAGE_SIZE;
         }
     }
 
@@ -970,7 +970,7 @@ pub fn parse_memory_reclaim(buf: &str) -> std::result::Result<ReclaimRequest, Er
         }
     }
     Ok(ReclaimRequest {
-        nr_to_reclaim: bytes / crate::scenario::PAGE_SIZE,
+        nr_to_reclaim: bytes / super::PAGE_SIZE,
         swappiness,
     })
 }

@@ -139,7 +139,7 @@ impl Sim {
         if self.mm.borrow().mms[mmid as usize].pte_tables[idx] {
             return true;
         }
-        let bytes = crate::scenario::PAGE_SIZE;
+        let bytes = super::PAGE_SIZE;
         if !self
             .memcg_kmem_charge(memcg, bytes, KmemKind::Pagetables)
             .await

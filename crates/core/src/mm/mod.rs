@@ -46,6 +46,8 @@ use swap::CpuBatches;
 use swapfile::SwapInfo;
 use vmstat::NR_VM_EVENTS;
 
+/// Bytes in a base page (PAGE_SIZE); the simulator has no large folios yet.
+pub const PAGE_SIZE: u64 = 4096;
 /// Units of scanning and reclaim (SWAP_CLUSTER_MAX).
 pub const SWAP_CLUSTER_MAX: u64 = 32;
 /// Reclaim priorities count down from here; a pass scans size >> priority.
@@ -907,5 +909,49 @@ impl Mm {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod layering {
+    /// The mm model sits below the scenario and the workloads: sim.rs fills mm's own
+    /// parameters from the scenario, and nothing under mm/ names either module.
+    #[test]
+    fn mm_imports_neither_scenario_nor_workload() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/mm");
+        let mut dirs = vec![root];
+        let mut files = 0;
+        let mut bad = Vec::new();
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                    continue;
+                }
+                if p.extension().is_none_or(|x| x != "rs") {
+                    continue;
+                }
+                files += 1;
+                let text = std::fs::read_to_string(&p).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    let code = line.split("//").next().unwrap_or("");
+                    let named = ["scenario", "workload"].iter().any(|m| {
+                        code.contains(&format!("crate::{m}"))
+                            || code.contains(&format!("super::{m}"))
+                            || (code.contains("crate::{") && code.contains(m))
+                    });
+                    if named {
+                        bad.push(format!("{}:{}: {}", p.display(), i + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(files > 20, "found only {files} files under src/mm");
+        assert!(
+            bad.is_empty(),
+            "mm names the scenario or workloads:\n{}",
+            bad.join("\n")
+        );
     }
 }

@@ -200,7 +200,7 @@ impl Sim {
 }
 
 use super::memcontrol::KmemKind;
-use crate::scenario::PAGE_SIZE;
+use super::PAGE_SIZE;
 
 impl super::Mm {
     /// delete_from_swap_cache() + swap_free() for a folio whose owner goes away.

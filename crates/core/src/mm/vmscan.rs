@@ -945,7 +945,7 @@ impl Sim {
             }
             // Other processes' PTEs are shared state: bound how far ahead we run.
             self.e
-                .sync_every(&mut last_sync, crate::workload::SKEW_QUANTUM)
+                .sync_every(&mut last_sync, crate::engine::SKEW_QUANTUM)
                 .await;
             self.e.charge(self.c.shrink_folio);
             if self.mm.borrow().pages[pfn as usize].test(PG_LOCKED) {

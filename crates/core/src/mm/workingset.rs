@@ -76,7 +76,7 @@ impl Mm {
     /// 8 pages of its local LRU and slab (pages >> (XA_CHUNK_SHIFT - 3)).
     pub fn count_shadow_nodes(&self, m: MemcgId) -> u64 {
         let mc = &self.memcgs[m as usize];
-        let mut pages = (mc.slab_reclaimable_bytes / crate::scenario::PAGE_SIZE) as i64;
+        let mut pages = (mc.slab_reclaimable_bytes / super::PAGE_SIZE) as i64;
         for &lv in &mc.lruvecs {
             pages += self.lruvecs[lv as usize].stat[..super::mmzone::NR_LRU_LISTS]
                 .iter()

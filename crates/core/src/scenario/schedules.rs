@@ -184,23 +184,8 @@ impl Scenario {
 /// The most writes of one `[[lru_gen]]` entry that may fall within the run.
 pub const MAX_LRU_GEN_WRITES: u64 = 1_000_000;
 
-/// The command of a `[[lru_gen]]` entry: `"+"` ages (run_aging), `"-"` evicts
-/// (run_eviction).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LruGenCmd {
-    Age,
-    Evict,
-}
-
-impl LruGenCmd {
-    /// The command character written to debugfs.
-    pub fn as_char(self) -> char {
-        match self {
-            LruGenCmd::Age => '+',
-            LruGenCmd::Evict => '-',
-        }
-    }
-}
+/// The command of a `[[lru_gen]]` entry (defined with the debugfs file it writes to).
+pub use crate::mm::lru_gen::debugfs::LruGenCmd;
 
 impl<'de> Deserialize<'de> for LruGenCmd {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {

@@ -6,8 +6,9 @@ use super::parse::shown;
 use crate::error::quoted;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Bytes in a base page; the simulator has no large folios yet.
-pub const PAGE_SIZE: u64 = 4096;
+/// Bytes in a base page (defined by the mm model; re-exported here for the scenario's
+/// units and their users).
+pub use crate::mm::PAGE_SIZE;
 
 // ---------------------------------------------------------------------------------------
 // Units

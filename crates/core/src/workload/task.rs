@@ -12,8 +12,7 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::rc::Rc;
 
-/// Longest a task runs ahead between synchronization points [ns].
-pub const SKEW_QUANTUM: u64 = 2_000;
+pub use crate::engine::SKEW_QUANTUM;
 
 /// Iterations a workload loop counts as work at once (see `Engine::work_points`): a
 /// check per access would cost a loop of hits several instructions per access.

@@ -28,9 +28,26 @@ use super::{
 use crate::mm::memcontrol::Errno;
 use crate::mm::vmscan::ScanControl;
 use crate::mm::{LruvecId, MemcgId, Mm};
-use crate::scenario::LruGenCmd;
 use crate::sim::Sim;
 use serde_json::{json, Value};
+
+/// The command of a lru_gen_seq_write() line (a `[[lru_gen]]` entry's `cmd`): `"+"` ages
+/// (run_aging), `"-"` evicts (run_eviction). The scenario parses it (scenario/schedules.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LruGenCmd {
+    Age,
+    Evict,
+}
+
+impl LruGenCmd {
+    /// The command character written to debugfs.
+    pub fn as_char(self) -> char {
+        match self {
+            LruGenCmd::Age => '+',
+            LruGenCmd::Evict => '-',
+        }
+    }
+}
 
 /// Columns of the lru_gen rows, in the report and its time series (after `t_ns`).
 pub const LRU_GEN_COLUMNS: [&str; 7] = [
