@@ -28,6 +28,7 @@
 //! yielded task joins a FIFO queue and is handed the lock at release. Every acquisition is
 //! recorded per lock class and per call site with what `perf lock contention` reports.
 
+pub mod blk;
 pub mod blkdev;
 pub mod cost;
 pub mod cost_profile;

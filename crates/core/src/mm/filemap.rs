@@ -11,6 +11,9 @@
 //! hold. Nodes stay as long as the file (evicted pages leave shadows in them).
 //! Simplified: files are clean (written before the run), no readahead or large folios,
 //! no truncation, and the shadow-node shrinker (count_shadow_nodes) is not modeled.
+//! The end of a folio's writeback (folio_end_writeback, with its rotation of a PG_reclaim
+//! folio) and the wait for it (folio_wait_writeback) are here too, as in mm/filemap.c;
+//! only swap writes use them, as file folios are never written back.
 
 use super::memcontrol::{KmemKind, XA_NODE_SIZE};
 use super::mm_types::*;
@@ -224,5 +227,38 @@ impl Sim {
         // The read completed: unlock the folio (it was safe from reclaim while locked).
         self.mm.borrow_mut().pages[pfn as usize].clear(PG_LOCKED);
         NewFolio::Read(pfn)
+    }
+
+    /// folio_end_writeback() for a swap write: clear PG_writeback; a folio marked
+    /// PG_reclaim rotates to the inactive tail; a folio whose owner went away during the
+    /// IO is freed (writeback held its last reference).
+    pub(crate) async fn folio_end_writeback(&self, pfn: Pfn) {
+        let (rotate, orphan) = {
+            let mut mm = self.mm.borrow_mut();
+            let lvf = mm.folio_lruvec(pfn) as usize;
+            mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, -1);
+            let p = &mut mm.pages[pfn as usize];
+            p.clear(PG_WRITEBACK);
+            (p.test_clear(PG_RECLAIM), !p.test(PG_OWNED))
+        };
+        if orphan {
+            self.folio_put_last(pfn).await;
+        } else if rotate {
+            self.folio_rotate_reclaimable(pfn).await;
+        }
+        // folio_wake_bit(PG_writeback), when the folio has waiters.
+        if self.folio_wait.active() {
+            self.wake_up_all(&self.folio_wait);
+        }
+    }
+
+    /// folio_wait_writeback(): sleep until the folio's writeback ends (its bio completion
+    /// wakes the folio wait queue). Simplified: one queue for all folios, so a waiter may
+    /// wake for another folio and sleeps again.
+    pub(crate) async fn folio_wait_writeback(&self, pfn: Pfn) {
+        while self.mm.borrow().pages[pfn as usize].test(PG_WRITEBACK) {
+            let wq = self.folio_wait.clone();
+            self.wait_event_timeout(&wq, None).await;
+        }
     }
 }

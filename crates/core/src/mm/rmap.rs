@@ -1,5 +1,23 @@
-//! TLB flushes after unmapping: the IPIs that make reclaim of a multi-threaded process
-//! slower than reclaim of a single-threaded one.
+//! The reverse map: which PTEs map a folio, the walks over them (folio_referenced,
+//! try_to_unmap), and the TLB flushes after unmapping.
+//!
+//! Models mm/rmap.c, with the mapcount helpers of include/linux/mm.h (folio_mapped,
+//! folio_mapcount) and vma_address() of mm/internal.h. There are no anon_vma or
+//! address_space interval trees: a folio's owner and index name its candidate PTEs
+//! directly (mm_types.rs). An anonymous folio has one, in its owner's page table, plus
+//! one per process forked from the owner (the anon_vma chain, fork.rs); a file folio has
+//! one per process mapping its file, all at the same virtual page. The walk visits those
+//! page tables in order and stops early only where the kernel's does (a shared anonymous
+//! folio's walk ends once it met every mapping its mapcount counts). Simplified: no
+//! large folios (one PTE per mapping), no KSM, no migration or device-private entries,
+//! no VM_LOCKED mappings (try_to_unmap never fails here), and a folio's mapcount is kept
+//! only for shared anonymous folios (`Mm::shared_mapcount`) and mapped file folios
+//! (`private`); a folio one process owns reads its one PTE instead.
+//!
+//! ## TLB flushes after unmapping
+//!
+//! The IPIs that make reclaim of a multi-threaded process slower than reclaim of a
+//! single-threaded one.
 //!
 //! When the kernel clears a present PTE, every CPU that may still cache the translation
 //! must drop it before the page is reused. The local CPU does so with one instruction;
@@ -41,9 +59,251 @@
 //! dirty file folios are not written back by reclaim here, so only anonymous folios flush
 //! before pageout.
 
-use super::MmStruct;
+use super::mm_types::*;
+use super::vmstat::NodeStat;
+use super::{Mm, MmStruct, Pfn, RMAP_PREFETCH_MMS};
 use crate::engine::TaskId;
 use crate::sim::Sim;
+
+impl Mm {
+    /// folio_referenced(): walk the reverse map, test and clear young PTE bits; returns
+    /// the number of young PTEs (an anonymous folio has one candidate PTE, a mapped file
+    /// folio one per process mapping its file). Whether a young mapping was VM_EXEC is
+    /// [`Mm::folio_exec`] (the kernel returns the VMAs' flags beside the count).
+    pub fn folio_referenced(&mut self, pfn: Pfn) -> u32 {
+        let n = self.folio_nr_mappers(pfn);
+        if n == 0 {
+            return 0;
+        }
+        // A shared anonymous folio's walk ends once it has met every mapping (the
+        // kernel's pra.mapcount), at once if there is none.
+        let mut left = if self.folio_shared_anon(pfn) {
+            self.folio_mapcount(pfn)
+        } else {
+            u32::MAX
+        };
+        let vpn = self.folio_vpn(pfn) as usize;
+        let mut young = 0;
+        for k in 0..n {
+            if left == 0 {
+                break;
+            }
+            let mmid = self.folio_rmap_mm(pfn, k);
+            let pte_v = &mut self.mms[mmid as usize].ptes[vpn];
+            if pte::present(*pte_v) && pte::pfn(*pte_v) == pfn {
+                left -= 1;
+                if *pte_v & pte::YOUNG != 0 {
+                    *pte_v &= !pte::YOUNG;
+                    young += 1;
+                }
+            }
+        }
+        young
+    }
+
+    /// Is the folio a page of a VM_EXEC file mapping (a program's text)?
+    pub fn folio_exec(&self, pfn: Pfn) -> bool {
+        let p = &self.pages[pfn as usize];
+        p.test(PG_OWNED) && p.is_file_lru() && self.files[p.owner as usize].exec
+    }
+
+    /// Prefetch the PTEs folio_referenced / try_to_unmap will read for `pfn` (the reverse
+    /// map's candidates) and, for a page-cache folio, the mapping slot __remove_mapping
+    /// will write its shadow to, so loops over isolated folios overlap those cache misses.
+    #[inline]
+    pub fn prefetch_rmap(&self, pfn: Pfn) {
+        let p = &self.pages[pfn as usize];
+        if p.test(PG_OWNED) && p.is_file_lru() {
+            if let Some(slot) = self.files[p.owner as usize].cache.get(p.index as usize) {
+                super::prefetch(slot);
+            }
+        }
+        // Every candidate PTE of the walk (a shared anonymous folio has one per process of
+        // its fork family), up to RMAP_PREFETCH_MMS of them.
+        let n = self.folio_nr_mappers(pfn).min(RMAP_PREFETCH_MMS);
+        if n > 0 && (n == 1 || self.folio_mapped(pfn)) {
+            let i = self.folio_vpn(pfn) as usize;
+            for k in 0..n {
+                if let Some(v) = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes.get(i) {
+                    super::prefetch(v);
+                }
+            }
+        }
+    }
+
+    /// folio_mapped(): does any candidate PTE map the folio? (A shared anonymous folio's
+    /// mapcount says so at once.)
+    pub fn folio_mapped(&self, pfn: Pfn) -> bool {
+        if self.folio_shared_anon(pfn) {
+            return self.shared_mapcount.contains_key(&pfn);
+        }
+        let n = self.folio_nr_mappers(pfn);
+        if n == 0 {
+            return false;
+        }
+        let vpn = self.folio_vpn(pfn) as usize;
+        (0..n).any(|k| {
+            let v = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes[vpn];
+            pte::present(v) && pte::pfn(v) == pfn
+        })
+    }
+
+    /// The first process whose PTE may map the folio (an anon folio's only candidate).
+    pub(crate) fn folio_mapper(&self, pfn: Pfn) -> Option<u32> {
+        (self.folio_nr_mappers(pfn) > 0).then(|| self.folio_rmap_mm(pfn, 0))
+    }
+
+    /// How many processes the rmap walk visits for the folio: the owner of an anonymous
+    /// folio and the processes forked from it (its anon_vma chain; fork.rs), every mapper
+    /// of a file folio that has PTEs (mapcount > 0).
+    pub(crate) fn folio_nr_mappers(&self, pfn: Pfn) -> usize {
+        let p = &self.pages[pfn as usize];
+        if !p.test(PG_OWNED) {
+            0
+        } else if !p.is_file_lru() {
+            1 + self.mms[p.owner as usize].forks.len()
+        } else if p.private == 0 {
+            0
+        } else {
+            self.files[p.owner as usize].mappers.len()
+        }
+    }
+
+    /// The `k`-th process of the folio's rmap walk (k < folio_nr_mappers).
+    pub(crate) fn folio_rmap_mm(&self, pfn: Pfn, k: usize) -> u32 {
+        let p = &self.pages[pfn as usize];
+        if p.is_file_lru() {
+            self.files[p.owner as usize].mappers[k]
+        } else if k == 0 {
+            p.owner
+        } else {
+            self.mms[p.owner as usize].forks[k - 1]
+        }
+    }
+
+    /// Is the folio anonymous and owned by a process that has forked (its rmap walk
+    /// visits the whole fork family, and its mapcount is kept in `shared_mapcount`)?
+    #[inline]
+    pub fn folio_shared_anon(&self, pfn: Pfn) -> bool {
+        let p = &self.pages[pfn as usize];
+        p.test(PG_OWNED) && !p.is_file_lru() && !self.mms[p.owner as usize].forks.is_empty()
+    }
+
+    /// One more (`up`) or one less PTE maps the shared anonymous folio `pfn`: the _mapcount
+    /// increment of folio_add_anon_rmap_pte() and folio_try_dup_anon_rmap_pte() (fork) and
+    /// the decrement of folio_remove_rmap_pte(); returns the mapcount before. Simplified: a
+    /// map entry only while the count is above zero (the kernel keeps the counter in the
+    /// folio), and none for folios one process owns (their one candidate PTE says it).
+    pub fn shared_mapcount_mod(&mut self, pfn: Pfn, up: bool) -> u32 {
+        let c = self.shared_mapcount.entry(pfn).or_insert(0);
+        let before = *c;
+        if up {
+            *c += 1;
+        } else {
+            debug_assert!(before > 0, "mapcount of folio {pfn} underflows");
+            *c -= 1;
+            if *c == 0 {
+                self.shared_mapcount.remove(&pfn);
+            }
+        }
+        before
+    }
+
+    /// folio_mapcount(): how many PTEs map the folio (the rmap walk's hits).
+    pub fn folio_mapcount(&self, pfn: Pfn) -> u32 {
+        if self.folio_shared_anon(pfn) {
+            return self.shared_mapcount.get(&pfn).copied().unwrap_or(0);
+        }
+        let vpn = self.folio_vpn(pfn) as usize;
+        (0..self.folio_nr_mappers(pfn))
+            .filter(|&k| {
+                let v = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes[vpn];
+                pte::present(v) && pte::pfn(v) == pfn
+            })
+            .count() as u32
+    }
+
+    /// The virtual page at which the folio's candidate PTEs sit (vma_address()): an
+    /// anonymous folio's index; a file folio's index past its file's mapping base.
+    pub(crate) fn folio_vpn(&self, pfn: Pfn) -> u32 {
+        let p = &self.pages[pfn as usize];
+        if p.is_file_lru() {
+            p.index + self.files[p.owner as usize].map_base
+        } else {
+            p.index
+        }
+    }
+}
+
+impl Sim {
+    /// try_to_unmap() of a mapped file folio: clear each mapper's PTE (NR_FILE_MAPPED
+    /// drops per PTE), queue each mm's TLB flush, and leave the mapcount at zero.
+    pub(crate) fn try_to_unmap_file(&self, mm: &mut Mm, pfn: Pfn, ubc: &mut TlbUbc) {
+        let p = mm.pages[pfn as usize];
+        let f = p.owner as usize;
+        let vpn = (p.index + mm.files[f].map_base) as usize;
+        let lvf = mm.folio_lruvec(pfn) as usize;
+        for k in 0..mm.files[f].mappers.len() {
+            let mmid = mm.files[f].mappers[k];
+            let v = mm.mms[mmid as usize].ptes[vpn];
+            if !(pte::present(v) && pte::pfn(v) == pfn) {
+                continue;
+            }
+            mm.mms[mmid as usize].ptes[vpn] = 0;
+            mm.lruvecs[lvf].mod_state(NodeStat::NrFileMapped, -1);
+            self.e.charge(self.c.pte_unmap);
+            self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid as usize], mmid, false);
+        }
+        mm.pages[pfn as usize].private = 0;
+    }
+
+    /// try_to_unmap() of a mapped anonymous folio in the swap cache: each PTE the rmap
+    /// walk finds mapping it becomes the swap entry (its dirty bit moves to the folio),
+    /// queueing its mm's TLB flush. The slot's swap count counts the PTEs replaced when
+    /// it is explicit (a folio of forked processes; swapfile.rs).
+    pub(crate) fn try_to_unmap_anon(&self, mm: &mut Mm, pfn: Pfn, ubc: &mut TlbUbc) {
+        let pg = mm.pages[pfn as usize];
+        let slot = pg.private;
+        let vpn = pg.index as usize;
+        let mut replaced = 0;
+        let family = mm.folio_shared_anon(pfn);
+        let mapcount = if family {
+            mm.shared_mapcount.remove(&pfn).unwrap_or(0)
+        } else {
+            u32::MAX
+        };
+        for k in 0..mm.folio_nr_mappers(pfn) {
+            if replaced == mapcount {
+                break;
+            }
+            let mmid = mm.folio_rmap_mm(pfn, k) as usize;
+            let v = mm.mms[mmid].ptes[vpn];
+            if !(pte::present(v) && pte::pfn(v) == pfn) {
+                continue;
+            }
+            mm.mms[mmid].ptes[vpn] = pte::mk_swap(slot);
+            mm.mms[mmid].rss -= 1;
+            mm.mms[mmid].swapents += 1;
+            if v & pte::DIRTY != 0 {
+                mm.pages[pfn as usize].set(PG_DIRTY);
+            }
+            self.e.charge(self.c.pte_unmap);
+            let dirty = v & pte::DIRTY != 0;
+            self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid], mmid as u32, dirty);
+            replaced += 1;
+        }
+        debug_assert!(
+            !family || replaced == mapcount,
+            "folio {pfn}: mapcount {mapcount}, {replaced} PTEs"
+        );
+        let lvf = mm.folio_lruvec(pfn) as usize;
+        mm.lruvecs[lvf].mod_state(NodeStat::NrAnonMapped, -1);
+        let s = mm.swap.as_mut().expect("swapcache folio without swap");
+        if family || s.swap_count(slot).is_some() {
+            s.swap_duplicate(slot, 0, replaced);
+        }
+    }
+}
 
 /// The reclaiming task's pending TLB flush (the kernel's tlbflush_unmap_batch).
 #[derive(Debug, Default)]

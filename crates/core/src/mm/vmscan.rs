@@ -16,6 +16,9 @@
 //! Swap writes to a block device leave shrink_folio_list under writeback; shrink_lruvec
 //! plugs them (blk_start_plug) until its loop ends, and cgroup v1 limit reclaim that meets
 //! one again waits for it (shrink_folio_list's case 3). MGLRU's reclaim is lru_gen/eviction.rs.
+//! Elsewhere, each in the file of its kernel file: the rmap walks reclaim calls
+//! (folio_referenced, try_to_unmap) are rmap.rs, the plug engine/blk.rs, the end of a swap
+//! write's writeback filemap.rs.
 //! Simplified: one zone per node (no zone skipping or lowmem reserves), no slab shrinkers,
 //! no compaction or high-order reclaim, no dirty file folios (file pages are written
 //! before the run and stay clean), no writeback throttling (PGDAT_WRITEBACK, case 1 of the
@@ -29,8 +32,7 @@ use super::mm_types::*;
 use super::mmzone::*;
 use super::vmstat::{NodeStat, VmEvent};
 use super::{
-    LruvecId, MemcgId, Mm, Pfn, BLK_MAX_REQUEST_COUNT, DEF_PRIORITY, NIL, RMAP_PREFETCH_MMS,
-    SWAP_CLUSTER_MAX,
+    LruvecId, MemcgId, Mm, Pfn, BLK_MAX_REQUEST_COUNT, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX,
 };
 use crate::engine::Site;
 use crate::sim::Sim;
@@ -372,174 +374,6 @@ impl Mm {
             nr[lru] = scan;
         }
         (nr, balance)
-    }
-
-    /// folio_referenced(): walk the reverse map, test and clear young PTE bits; returns
-    /// the number of young PTEs (an anonymous folio has one candidate PTE, a mapped file
-    /// folio one per process mapping its file). Whether a young mapping was VM_EXEC is
-    /// [`Mm::folio_exec`] (the kernel returns the VMAs' flags beside the count).
-    pub fn folio_referenced(&mut self, pfn: Pfn) -> u32 {
-        let n = self.folio_nr_mappers(pfn);
-        if n == 0 {
-            return 0;
-        }
-        // A shared anonymous folio's walk ends once it has met every mapping (the
-        // kernel's pra.mapcount), at once if there is none.
-        let mut left = if self.folio_shared_anon(pfn) {
-            self.folio_mapcount(pfn)
-        } else {
-            u32::MAX
-        };
-        let vpn = self.folio_vpn(pfn) as usize;
-        let mut young = 0;
-        for k in 0..n {
-            if left == 0 {
-                break;
-            }
-            let mmid = self.folio_rmap_mm(pfn, k);
-            let pte_v = &mut self.mms[mmid as usize].ptes[vpn];
-            if pte::present(*pte_v) && pte::pfn(*pte_v) == pfn {
-                left -= 1;
-                if *pte_v & pte::YOUNG != 0 {
-                    *pte_v &= !pte::YOUNG;
-                    young += 1;
-                }
-            }
-        }
-        young
-    }
-
-    /// Is the folio a page of a VM_EXEC file mapping (a program's text)?
-    pub fn folio_exec(&self, pfn: Pfn) -> bool {
-        let p = &self.pages[pfn as usize];
-        p.test(PG_OWNED) && p.is_file_lru() && self.files[p.owner as usize].exec
-    }
-
-    /// Prefetch the PTEs folio_referenced / try_to_unmap will read for `pfn` (the reverse
-    /// map's candidates) and, for a page-cache folio, the mapping slot __remove_mapping
-    /// will write its shadow to, so loops over isolated folios overlap those cache misses.
-    #[inline]
-    pub fn prefetch_rmap(&self, pfn: Pfn) {
-        let p = &self.pages[pfn as usize];
-        if p.test(PG_OWNED) && p.is_file_lru() {
-            if let Some(slot) = self.files[p.owner as usize].cache.get(p.index as usize) {
-                super::prefetch(slot);
-            }
-        }
-        // Every candidate PTE of the walk (a shared anonymous folio has one per process of
-        // its fork family), up to RMAP_PREFETCH_MMS of them.
-        let n = self.folio_nr_mappers(pfn).min(RMAP_PREFETCH_MMS);
-        if n > 0 && (n == 1 || self.folio_mapped(pfn)) {
-            let i = self.folio_vpn(pfn) as usize;
-            for k in 0..n {
-                if let Some(v) = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes.get(i) {
-                    super::prefetch(v);
-                }
-            }
-        }
-    }
-
-    /// folio_mapped(): does any candidate PTE map the folio? (A shared anonymous folio's
-    /// mapcount says so at once.)
-    pub fn folio_mapped(&self, pfn: Pfn) -> bool {
-        if self.folio_shared_anon(pfn) {
-            return self.shared_mapcount.contains_key(&pfn);
-        }
-        let n = self.folio_nr_mappers(pfn);
-        if n == 0 {
-            return false;
-        }
-        let vpn = self.folio_vpn(pfn) as usize;
-        (0..n).any(|k| {
-            let v = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes[vpn];
-            pte::present(v) && pte::pfn(v) == pfn
-        })
-    }
-
-    /// The first process whose PTE may map the folio (an anon folio's only candidate).
-    pub(crate) fn folio_mapper(&self, pfn: Pfn) -> Option<u32> {
-        (self.folio_nr_mappers(pfn) > 0).then(|| self.folio_rmap_mm(pfn, 0))
-    }
-
-    /// How many processes the rmap walk visits for the folio: the owner of an anonymous
-    /// folio and the processes forked from it (its anon_vma chain; fork.rs), every mapper
-    /// of a file folio that has PTEs (mapcount > 0).
-    pub(crate) fn folio_nr_mappers(&self, pfn: Pfn) -> usize {
-        let p = &self.pages[pfn as usize];
-        if !p.test(PG_OWNED) {
-            0
-        } else if !p.is_file_lru() {
-            1 + self.mms[p.owner as usize].forks.len()
-        } else if p.private == 0 {
-            0
-        } else {
-            self.files[p.owner as usize].mappers.len()
-        }
-    }
-
-    /// The `k`-th process of the folio's rmap walk (k < folio_nr_mappers).
-    pub(crate) fn folio_rmap_mm(&self, pfn: Pfn, k: usize) -> u32 {
-        let p = &self.pages[pfn as usize];
-        if p.is_file_lru() {
-            self.files[p.owner as usize].mappers[k]
-        } else if k == 0 {
-            p.owner
-        } else {
-            self.mms[p.owner as usize].forks[k - 1]
-        }
-    }
-
-    /// Is the folio anonymous and owned by a process that has forked (its rmap walk
-    /// visits the whole fork family, and its mapcount is kept in `shared_mapcount`)?
-    #[inline]
-    pub fn folio_shared_anon(&self, pfn: Pfn) -> bool {
-        let p = &self.pages[pfn as usize];
-        p.test(PG_OWNED) && !p.is_file_lru() && !self.mms[p.owner as usize].forks.is_empty()
-    }
-
-    /// One more (`up`) or one less PTE maps the shared anonymous folio `pfn`: the _mapcount
-    /// increment of folio_add_anon_rmap_pte() and folio_try_dup_anon_rmap_pte() (fork) and
-    /// the decrement of folio_remove_rmap_pte(); returns the mapcount before. Simplified: a
-    /// map entry only while the count is above zero (the kernel keeps the counter in the
-    /// folio), and none for folios one process owns (their one candidate PTE says it).
-    pub fn shared_mapcount_mod(&mut self, pfn: Pfn, up: bool) -> u32 {
-        let c = self.shared_mapcount.entry(pfn).or_insert(0);
-        let before = *c;
-        if up {
-            *c += 1;
-        } else {
-            debug_assert!(before > 0, "mapcount of folio {pfn} underflows");
-            *c -= 1;
-            if *c == 0 {
-                self.shared_mapcount.remove(&pfn);
-            }
-        }
-        before
-    }
-
-    /// folio_mapcount(): how many PTEs map the folio (the rmap walk's hits).
-    pub fn folio_mapcount(&self, pfn: Pfn) -> u32 {
-        if self.folio_shared_anon(pfn) {
-            return self.shared_mapcount.get(&pfn).copied().unwrap_or(0);
-        }
-        let vpn = self.folio_vpn(pfn) as usize;
-        (0..self.folio_nr_mappers(pfn))
-            .filter(|&k| {
-                let v = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes[vpn];
-                pte::present(v) && pte::pfn(v) == pfn
-            })
-            .count() as u32
-    }
-
-    /// The virtual page at which the folio's candidate PTEs sit (vma_address()): an
-    /// anonymous folio's index; a file folio's index past its file's mapping base.
-    pub(crate) fn folio_vpn(&self, pfn: Pfn) -> u32 {
-        let p = &self.pages[pfn as usize];
-        if p.is_file_lru() {
-            p.index + self.files[p.owner as usize].map_base
-        } else {
-            p.index
-        }
     }
 
     /// isolate_lru_folios(): take up to `nr_to_scan` folios off the tail of `lru` into
@@ -975,74 +809,6 @@ impl Sim {
         stat
     }
 
-    /// try_to_unmap() of a mapped file folio: clear each mapper's PTE (NR_FILE_MAPPED
-    /// drops per PTE), queue each mm's TLB flush, and leave the mapcount at zero.
-    fn try_to_unmap_file(&self, mm: &mut Mm, pfn: Pfn, ubc: &mut super::rmap::TlbUbc) {
-        let p = mm.pages[pfn as usize];
-        let f = p.owner as usize;
-        let vpn = (p.index + mm.files[f].map_base) as usize;
-        let lvf = mm.folio_lruvec(pfn) as usize;
-        for k in 0..mm.files[f].mappers.len() {
-            let mmid = mm.files[f].mappers[k];
-            let v = mm.mms[mmid as usize].ptes[vpn];
-            if !(pte::present(v) && pte::pfn(v) == pfn) {
-                continue;
-            }
-            mm.mms[mmid as usize].ptes[vpn] = 0;
-            mm.lruvecs[lvf].mod_state(NodeStat::NrFileMapped, -1);
-            self.e.charge(self.c.pte_unmap);
-            self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid as usize], mmid, false);
-        }
-        mm.pages[pfn as usize].private = 0;
-    }
-
-    /// try_to_unmap() of a mapped anonymous folio in the swap cache: each PTE the rmap
-    /// walk finds mapping it becomes the swap entry (its dirty bit moves to the folio),
-    /// queueing its mm's TLB flush. The slot's swap count counts the PTEs replaced when
-    /// it is explicit (a folio of forked processes; swapfile.rs).
-    fn try_to_unmap_anon(&self, mm: &mut Mm, pfn: Pfn, ubc: &mut super::rmap::TlbUbc) {
-        let pg = mm.pages[pfn as usize];
-        let slot = pg.private;
-        let vpn = pg.index as usize;
-        let mut replaced = 0;
-        let family = mm.folio_shared_anon(pfn);
-        let mapcount = if family {
-            mm.shared_mapcount.remove(&pfn).unwrap_or(0)
-        } else {
-            u32::MAX
-        };
-        for k in 0..mm.folio_nr_mappers(pfn) {
-            if replaced == mapcount {
-                break;
-            }
-            let mmid = mm.folio_rmap_mm(pfn, k) as usize;
-            let v = mm.mms[mmid].ptes[vpn];
-            if !(pte::present(v) && pte::pfn(v) == pfn) {
-                continue;
-            }
-            mm.mms[mmid].ptes[vpn] = pte::mk_swap(slot);
-            mm.mms[mmid].rss -= 1;
-            mm.mms[mmid].swapents += 1;
-            if v & pte::DIRTY != 0 {
-                mm.pages[pfn as usize].set(PG_DIRTY);
-            }
-            self.e.charge(self.c.pte_unmap);
-            let dirty = v & pte::DIRTY != 0;
-            self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid], mmid as u32, dirty);
-            replaced += 1;
-        }
-        debug_assert!(
-            !family || replaced == mapcount,
-            "folio {pfn}: mapcount {mapcount}, {replaced} PTEs"
-        );
-        let lvf = mm.folio_lruvec(pfn) as usize;
-        mm.lruvecs[lvf].mod_state(NodeStat::NrAnonMapped, -1);
-        let s = mm.swap.as_mut().expect("swapcache folio without swap");
-        if family || s.swap_count(slot).is_some() {
-            s.swap_duplicate(slot, 0, replaced);
-        }
-    }
-
     /// One folio of shrink_folio_list; true if it was freed.
     async fn shrink_one_folio(
         &self,
@@ -1260,86 +1026,11 @@ impl Sim {
         }
     }
 
-    /// blk_start_plug(): from here the task's swap writes wait in `sc.plug`. Returns
-    /// whether this call started the plug: inside another plug it does nothing, and the
-    /// outer one stays in charge (the kernel keeps current->plug).
-    pub fn blk_start_plug(&self, sc: &mut ScanControl) -> bool {
-        if sc.plug.is_some() {
-            return false;
-        }
-        sc.plug = Some(Vec::new());
-        true
-    }
-
-    /// blk_finish_plug(): submit what the plug holds and stop plugging, when `started`
-    /// (this level's blk_start_plug made the plug; an inner level leaves it alone).
-    pub async fn blk_finish_plug(&self, sc: &mut ScanControl, started: bool) {
-        if started {
-            self.blk_flush_plug(sc).await;
-            sc.plug = None;
-        }
-    }
-
-    /// blk_flush_plug(): submit the plugged swap writes to the device, in order; a full
-    /// device queue makes the submitter sleep for a free request, as submit_bio does.
-    /// Models block/blk-core.c's plug for swap writes only. Simplified: no merging of
-    /// adjacent slots into one request (each folio is one 4 KiB write).
-    pub(crate) async fn blk_flush_plug(&self, sc: &mut ScanControl) {
-        let Some(plug) = sc.plug.as_mut() else {
-            return;
-        };
-        for pfn in std::mem::take(plug) {
-            let now = self.e.now();
-            let io = {
-                let mut mm = self.mm.borrow_mut();
-                let s = mm.swap.as_mut().expect("a plugged swap write without swap");
-                s.dev.submit_write(now)
-            };
-            self.submit_swap_write(pfn, io.done_at);
-            if io.submitted_at > now {
-                self.e.sleep(io.submitted_at - now).await;
-            }
-        }
-    }
-
     /// Submit an asynchronous swap write whose IO completes at `at`: the completion runs
     /// on this CPU (blk-mq completes where it was submitted), in its bio-completion context.
-    fn submit_swap_write(&self, pfn: Pfn, at: u64) {
+    pub(crate) fn submit_swap_write(&self, pfn: Pfn, at: u64) {
         let cpu = self.e.cpu();
         self.queue_bio_completion(cpu, at, pfn);
-    }
-
-    /// folio_end_writeback() for a swap write: clear PG_writeback; a folio marked
-    /// PG_reclaim rotates to the inactive tail; a folio whose owner went away during the
-    /// IO is freed (writeback held its last reference).
-    pub(crate) async fn folio_end_writeback(&self, pfn: Pfn) {
-        let (rotate, orphan) = {
-            let mut mm = self.mm.borrow_mut();
-            let lvf = mm.folio_lruvec(pfn) as usize;
-            mm.lruvecs[lvf].mod_state(NodeStat::NrWriteback, -1);
-            let p = &mut mm.pages[pfn as usize];
-            p.clear(PG_WRITEBACK);
-            (p.test_clear(PG_RECLAIM), !p.test(PG_OWNED))
-        };
-        if orphan {
-            self.folio_put_last(pfn).await;
-        } else if rotate {
-            self.folio_rotate_reclaimable(pfn).await;
-        }
-        // folio_wake_bit(PG_writeback), when the folio has waiters.
-        if self.folio_wait.active() {
-            self.wake_up_all(&self.folio_wait);
-        }
-    }
-
-    /// folio_wait_writeback(): sleep until the folio's writeback ends (its bio completion
-    /// wakes the folio wait queue). Simplified: one queue for all folios, so a waiter may
-    /// wake for another folio and sleeps again.
-    pub(crate) async fn folio_wait_writeback(&self, pfn: Pfn) {
-        while self.mm.borrow().pages[pfn as usize].test(PG_WRITEBACK) {
-            let wq = self.folio_wait.clone();
-            self.wait_event_timeout(&wq, None).await;
-        }
     }
 
     /// shrink_list(): active lists are only deactivated when allowed; inactive lists are
