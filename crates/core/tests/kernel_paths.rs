@@ -301,7 +301,11 @@ fn folio_mark_accessed_activates_off_lru_folios_only_in_the_local_lru_add_batch(
     for &p in &pfns {
         let lv = mm.folio_lruvec(p);
         let reclaimsim_core::mm::Mm { pages, lruvecs, .. } = &mut *mm;
-        lruvec_del_folio(pages, &mut lruvecs[lv as usize], p);
+        reclaimsim_core::mm::mm_inline::lruvec_del_folio_untracked(
+            pages,
+            &mut lruvecs[lv as usize],
+            p,
+        );
         pages[p as usize].clear(PG_LRU);
     }
     let (local, remote, isolated) = (pfns[0], pfns[1], pfns[2]);

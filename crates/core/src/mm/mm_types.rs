@@ -154,24 +154,6 @@ impl Page {
     pub fn on_lru(&self) -> bool {
         self.test(PG_LRU) && !self.test(PG_INBATCH)
     }
-    /// folio_is_file_lru(): file LRU (not swap-backed).
-    #[inline]
-    pub fn is_file_lru(&self) -> bool {
-        self.flags & PG_SWAPBACKED == 0
-    }
-    /// folio_lru_list(): which list the folio belongs on.
-    #[inline]
-    pub fn lru_list(&self) -> usize {
-        if self.test(PG_UNEVICTABLE) {
-            return super::mmzone::LRU_UNEVICTABLE;
-        }
-        let base = if self.is_file_lru() {
-            super::mmzone::LRU_INACTIVE_FILE
-        } else {
-            super::mmzone::LRU_INACTIVE_ANON
-        };
-        base + self.test(PG_ACTIVE) as usize
-    }
 }
 
 /// PTE encoding (u32): present = bit 31 with the pfn in bits 0..=28 and young (bit 30) and

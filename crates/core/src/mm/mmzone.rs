@@ -4,10 +4,9 @@
 //! so zone and node free counts coincide, `reclaim_idx` is always that zone and
 //! lowmem_reserve is 0. LRU lists are intrusive doubly linked lists threaded through the
 //! frame table's link array (`Frames::links`); the head is the young end and reclaim takes
-//! from the tail.
+//! from the tail. The operations on them (include/linux/mm_inline.h) are mm_inline.rs.
 
-use super::mm_types::{Frames, LruLink, PG_LRU};
-use super::vmstat::{NodeStat, LRU_STAT, NR_NODE_STAT};
+use super::vmstat::{NodeStat, NR_NODE_STAT};
 use super::{LruvecId, MemcgId, Pfn, NIL};
 use crate::engine::{LockId, TaskId};
 
@@ -140,72 +139,6 @@ impl Lruvec {
     }
 }
 
-/// lruvec_add_folio(): link at the head (young end) of the folio's list.
-pub fn lruvec_add_folio(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn) {
-    let lru = {
-        let p = &mut pages[pfn as usize];
-        p.set(PG_LRU);
-        p.lru_list()
-    };
-    let old = lv.lists[lru].head;
-    pages.links[pfn as usize] = LruLink {
-        prev: NIL,
-        next: old,
-    };
-    if old != NIL {
-        pages.links[old as usize].prev = pfn;
-    } else {
-        lv.lists[lru].tail = pfn;
-    }
-    lv.lists[lru].head = pfn;
-    lv.nr[lru] += 1;
-    lv.stat[LRU_STAT[lru] as usize] += 1;
-}
-
-/// lruvec_add_folio_tail(): link at the tail (the next to be reclaimed).
-pub fn lruvec_add_folio_tail(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn) {
-    let lru = {
-        let p = &mut pages[pfn as usize];
-        p.set(PG_LRU);
-        p.lru_list()
-    };
-    let old = lv.lists[lru].tail;
-    pages.links[pfn as usize] = LruLink {
-        prev: old,
-        next: NIL,
-    };
-    if old != NIL {
-        pages.links[old as usize].next = pfn;
-    } else {
-        lv.lists[lru].head = pfn;
-    }
-    lv.lists[lru].tail = pfn;
-    lv.nr[lru] += 1;
-    lv.stat[LRU_STAT[lru] as usize] += 1;
-}
-
-/// lruvec_del_folio(): unlink from its list (the caller clears PG_lru when isolating).
-pub fn lruvec_del_folio(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn) {
-    let lru = pages[pfn as usize].lru_list();
-    let LruLink { prev, next } = pages.links[pfn as usize];
-    if prev != NIL {
-        pages.links[prev as usize].next = next;
-    } else {
-        lv.lists[lru].head = next;
-    }
-    if next != NIL {
-        pages.links[next as usize].prev = prev;
-    } else {
-        lv.lists[lru].tail = prev;
-    }
-    pages.links[pfn as usize] = LruLink {
-        prev: NIL,
-        next: NIL,
-    };
-    lv.nr[lru] -= 1;
-    lv.stat[LRU_STAT[lru] as usize] -= 1;
-}
-
 /// Watermark indices (enum zone_watermarks).
 pub const WMARK_MIN: usize = 0;
 pub const WMARK_LOW: usize = 1;
@@ -317,29 +250,5 @@ mod tests {
             let r = int_sqrt(x);
             assert!(r * r <= x && (r + 1) * (r + 1) > x, "{x}");
         }
-    }
-
-    #[test]
-    fn list_ops_keep_order_and_counts() {
-        let mut pages = Frames::zeroed(8);
-        let mut lv = Lruvec::new(0, 0, 0, 0);
-        for pfn in 0..4 {
-            lruvec_add_folio(&mut pages, &mut lv, pfn);
-        }
-        lruvec_add_folio_tail(&mut pages, &mut lv, 4);
-        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 5);
-        assert_eq!(lv.lists[LRU_INACTIVE_FILE].head, 3);
-        assert_eq!(lv.lists[LRU_INACTIVE_FILE].tail, 4);
-        lruvec_del_folio(&mut pages, &mut lv, 4);
-        assert_eq!(lv.lists[LRU_INACTIVE_FILE].tail, 0);
-        lruvec_del_folio(&mut pages, &mut lv, 2);
-        let mut walk = vec![];
-        let mut p = lv.lists[LRU_INACTIVE_FILE].head;
-        while p != NIL {
-            walk.push(p);
-            p = pages.links[p as usize].next;
-        }
-        assert_eq!(walk, vec![3, 1, 0]);
-        assert_eq!(lv.stat[NodeStat::NrInactiveFile as usize], 3);
     }
 }

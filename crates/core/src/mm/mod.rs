@@ -28,6 +28,7 @@ pub mod lru_gen;
 pub mod lru_lines;
 pub mod memcontrol;
 pub mod memory;
+pub mod mm_inline;
 pub mod mm_types;
 pub mod mmzone;
 pub mod oom_kill;
@@ -577,94 +578,6 @@ impl Mm {
             .filter(|(i, _)| lvs.contains(&(*i as LruvecId)))
             .map(|(_, s)| s);
         lru_gen::lru_gen_del_mm(&mut mm_lists[memcg], states, mmid);
-    }
-
-    /// lruvec_add_folio() on the folio's own lruvec: MGLRU places it in a generation
-    /// (lru_gen_add_folio); the classic LRU links it at the head of the list its flags
-    /// select.
-    pub fn lruvec_add_folio(&mut self, pfn: Pfn) {
-        let lv = self.folio_lruvec(pfn);
-        let Mm { pages, lruvecs, .. } = self;
-        let l = &mut lruvecs[lv as usize];
-        if !lru_gen::lru_gen_add_folio(pages, l, pfn, false) {
-            mmzone::lruvec_add_folio(pages, l, pfn);
-        }
-        let link = self.pages.links[pfn as usize];
-        self.write_list_lines(lv, pfn, link.prev, link.next);
-        self.update_lru_size(pfn, 1);
-    }
-
-    /// lruvec_add_folio_tail(): the next folio reclaim takes (MGLRU: the tail of the
-    /// oldest generation, lru_gen_add_folio with `reclaiming`).
-    pub fn lruvec_add_folio_tail(&mut self, pfn: Pfn) {
-        let lv = self.folio_lruvec(pfn);
-        let Mm { pages, lruvecs, .. } = self;
-        let l = &mut lruvecs[lv as usize];
-        if !lru_gen::lru_gen_add_folio(pages, l, pfn, true) {
-            mmzone::lruvec_add_folio_tail(pages, l, pfn);
-        }
-        let link = self.pages.links[pfn as usize];
-        self.write_list_lines(lv, pfn, link.prev, link.next);
-        self.update_lru_size(pfn, 1);
-    }
-
-    /// lruvec_del_folio() from the folio's own lruvec (MGLRU: lru_gen_del_folio, which
-    /// leaves a folio of an active generation with PG_active). PG_lru is the caller's.
-    pub fn lruvec_del_folio(&mut self, pfn: Pfn) {
-        let lv = self.folio_lruvec(pfn);
-        let Mm { pages, lruvecs, .. } = self;
-        let l = &mut lruvecs[lv as usize];
-        let link = pages.links[pfn as usize];
-        if !lru_gen::lru_gen_del_folio(pages, l, pfn, false) {
-            mmzone::lruvec_del_folio(pages, l, pfn);
-        }
-        self.write_list_lines(lv, pfn, link.prev, link.next);
-        self.update_lru_size(pfn, -1);
-    }
-
-    /// The memcg side of update_lru_size() (__mod_lruvec_state of NR_LRU_BASE + lru): its
-    /// cost is queued for the lock holder (StatPending). Simplified: MGLRU folios count on
-    /// the inactive lists (the kernel's lru_gen_update_size picks the list by generation);
-    /// list operations outside an lru_lock (a fixture's placement) cost nothing.
-    fn update_lru_size(&mut self, pfn: Pfn, delta: i64) {
-        let p = self.pages[pfn as usize];
-        let lru = p.lru_list();
-        if !self.lines.armed() || lru == mmzone::LRU_UNEVICTABLE {
-            return;
-        }
-        // lru_gen_del_folio leaves PG_active on a folio of an active generation: under
-        // MGLRU the add and the delete must count on the same (inactive) list.
-        let lru = if self.lruvecs[self.folio_lruvec(pfn) as usize].lrugen.enabled {
-            lru & !1
-        } else {
-            lru
-        };
-        let nid = self.pfn_node(pfn);
-        self.stat_pending
-            .push_held(p.memcg, nid, memcontrol::StatKind::lru(lru), delta);
-    }
-
-    /// The cache lines a list operation on `lv` wrote: list_add/__list_del_entry write the
-    /// folio's struct page and its neighbours' links, update_lru_size the lruvec's counters
-    /// (lru_lines.rs). Simplified: the lruvec's heads and counters are one line; MGLRU's
-    /// in-place moves between generations do not come through here.
-    #[inline]
-    fn write_list_lines(&mut self, lv: LruvecId, pfn: Pfn, prev: Pfn, next: Pfn) {
-        if !self.lines.armed() {
-            return;
-        }
-        let Mm {
-            pages,
-            lruvecs,
-            lines,
-            ..
-        } = self;
-        for f in [pfn, prev, next] {
-            if f != NIL {
-                lines.write(&mut pages.line_cpu[f as usize]);
-            }
-        }
-        lines.write(&mut lruvecs[lv as usize].line_cpu);
     }
 
     #[inline]

@@ -28,6 +28,7 @@
 //! first young PTE, and rotated on the active list while referenced.
 
 use super::lru_gen::FolioRef;
+use super::mm_inline::{lruvec_add_folio_untracked, lruvec_del_folio_untracked};
 use super::mm_types::*;
 use super::mmzone::*;
 use super::vmstat::{NodeStat, VmEvent};
@@ -401,11 +402,11 @@ impl Mm {
                 // Reclaim caught up with the read-ahead: it restarts from the new tail.
                 l.prefetch_cursor[lru] = NIL;
             }
-            lruvec_del_folio(pages, l, pfn);
+            lruvec_del_folio_untracked(pages, l, pfn);
             if pages[pfn as usize].test(PG_INBATCH | PG_DYING) {
                 // test_clear_lru failed (a batch holds it) or folio_try_get failed (its
                 // refcount already reached zero): leave it.
-                lruvec_add_folio(pages, l, pfn);
+                lruvec_add_folio_untracked(pages, l, pfn);
                 continue;
             }
             pages[pfn as usize].clear(PG_LRU);

@@ -321,7 +321,7 @@ mod tests {
         // Classic lists must be empty with MGLRU on; generation lists with it off.
         let (f, mut lv) = valid_state();
         let mut other = frames(&[FILE]);
-        crate::mm::mmzone::lruvec_add_folio(&mut other, &mut lv, 0);
+        crate::mm::mm_inline::lruvec_add_folio_untracked(&mut other, &mut lv, 0);
         assert_err(check_lru_gen(&f, &lv, false), "classic list");
         let (f, mut lv) = valid_state();
         lv.lrugen.enabled = false;

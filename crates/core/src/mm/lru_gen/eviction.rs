@@ -131,7 +131,7 @@ pub fn sort_folio(
         SortFolio::Unevictable => {
             lru_gen_del_folio(frames, lv, pfn, true);
             frames[pfn as usize].set(PG_UNEVICTABLE);
-            crate::mm::mmzone::lruvec_add_folio(frames, lv, pfn);
+            crate::mm::mm_inline::lruvec_add_folio_untracked(frames, lv, pfn);
         }
         SortFolio::Promoted { gen } => gen_list_move(frames, &mut lv.lrugen, pfn, gen, false),
         SortFolio::Protected { tier } => {
