@@ -39,36 +39,6 @@ pub enum Fault {
 }
 
 impl Mm {
-    /// folio_free_swap(): drop a mapped folio's swap slot; the folio becomes dirty anon.
-    pub fn folio_free_swap(&mut self, pfn: Pfn) {
-        let p = self.pages[pfn as usize];
-        if !p.test(PG_SWAPCACHE) || p.test(PG_WRITEBACK) || self.folio_swapped(pfn) {
-            return;
-        }
-        if let Some(s) = self.swap.as_mut() {
-            s.free_slot(p.private);
-        }
-        self.mem_cgroup_uncharge_swap(p.memcg);
-        let lv = self.folio_lruvec(pfn) as usize;
-        self.lruvecs[lv].mod_state(NodeStat::NrSwapcache, -1);
-        self.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);
-        let pg = &mut self.pages[pfn as usize];
-        pg.clear(PG_SWAPCACHE);
-        pg.set(PG_DIRTY);
-    }
-
-    /// folio_swapped(): do swap PTEs of other processes still refer to the folio's slot?
-    /// Only a shared folio's slot can have them while the folio is mapped (swapfile.rs).
-    pub fn folio_swapped(&self, pfn: Pfn) -> bool {
-        let p = &self.pages[pfn as usize];
-        p.test(PG_SWAPCACHE)
-            && self
-                .swap
-                .as_ref()
-                .and_then(|s| s.swap_count(p.private))
-                .is_some_and(|c| c > 0)
-    }
-
     /// Map `pfn` at `vpn` of mm `mmid` (set_pte_at plus the rss count, and NR_ANON_MAPPED
     /// when no other process maps the folio yet), write-protected if `wrprotect`.
     fn map_anon(&mut self, mmid: u32, vpn: u32, pfn: Pfn, write: bool, wrprotect: bool) {

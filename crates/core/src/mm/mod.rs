@@ -35,6 +35,7 @@ pub mod oom_kill;
 pub mod page_alloc;
 pub mod rmap;
 pub mod swap;
+pub mod swap_state;
 pub mod swapfile;
 pub mod vmscan;
 pub mod vmstat;

@@ -11,8 +11,7 @@
 //! An OOM is an event in the run, never a crash: if there is nothing to kill, the
 //! allocation fails and the faulting task is the one that ends.
 
-use super::mm_types::*;
-use super::vmstat::{NodeStat, VmEvent};
+use super::vmstat::VmEvent;
 use super::MemcgId;
 use crate::sim::Sim;
 
@@ -201,24 +200,6 @@ impl Sim {
 
 use super::memcontrol::KmemKind;
 use super::PAGE_SIZE;
-
-impl super::Mm {
-    /// delete_from_swap_cache() + swap_free() for a folio whose owner goes away.
-    pub fn delete_from_swap_cache(&mut self, pfn: u32) {
-        let p = self.pages[pfn as usize];
-        if !p.test(PG_SWAPCACHE) {
-            return;
-        }
-        if let Some(s) = self.swap.as_mut() {
-            s.free_slot(p.private);
-        }
-        self.mem_cgroup_uncharge_swap(p.memcg);
-        let lv = self.folio_lruvec(pfn) as usize;
-        self.lruvecs[lv].mod_state(NodeStat::NrSwapcache, -1);
-        self.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);
-        self.pages[pfn as usize].clear(PG_SWAPCACHE);
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,9 @@
 //! The swap device: slot allocation and the swap cache.
 //!
 //! Models mm/swapfile.c (swap_map, get_swap_pages, swap_free) and mm/swap_state.c
-//! (add_to_swap_cache, __delete_from_swap_cache keeping a shadow). One entry per slot (u64):
+//! (add_to_swap_cache, __delete_from_swap_cache keeping a shadow), with swapfile.c's
+//! folio_free_swap and folio_swapped; a folio's removal from the swap cache is
+//! swap_state.rs. One entry per slot (u64):
 //!
 //! ```text
 //!   0                      free
@@ -17,7 +19,8 @@
 //! explicitly in `shared`: try_to_unmap adds one per PTE it replaces, fork one per swap
 //! PTE it copies, and each swap-in or zap of such a PTE takes one off (swap_free).
 
-use super::Pfn;
+use super::mm_types::{PG_DIRTY, PG_SWAPCACHE, PG_WRITEBACK};
+use super::{Mm, Pfn};
 
 const TAG_SHIFT: u32 = 62;
 const CACHED: u64 = 1 << TAG_SHIFT;
@@ -189,6 +192,30 @@ impl SwapInfo {
     /// Slots in use (for invariants).
     pub fn nr_used(&self) -> u64 {
         self.nr_used
+    }
+}
+
+impl Mm {
+    /// folio_free_swap(): drop a mapped folio's swap slot; the folio becomes dirty anon.
+    pub fn folio_free_swap(&mut self, pfn: Pfn) {
+        let p = self.pages[pfn as usize];
+        if !p.test(PG_SWAPCACHE) || p.test(PG_WRITEBACK) || self.folio_swapped(pfn) {
+            return;
+        }
+        self.delete_from_swap_cache(pfn);
+        self.pages[pfn as usize].set(PG_DIRTY);
+    }
+
+    /// folio_swapped(): do swap PTEs of other processes still refer to the folio's slot?
+    /// Only a shared folio's slot can have them while the folio is mapped (see the header).
+    pub fn folio_swapped(&self, pfn: Pfn) -> bool {
+        let p = &self.pages[pfn as usize];
+        p.test(PG_SWAPCACHE)
+            && self
+                .swap
+                .as_ref()
+                .and_then(|s| s.swap_count(p.private))
+                .is_some_and(|c| c > 0)
     }
 }
 
