@@ -340,23 +340,12 @@ impl Mm {
         for lru in EVICTABLE_LRUS {
             let file = is_file_lru(lru);
             let lruvec_size = self.lruvecs[lv as usize].lru_size(lru);
-            let mut scan = if min > 0 || low > 0 {
-                let cgroup_size = self.memcgs[memcg as usize].usage;
-                // Scan pressure falls with the protected share of the usage; a floor of
-                // SWAP_CLUSTER_MAX keeps reclaim moving when just above the protection.
-                let protection = if !sc.memcg_low_reclaim && low > min {
-                    sc.memcg_low_skipped = true;
-                    low
-                } else {
-                    min
-                };
-                let cgroup_size = cgroup_size.max(protection);
-                let s = lruvec_size
-                    - (lruvec_size as u128 * protection as u128 / (cgroup_size as u128 + 1)) as u64;
-                s.max(SWAP_CLUSTER_MAX)
-            } else {
-                lruvec_size
-            };
+            // Scan pressure falls with the protected share of the usage; a floor of
+            // SWAP_CLUSTER_MAX keeps reclaim moving when just above the protection.
+            let usage = self.memcgs[memcg as usize].usage;
+            let (mut scan, low_skipped) =
+                apply_proportional_protection(lruvec_size, min, low, usage, sc.memcg_low_reclaim);
+            sc.memcg_low_skipped |= low_skipped;
             scan >>= sc.priority;
             scan = match balance {
                 ScanBalance::Equal => scan,
@@ -508,6 +497,31 @@ impl Mm {
         };
         self.lruvecs[lv as usize].mod_state(item, delta);
     }
+}
+
+/// apply_proportional_protection(): shared by get_scan_count and, since v6.16, MGLRU's
+/// get_nr_to_scan (lru_gen/eviction.rs): scale `scan` down by the protected share of the memcg's usage.
+/// memory.low counts unless this is the pass that overrides it (`memcg_low_reclaim`) or min
+/// is larger; then memory.min. At least SWAP_CLUSTER_MAX stays. Returns the scaled count
+/// and whether memory.low was honoured (sc->memcg_low_skipped = 1).
+pub fn apply_proportional_protection(
+    scan: u64,
+    min: u64,
+    low: u64,
+    usage: u64,
+    memcg_low_reclaim: bool,
+) -> (u64, bool) {
+    if min == 0 && low == 0 {
+        return (scan, false);
+    }
+    let (protection, low_skipped) = if !memcg_low_reclaim && low > min {
+        (low, true)
+    } else {
+        (min, false)
+    };
+    let usage = usage.max(protection);
+    let cut = (scan as u128 * protection as u128 / (usage as u128 + 1)) as u64;
+    ((scan - cut).max(SWAP_CLUSTER_MAX), low_skipped)
 }
 
 /// The inactive:active target of inactive_is_low() for the given list sizes [pages].
@@ -1591,6 +1605,40 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn apply_proportional_protection_cases() {
+        // No protection: unchanged.
+        assert_eq!(
+            apply_proportional_protection(1000, 0, 0, 1000, false),
+            (1000, false)
+        );
+        // memory.low 500 of usage 1000: 1000 - 1000 * 500 / 1001 = 1000 - 499 = 501.
+        assert_eq!(
+            apply_proportional_protection(1000, 0, 500, 1000, false),
+            (501, true)
+        );
+        // low equal to min: min counts, low is not reported skipped: 1000 - 499 = 501.
+        assert_eq!(
+            apply_proportional_protection(1000, 500, 500, 1000, false),
+            (501, false)
+        );
+        // The low-overriding pass uses min (0): unchanged, low not skipped.
+        assert_eq!(
+            apply_proportional_protection(1000, 0, 500, 1000, true),
+            (1000, false)
+        );
+        // min 900 of 1000: 40 - 40 * 900 / 1001 = 40 - 35 = 5, raised to SWAP_CLUSTER_MAX.
+        assert_eq!(
+            apply_proportional_protection(40, 900, 0, 1000, false),
+            (32, false)
+        );
+        // Usage below protection counts as the protection: 1000 - 1000 * 800 / 801 = 1.
+        assert_eq!(
+            apply_proportional_protection(1000, 800, 0, 10, false),
+            (32, false)
+        );
+    }
 
     #[test]
     fn inactive_ratio_follows_sqrt_of_gib() {

@@ -29,9 +29,9 @@
 use super::*;
 use crate::engine::Site;
 use crate::mm::mmzone::Lruvec;
-use crate::mm::vmscan::ScanControl;
+use crate::mm::vmscan::{apply_proportional_protection, ScanControl};
 use crate::mm::vmstat::VmEvent;
-use crate::mm::{LruvecId, MemcgId, Mm, Pfn, DEF_PRIORITY, SWAP_CLUSTER_MAX};
+use crate::mm::{LruvecId, MemcgId, Mm, Pfn, DEF_PRIORITY};
 use crate::sim::Sim;
 
 // ---------------------------------------------------------------------------------------
@@ -580,31 +580,6 @@ fn get_nr_to_scan_decide(
     NrToScan::Aging { max_seq }
 }
 
-/// apply_proportional_protection() (mm/vmscan.c, shared by get_scan_count and, since
-/// v6.16, get_nr_to_scan): scale `scan` down by the protected share of the memcg's usage.
-/// memory.low counts unless this is the pass that overrides it (`memcg_low_reclaim`) or min
-/// is larger; then memory.min. At least SWAP_CLUSTER_MAX stays. Returns the scaled count
-/// and whether memory.low was honoured (sc->memcg_low_skipped = 1).
-pub fn apply_proportional_protection(
-    scan: u64,
-    min: u64,
-    low: u64,
-    usage: u64,
-    memcg_low_reclaim: bool,
-) -> (u64, bool) {
-    if min == 0 && low == 0 {
-        return (scan, false);
-    }
-    let (protection, low_skipped) = if !memcg_low_reclaim && low > min {
-        (low, true)
-    } else {
-        (min, false)
-    };
-    let usage = usage.max(protection);
-    let cut = (scan as u128 * protection as u128 / (usage as u128 + 1)) as u64;
-    ((scan - cut).max(SWAP_CLUSTER_MAX), low_skipped)
-}
-
 /// compact_gap(0): order-0 reclaim's floor in should_abort_scan.
 const COMPACT_GAP_ORDER0: u64 = 2;
 
@@ -975,40 +950,6 @@ mod tests {
         assert_eq!(
             get_nr_to_scan_decide(&g, 60, false, false, 11, |n| n),
             NrToScan::Aging { max_seq: 5 }
-        );
-    }
-
-    #[test]
-    fn apply_proportional_protection_cases() {
-        // No protection: unchanged.
-        assert_eq!(
-            apply_proportional_protection(1000, 0, 0, 1000, false),
-            (1000, false)
-        );
-        // memory.low 500 of usage 1000: 1000 - 1000 * 500 / 1001 = 1000 - 499 = 501.
-        assert_eq!(
-            apply_proportional_protection(1000, 0, 500, 1000, false),
-            (501, true)
-        );
-        // low equal to min: min counts, low is not reported skipped: 1000 - 499 = 501.
-        assert_eq!(
-            apply_proportional_protection(1000, 500, 500, 1000, false),
-            (501, false)
-        );
-        // The low-overriding pass uses min (0): unchanged, low not skipped.
-        assert_eq!(
-            apply_proportional_protection(1000, 0, 500, 1000, true),
-            (1000, false)
-        );
-        // min 900 of 1000: 40 - 40 * 900 / 1001 = 40 - 35 = 5, raised to SWAP_CLUSTER_MAX.
-        assert_eq!(
-            apply_proportional_protection(40, 900, 0, 1000, false),
-            (32, false)
-        );
-        // Usage below protection counts as the protection: 1000 - 1000 * 800 / 801 = 1.
-        assert_eq!(
-            apply_proportional_protection(1000, 800, 0, 10, false),
-            (32, false)
         );
     }
 
