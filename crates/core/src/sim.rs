@@ -23,11 +23,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::{Rc, Weak};
 
-/// Random stream of the periodic memcg flush's phase (apart from the tasks' streams).
-const FLUSH_PHASE_STREAM: u64 = u64::MAX - 1;
-/// The random streams of the swap and file devices' submitting CPUs (blkdev.rs).
-const SWAP_DEV_STREAM: u64 = u64::MAX - 3;
-const FILE_DEV_STREAM: u64 = u64::MAX - 4;
+use crate::engine::streams::{
+    FILE_DEV_STREAM, FIRST_TASK_STREAM, FLUSH_PHASE_STREAM, MEMCG_LRU_STREAM, SWAP_DEV_STREAM,
+};
 
 /// Run-wide measurements that are not kernel counters.
 #[derive(Debug, Default, Clone)]
@@ -285,8 +283,7 @@ impl Sim {
                 dev
             },
         };
-        let mut lru_gen_rng =
-            crate::engine::rng::stream(sc.seed, crate::mm::lru_gen::MEMCG_LRU_STREAM);
+        let mut lru_gen_rng = crate::engine::rng::stream(sc.seed, MEMCG_LRU_STREAM);
         if mm.lru_gen_enabled() {
             mm.lru_gen_init(&mut lru_gen_rng);
         }
@@ -433,7 +430,7 @@ impl Sim {
     fn spawn_workloads(self: &Rc<Self>, sc: &Scenario) -> Result<()> {
         // Placed by the function validation checked, so run and validate agree.
         let (placements, _) = sc.workload_cpus();
-        let mut stream = 0u64;
+        let mut stream = FIRST_TASK_STREAM;
         for ((wi, w), cpus) in sc.workloads.iter().enumerate().zip(placements) {
             let pl = w.common();
             let n = cpus.len();

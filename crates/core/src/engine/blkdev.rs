@@ -81,7 +81,7 @@ impl BlockDevice {
             free_at: 0,
             queue_depth: 1024,
             remote_wakeup: 0,
-            placement: super::rng::stream(0, 0),
+            placement: super::rng::stream(0, super::streams::UNSEEDED_DEVICE_STREAM),
         }
     }
 

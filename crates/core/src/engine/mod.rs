@@ -33,6 +33,7 @@ pub mod blkdev;
 pub mod cost;
 pub mod cost_profile;
 pub mod rng;
+pub mod streams;
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;

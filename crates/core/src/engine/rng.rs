@@ -1,6 +1,6 @@
 //! Seeded random streams. Every task draws from its own stream, derived from the scenario
-//! seed and a stable stream id (the task's creation index), so adding a task never perturbs
-//! another task's draws.
+//! seed and a stable stream id (the task's creation index; every id is declared in
+//! streams.rs), so adding a task never perturbs another task's draws.
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;

@@ -61,7 +61,7 @@ impl DamonSource {
             snap: 0,
             region: 0,
             page: u64::MAX,
-            rng: crate::engine::rng::stream(seed, u64::MAX - 2),
+            rng: crate::engine::rng::stream(seed, crate::engine::streams::DAMON_STREAM),
             record: 0,
         })
     }

@@ -183,7 +183,7 @@ pub fn write_zipf_oracle(
             format!("{theta}: {e}; allowed a finite number > 0"),
         )
     })?;
-    let mut rng = crate::engine::rng::stream(seed, 0);
+    let mut rng = crate::engine::rng::stream(seed, crate::engine::streams::TRACE_GEN_STREAM);
     let mut perm: Vec<u32> = (1..=objects as u32).collect();
     perm.shuffle(&mut rng);
     let f = File::create(path).map_err(|e| err(path, 0, e.to_string()))?;

@@ -28,10 +28,11 @@ pub enum Access {
 }
 
 /// The random stream of thread `thread` of workload `wi`: tasks number their streams in
-/// creation order, workload by workload (usemem: process-major, then thread).
+/// creation order, workload by workload (usemem: process-major, then thread), from
+/// engine/streams.rs's FIRST_TASK_STREAM.
 pub fn task_stream(sc: &Scenario, wi: usize, thread: u32) -> u64 {
     let before: u64 = sc.workloads[..wi].iter().map(|w| w.nr_tasks()).sum();
-    before + thread as u64
+    crate::engine::streams::FIRST_TASK_STREAM + before + thread as u64
 }
 
 /// The random stream of a task of workload `wi` (see [`task_stream`]).

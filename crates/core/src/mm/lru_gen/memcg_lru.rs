@@ -17,7 +17,7 @@
 //!
 //! Simplified: the bins are vectors searched linearly, and the RCU traversal of the
 //! hlist_nulls bins is modeled by successor look-ups (`LruGenMemcg::fifo_next`). The
-//! random bin is drawn by the caller (`Sim::memcg_lru_bin`, from `MEMCG_LRU_STREAM`) and
+//! random bin is drawn by the caller (`Sim::memcg_lru_bin`, from `engine::streams::MEMCG_LRU_STREAM`) and
 //! passed in. Memcgs are never offlined in a run (every memcg is online and pinnable), so
 //! lru_gen_offline_memcg, lru_gen_release_memcg and lru_gen_soft_reclaim are modeled for
 //! their own sake; nothing in a run calls them.
@@ -68,13 +68,6 @@ pub fn get_memcg_bin(bin: usize) -> usize {
 pub fn random_bin(rng: &mut impl rand::Rng) -> usize {
     rng.random_range(0..MEMCG_NR_BINS)
 }
-
-/// The random stream of the memcg LRU's bins (get_random_u32_below(MEMCG_NR_BINS)).
-///
-/// The run's fixed random-stream ids are declared in two places: this one, and the top
-/// of sim.rs (the periodic memcg flush's phase, the swap and file devices). trace.rs's
-/// DAMON reader passes the same number as this one, u64::MAX - 2, for its own stream.
-pub const MEMCG_LRU_STREAM: u64 = u64::MAX - 2;
 
 /// struct lru_gen_memcg: a node's LRU of memcg lruvecs for global reclaim. Each list is an
 /// hlist_nulls in the kernel, whose end marker carries its generation; guarded by the
