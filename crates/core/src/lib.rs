@@ -13,11 +13,14 @@
 //! `workload/` has one module per workload type, each owning its schema, checks, budget
 //! terms, simulated tasks and host replay behind the `workload::Workload` trait, and the
 //! registry of types; `trace/` has the trace readers, one file per format; `budget.rs`
-//! estimates a run's host memory; `sim.rs` builds and runs the simulation.
+//! estimates a run's host memory; `sim.rs` builds and runs the simulation; `engine/` is the
+//! executor, the costs, the devices and the registry of random streams (`engine/streams.rs`).
+//! The mm model names neither `scenario` nor `workload`: `sim.rs` fills its parameters.
 //!
 //! Layout mirrors the kernel: `mm/vmscan.rs` holds get_scan_count and shrink_* as
-//! `mm/vmscan.c` does, `mm/workingset.rs` the refault detection, `mm/swap.rs` the per-CPU LRU
-//! batches and lru_note_cost, `mm/memcontrol.rs` the memory cgroup. Each modeled function's
+//! `mm/vmscan.c` does, `mm/workingset.rs` the refault detection, `mm/rmap.rs` the reverse-map
+//! walks, `mm/swap.rs` the per-CPU LRU batches and lru_note_cost, `mm/memcontrol.rs` the
+//! memory cgroup (the full map is in `mm/mod.rs`). Each modeled function's
 //! doc comment names the kernel function it models and states what it simplifies.
 
 pub mod budget;

@@ -10,6 +10,10 @@
 //! | `lru_add_dead_filter` | 003_8a17a4f994569132.txt | false | true: dead folios in an lru_add batch are freed at drain without touching the LRU | lru_add dead insertions, lru_lock acquisitions, folios_put_refs |
 //! | `memcg_stats` | 004_0067ac0f851d1301.txt | rstat | batched_local (42a300353577), percpu_local (the fix) | page-fault throughput, shared-line traffic |
 //! | `vmstat_scan_cost` | 000_0290c2cfd987366b.txt | false | true: cost producers only bump per-LRU counters; prepare_scan_control folds their flushed deltas under a per-lruvec cost_lock | lru_lock wait at shrink_lruvec, workingset_refault, shrink_node; cost_lock |
+//! | `mglru_memcg_iter` | 001_4333ce9ca73f4f68.txt | false: the per-node memcg LRU (generations and bins, from a random bin) | true: shrink_many walks memcgs with mem_cgroup_iter, honoring memory.min/low; no memcg LRU | per-memcg pgsteal spread, memcg_lru.lock acquisitions, kswapd CPU |
+//! | `mglru_tiers` | (MGLRU ablation) | true: tiers by refs, the PID controller protects tiers that refault more | false: get_tier_idx answers the top tier, no promotion for refs | workingset_refault_file / activate_file, file pgsteal |
+//! | `mglru_look_around` | (MGLRU ablation) | true: lru_gen_look_around on eviction's rmap walk | false: only the folio's own PTE is tested | pgactivate of mapped anon, aging walks, pgscan per pgsteal |
+//! | `mglru_bloom` | (MGLRU ablation) | true: aging's walk skips PTE tables the Bloom filters rule out | false: every PTE table is walked | walk CPU (walk_pte, walk_pmd), lock hold at walk_mm |
 
 use serde::{Deserialize, Serialize};
 

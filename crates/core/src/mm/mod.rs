@@ -1,22 +1,32 @@
 //! The memory-management model, under kernel names.
 //!
-//! One file per kernel file it models:
+//! One file per kernel file it models (this one: the types of include/linux/mm.h and
+//! mm_types.h that hold the state: struct mm_struct, the page cache of a file, [`Mm`]):
 //!
 //! | file             | kernel file                    | holds                                              |
 //! |------------------|--------------------------------|----------------------------------------------------|
 //! | `mm_types.rs`    | include/linux/mm_types.h, page-flags.h | struct page (the frame table), PTE encoding |
+//! | `mm_inline.rs`   | include/linux/mm_inline.h      | folio_lru_list, lruvec_add/del_folio, update_lru_size |
 //! | `mmzone.rs`      | include/linux/mmzone.h         | pglist_data (node), lruvec, LRU lists               |
 //! | `vmstat.rs`      | mm/vmstat.c, vm_event_item.h   | counter enums and their /proc/vmstat names          |
 //! | `page_alloc.rs`  | mm/page_alloc.c                | watermarks, allocation slow path, freeing           |
 //! | `vmscan.rs`      | mm/vmscan.c                    | kswapd, direct and memcg reclaim, shrink_*          |
+//! | `rmap.rs`        | mm/rmap.c                      | rmap walks (folio_referenced, try_to_unmap), TLB flush batching |
 //! | `workingset.rs`  | mm/workingset.c                | shadow entries, refault distance, activation        |
 //! | `lru_gen/`       | mm/vmscan.c (lru_gen), mm_inline.h | MGLRU, one file per section of vmscan.c (see its mod.rs) |
 //! | `swap.rs`        | mm/swap.c                      | per-CPU LRU batches, mark_accessed, lru_note_cost   |
-//! | `swapfile.rs`    | mm/swapfile.c, swap_state.c    | swap slots and the swap cache                       |
+//! | `swapfile.rs`    | mm/swapfile.c, swap_state.c    | swap slots and the swap cache's slot table, folio_free_swap |
+//! | `swap_state.rs`  | mm/swap_state.c                | a folio leaving the swap cache (delete_from_swap_cache) |
 //! | `memcontrol.rs`  | mm/memcontrol.c, page_counter.c| memcg tree, charge, protection, iteration, stats    |
-//! | `memory.rs`      | mm/memory.c                    | the anon and swap page-fault paths                  |
-//! | `filemap.rs`     | mm/filemap.c                   | page-cache reads                                    |
+//! | `memory.rs`      | mm/memory.c                    | the anon and swap page-fault paths, zap_pte_range   |
+//! | `fork.rs`        | kernel/fork.c, mm/memory.c     | dup_mmap, copy_page_range (copy-on-write sharing)   |
+//! | `gup.rs`         | mm/gup.c                       | MAP_POPULATE through get_user_pages                 |
+//! | `filemap.rs`     | mm/filemap.c                   | page-cache reads, folio_end_writeback               |
 //! | `oom_kill.rs`    | mm/oom_kill.c                  | victim selection and teardown                       |
+//! | `lru_lines.rs`   | (none: the cache lines of list operations) | which CPU last wrote each line under lru_lock |
+//! | `check.rs`       | (none: VM_BUG_ON-style checks) | the model's invariants, in one pass                 |
+//!
+//! The block layer's plug (block/blk-core.c), which reclaim uses, is `engine/blk.rs`.
 //!
 //! All state lives in [`Mm`]; the async kernel paths are methods of [`crate::sim::Sim`] that
 //! borrow it between synchronization points and never across an `.await`.
