@@ -443,6 +443,19 @@ def grids():
         click.echo(f"{name:<16} {desc}")
 
 
+@main.command()
+@click.argument("version", required=False)
+def versions(version):
+    """List the kernel versions the model can be (kernel.version) and their rules; with
+    VERSION, that version's rules and their commits."""
+    from .versions import format_versions
+
+    try:
+        click.echo(format_versions(version))
+    except ValueError as e:
+        _fail(str(e))
+
+
 @main.command(name="kernel-run")
 @click.argument("scenario")
 @click.option("--seed", type=SEED, help="Override the scenario's seed.")

@@ -144,3 +144,29 @@ def test_small_texts_say_what_they_mean(tmp_path):
         assert r.returncode == 0 and ("compression" in r.stdout) == said, r.stdout
     r = subprocess.run([sys.executable, "-m", "reclaimsim.cli"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("Usage: ") and "Commands:" in r.stdout and r.stderr == ""
+
+
+def test_versions_lists_the_kernels_and_a_versions_rules_with_their_commits():
+    import subprocess
+    import sys
+
+    def cli(*a):
+        return subprocess.run([sys.executable, "-m", "reclaimsim.cli", *a], capture_output=True, text=True)
+
+    p = cli("versions")
+    assert p.returncode == 0, p.stderr
+    for v in ("6.1", "6.12", "6.18", "7.3"):
+        assert f"\n  {v} " in p.stdout, p.stdout
+    # 6.12 lacks the aging-feedback rework (v6.14) and has the 31-folio batches (v6.10).
+    p = cli("versions", "6.12")
+    assert p.returncode == 0, p.stderr
+    has, lacks = p.stdout.split("rules it lacks")
+    assert "folio_batch_size_31" in has and "798c0330c2ca" in lacks.split("differences the model")[0]
+    bad = cli("versions", "5.4")
+    assert bad.returncode == 2 and "allowed: 6.1, 6.12, 6.18, 7.3" in bad.stderr
+    # A rule the registry lists but the model does not have is refused by name.
+    r = cli("validate", "default", "--set", "kernel.rules.mglru_memcg_lru=false")
+    assert r.returncode == 2 and "kernel.rules.mglru_memcg_lru" in r.stderr and len(r.stderr.splitlines()) == 1
+    # validate prints the resolved version.
+    v = cli("validate", "default", "--set", "kernel.version=6.12")
+    assert v.returncode == 0 and '"version": "6.12"' in v.stdout, v.stderr

@@ -35,6 +35,7 @@ pub mod schedule;
 pub mod sim;
 pub mod trace;
 pub mod variant;
+pub mod versions;
 pub mod workload;
 
 pub use error::{Error, Result};

@@ -100,6 +100,12 @@ fn check_units_json(scenario_json: &str) -> PyResult<()> {
     reclaimsim_core::Scenario::check_units(scenario_json).map_err(to_py_err)
 }
 
+/// The kernel versions and their rules (reclaimsim_core::versions), as JSON.
+#[pyfunction]
+fn versions_json() -> String {
+    reclaimsim_core::versions::registry_json()
+}
+
 /// The model's lock call sites (the callers its lock tables name), in their order.
 #[pyfunction]
 fn lock_sites() -> Vec<&'static str> {
@@ -312,6 +318,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_file_names_json, m)?)?;
     m.add_function(wrap_pyfunction!(lock_sites, m)?)?;
     m.add_function(wrap_pyfunction!(check_units_json, m)?)?;
+    m.add_function(wrap_pyfunction!(versions_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_run_process_json, m)?)?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type::<SimulationError>())?;

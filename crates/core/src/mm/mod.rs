@@ -69,8 +69,10 @@ pub const DEF_PRIORITY: i32 = 12;
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
 /// memcg charge batch and stat flush batch (MEMCG_CHARGE_BATCH).
 pub const MEMCG_CHARGE_BATCH: u64 = 64;
-/// Per-CPU LRU batch capacity (PAGEVEC_SIZE / folio_batch).
+/// Per-CPU LRU batch capacity (folio_batch, v6.10 on; rule folio_batch_size_31).
 pub const FOLIO_BATCH_SIZE: usize = 31;
+/// Per-CPU LRU batch capacity before v6.10 (pagevec's PAGEVEC_SIZE).
+pub const PAGEVEC_SIZE: usize = 15;
 /// BLK_MAX_REQUEST_COUNT: requests a plug holds before it is flushed (one device).
 pub const BLK_MAX_REQUEST_COUNT: usize = 32;
 /// Index of a memcg (the root is 0).

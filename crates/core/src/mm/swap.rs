@@ -17,7 +17,7 @@
 
 use super::mm_types::*;
 use super::vmstat::VmEvent;
-use super::{LruvecId, Mm, Pfn, FOLIO_BATCH_SIZE, NIL, SWAP_CLUSTER_MAX};
+use super::{LruvecId, Mm, Pfn, NIL, SWAP_CLUSTER_MAX};
 use crate::engine::Site;
 use crate::sim::Sim;
 
@@ -277,7 +277,8 @@ impl Sim {
             mm.pages[pfn as usize].set(PG_INBATCH);
             let b = mm.batch_mut(cpu, op);
             b.push(pfn);
-            b.len() >= FOLIO_BATCH_SIZE
+            // Rule folio_batch_size_31 (v6.10): 15 folios before it.
+            b.len() >= self.rules.folio_batch_size()
         };
         if full {
             self.folio_batch_move_lru(cpu, op, Site::FolioBatchMoveLru)

@@ -123,8 +123,14 @@ impl Scenario {
     /// The scenario as written in JSON text, before copies are expanded and the checks.
     fn deserialize_json(text: &str) -> Result<Scenario> {
         // Text that is no JSON value is left to the deserializer's message.
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+        let filled;
+        let mut text = text;
+        if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(text) {
             check_printable(&v, &mut "scenario".to_string())?;
+            // Switches that are a kernel's own behavior default to the version's.
+            crate::versions::fill_switch_defaults(&mut v);
+            filled = v.to_string();
+            text = &filled;
         }
         let de = &mut serde_json::Deserializer::from_str(text);
         let s: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {

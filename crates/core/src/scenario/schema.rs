@@ -89,6 +89,25 @@ pub struct Kernel {
     /// The knobs of /sys/kernel/mm/lru_gen (with `lru = "mglru"`).
     #[serde(default)]
     pub lru_gen: LruGenKnobs,
+    /// The kernel version the model is: "6.1", "6.12", "6.18" (default) or "7.3"; each the
+    /// set of rules it has (crate::versions, docs/versions.md).
+    #[serde(default)]
+    pub version: crate::versions::KernelVersion,
+    /// Rules set one by one, over the version's (`kernel.rules.NAME = true|false`): a
+    /// modeled rule or a switch that is a kernel's own behavior.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rules: std::collections::BTreeMap<String, bool>,
+}
+
+impl Kernel {
+    /// The modeled rules in force: the version's, then `rules`' settings.
+    pub fn rules(&self) -> crate::versions::Rules {
+        let mut r = crate::versions::Rules::of(self.version);
+        for (name, on) in &self.rules {
+            r.set(name, *on);
+        }
+        r
+    }
 }
 
 /// Which LRU the kernel runs.
@@ -146,6 +165,8 @@ impl Default for Kernel {
             cgroup_version: default_cgroup_version(),
             lru: LruKind::Classic,
             lru_gen: LruGenKnobs::default(),
+            version: Default::default(),
+            rules: Default::default(),
         }
     }
 }

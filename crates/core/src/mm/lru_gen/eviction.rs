@@ -356,7 +356,14 @@ impl Sim {
         let (ty, scanned) = {
             let mut mm = self.mm.borrow_mut();
             let tiers = self.v.mglru_tiers;
-            let iso = mm.isolate_folios(lv, sc, swappiness, tiers, nr_to_scan, &mut list);
+            // Rule mglru_scan_budget_nr_to_scan (v6.17): before it, scan_folios always
+            // took up to MAX_LRU_BATCH, however small the target.
+            let budget = if self.rules.mglru_scan_budget_nr_to_scan {
+                nr_to_scan
+            } else {
+                MAX_LRU_BATCH
+            };
+            let iso = mm.isolate_folios(lv, sc, swappiness, tiers, budget, &mut list);
             let g = &mut mm.lruvecs[lv as usize].lrugen;
             let mut scanned = iso.scanned + try_to_inc_min_seq(g, swappiness) as u64;
             if evictable_min_seq(g.min_seq, swappiness) + MIN_NR_GENS > g.max_seq {
@@ -468,24 +475,41 @@ pub fn evict_folios_keep_off_oldest(frames: &mut Frames, lrugen: &LruGenFolio, p
 
 /// should_run_aging(): returns (need_aging, evictable pages). Aging is required when the
 /// oldest evictable generation is fewer than MIN_NR_GENS below max_seq (only the two
-/// youngest are left, which eviction may not take; the size is then 0), and due when it
-/// is exactly MIN_NR_GENS below (three left: eviction can take one more). The size sums
+/// youngest are left, which eviction may not take; the size is then 0). With exactly
+/// MIN_NR_GENS + 1 generations left it is due: always since "mm/mglru: rework aging
+/// feedback" (`feedback_rework`, rule mglru_aging_feedback_rework, v6.14); before it,
+/// only when the youngest generation holds more than 1/MIN_NR_GENS of the evictable pages
+/// or the oldest less than 1/(MIN_NR_GENS + 2) (the kernel's ideal spread). The size sums
 /// nr_pages, a negative count as 0, over all generations of the evictable types.
-pub fn should_run_aging(lrugen: &LruGenFolio, max_seq: u64, swappiness: u32) -> (bool, u64) {
+pub fn should_run_aging(
+    lrugen: &LruGenFolio,
+    max_seq: u64,
+    swappiness: u32,
+    feedback_rework: bool,
+) -> (bool, u64) {
     let oldest = evictable_min_seq(lrugen.min_seq, swappiness);
     if oldest + MIN_NR_GENS > max_seq {
         return (true, 0);
     }
-    let mut size = 0u64;
+    let (mut size, mut young, mut old) = (0u64, 0u64, 0u64);
     for ty in 0..ANON_AND_FILE {
         if !type_is_evictable(ty, swappiness) {
             continue;
         }
         for seq in lrugen.min_seq[ty]..=max_seq {
-            size += lrugen.nr_pages[lru_gen_from_seq(seq)][ty].max(0) as u64;
+            let n = lrugen.nr_pages[lru_gen_from_seq(seq)][ty].max(0) as u64;
+            size += n;
+            if seq == max_seq {
+                young += n;
+            } else if seq + MIN_NR_GENS == max_seq {
+                old += n;
+            }
         }
     }
-    (oldest + MIN_NR_GENS == max_seq, size)
+    let three_left = oldest + MIN_NR_GENS == max_seq;
+    let due = three_left
+        && (feedback_rework || young * MIN_NR_GENS > size || old * (MIN_NR_GENS + 2) < size);
+    (due, size)
 }
 
 /// What get_nr_to_scan() asks of its caller.
@@ -519,13 +543,19 @@ impl Sim {
             let usage = mm.memcgs[memcg as usize].usage;
             let low_reclaim = sc.memcg_low_reclaim;
             let mut low_skipped = false;
+            let rules = self.rules;
             let v = get_nr_to_scan_decide(
                 &mm.lruvecs[lv as usize].lrugen,
-                swappiness,
+                (swappiness, rules.mglru_aging_feedback_rework),
                 below_min,
                 true,
                 sc.priority,
                 |nr| {
+                    // Rule mglru_proportional_protection (v6.17): before it, MGLRU
+                    // scanned a protected memcg's whole size.
+                    if !rules.mglru_proportional_protection {
+                        return nr;
+                    }
                     let (n, skipped) =
                         apply_proportional_protection(nr, min, low, usage, low_reclaim);
                     low_skipped = skipped;
@@ -559,7 +589,7 @@ impl Sim {
 /// outside DEF_PRIORITY, shifted by the priority.
 fn get_nr_to_scan_decide(
     lrugen: &LruGenFolio,
-    swappiness: u32,
+    (swappiness, feedback_rework): (u32, bool),
     below_min: bool,
     online: bool,
     priority: i32,
@@ -569,7 +599,7 @@ fn get_nr_to_scan_decide(
         return NrToScan::Stop;
     }
     let max_seq = lrugen.max_seq;
-    let (aging, nr) = should_run_aging(lrugen, max_seq, swappiness);
+    let (aging, nr) = should_run_aging(lrugen, max_seq, swappiness, feedback_rework);
     if nr != 0 && !online {
         return NrToScan::Scan(nr);
     }
@@ -903,52 +933,91 @@ mod tests {
         g.nr_pages[1] = [100, -5];
         g.min_seq = [3, 3];
         // Oldest 3 + 2 == 5: due; anon 10 + 1 + 100, file 20 + 2 + 0 (negative) = 133.
-        assert_eq!(should_run_aging(&g, 5, 60), (true, 133));
+        assert_eq!(should_run_aging(&g, 5, 60, true), (true, 133));
         g.min_seq = [4, 4];
         assert_eq!(
-            should_run_aging(&g, 5, 60),
+            should_run_aging(&g, 5, 60, true),
             (true, 0),
             "4 + 2 > 5: must age"
         );
         g.min_seq = [2, 3];
         // Oldest 2: not due; anon seqs 2..=5: 1111, file seqs 3..=5: 22.
-        assert_eq!(should_run_aging(&g, 5, 60), (false, 1133));
+        assert_eq!(should_run_aging(&g, 5, 60, true), (false, 1133));
         assert_eq!(
-            should_run_aging(&g, 5, 0),
+            should_run_aging(&g, 5, 0, true),
             (true, 22),
             "file only, oldest 3"
         );
-        assert_eq!(should_run_aging(&g, 5, 201), (false, 1111), "anon only");
+        assert_eq!(
+            should_run_aging(&g, 5, 201, true),
+            (false, 1111),
+            "anon only"
+        );
+
+        // Before "rework aging feedback" (6.1, 6.12), three generations are not enough:
+        // anon seq 3 = 400 (oldest), seq 4 = 100, seq 5 = 500 (youngest), 1000 in all.
+        let mut h = LruGenFolio::init(true, 0);
+        h.max_seq = 5;
+        h.min_seq = [3, 3];
+        let spread = |h: &mut LruGenFolio, old: i64, mid: i64, young: i64| {
+            h.nr_pages[lru_gen_from_seq(3)] = [old, 0];
+            h.nr_pages[lru_gen_from_seq(4)] = [mid, 0];
+            h.nr_pages[lru_gen_from_seq(5)] = [young, 0];
+        };
+        spread(&mut h, 400, 100, 500);
+        // young * 2 = 1000 is not above 1000, old * 4 = 1600 not below it.
+        assert_eq!(should_run_aging(&h, 5, 60, false), (false, 1000));
+        assert_eq!(should_run_aging(&h, 5, 60, true), (true, 1000));
+        // One more young page: 502 * 2 > 1001.
+        spread(&mut h, 400, 100, 501);
+        assert_eq!(should_run_aging(&h, 5, 60, false), (true, 1001));
+        // Few cold pages: 200 * 4 = 800 < 1000.
+        spread(&mut h, 200, 400, 400);
+        assert_eq!(should_run_aging(&h, 5, 60, false), (true, 1000));
+        // Four generations: neither form ages.
+        h.min_seq = [2, 2];
+        assert!(!should_run_aging(&h, 5, 60, false).0);
+        h.min_seq = [3, 3];
+        // get_nr_to_scan at priority 4 then scans 1000 >> 4 = 62 instead of aging.
+        spread(&mut h, 400, 100, 500);
+        assert_eq!(
+            get_nr_to_scan_decide(&h, (60, false), false, true, 4, |n| n),
+            NrToScan::Scan(62)
+        );
+        assert_eq!(
+            get_nr_to_scan_decide(&h, (60, true), false, true, 4, |n| n),
+            NrToScan::Aging { max_seq: 5 }
+        );
 
         // get_nr_to_scan on the same lruvec (not due, 1133 pages).
         assert_eq!(
-            get_nr_to_scan_decide(&g, 60, true, true, 4, |n| n),
+            get_nr_to_scan_decide(&g, (60, true), true, true, 4, |n| n),
             NrToScan::Stop
         );
         // Offline: everything, protection not applied.
         assert_eq!(
-            get_nr_to_scan_decide(&g, 60, false, false, 4, |_| 0),
+            get_nr_to_scan_decide(&g, (60, true), false, false, 4, |_| 0),
             NrToScan::Scan(1133)
         );
         // Online: protected to 566, >> 4 = 35.
         assert_eq!(
-            get_nr_to_scan_decide(&g, 60, false, true, 4, |n| n / 2),
+            get_nr_to_scan_decide(&g, (60, true), false, true, 4, |n| n / 2),
             NrToScan::Scan(35)
         );
         // Due (min_seq 3): at DEF_PRIORITY, 133 >> 12 = 0; below it, aging.
         g.min_seq = [3, 3];
         assert_eq!(
-            get_nr_to_scan_decide(&g, 60, false, true, 12, |n| n),
+            get_nr_to_scan_decide(&g, (60, true), false, true, 12, |n| n),
             NrToScan::Scan(0)
         );
         assert_eq!(
-            get_nr_to_scan_decide(&g, 60, false, true, 11, |n| n),
+            get_nr_to_scan_decide(&g, (60, true), false, true, 11, |n| n),
             NrToScan::Aging { max_seq: 5 }
         );
         // Must age with nothing evictable: offline does not short-cut a size of 0.
         g.min_seq = [4, 4];
         assert_eq!(
-            get_nr_to_scan_decide(&g, 60, false, false, 11, |n| n),
+            get_nr_to_scan_decide(&g, (60, true), false, false, 11, |n| n),
             NrToScan::Aging { max_seq: 5 }
         );
     }

@@ -1,0 +1,502 @@
+//! Kernel versions, each the set of rules it has: the one registry of what differs
+//! between the kernels the model can be.
+//!
+//! A scenario names its kernel with `kernel.version` ("6.1", "6.12", "6.18" or "7.3";
+//! default "6.18", what the model was before versions existed). A version is a release as
+//! Debian ships it: its stable series takes in fixes and reverts from later kernels, so a
+//! rule is keyed to the Debian package that has it (6.1.176-1, 6.12.95-1~bpo12+1,
+//! 7.3.4-1~bpo13+1; 6.18 is the upstream release). Each behavioral difference in the
+//! paths the model has is one [`Rule`] with the commit that introduced it; a rule takes
+//! effect in one place (its `at`), reading [`Rules`] there, never per page. Every rule can
+//! be set alone (`kernel.rules.NAME = true|false`) to ask which kernel change moved a
+//! result.
+//!
+//! Three kinds of rule:
+//! - `Effect::Rule`: a behavior the model has in both forms, chosen by the version.
+//! - `Effect::Switch`: a seed switch (variant.rs) that is a kernel's own behavior; the
+//!   version gives the switch its default, and an explicit setting (in `[variants]`)
+//!   overrides it.
+//! - `Effect::NotModeled`: a difference the source review found in the modeled paths that
+//!   the model does not reproduce yet; listed so that `reclaimsim versions V` and
+//!   docs/versions.md say what a version's run does not have.
+//!
+//! Sources: each version's mm/vmscan.c, workingset.c, swap.c (folio.c in 7.3),
+//! memcontrol.c, rmap.c, swap_state.c, swapfile.c, page_alloc.c and mm_inline.h, diffed
+//! function by function; docs/versions.md has the table and the method.
+
+use serde::{Deserialize, Serialize};
+
+/// A modeled kernel version.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum KernelVersion {
+    /// Debian 12's kernel (6.1.176-1): no memcg LRU, the MGLRU of its first release.
+    #[serde(rename = "6.1")]
+    V6_1,
+    /// Debian 13's kernel and bookworm-backports' (6.12.95-1~bpo12+1), the VM's default.
+    #[serde(rename = "6.12")]
+    V6_12,
+    /// The LTS of late 2025 (upstream v6.18), what the model was written against.
+    #[default]
+    #[serde(rename = "6.18")]
+    V6_18,
+    /// The newest kernel Debian's archive served when versions were added
+    /// (7.3.4-1~bpo13+1, trixie-backports).
+    #[serde(rename = "7.3")]
+    V7_3,
+}
+
+impl<'de> Deserialize<'de> for KernelVersion {
+    /// A version's name, as a string ("6.12") or as the number `--set kernel.version=6.12`
+    /// makes of it.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        let name = match &v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) => n.to_string(),
+            other => other.to_string(),
+        };
+        KernelVersion::parse(&name).ok_or_else(|| {
+            let names: Vec<&str> = VERSIONS.iter().map(|v| v.name()).collect();
+            serde::de::Error::custom(format!(
+                "{name}: not a modeled kernel version; allowed: {} (a kernel between them runs as the newest of these below it)",
+                names.join(", ")
+            ))
+        })
+    }
+}
+
+/// The modeled versions, oldest first (the column order of [`Rule::has`]).
+pub const VERSIONS: [KernelVersion; 4] = [
+    KernelVersion::V6_1,
+    KernelVersion::V6_12,
+    KernelVersion::V6_18,
+    KernelVersion::V7_3,
+];
+
+impl KernelVersion {
+    /// "6.12".
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelVersion::V6_1 => "6.1",
+            KernelVersion::V6_12 => "6.12",
+            KernelVersion::V6_18 => "6.18",
+            KernelVersion::V7_3 => "7.3",
+        }
+    }
+
+    /// The release its rules were read from.
+    pub fn source(self) -> &'static str {
+        match self {
+            KernelVersion::V6_1 => "Debian linux-source-6.1 6.1.176-1",
+            KernelVersion::V6_12 => "Debian linux-source-6.12 6.12.95-1~bpo12+1",
+            KernelVersion::V6_18 => "upstream v6.18",
+            KernelVersion::V7_3 => "Debian linux-source-7.3 7.3.4-1~bpo13+1",
+        }
+    }
+
+    fn index(self) -> usize {
+        VERSIONS.iter().position(|v| *v == self).unwrap_or(0)
+    }
+
+    /// The version named `s` ("6.12"), or None.
+    pub fn parse(s: &str) -> Option<KernelVersion> {
+        VERSIONS.into_iter().find(|v| v.name() == s)
+    }
+
+    /// The modeled version a kernel release string runs as ("6.12.95+deb12-cloud-amd64"):
+    /// the newest modeled version not above it, and whether it is that version's series
+    /// exactly. None for a release older than every modeled version, or no release string.
+    pub fn of_release(release: &str) -> Option<(KernelVersion, bool)> {
+        let mut it = release
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty());
+        let major: u32 = it.next()?.parse().ok()?;
+        let minor: u32 = it.next()?.parse().ok()?;
+        let key = |v: KernelVersion| {
+            let (a, b) = v.name().split_once('.').unwrap_or(("0", "0"));
+            (a.parse::<u32>().unwrap_or(0), b.parse::<u32>().unwrap_or(0))
+        };
+        let v = VERSIONS
+            .into_iter()
+            .rev()
+            .find(|v| key(*v) <= (major, minor))?;
+        Some((v, key(v) == (major, minor)))
+    }
+}
+
+/// Where a rule acts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Modeled both ways; the function that reads it.
+    Rule { at: &'static str },
+    /// The version's default of this seed switch (variant.rs).
+    Switch,
+    /// Found in the source, not modeled yet.
+    NotModeled,
+}
+
+/// One behavioral difference between the versions.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
+    pub name: &'static str,
+    /// The commit that introduced it (id and subject), or the version range where none
+    /// could be identified.
+    pub commit: &'static str,
+    /// Which versions have it, in [`VERSIONS`] order.
+    pub has: [bool; 4],
+    /// What it does, in one line.
+    pub what: &'static str,
+    pub effect: Effect,
+}
+
+impl Rule {
+    /// Whether `v` has this rule.
+    pub fn in_version(&self, v: KernelVersion) -> bool {
+        self.has[v.index()]
+    }
+}
+
+const N: bool = false;
+const Y: bool = true;
+
+/// Every rule, modeled ones first.
+pub const RULES: &[Rule] = &[
+    Rule {
+        name: "mglru_aging_feedback_rework",
+        commit: "798c0330c2ca \"mm/mglru: rework aging feedback\" (v6.14)",
+        has: [N, N, Y, Y],
+        what: "with three generations left, aging is always due; before, only when the youngest holds more than half of the evictable pages or the oldest less than a quarter",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs should_run_aging" },
+    },
+    Rule {
+        name: "mglru_scan_budget_nr_to_scan",
+        commit: "af827e090489 \"mm: vmscan: apply proportional reclaim pressure for memcg when MGLRU is enabled\" (v6.17)",
+        has: [N, N, Y, Y],
+        what: "scan_folios scans at most min(nr_to_scan, MAX_LRU_BATCH) folios; before, always up to MAX_LRU_BATCH (a small target still isolates a full batch)",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs evict_folios" },
+    },
+    Rule {
+        name: "mglru_proportional_protection",
+        commit: "af827e090489 \"mm: vmscan: apply proportional reclaim pressure for memcg when MGLRU is enabled\" (v6.17)",
+        has: [N, N, Y, Y],
+        what: "get_nr_to_scan scales a memcg's evictable size by its memory.low/min share (apply_proportional_protection); before, the full size",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs lru_gen_get_nr_to_scan" },
+    },
+    Rule {
+        name: "folio_batch_size_31",
+        commit: "9cecde80aae0 \"mm: increase folio batch size\" (v6.10; id from mm-tree logs, not confirmed in mainline)",
+        has: [N, Y, Y, Y],
+        what: "the per-CPU LRU batches hold 31 folios; before, 15 (PAGEVEC_SIZE): twice the lru_lock round trips",
+        effect: Effect::Rule { at: "mm/swap.rs batch_add" },
+    },
+    Rule {
+        name: "rotation_cost",
+        commit: "0538a82c39e9 \"mm: vmscan: make rotations a secondary factor in balancing anon vs file\" (v6.2)",
+        has: [N, Y, Y, Y],
+        what: "seed 002's switch: IO weighs 32 times a rotation in lru_note_cost; before, only pages of IO count",
+        effect: Effect::Switch,
+    },
+    Rule {
+        name: "lru_add_dead_filter",
+        commit: "seed 003, \"filter dead folios in lru_add batches\" (JP Kobryn; merged by 7.2, mainline id not identified)",
+        has: [N, N, N, Y],
+        what: "seed 003's switch: an lru_add drain frees a folio whose only reference is the batch's without adding it to the LRU",
+        effect: Effect::Switch,
+    },
+    Rule {
+        name: "vmstat_scan_cost",
+        commit: "seed 000, \"mm/vmscan: reduce lru_lock contention via vmstat-derived scan-balance cost\" (U. Arif; merged for 7.3, mainline id not identified)",
+        has: [N, N, N, Y],
+        what: "seed 000's switch: scan-balance cost comes from flushed vmstat counters under a per-lruvec cost_lock, not lru_note_cost under lru_lock",
+        effect: Effect::Switch,
+    },
+    Rule {
+        name: "mglru_memcg_lru",
+        commit: "e4dde56cd208 \"mm: multi-gen LRU: per-node lru_gen_folio lists\" (v6.3)",
+        has: [N, Y, Y, Y],
+        what: "MGLRU root reclaim walks the per-node memcg LRU and stops at the target; before, every memcg under the target each pass (6.1's shrink_node_memcgs walk)",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "mglru_v61_reclaim_loop",
+        commit: "replaced by 77d4459a4a1a, 7348cc91821b, a579086c99ed (v6.3)",
+        has: [Y, N, N, N],
+        what: "6.1's try_to_shrink_lruvec: aging skipped for kswapd, direct reclaim keeps scanning after aging, the memcgs_need_aging safeguard",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "mglru_v61_should_abort_scan",
+        commit: "replaced by 7348cc91821b, a579086c99ed (v6.3) and 5095a2b23987 (v6.8)",
+        has: [Y, N, N, N],
+        what: "6.1 aborts non-kswapd reclaim after aging a memcg twice, and never while priority > 10",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "mglru_reclaim_loop_restructure",
+        commit: "163bc3d68c9f \"mm/mglru: restructure the reclaim loop\", 12316f7902f8 (7.2)",
+        has: [N, N, N, Y],
+        what: "get_nr_to_scan no longer ages; aging inside the loop, eviction continues after it, root reclaim leaves a lruvec after the batch that followed an aging",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "mglru_scan_batch_min_lru_batch",
+        commit: "aa6ef5b159dc, 6e9be217a3ce (7.2)",
+        has: [N, N, N, Y],
+        what: "each eviction batch scans at most min(remaining, MIN_LRU_BATCH)",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "mglru_refault_activate_workingset",
+        commit: "6cbdd9726fb5 (7.2)",
+        has: [N, N, N, Y],
+        what: "an MGLRU refault activates (and counts WORKINGSET_ACTIVATE) only a folio that was in the working set",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "lru_batch_clears_pg_lru",
+        commit: "33dfe9204f29 (v6.11) and 0885ef470560 (v6.13), reverted by afb99e9f5004 and 8d79ed36bfc8 (v6.17; Debian 6.12.49/6.12.57)",
+        has: [N, N, N, N],
+        what: "no modeled version has it, but the model does: a folio in a per-CPU batch loses PG_lru and sort_folio ages such folios (6.11-6.16 behavior)",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "memcg_partial_walk",
+        commit: "6be5e186fd65 \"mm: vmscan: restore incremental cgroup iteration\" (v6.11)",
+        has: [N, Y, Y, Y],
+        what: "limit and direct reclaim resume the memcg walk at a per-node cookie and stop at the target; before, every memcg each pass",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "reclaim_slab_credit",
+        commit: "\"mm: vmscan: ignore non-LRU-based reclaim in memcg reclaim\" (Yosry Ahmed, v6.5; id not verified)",
+        has: [N, Y, Y, Y],
+        what: "slab pages freed during reclaim count toward nr_reclaimed for root reclaim only (6.1: every reclaim); the model credits none",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "swap_shadow_nodes_shrinkable",
+        commit: "5649d113ffce \"swap_state: update shadow_nodes for anonymous page\" (v6.3); the swap table (v6.18) removed the swap cache XArray",
+        has: [N, Y, N, N],
+        what: "the XArray nodes holding swap shadows are reclaimed by the shadow shrinker, so later swap-ins stop counting as refaults",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "pgscan_proactive",
+        commit: "e452872b40e3 \"mm: vmscan: split proactive reclaim statistics from direct reclaim statistics\" (v6.15)",
+        has: [N, N, Y, Y],
+        what: "proactive reclaim (memory.reclaim) counts pgscan_proactive/pgsteal_proactive instead of pgscan_direct/pgsteal_direct",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "memory_reclaim_swappiness",
+        commit: "68cd9050d871 \"mm: add swappiness= arg to memory.reclaim\" (v6.11)",
+        has: [N, Y, Y, Y],
+        what: "memory.reclaim takes swappiness=; 6.1 refuses the argument",
+        effect: Effect::NotModeled,
+    },
+];
+
+/// The modeled rules in force for a run (read where their paths run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// mglru_aging_feedback_rework: should_run_aging's trigger at three generations.
+    pub mglru_aging_feedback_rework: bool,
+    /// mglru_scan_budget_nr_to_scan: scan_folios bounded by nr_to_scan.
+    pub mglru_scan_budget_nr_to_scan: bool,
+    /// mglru_proportional_protection: get_nr_to_scan scaled by memory.low/min.
+    pub mglru_proportional_protection: bool,
+    /// folio_batch_size_31: the per-CPU LRU batch capacity is 31 (else 15).
+    pub folio_batch_size_31: bool,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules::of(KernelVersion::default())
+    }
+}
+
+impl Rules {
+    /// The rules version `v` has.
+    pub fn of(v: KernelVersion) -> Rules {
+        let on = |name: &str| rule(name).is_some_and(|r| r.in_version(v));
+        Rules {
+            mglru_aging_feedback_rework: on("mglru_aging_feedback_rework"),
+            mglru_scan_budget_nr_to_scan: on("mglru_scan_budget_nr_to_scan"),
+            mglru_proportional_protection: on("mglru_proportional_protection"),
+            folio_batch_size_31: on("folio_batch_size_31"),
+        }
+    }
+
+    /// Set the modeled rule `name`; false when no such modeled rule exists.
+    pub fn set(&mut self, name: &str, on: bool) -> bool {
+        let slot = match name {
+            "mglru_aging_feedback_rework" => &mut self.mglru_aging_feedback_rework,
+            "mglru_scan_budget_nr_to_scan" => &mut self.mglru_scan_budget_nr_to_scan,
+            "mglru_proportional_protection" => &mut self.mglru_proportional_protection,
+            "folio_batch_size_31" => &mut self.folio_batch_size_31,
+            _ => return false,
+        };
+        *slot = on;
+        true
+    }
+
+    /// The per-CPU LRU batch capacity (PAGEVEC_SIZE before v6.10, FOLIO_BATCH_SIZE after).
+    pub fn folio_batch_size(&self) -> usize {
+        if self.folio_batch_size_31 {
+            crate::mm::FOLIO_BATCH_SIZE
+        } else {
+            crate::mm::PAGEVEC_SIZE
+        }
+    }
+}
+
+/// The rule named `name`.
+pub fn rule(name: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.name == name)
+}
+
+/// The names a scenario's `kernel.rules` may set: the modeled rules and the switches.
+pub fn settable() -> Vec<&'static str> {
+    RULES
+        .iter()
+        .filter(|r| r.effect != Effect::NotModeled)
+        .map(|r| r.name)
+        .collect()
+}
+
+/// Give each switch that is a kernel's own behavior (an `Effect::Switch` rule) its
+/// default from the scenario's version, where `[variants]` leaves it unset: in the
+/// scenario as a JSON value, before it is read. `kernel.rules.NAME` sets the default too.
+/// An unknown version is left to the scenario's reader (whose message lists them).
+pub fn fill_switch_defaults(scenario: &mut serde_json::Value) {
+    let Some(obj) = scenario.as_object_mut() else {
+        return;
+    };
+    let kernel = obj.get("kernel");
+    let version = match kernel.and_then(|k| k.get("version")) {
+        None => KernelVersion::default(),
+        Some(v) => match KernelVersion::deserialize(v) {
+            Ok(v) => v,
+            Err(_) => return,
+        },
+    };
+    let explicit: Vec<(&'static str, bool)> = RULES
+        .iter()
+        .filter(|r| r.effect == Effect::Switch)
+        .map(|r| {
+            let set = kernel
+                .and_then(|k| k.get("rules"))
+                .and_then(|rs| rs.get(r.name))
+                .and_then(|b| b.as_bool());
+            (r.name, set.unwrap_or(r.in_version(version)))
+        })
+        .collect();
+    let variants = obj
+        .entry("variants")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+    if let Some(vs) = variants.as_object_mut() {
+        for (name, on) in explicit {
+            vs.entry(name).or_insert(serde_json::Value::Bool(on));
+        }
+    }
+}
+
+/// The registry as JSON (for `reclaimsim versions`): the versions, oldest first, and
+/// every rule with the versions that have it.
+pub fn registry_json() -> String {
+    let versions: Vec<_> = VERSIONS
+        .iter()
+        .map(|v| serde_json::json!({"name": v.name(), "source": v.source(), "default": *v == KernelVersion::default()}))
+        .collect();
+    let rules: Vec<_> = RULES
+        .iter()
+        .map(|r| {
+            let (kind, at) = match r.effect {
+                Effect::Rule { at } => ("rule", at),
+                Effect::Switch => ("switch", "variant.rs (the switch's default)"),
+                Effect::NotModeled => ("not modeled", ""),
+            };
+            let has: Vec<&str> = VERSIONS.iter().filter(|v| r.in_version(**v)).map(|v| v.name()).collect();
+            serde_json::json!({"name": r.name, "commit": r.commit, "what": r.what, "kind": kind, "at": at, "versions": has})
+        })
+        .collect();
+    serde_json::json!({"versions": versions, "rules": rules}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_strings_run_as_the_newest_modeled_version_not_above_them() {
+        use KernelVersion::*;
+        assert_eq!(
+            KernelVersion::of_release("6.12.95+deb12-cloud-amd64"),
+            Some((V6_12, true))
+        );
+        assert_eq!(
+            KernelVersion::of_release("6.1.0-41-amd64"),
+            Some((V6_1, true))
+        );
+        assert_eq!(KernelVersion::of_release("6.11.2"), Some((V6_1, false)));
+        assert_eq!(KernelVersion::of_release("6.18.0"), Some((V6_18, true)));
+        assert_eq!(
+            KernelVersion::of_release("7.2.13-amd64"),
+            Some((V6_18, false))
+        );
+        assert_eq!(KernelVersion::of_release("7.10.1"), Some((V7_3, false)));
+        assert_eq!(KernelVersion::of_release("5.15.0"), None);
+        assert_eq!(KernelVersion::of_release("linux"), None);
+    }
+
+    #[test]
+    fn every_rule_is_named_once_and_every_modeled_rule_can_be_set() {
+        let mut names: Vec<_> = RULES.iter().map(|r| r.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), RULES.len());
+        for r in RULES {
+            let mut rules = Rules::default();
+            let modeled = matches!(r.effect, Effect::Rule { .. });
+            assert_eq!(
+                rules.set(r.name, !r.in_version(KernelVersion::V6_18)),
+                modeled,
+                "{}",
+                r.name
+            );
+            if modeled {
+                assert_ne!(rules, Rules::default(), "{} changes nothing", r.name);
+            }
+        }
+    }
+
+    #[test]
+    fn switch_defaults_come_from_the_version_unless_set() {
+        let fill = |v: serde_json::Value| {
+            let mut v = v;
+            fill_switch_defaults(&mut v);
+            v["variants"].clone()
+        };
+        let d = fill(serde_json::json!({}));
+        assert_eq!(d["rotation_cost"], true);
+        assert_eq!(d["vmstat_scan_cost"], false);
+        let old = fill(serde_json::json!({"kernel": {"version": "6.1"}}));
+        assert_eq!(old["rotation_cost"], false);
+        let new = fill(serde_json::json!({"kernel": {"version": "7.3"}}));
+        assert_eq!(
+            (
+                new["vmstat_scan_cost"].clone(),
+                new["lru_add_dead_filter"].clone()
+            ),
+            (true.into(), true.into())
+        );
+        let set = fill(
+            serde_json::json!({"kernel": {"version": "6.1"}, "variants": {"rotation_cost": true}}),
+        );
+        assert_eq!(set["rotation_cost"], true);
+        let by_rule = fill(
+            serde_json::json!({"kernel": {"version": "6.18", "rules": {"rotation_cost": false}}}),
+        );
+        assert_eq!(by_rule["rotation_cost"], false);
+    }
+}

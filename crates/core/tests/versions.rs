@@ -1,0 +1,123 @@
+//! Kernel versions: a version is the set of its rules, each rule moves a run where its
+//! path runs, and names outside the registry are refused.
+
+use reclaimsim_core::versions::{Effect, KernelVersion, Rules, RULES};
+use reclaimsim_core::Scenario;
+
+/// Global reclaim on MGLRU with swap: two memcgs of 48M anon on a 96M node, one
+/// protected by memory.low.
+const MGLRU: &str = r#"duration = "300ms"
+[kernel]
+lru = "mglru"
+version = "VERSION"
+RULES
+[machine]
+cpus = 2
+memory_per_node = "96M"
+[machine.swap]
+size = "256M"
+[[cgroup]]
+path = "/a"
+memory.low = "24M"
+[[cgroup]]
+path = "/b"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "48M"
+[[workload]]
+type = "usemem"
+cgroup = "/b"
+size = "48M"
+"#;
+
+/// A run's result without the scenario it echoes.
+fn run(t: &str, version: &str, rules: &[(&str, bool)]) -> serde_json::Value {
+    let rules: String = rules
+        .iter()
+        .map(|(n, on)| format!("rules.{n} = {on}\n"))
+        .collect();
+    let t = t.replace("VERSION", version).replace("RULES", &rules);
+    let sc = Scenario::from_toml(&t).expect("valid scenario");
+    let r = reclaimsim_core::sim::run(&sc, &mut |_, _| true).expect("run");
+    let mut v = serde_json::to_value(&r).unwrap();
+    v.as_object_mut().unwrap().remove("scenario");
+    v
+}
+
+#[test]
+fn a_version_is_its_rules() {
+    // 6.12 with every rule set as 6.18 has it runs as 6.18, byte for byte.
+    let as_618: Vec<(&str, bool)> = RULES
+        .iter()
+        .filter(|r| r.effect != Effect::NotModeled)
+        .map(|r| (r.name, r.in_version(KernelVersion::V6_18)))
+        .collect();
+    let a = run(MGLRU, "6.12", &as_618);
+    let b = run(MGLRU, "6.18", &[]);
+    assert_eq!(a, b);
+    // And the two versions differ on this run.
+    assert_ne!(run(MGLRU, "6.12", &[]), b);
+}
+
+#[test]
+fn each_mglru_rule_alone_moves_a_run_that_takes_its_path() {
+    let base = run(MGLRU, "6.18", &[]);
+    for name in [
+        "mglru_aging_feedback_rework",
+        "mglru_scan_budget_nr_to_scan",
+        "mglru_proportional_protection",
+    ] {
+        let other = run(MGLRU, "6.18", &[(name, false)]);
+        assert_ne!(other["vmstat"], base["vmstat"], "{name} changed nothing");
+    }
+}
+
+#[test]
+fn the_lru_batches_of_6_1_hold_15_folios() {
+    // Rules::folio_batch_size is what batch_add fills to: PAGEVEC_SIZE before 6.10.
+    assert_eq!(Rules::of(KernelVersion::V6_1).folio_batch_size(), 15);
+    assert_eq!(Rules::of(KernelVersion::V6_12).folio_batch_size(), 31);
+    // A classic run: lru_add drains take lru_lock about twice as often with 15.
+    let classic = MGLRU.replace("lru = \"mglru\"", "lru = \"classic\"");
+    let drains = |v: &serde_json::Value| -> u64 {
+        v["locks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|l| l["caller"] == "folio_batch_move_lru")
+            .map(|l| l["acquisitions"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let small = drains(&run(&classic, "6.18", &[("folio_batch_size_31", false)]));
+    let big = drains(&run(&classic, "6.18", &[]));
+    assert!(
+        big > 0 && small * 10 > big * 17 && small * 10 < big * 23,
+        "{small} vs {big}"
+    );
+}
+
+#[test]
+fn rules_outside_the_registry_or_not_modeled_are_refused() {
+    for (name, want) in [
+        ("no_such_rule", "no such rule"),
+        ("mglru_memcg_lru", "does not have yet"),
+    ] {
+        let t = MGLRU
+            .replace("VERSION", "6.12")
+            .replace("RULES", &format!("rules.{name} = true"));
+        let e = Scenario::from_toml(&t).expect_err(name).to_string();
+        assert!(
+            e.starts_with(&format!("scenario.kernel.rules.{name}:"))
+                && e.contains(want)
+                && e.contains("mglru_aging_feedback_rework"),
+            "{e}"
+        );
+    }
+    let t = MGLRU.replace("VERSION", "6.5").replace("RULES", "");
+    let e = Scenario::from_toml(&t).expect_err("6.5").to_string();
+    assert!(
+        e.contains("scenario.kernel.version") && e.contains("allowed: 6.1, 6.12, 6.18, 7.3"),
+        "{e}"
+    );
+}

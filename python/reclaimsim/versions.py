@@ -1,0 +1,59 @@
+"""The kernel versions the model can be, and the rules each has (the registry lives in
+the core, crates/core/src/versions.rs; docs/versions.md explains it)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from . import _core
+
+
+def registry() -> dict:
+    """{"versions": [{name, source, default}], "rules": [{name, commit, what, kind, at,
+    versions}]}, versions oldest first."""
+    return json.loads(_core.versions_json())
+
+
+def names() -> list[str]:
+    return [v["name"] for v in registry()["versions"]]
+
+
+def format_versions(version: str | None = None) -> str:
+    """Without `version`: the versions and, per rule, which have it. With one: the rules
+    in force on it and the differences it lacks or the model does not have yet."""
+    reg = registry()
+    vs = [v["name"] for v in reg["versions"]]
+    if version is None:
+        lines = ["kernel versions (kernel.version):"]
+        for v in reg["versions"]:
+            lines.append(f"  {v['name']:<5} {v['source']}{'  (default)' if v['default'] else ''}")
+        lines.append("")
+        head = f"{'rule':<34} {'kind':<11} " + " ".join(f"{v:>5}" for v in vs)
+        lines += [head, "-" * len(head)]
+        for r in reg["rules"]:
+            marks = " ".join(f"{'yes' if v in r['versions'] else '-':>5}" for v in vs)
+            lines.append(f"{r['name']:<34} {r['kind']:<11} {marks}")
+        lines.append("")
+        lines.append("`reclaimsim versions VERSION` shows a version's rules with their commits.")
+        return "\n".join(lines)
+    if version not in vs:
+        raise ValueError(f"version {version!r}: not a modeled kernel version; allowed: {', '.join(vs)}")
+    src = next(v["source"] for v in reg["versions"] if v["name"] == version)
+    out = [f"kernel {version} ({src})", ""]
+    for title, pick in [
+        ("rules in force (modeled)", lambda r: r["kind"] != "not modeled" and version in r["versions"]),
+        ("rules it lacks (modeled: the other form runs)", lambda r: r["kind"] != "not modeled" and version not in r["versions"]),
+        ("differences the model does not have yet (it runs the 6.18 form)", lambda r: r["kind"] == "not modeled"),
+    ]:
+        rows = [r for r in reg["rules"] if pick(r)]
+        out.append(f"{title}:")
+        for r in rows or [{"name": "(none)", "commit": "", "what": "", "kind": "", "at": "", "versions": []}]:
+            has = "" if r["kind"] != "not modeled" else f" [in {version}: {'yes' if version in r['versions'] else 'no'}]"
+            out.append(f"  {r['name']}{has}")
+            for part in (r["commit"], r["what"]):
+                if part:
+                    out += textwrap.wrap(part, 88, initial_indent="      ", subsequent_indent="      ")
+        out.append("")
+    out.append("Set one rule alone with --set kernel.rules.NAME=true|false.")
+    return "\n".join(out)
