@@ -164,21 +164,48 @@ def cmd_count(a) -> int:
 
 
 def cmd_compare(a) -> int:
-    files = inputs(Path(a.work), a.reclaimsim)
+    # Each side runs its own revision's built-ins: a scenario file of the working tree may
+    # name a field an older runner refuses (kernel.version, say). Where the two files
+    # differ, the row is marked and the differing top-level tables named below.
+    files_b = inputs(Path(a.work), a.reclaimsim)
+    files_a = inputs(Path(a.work) / "rev", a.reclaimsim, tree=Path(a.tree_a))
     print(f"{'benchmark':<10} {'instr ' + a.label_a:>22} {'instr ' + a.label_b:>22} {'ratio':>7} "
           f"{'wall ' + a.label_a:>14} {'wall ' + a.label_b:>14} {'ratio':>7}")
-    for name, f in files.items():
+    notes = []
+    for name, fb in files_b.items():
+        fa = files_a[name]
+        differs = _differing_tables(fa, fb)
+        mark = "*" if differs else " "
+        if differs:
+            notes.append(f"* {name}: the scenarios differ in {', '.join(differs)} (each side ran its own)")
         try:
-            ia, ib = callgrind(a.runner_a, f), callgrind(a.runner_b, f)
+            ia, ib = callgrind(a.runner_a, fa), callgrind(a.runner_b, fb)
             # Alternated, best of three each.
             wa = wb = float("inf")
             for _ in range(3):
-                wa, wb = min(wa, wall(a.runner_a, f, 1)), min(wb, wall(a.runner_b, f, 1))
+                wa, wb = min(wa, wall(a.runner_a, fa, 1)), min(wb, wall(a.runner_b, fb, 1))
         except RunFailed as e:
-            print(f"{name:<10} n/a: {e}", flush=True)
+            print(f"{name:<9}{mark} n/a: {e}", flush=True)
             continue
-        print(f"{name:<10} {ia:>22,} {ib:>22,} {ib / ia:>7.3f} {wa:>13.3f}s {wb:>13.3f}s {wb / wa:>7.3f}", flush=True)
+        print(f"{name:<9}{mark} {ia:>22,} {ib:>22,} {ib / ia:>7.3f} {wa:>13.3f}s {wb:>13.3f}s {wb / wa:>7.3f}", flush=True)
+    for n in notes:
+        print(n)
     return 0
+
+
+def _differing_tables(fa: Path, fb: Path) -> list[str]:
+    """The dotted paths (tables one level down) where two scenario files differ."""
+    a, b = json.loads(fa.read_text()), json.loads(fb.read_text())
+    out = []
+    for k in sorted(set(a) | set(b)):
+        x, y = a.get(k), b.get(k)
+        if x == y:
+            continue
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += [f"{k}.{j}" for j in sorted(set(x) | set(y)) if x.get(j) != y.get(j)]
+        else:
+            out.append(k)
+    return out
 
 
 def main() -> int:
@@ -191,7 +218,7 @@ def main() -> int:
     c.add_argument("--baseline", required=True)
     c.add_argument("--update")
     k = sub.add_parser("compare")
-    for x in ("--runner-a", "--runner-b", "--label-a", "--label-b", "--work", "--reclaimsim"):
+    for x in ("--runner-a", "--runner-b", "--label-a", "--label-b", "--tree-a", "--work", "--reclaimsim"):
         k.add_argument(x, required=True)
     a = ap.parse_args()
     return cmd_count(a) if a.cmd == "count" else cmd_compare(a)

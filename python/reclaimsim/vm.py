@@ -11,7 +11,8 @@ changes nothing on the host. A run:
    CONFIG_MEMCG. The modules the runner needs (zram, virtio_blk, zram's default
    compressor) are taken from its tree with their dependencies (modules.dep);
 2. the initramfs: a newc cpio archive with the guest runner (`crates/guest`, a static
-   Rust binary, as /init) and those modules, cached per kernel and runner; a second small
+   Rust binary built and embedded with the package's Rust core, so a wheel has it; as
+   /init) and those modules, cached per kernel and runner; a second small
    archive, appended, carries this run's plan (`guest_plan`);
 3. a data disk (an ext4 image made with mkfs.ext4 in a temporary directory) when the
    scenario reads files, since tmpfs pages would be shmem, not page cache;
@@ -47,7 +48,6 @@ from .safefs import RunDir, replace_atomically
 from .term import printable
 
 REPO = Path(__file__).resolve().parents[2]
-GUEST_TARGET = "x86_64-unknown-linux-gnu"
 DEFAULT_FLAVOUR = "cloud-amd64"
 # Guest memory the kernel and the initramfs need beside the scenario's machine [bytes].
 GUEST_OVERHEAD = 256 << 20
@@ -258,63 +258,32 @@ def _with_parents(files: list[tuple[str, int, bytes]]) -> list[tuple[str, int, b
 
 
 def check_prerequisites() -> None:
-    """Refuse, before any download or build, what this machine lacks for a VM run: QEMU,
-    and what the guest runner is built with (guest_binary)."""
+    """Refuse, before any download, what this machine lacks for a VM run: QEMU. (The guest
+    runner comes with the package: guest_runner.)"""
     _need("qemu-system-x86_64", "qemu-system-x86")
-    _cargo()
 
 
-def _cargo() -> str:
-    """cargo, to build the guest runner from the project's source tree."""
-    if not (REPO / "crates" / "guest" / "Cargo.toml").exists():
-        raise KernelRunError(
-            "kernel-run --vm builds its guest runner from the project's source tree (crates/guest), "
-            f"which is not at {REPO}"
-        )
-    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-    if not Path(cargo).exists():
-        raise KernelRunError("kernel-run --vm needs cargo to build its guest runner: install Rust (rustup)")
-    return cargo
+def guest_runner() -> bytes:
+    """The guest runner (crates/guest, a static executable that is the VM's /init), as
+    built and embedded with this package's Rust core (crates/py/build.rs): a wheel carries
+    it, and it always matches the installed core's replay code."""
+    from . import _core
+
+    return _core.guest_runner()
 
 
-def guest_binary(progress=None) -> Path:
-    """The guest runner, statically linked; built with cargo when missing or stale (cargo
-    checks, in about a second when nothing changed)."""
-    cargo = _cargo()
-    out = REPO / "target" / GUEST_TARGET / "guest" / "reclaimsim-guest"
-    if progress and _older_than_sources(out):
-        progress("building the guest runner (cargo, static; about a minute)")
-    env = dict(os.environ, RUSTFLAGS="-C target-feature=+crt-static")
-    p = subprocess.run(
-        [cargo, "build", "--quiet", "--profile", "guest", "--target", GUEST_TARGET, "-p", "reclaimsim-guest"],
-        cwd=REPO, env=env, capture_output=True, text=True,
-    )
-    if p.returncode != 0:
-        tail = (p.stderr.strip().splitlines() or ["?"])[-1]
-        raise KernelRunError(f"building the guest runner failed: {tail}")
-    return out
-
-
-def _older_than_sources(binary: Path) -> bool:
-    """Whether cargo will rebuild the runner (for the progress line only; cargo decides)."""
-    if not binary.exists():
-        return True
-    t = binary.stat().st_mtime
-    srcs = [REPO / "Cargo.lock"] + [p for c in ("core", "host", "guest") for p in (REPO / "crates" / c).rglob("*.rs")]
-    return any(p.stat().st_mtime > t for p in srcs)
-
-
-def base_initramfs(kernel: Kernel, modules: list[Path], runner: Path) -> Path:
-    """The cached archive with /init and the modules (under /modules, in load order)."""
+def base_initramfs(kernel: Kernel, modules: list[Path], runner: bytes) -> Path:
+    """The cached archive with /init (the guest runner) and the modules (under /modules,
+    in load order)."""
     h = hashlib.sha256()
-    h.update(runner.read_bytes())
+    h.update(runner)
     for m in modules:
         h.update(str(m).encode())
         h.update(str(m.stat().st_mtime_ns).encode())
     out = cache_dir() / "initramfs" / f"{h.hexdigest()[:20]}.cpio"
     if out.exists():
         return out
-    files = [("init", 0o100755, runner.read_bytes())]
+    files = [("init", 0o100755, runner)]
     for i, m in enumerate(modules):
         files.append((f"modules/{i:02d}-{m.name}", 0o100644, m.read_bytes()))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -707,7 +676,7 @@ def run_in_vm(norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: s
     swap = bool(norm["machine"].get("swap"))
     disk_bytes = _file_bytes(norm)
     mods = module_paths(kernel, needed_modules(kernel, swap, disk_bytes > 0))
-    base = base_initramfs(kernel, mods, guest_binary(progress))
+    base = base_initramfs(kernel, mods, guest_runner())
     accel, how = resolve_accel(accel, kernel, base, progress)
     guest_mods = [f"/modules/{i:02d}-{m.name}" for i, m in enumerate(mods)]
     plan = guest_plan(norm, reps, nprocs, guest_mods, disk_bytes > 0, after_accesses)

@@ -26,6 +26,41 @@ def cli(*args, env=None):
 # the initramfs
 
 
+def _elf_program_headers(blob: bytes) -> list[int]:
+    """The p_type of each program header of a 64-bit little-endian ELF file (the ELF
+    specification's layout, read independently of any ELF library)."""
+    import struct
+
+    assert blob[:4] == b"\x7fELF", "not an ELF file"
+    assert blob[4] == 2 and blob[5] == 1, "not a 64-bit little-endian ELF file"
+    (e_machine,) = struct.unpack_from("<H", blob, 18)
+    assert e_machine == 62, f"e_machine {e_machine} is not x86-64 (62)"
+    e_phoff, = struct.unpack_from("<Q", blob, 32)
+    e_phentsize, e_phnum = struct.unpack_from("<HH", blob, 54)
+    return [struct.unpack_from("<I", blob, e_phoff + i * e_phentsize)[0] for i in range(e_phnum)]
+
+
+def test_the_guest_runner_comes_with_the_package_without_a_source_tree(tmp_path):
+    """The installed package alone, copied away from the source tree (as a wheel installs
+    it), hands over a static x86-64 guest runner: no ELF interpreter (PT_INTERP, 3), since
+    the initramfs has no C library, and it is crates/guest's (its start-up line)."""
+    pkg = Path(vm.__file__).resolve().parent
+    shutil.copytree(pkg, tmp_path / "reclaimsim", ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    code = (
+        "import sys, reclaimsim.vm as vm; "
+        "assert not vm.__file__.startswith(sys.argv[1]), vm.__file__; "
+        "sys.stdout.buffer.write(vm.guest_runner())"
+    )
+    p = subprocess.run([sys.executable, "-c", code, str(pkg)], capture_output=True, env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    blob = p.stdout
+    PT_INTERP, PT_LOAD = 3, 1
+    headers = _elf_program_headers(blob)
+    assert PT_LOAD in headers and PT_INTERP not in headers, headers
+    assert b"reclaimsim-guest: started" in blob
+
+
 @pytest.mark.skipif(shutil.which("cpio") is None, reason="needs Debian's cpio as the reference reader")
 def test_cpio_newc_unpacks_with_gnu_cpio_and_appended_archives_override(tmp_path):
     files = [("init", 0o100755, b"\x7fELF-runner"), ("modules/00-zram.ko.xz", 0o100644, b"x" * 4097)]

@@ -300,6 +300,14 @@ fn to_py_err(e: Error) -> PyErr {
     }
 }
 
+/// The VM's guest runner (crates/guest, a static x86-64 executable), built with this
+/// module by build.rs and embedded, so that `kernel-run --vm` needs no source tree.
+#[pyfunction]
+fn guest_runner(py: Python<'_>) -> Bound<'_, pyo3::types::PyBytes> {
+    static RUNNER: &[u8] = include_bytes!(env!("RECLAIMSIM_GUEST_RUNNER"));
+    pyo3::types::PyBytes::new(py, RUNNER)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
@@ -320,6 +328,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_units_json, m)?)?;
     m.add_function(wrap_pyfunction!(versions_json, m)?)?;
     m.add_function(wrap_pyfunction!(host_run_process_json, m)?)?;
+    m.add_function(wrap_pyfunction!(guest_runner, m)?)?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
