@@ -32,16 +32,18 @@
 //! machines of more than 255 CPUs two CPUs can share a code and a transfer between them is
 //! missed.
 
-use crate::engine::{Topology, Transfer};
+use crate::engine::Topology;
 
 /// Line owners of the frames and lruvecs, and the transfers of the current lock hold.
 #[derive(Debug, Clone, Default)]
 pub struct LineTracker {
     /// Node of each CPU (the engine's).
     topology: Topology,
-    /// The CPU holding an lru_lock now; None when list operations are not under one (a
-    /// fixture's placement), which moves no line.
-    cur: Option<u32>,
+    /// The owner byte of the CPU holding an lru_lock now (`code`); 0 when list operations
+    /// are not under one (a fixture's placement), which moves no line.
+    me: u8,
+    /// That CPU's node.
+    my_node: u32,
     /// Lines of the current hold that another CPU of the same node wrote last.
     local: u64,
     /// Lines of the current hold that a CPU of another node wrote last.
@@ -65,43 +67,45 @@ impl LineTracker {
     /// Whether list operations are being accounted (an lru_lock is held).
     #[inline]
     pub fn armed(&self) -> bool {
-        self.cur.is_some()
+        self.me != 0
     }
 
     /// `cpu` took an lru_lock: its list operations write lines from now on.
     pub fn arm(&mut self, cpu: u32) {
         // No task yields while it holds an lru_lock, and none nests two: one hold at a time.
-        debug_assert!(self.cur.is_none(), "lru_lock holds overlap");
-        self.cur = Some(cpu);
+        debug_assert!(!self.armed(), "lru_lock holds overlap");
+        self.me = code(cpu);
+        self.my_node = self.topology[cpu as usize];
         self.local = 0;
         self.remote = 0;
     }
 
     /// The lock is about to be released: the hold's (same-node, remote) transfers.
     pub fn disarm(&mut self) -> (u64, u64) {
-        self.cur = None;
+        self.me = 0;
         (
             std::mem::take(&mut self.local),
             std::mem::take(&mut self.remote),
         )
     }
 
-    /// The current CPU writes the line whose owner byte is `owner`.
+    /// The current CPU writes the line whose owner byte is `owner`: a line another CPU
+    /// wrote last is one transfer, same node or remote (Topology::transfer's rule, with
+    /// this CPU's code and node taken once per hold in `arm`).
     #[inline]
     pub fn write(&mut self, owner: &mut u8) {
-        let Some(cpu) = self.cur else {
-            return;
-        };
-        let me = code(cpu);
         let was = *owner;
-        if was != 0 && was != me {
-            match self.topology.transfer(was as u32 - 1, cpu) {
-                Transfer::Local => self.local += 1,
-                Transfer::Remote => self.remote += 1,
-                Transfer::None => {}
+        if was == self.me || self.me == 0 {
+            return;
+        }
+        if was != 0 {
+            if self.topology[was as usize - 1] == self.my_node {
+                self.local += 1;
+            } else {
+                self.remote += 1;
             }
         }
-        *owner = me;
+        *owner = self.me;
     }
 }
 

@@ -65,7 +65,7 @@ impl Mm {
         }
         let link = self.pages.links[pfn as usize];
         self.write_list_lines(lv, pfn, link.prev, link.next);
-        self.update_lru_size(pfn, 1);
+        self.update_lru_size(lv, pfn, 1);
     }
 
     /// lruvec_add_folio_tail(): the next folio reclaim takes (MGLRU: the tail of the
@@ -79,7 +79,7 @@ impl Mm {
         }
         let link = self.pages.links[pfn as usize];
         self.write_list_lines(lv, pfn, link.prev, link.next);
-        self.update_lru_size(pfn, 1);
+        self.update_lru_size(lv, pfn, 1);
     }
 
     /// lruvec_del_folio() from the folio's own lruvec (MGLRU: lru_gen_del_folio, which
@@ -93,29 +93,32 @@ impl Mm {
             lruvec_del_folio_untracked(pages, l, pfn);
         }
         self.write_list_lines(lv, pfn, link.prev, link.next);
-        self.update_lru_size(pfn, -1);
+        self.update_lru_size(lv, pfn, -1);
     }
 
     /// The memcg side of update_lru_size() (__mod_lruvec_state of NR_LRU_BASE + lru): its
     /// cost is queued for the lock holder (StatPending). Simplified: MGLRU folios count on
     /// the inactive lists (the kernel's lru_gen_update_size picks the list by generation);
     /// list operations outside an lru_lock (a fixture's placement) cost nothing.
-    fn update_lru_size(&mut self, pfn: Pfn, delta: i64) {
-        let p = self.pages[pfn as usize];
+    fn update_lru_size(&mut self, lv: LruvecId, pfn: Pfn, delta: i64) {
+        if !self.lines.armed() {
+            return;
+        }
+        let p = &self.pages[pfn as usize];
         let lru = p.lru_list();
-        if !self.lines.armed() || lru == LRU_UNEVICTABLE {
+        if lru == LRU_UNEVICTABLE {
             return;
         }
         // lru_gen_del_folio leaves PG_active on a folio of an active generation: under
         // MGLRU the add and the delete must count on the same (inactive) list.
-        let lru = if self.lruvecs[self.folio_lruvec(pfn) as usize].lrugen.enabled {
+        let lru = if self.lruvecs[lv as usize].lrugen.enabled {
             lru & !1
         } else {
             lru
         };
-        let nid = self.pfn_node(pfn);
+        let (memcg, nid) = (p.memcg, self.pfn_node(pfn));
         self.stat_pending
-            .push_held(p.memcg, nid, super::memcontrol::StatKind::lru(lru), delta);
+            .push_held(memcg, nid, super::memcontrol::StatKind::lru(lru), delta);
     }
 
     /// The cache lines a list operation on `lv` wrote: list_add/__list_del_entry write the

@@ -119,9 +119,10 @@ impl Mm {
             }
         }
         // Every candidate PTE of the walk (a shared anonymous folio has one per process of
-        // its fork family), up to RMAP_PREFETCH_MMS of them.
+        // its fork family), up to RMAP_PREFETCH_MMS of them; whether any maps the folio is
+        // not asked (a mapcount lookup costs more than the prefetch it would save).
         let n = self.folio_nr_mappers(pfn).min(RMAP_PREFETCH_MMS);
-        if n > 0 && (n == 1 || self.folio_mapped(pfn)) {
+        if n > 0 {
             let i = self.folio_vpn(pfn) as usize;
             for k in 0..n {
                 if let Some(v) = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes.get(i) {
@@ -156,6 +157,7 @@ impl Mm {
     /// How many processes the rmap walk visits for the folio: the owner of an anonymous
     /// folio and the processes forked from it (its anon_vma chain; fork.rs), every mapper
     /// of a file folio that has PTEs (mapcount > 0).
+    #[inline]
     pub(crate) fn folio_nr_mappers(&self, pfn: Pfn) -> usize {
         let p = &self.pages[pfn as usize];
         if !p.test(PG_OWNED) {
@@ -170,6 +172,7 @@ impl Mm {
     }
 
     /// The `k`-th process of the folio's rmap walk (k < folio_nr_mappers).
+    #[inline]
     pub(crate) fn folio_rmap_mm(&self, pfn: Pfn, k: usize) -> u32 {
         let p = &self.pages[pfn as usize];
         if p.is_file_lru() {
