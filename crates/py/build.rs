@@ -20,7 +20,9 @@ use std::process::Command;
 const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
 
 fn main() {
-    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
     let root = manifest.join("../..");
     for dir in ["crates/core/src", "crates/host/src", "crates/guest/src"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
@@ -32,21 +34,50 @@ fn main() {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.arg("build")
-        .args(["--profile", "guest", "--target", GUEST_TARGET, "-p", "reclaimsim-guest"])
+        .args([
+            "--profile",
+            "guest",
+            "--target",
+            GUEST_TARGET,
+            "-p",
+            "reclaimsim-guest",
+        ])
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir)
         .env("RUSTFLAGS", "-C target-feature=+crt-static");
     // What the outer cargo passes to build scripts and must not reach the inner build.
-    for var in ["CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"] {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+    ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().unwrap_or_else(|e| panic!("could not start cargo to build the guest runner: {e}"));
-    assert!(status.success(), "building the guest runner (crates/guest) failed: {status}");
-    let runner = target_dir.join(GUEST_TARGET).join("guest").join("reclaimsim-guest");
-    assert!(runner.is_file(), "the guest runner is not at {}", runner.display());
-    println!("cargo:rustc-env=RECLAIMSIM_GUEST_RUNNER={}", runner.display());
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("could not start cargo to build the guest runner: {e}"));
+    assert!(
+        status.success(),
+        "building the guest runner (crates/guest) failed: {status}"
+    );
+    let runner = target_dir
+        .join(GUEST_TARGET)
+        .join("guest")
+        .join("reclaimsim-guest");
+    assert!(
+        runner.is_file(),
+        "the guest runner is not at {}",
+        runner.display()
+    );
+    println!(
+        "cargo:rustc-env=RECLAIMSIM_GUEST_RUNNER={}",
+        runner.display()
+    );
 }
 
 /// target/guest-runner under the workspace's target directory (CARGO_TARGET_DIR when

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .versions import model_of_kernel
 from . import _core, safefs
 from .batch import die_with_parent
 from .safefs import RunDir, stale_pid
@@ -687,6 +688,7 @@ def kernel_run(
         check_swapfile(swapfile)
     cg = check_host()
     notes = cg.notes
+    model = json.loads(_core.validate_json(json.dumps(model_of_kernel(scenario, os.uname().release, notes))))
     notes.extend(remove_stale(cg, (Path("/var/tmp"), Path("/dev/shm"), parent)))
     pins: dict = {}
     if pin:
@@ -742,10 +744,10 @@ def kernel_run(
             swap.close()
         ws.remove()
     sim_locks: list = []
-    sims = simulate(norm, reps, progress, locks=sim_locks)
+    sims = simulate(model, reps, progress, locks=sim_locks)
     extra = {}
     if perf_lock:
         from .perflock import side_by_side
 
         extra["locks"] = side_by_side([r["locks"] for r in reps_out], sim_locks)
-    return assemble(norm, reps_out, sims, notes, cg.version, os.uname().release, **extra)
+    return assemble(norm, reps_out, sims, notes, cg.version, os.uname().release, model_version=model["kernel"]["version"], **extra)

@@ -313,7 +313,8 @@ def off_by_more_than_5pct(row: dict) -> bool:
 def format_report(rep: dict, show_all: bool = False) -> str:
     lines = [
         f"# kernel-run: {rep['scenario']}  seed={rep['seed']}  reps={rep['reps']}  "
-        f"kernel {rep['kernel']}  cgroup v{rep['cgroup_version']}  "
+        f"kernel {rep['kernel']}" + (f" (model: {rep['model_version']})" if rep.get("model_version") else "")
+        + f"  cgroup v{rep['cgroup_version']}  "
         f"wall {', '.join(f'{w:.1f}' for w in rep['wall_s'])} s"
     ]
     for n in rep["notes"]:

@@ -7,6 +7,7 @@ import json
 import textwrap
 
 from . import _core
+from .term import printable
 
 
 def registry() -> dict:
@@ -17,6 +18,34 @@ def registry() -> dict:
 
 def names() -> list[str]:
     return [v["name"] for v in registry()["versions"]]
+
+
+def model_of_kernel(scenario: dict, release: str, notes: list) -> dict:
+    """The scenario as the model of the kernel `release` (`uname -r` of the host or the
+    guest) runs it: a copy with kernel.version set to the modeled version that stands for
+    that kernel (the same one, else the nearest lower one, else the oldest), so that the
+    simulator beside a real kernel has that kernel's rules and version defaults. Says in
+    `notes` what it chose when that is not the scenario's own version."""
+    found = _core.version_of_release(release)
+    release = printable(release)
+    oldest = names()[0]
+    version, exact = found if found else (oldest, False)
+    d = json.loads(json.dumps(scenario))
+    kernel = d.setdefault("kernel", {})
+    asked = kernel.get("version")
+    asked = None if asked is None else str(asked)
+    kernel["version"] = version
+    if found is None:
+        why = f"the kernel {release} is older than every modeled version: the model runs as {oldest}, its oldest"
+    elif not exact:
+        why = f"the kernel {release} is not a modeled version: the model runs as {version}, the nearest lower one"
+    else:
+        why = f"the model runs as {version}, the kernel's version ({release})"
+    if not exact or asked != version:
+        if asked is not None and asked != version:
+            why += f", not the scenario's kernel.version {asked}"
+        notes.append(why)
+    return d
 
 
 def format_versions(version: str | None = None) -> str:

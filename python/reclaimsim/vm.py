@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import _core
+from .versions import model_of_kernel
 from . import debpkg
 from .debpkg import cache_dir
 from .sidebyside import KernelRunError, assemble, kernel_counters, simulate, workload_names
@@ -734,12 +736,13 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     check_prerequisites()
     notes.extend(remove_stale_scratch())
     kernel = user_kernel(kernel_image) if kernel_image else default_kernel(progress)
-    after = reclaim_timing(norm, timing, notes, progress)
+    model = json.loads(_core.validate_json(json.dumps(model_of_kernel(scenario, kernel.release, notes))))
+    after = reclaim_timing(model, timing, notes, progress)
     doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after)
     notes.append(f"accel: {doc['accel_how']}")
     if doc.get("boot_retries"):
         notes.append(f"the guest kernel crashed before its init {doc['boot_retries']} time(s) (emulation faults) and was booted again")
-    sim_norm = sim_scenario(norm, notes)
+    sim_norm = sim_scenario(model, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm)} for r in doc["reps"]]
     sims = simulate(sim_norm, reps, progress, per_cgroup=True)
     if norm.get("reclaim") and not has_proactive_counters(doc):
@@ -753,7 +756,7 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
         notes.append(f"memory.reclaim writes made per rep: {', '.join(map(str, writes))}")
     tcg = "under QEMU's TCG the guest runs several times slower than hardware" if doc["accel"] == "tcg" else None
     return assemble(
-        norm, reps_out, sims, notes, 2, doc["kernel"], time_not_comparable=tcg,
+        norm, reps_out, sims, notes, 2, doc["kernel"], time_not_comparable=tcg, model_version=model["kernel"]["version"],
         vm={
             "image": str(kernel.image), "accel": doc["accel"], "version": doc.get("version"),
             "setup": doc.get("setup"), "boot_s": doc.get("boot_s"),

@@ -234,6 +234,9 @@ def test_vm_page_cache_case_on_mglru_with_memory_reclaim_reports_per_cgroup_coun
         "reclaim[0].times=4", "reclaim[0].bytes=2M",
     )
     assert rep["cgroup_version"] == 2 and rep["kernel"].startswith("6.12")
+    # the model beside Debian's 6.12 runs as 6.12, not as the scenario's 6.18, and says so
+    assert rep["model_version"] == "6.12"
+    assert any("the model runs as 6.12" in n and "not the scenario's kernel.version 6.18" in n for n in rep["notes"])
     assert rep["vm"]["setup"]["lru_gen_enabled"] == "0x0007"  # MGLRU, all features, as "y" sets
     rows = {r["name"]: r for r in rep["counters"]}
     assert rows["accesses"]["kernel_mean"] == 40000  # every access replayed in the guest

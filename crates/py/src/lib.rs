@@ -106,6 +106,15 @@ fn versions_json() -> String {
     reclaimsim_core::versions::registry_json()
 }
 
+/// The modeled kernel version that stands for a kernel release string (`uname -r`, a
+/// package version): (version, whether it is that very version), or None for a kernel
+/// older than every modeled one (KernelVersion::of_release).
+#[pyfunction]
+fn version_of_release(release: &str) -> Option<(&'static str, bool)> {
+    reclaimsim_core::versions::KernelVersion::of_release(release)
+        .map(|(v, exact)| (v.name(), exact))
+}
+
 /// The model's lock call sites (the callers its lock tables name), in their order.
 #[pyfunction]
 fn lock_sites() -> Vec<&'static str> {
@@ -327,6 +336,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lock_sites, m)?)?;
     m.add_function(wrap_pyfunction!(check_units_json, m)?)?;
     m.add_function(wrap_pyfunction!(versions_json, m)?)?;
+    m.add_function(wrap_pyfunction!(version_of_release, m)?)?;
     m.add_function(wrap_pyfunction!(host_run_process_json, m)?)?;
     m.add_function(wrap_pyfunction!(guest_runner, m)?)?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;

@@ -1,0 +1,64 @@
+"""The model beside a real kernel runs as that kernel's version (versions.model_of_kernel):
+kernel-run on the host and in a VM set the model's kernel.version from the kernel's
+release string, the nearest lower modeled version when it is not one, and say so."""
+
+import json
+
+from reclaimsim import _core
+from reclaimsim.scenario import load_scenario
+from reclaimsim.sidebyside import format_report
+from reclaimsim.versions import model_of_kernel, names
+
+
+def validated(sc: dict) -> dict:
+    return json.loads(_core.validate_json(json.dumps(sc)))
+
+
+def test_a_debian_release_string_runs_the_model_as_that_version_and_says_it_is_not_the_scenarios():
+    sc = load_scenario("default")
+    assert sc["kernel"]["version"] == "6.18"
+    notes: list = []
+    m = model_of_kernel(sc, "6.12.95+deb12-cloud-amd64", notes)
+    assert m["kernel"]["version"] == "6.12"
+    assert sc["kernel"]["version"] == "6.18"  # the scenario itself is not changed
+    assert notes == ["the model runs as 6.12, the kernel's version (6.12.95+deb12-cloud-amd64), "
+                     "not the scenario's kernel.version 6.18"]
+
+
+def test_a_kernel_between_modeled_versions_runs_the_nearest_lower_one():
+    notes: list = []
+    # 6.15 has 6.14's aging rework but not 6.17's scan budget: between 6.12 and 6.18.
+    m = model_of_kernel({"kernel": {}}, "6.15.2-arch1", notes)
+    assert m["kernel"]["version"] == "6.12"
+    assert "6.15.2-arch1 is not a modeled version" in notes[0] and "nearest lower" in notes[0]
+    notes = []
+    m = model_of_kernel({}, "5.10.0-35-amd64", notes)
+    assert m["kernel"]["version"] == names()[0] == "6.1"
+    assert "older than every modeled version" in notes[0]
+
+
+def test_the_kernels_own_version_named_in_the_scenario_needs_no_note():
+    notes: list = []
+    m = model_of_kernel({"kernel": {"version": "7.3"}}, "7.3.4+deb13-amd64", notes)
+    assert m["kernel"]["version"] == "7.3" and notes == []
+
+
+def test_the_version_defaults_of_the_kernel_behavior_switches_follow_the_kernel():
+    # Rotations entered lru_note_cost's anon/file balance in v6.2 (0538a82c39e9, "mm:
+    # vmscan: make rotations a secondary factor in balancing anon vs file"): a 6.1 kernel
+    # has no rotation term, a 6.12 one has it.
+    sc = load_scenario("default")
+    assert validated(model_of_kernel(sc, "6.1.0-41-amd64", []))["variants"]["rotation_cost"] is False
+    assert validated(model_of_kernel(sc, "6.12.95", []))["variants"]["rotation_cost"] is True
+
+
+def test_a_release_string_with_terminal_escapes_is_shown_escaped():
+    notes: list = []
+    model_of_kernel({}, "6.12.0\x1b]0;owned\x07", notes)
+    assert "\x1b" not in notes[0] and "\\x1b" in notes[0]
+
+
+def test_the_report_heading_names_the_model_version():
+    rep = {"scenario": "s", "seed": 1, "reps": 1, "kernel": "6.12.95", "model_version": "6.12",
+           "cgroup_version": 2, "wall_s": [1.0], "notes": [], "counters": []}
+    assert "kernel 6.12.95 (model: 6.12)" in format_report(rep).splitlines()[0]
