@@ -190,6 +190,13 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/swap.rs batch_add" },
     },
     Rule {
+        name: "mglru_memcg_lru",
+        commit: "e4dde56cd208 \"mm: multi-gen LRU: per-node lru_gen_folio lists\" (v6.3)",
+        has: [N, Y, Y, Y],
+        what: "MGLRU root reclaim walks the per-node memcg LRU and stops at the target; before, every memcg under the target each pass (6.1's shrink_node_memcgs walk)",
+        effect: Effect::Rule { at: "mm/vmscan.rs shrink_node, shrink_lruvec; mm/lru_gen/eviction.rs lru_gen_shrink_lruvec" },
+    },
+    Rule {
         name: "rotation_cost",
         commit: "0538a82c39e9 \"mm: vmscan: make rotations a secondary factor in balancing anon vs file\" (v6.2)",
         has: [N, Y, Y, Y],
@@ -209,13 +216,6 @@ pub const RULES: &[Rule] = &[
         has: [N, N, N, Y],
         what: "seed 000's switch: scan-balance cost comes from flushed vmstat counters under a per-lruvec cost_lock, not lru_note_cost under lru_lock",
         effect: Effect::Switch,
-    },
-    Rule {
-        name: "mglru_memcg_lru",
-        commit: "e4dde56cd208 \"mm: multi-gen LRU: per-node lru_gen_folio lists\" (v6.3)",
-        has: [N, Y, Y, Y],
-        what: "MGLRU root reclaim walks the per-node memcg LRU and stops at the target; before, every memcg under the target each pass (6.1's shrink_node_memcgs walk)",
-        effect: Effect::NotModeled,
     },
     Rule {
         name: "mglru_v61_reclaim_loop",
@@ -307,6 +307,9 @@ pub struct Rules {
     pub mglru_proportional_protection: bool,
     /// folio_batch_size_31: the per-CPU LRU batch capacity is 31 (else 15).
     pub folio_batch_size_31: bool,
+    /// mglru_memcg_lru: MGLRU root reclaim walks the memcg LRU (lru_gen_shrink_node);
+    /// else 6.1's shrink_node_memcgs walk of every memcg, lru_gen_shrink_lruvec each.
+    pub mglru_memcg_lru: bool,
 }
 
 impl Default for Rules {
@@ -324,6 +327,7 @@ impl Rules {
             mglru_scan_budget_nr_to_scan: on("mglru_scan_budget_nr_to_scan"),
             mglru_proportional_protection: on("mglru_proportional_protection"),
             folio_batch_size_31: on("folio_batch_size_31"),
+            mglru_memcg_lru: on("mglru_memcg_lru"),
         }
     }
 
@@ -334,6 +338,7 @@ impl Rules {
             "mglru_scan_budget_nr_to_scan" => &mut self.mglru_scan_budget_nr_to_scan,
             "mglru_proportional_protection" => &mut self.mglru_proportional_protection,
             "folio_batch_size_31" => &mut self.folio_batch_size_31,
+            "mglru_memcg_lru" => &mut self.mglru_memcg_lru,
             _ => return false,
         };
         *slot = on;

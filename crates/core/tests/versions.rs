@@ -101,7 +101,7 @@ fn the_lru_batches_of_6_1_hold_15_folios() {
 fn rules_outside_the_registry_or_not_modeled_are_refused() {
     for (name, want) in [
         ("no_such_rule", "no such rule"),
-        ("mglru_memcg_lru", "does not have yet"),
+        ("mglru_v61_reclaim_loop", "does not have yet"),
     ] {
         let t = MGLRU
             .replace("VERSION", "6.12")
@@ -119,5 +119,59 @@ fn rules_outside_the_registry_or_not_modeled_are_refused() {
     assert!(
         e.contains("scenario.kernel.version") && e.contains("allowed: 6.1, 6.12, 6.18, 7.3"),
         "{e}"
+    );
+}
+
+/// Root memory.reclaim of 1M over eight memcgs of 8M anon each (touched over and over),
+/// MGLRU, no other pressure.
+const ROOT_RECLAIM: &str = r#"duration = "150ms"
+[kernel]
+lru = "mglru"
+version = "VERSION"
+RULES
+[machine]
+cpus = 9
+memory_per_node = "512M"
+[machine.swap]
+size = "256M"
+[[reclaim]]
+cgroup = "/"
+at = "100ms"
+bytes = "1M"
+"#;
+
+fn root_reclaim_scenario() -> String {
+    let mut t = ROOT_RECLAIM.to_string();
+    for i in 0..8 {
+        t += &format!("[[cgroup]]\npath = \"/m{i}\"\n[[workload]]\ntype = \"usemem\"\ncgroup = \"/m{i}\"\nsize = \"8M\"\nrepeat = 0\n");
+    }
+    t
+}
+
+/// The memcgs whose folios root reclaim scanned.
+fn memcgs_scanned(r: &serde_json::Value) -> usize {
+    r["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["path"].as_str().is_some_and(|p| p.starts_with("/m")))
+        .filter(|c| c["memory.stat"]["pgscan"].as_u64().unwrap_or(0) > 0)
+        .count()
+}
+
+#[test]
+fn root_reclaim_before_the_memcg_lru_visits_every_memcg() {
+    // 6.1 (no memcg LRU): shrink_node_memcgs walks every memcg under the root and each
+    // lruvec evicts at least one batch before should_abort_scan is asked.
+    let t = root_reclaim_scenario();
+    let before = run(&t, "6.18", &[("mglru_memcg_lru", false)]);
+    assert_eq!(memcgs_scanned(&before), 8, "{}", before["cgroups"]);
+    // The memcg LRU walk (shrink_many, aging memcgs on the way) is another path.
+    let with = run(&t, "6.18", &[]);
+    assert_ne!(before["cgroups"], with["cgroups"]);
+    // The version carries the rule.
+    assert_eq!(
+        run(&t, "6.1", &[])["vmstat"],
+        run(&t, "6.1", &[("mglru_memcg_lru", false)])["vmstat"]
     );
 }

@@ -1081,7 +1081,10 @@ impl Sim {
     /// scans its full targets. Finally rebalance anon if its inactive list is low and
     /// anon can be aged.
     pub async fn shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
-        if self.mm.borrow().lru_gen_enabled() && !sc.root_reclaim() {
+        // Before the memcg LRU (6.1, rule mglru_memcg_lru off) root reclaim comes here too,
+        // through shrink_node_memcgs, and every lruvec goes to lru_gen_shrink_lruvec.
+        if self.mm.borrow().lru_gen_enabled() && (!sc.root_reclaim() || !self.rules.mglru_memcg_lru)
+        {
             return self.lru_gen_shrink_lruvec(lv, sc).await;
         }
         self.e.charge(self.c.shrink_lruvec_setup);
@@ -1282,7 +1285,7 @@ impl Sim {
     /// shrink_node(): one reclaim pass over a node for the target. Progress resets the
     /// node's kswapd_failures.
     pub async fn shrink_node(&self, node: u32, sc: &mut ScanControl) {
-        if self.mm.borrow().lru_gen_enabled() && sc.root_reclaim() {
+        if self.mm.borrow().lru_gen_enabled() && sc.root_reclaim() && self.rules.mglru_memcg_lru {
             return self.lru_gen_shrink_node(node, sc).await;
         }
         let before = sc.nr_reclaimed;

@@ -805,11 +805,18 @@ impl Sim {
 
     /// lru_gen_shrink_lruvec(): memcg (non-root) reclaim of one lruvec; an lruvec that had
     /// to be aged moves to the young generation of the memcg LRU (not with seed 001's
-    /// patch, which has no memcg LRU).
+    /// patch, which has no memcg LRU, nor before the memcg LRU existed: rule
+    /// mglru_memcg_lru, off in 6.1, where root reclaim comes here for every memcg too).
+    /// Simplified: 6.1's own loop (set_mm_walk, its swappiness of 1 for global reclaim
+    /// that may not swap, the memcgs_need_aging safeguard) is not modeled
+    /// (mglru_v61_reclaim_loop); try_to_shrink_lruvec is the later one.
     pub async fn lru_gen_shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
         self.lru_add_drain().await;
         let plugged = self.blk_start_plug(sc);
-        if self.try_to_shrink_lruvec(lv, sc).await && !self.v.mglru_memcg_iter {
+        if self.try_to_shrink_lruvec(lv, sc).await
+            && self.rules.mglru_memcg_lru
+            && !self.v.mglru_memcg_iter
+        {
             self.lru_gen_rotate_memcg(lv, MemcgLruOp::Young).await;
         }
         self.blk_finish_plug(sc, plugged).await;
