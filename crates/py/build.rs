@@ -80,8 +80,8 @@ fn main() {
     );
 }
 
-/// target/guest-runner under the workspace's target directory (CARGO_TARGET_DIR when
-/// set, as maturin and pip set it for a wheel), else under the workspace root.
+/// target/guest-runner under the build's target directory (CARGO_TARGET_DIR when the
+/// build sets one), else under the workspace root.
 fn target_dir(root: &Path) -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) => PathBuf::from(d).join("guest-runner"),

@@ -49,7 +49,6 @@ from .batch import child_of_this_process
 from .safefs import RunDir, replace_atomically
 from .term import printable
 
-REPO = Path(__file__).resolve().parents[2]
 DEFAULT_FLAVOUR = "cloud-amd64"
 # Guest memory the kernel and the initramfs need beside the scenario's machine [bytes].
 GUEST_OVERHEAD = 256 << 20
@@ -269,8 +268,6 @@ def guest_runner() -> bytes:
     """The guest runner (crates/guest, a static executable that is the VM's /init), as
     built and embedded with this package's Rust core (crates/py/build.rs): a wheel carries
     it, and it always matches the installed core's replay code."""
-    from . import _core
-
     return _core.guest_runner()
 
 
