@@ -16,6 +16,7 @@ from ._core import ScenarioError
 from .batch import probe, result_text, run_all
 from .metrics import metric
 from .scenario import apply_side, compare_table, load_scenario, parse_switches, quoted
+from .versions import differing_rules, format_differing_rules
 from .stats import ALPHA, ab_row, fmt_ns, fmt_num, mean_sd, pct_change
 
 DEFAULT_METRICS = [
@@ -60,12 +61,12 @@ def check_compare_table(data: dict) -> None:
     if not spec:
         return
     d = {k: v for k, v in data.items() if k != "compare"}
-    base = json.loads(_core.validate_json(json.dumps(d)))
+    _core.validate_json(json.dumps(d))
     sides = {}
     for k in ("a", "b"):
         if k in spec:
             try:
-                sides[k] = apply_side(d, base["variants"], spec[k])
+                sides[k] = apply_side(d, spec[k])
                 _core.validate_json(json.dumps(sides[k]))
             except ScenarioError as e:
                 raise ScenarioError(f"scenario.compare.{k}: {e}") from None
@@ -104,11 +105,11 @@ def compare(
     names = metrics or list(spec.get("metrics", DEFAULT_METRICS))
     # Validate in this process first, so a bad field or switch is its own clear error.
     base = json.loads(_core.validate_json(json.dumps(data)))
-    sides = []
+    sides, norms = [], []
     for side, v in (("A", va), ("B", vb)):
         try:
-            d = apply_side(data, base["variants"], v)
-            _core.validate_json(json.dumps(d))
+            d = apply_side(data, v)
+            norms.append(json.loads(_core.validate_json(json.dumps(d))))
         except ScenarioError as e:
             raise ScenarioError(f"compare: side {side}: {e}") from None
         sides.append(d)
@@ -149,6 +150,7 @@ def compare(
         "seeds": k,
         "metrics": out_metrics,
         "locks": locks,
+        "rules": differing_rules(*norms),
     }
 
 
@@ -172,9 +174,10 @@ def format_compare(c: dict) -> str:
         "",
         f"* = significant: Welch's t-test p < {ALPHA}, or samples that do not vary and differ (p -); "
         "fewer than 2 seeds: no test",
-        "",
-        "## lock contention: total wait (mean over seeds)",
     ]
+    rules = format_differing_rules(c.get("rules", []))
+    lines += [""] + rules if rules else []
+    lines += ["", "## lock contention: total wait (mean over seeds)"]
     lines.append(f"{'caller':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} {'A acq':>12} {'B acq':>12}")
     for l in c["locks"]:
         pct = "n/a" if l["pct_change"] is None else f"{l['pct_change']:+.2f}%"

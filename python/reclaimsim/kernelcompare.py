@@ -61,20 +61,19 @@ def check_sides(scenario: dict, sa: dict, sb: dict, origins: tuple[str, str] = (
     """Refuse a model side the simulator would not take (an unknown switch, a bad field)
     as model_sides would, but before any kernel is fetched or booted; `origins` say where
     each side came from."""
-    base = json.loads(_core.validate_json(json.dumps(scenario)))
+    _core.validate_json(json.dumps(scenario))
     for side, v, origin in (("A", sa, origins[0]), ("B", sb, origins[1])):
         try:
-            _core.validate_json(json.dumps(apply_side(scenario, base["variants"], v)))
+            _core.validate_json(json.dumps(apply_side(scenario, v)))
         except ScenarioError as e:
             raise ScenarioError(f"kernel-compare: model side {side} ({origin}): {e}") from None
 
 
 def model_sides(scenario: dict, sa: dict, sb: dict, reps: int, fold: bool, progress=None) -> dict:
     """The simulator's counters under switch sets `sa` and `sb`, `reps` runs each."""
-    base = json.loads(_core.validate_json(json.dumps(scenario)))
     out = {}
     for side, v in (("A", sa), ("B", sb)):
-        d = json.loads(_core.validate_json(json.dumps(apply_side(scenario, base["variants"], v))))
+        d = json.loads(_core.validate_json(json.dumps(apply_side(scenario, v))))
         d["kernel"]["cgroup_version"] = 2
         sims = simulate(d, reps, progress, per_cgroup=True)
         out[side] = [vm.fold_proactive(s) for s in sims] if fold else sims

@@ -470,10 +470,13 @@ def toml_literal(x: Any) -> str:
     return json.dumps(x)
 
 
-def apply_side(data: dict, variants: dict, side: dict) -> dict:
-    """The scenario of one side: variant switches merged into [variants], other entries
-    set as scenario fields by their `--set` paths."""
+def apply_side(data: dict, side: dict) -> dict:
+    """The scenario of one side: variant switches merged into the scenario's own
+    [variants] (as written: a switch it leaves out takes its default from the side's
+    kernel.version when the core validates the side), other entries set as scenario
+    fields by their `--set` paths."""
     d = json.loads(json.dumps(data))
+    variants = d.get("variants", {})
     switches = {}
     for k, x in _flatten(side).items():
         check_values(x, _side_path(k))

@@ -307,7 +307,7 @@ def plan(g: Grid) -> list[Run]:
     vsets = g.variant_sets or (
         {"A": dict(spec["a"]), "B": dict(spec["b"])} if "a" in spec and "b" in spec else {"default": {}}
     )
-    base_variants = json.loads(_core.validate_json(json.dumps(base)))["variants"]
+    _core.validate_json(json.dumps(base))
     size = grid_size(g)
     if size > MAX_RUNS:
         raise _err(
@@ -325,7 +325,7 @@ def plan(g: Grid) -> list[Run]:
         _check_distinct(seen, norm, pt)
         for name, vs in vsets.items():
             try:
-                side = apply_side(d, base_variants, vs)
+                side = apply_side(d, vs)
                 norm = json.loads(_core.validate_json(json.dumps(side)))
             except ScenarioError as e:
                 raise _err(f"grid variant set {name!r} at {pt}: {e}") from None

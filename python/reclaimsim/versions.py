@@ -20,6 +20,47 @@ def names() -> list[str]:
     return [v["name"] for v in registry()["versions"]]
 
 
+def rules_in_force(norm: dict) -> dict[str, bool]:
+    """Every rule of the registry, on or off in the validated scenario `norm`: a modeled
+    rule or one not modeled yet as its kernel.version has it unless kernel.rules sets it,
+    a switch as its [variants] has it (the core fills a switch from the version)."""
+    kernel = norm["kernel"]
+    version, chosen = kernel["version"], kernel.get("rules") or {}
+    out = {}
+    for r in registry()["rules"]:
+        if r["kind"] == "switch":
+            out[r["name"]] = bool(norm["variants"].get(r["name"]))
+        else:
+            out[r["name"]] = bool(chosen.get(r["name"], version in r["versions"]))
+    return out
+
+
+def differing_rules(norm_a: dict, norm_b: dict) -> list[dict]:
+    """The rules that differ between two validated scenarios (an A/B's sides), in the
+    registry's order: {name, kind, commit, what, a, b}."""
+    a, b = rules_in_force(norm_a), rules_in_force(norm_b)
+    return [
+        {"name": r["name"], "kind": r["kind"], "commit": r["commit"], "what": r["what"], "a": a[r["name"]], "b": b[r["name"]]}
+        for r in registry()["rules"]
+        if a[r["name"]] != b[r["name"]]
+    ]
+
+
+def format_differing_rules(rows: list[dict]) -> list[str]:
+    """The lines a comparison prints about the rules its sides differ in (none: no lines)."""
+    if not rows:
+        return []
+    w = max(len(r["name"]) for r in rows)
+    yes = lambda x: "yes" if x else "-"
+    lines = ["## kernel rules that differ between the sides (reclaimsim versions VERSION)",
+             f"{'rule':<{w}} {'kind':<11} {'A':>3} {'B':>3}  commit"]
+    for r in rows:
+        lines.append(f"{r['name']:<{w}} {r['kind']:<11} {yes(r['a']):>3} {yes(r['b']):>3}  {r['commit']}")
+    if any(r["kind"] == "not modeled" for r in rows):
+        lines.append("rules marked `not modeled` differ between the kernels but run the same in the model (docs/versions.md)")
+    return lines
+
+
 def model_of_kernel(scenario: dict, release: str, notes: list) -> dict:
     """The scenario as the model of the kernel `release` (`uname -r` of the host or the
     guest) runs it: a copy with kernel.version set to the modeled version that stands for

@@ -70,7 +70,9 @@ def test_compare_cli_json_and_errors(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     c = json.loads(out.read_text())
-    assert set(c) == {"scenario", "a", "b", "seeds", "metrics", "locks"}
+    assert set(c) == {"scenario", "a", "b", "seeds", "metrics", "locks", "rules"}
+    # seed 003's sides differ in its own switch only, a rule of the registry (7.3 has it)
+    assert [(r["name"], r["kind"], r["a"], r["b"]) for r in c["rules"]] == [("lru_add_dead_filter", "switch", False, True)]
     assert set(c["metrics"][0]) == {"name", "a_mean", "a_std", "b_mean", "b_std", "pct_change", "significant", "p_value"}
     assert c["locks"] and set(c["locks"][0]) == {
         "site", "a_total_wait_ns", "b_total_wait_ns", "a_acquisitions", "b_acquisitions", "pct_change"}

@@ -62,3 +62,42 @@ def test_the_report_heading_names_the_model_version():
     rep = {"scenario": "s", "seed": 1, "reps": 1, "kernel": "6.12.95", "model_version": "6.12",
            "cgroup_version": 2, "wall_s": [1.0], "notes": [], "counters": []}
     assert "kernel 6.12.95 (model: 6.12)" in format_report(rep).splitlines()[0]
+
+
+def test_an_ab_of_two_versions_names_the_rules_that_differ():
+    # Between 6.12 and 6.18 the model's rules differ by MGLRU's aging rework (6.14) and
+    # the scan budget and proportional protection of af827e090489 (6.17); memory.stat's
+    # pgscan_proactive split (6.15) differs too, one the model does not have as a rule.
+    from reclaimsim.compare import compare, format_compare
+
+    c = compare("file-zipf", a="kernel.version=6.12", b="kernel.version=6.18", seeds=1,
+                overrides=["duration=20ms"], metrics=["pgscan_file"])
+    names = {r["name"]: (r["a"], r["b"], r["kind"]) for r in c["rules"]}
+    assert {n for n, (_, _, k) in names.items() if k == "rule"} == {
+        "mglru_aging_feedback_rework", "mglru_scan_budget_nr_to_scan", "mglru_proportional_protection"}
+    assert names["mglru_aging_feedback_rework"][:2] == (False, True)
+    assert names["pgscan_proactive"] == (False, True, "not modeled")
+    text = format_compare(c)
+    assert "## kernel rules that differ between the sides" in text and "798c0330c2ca" in text
+    # A rule set by hand on one side is that side's: no longer a difference.
+    c = compare("file-zipf", a="kernel.version=6.12", b="kernel.version=6.18,kernel.rules.mglru_aging_feedback_rework=false",
+                seeds=1, overrides=["duration=20ms"], metrics=["pgscan_file"])
+    assert "mglru_aging_feedback_rework" not in {r["name"] for r in c["rules"]}
+    # The same version on both sides differs in no rule, and prints no such section.
+    c = compare("file-zipf", a="rotation_cost=false", b="rotation_cost=true", seeds=1,
+                overrides=["duration=20ms"], metrics=["pgscan_file"])
+    assert [r["name"] for r in c["rules"]] == ["rotation_cost"]
+
+
+def test_a_side_on_another_version_takes_that_versions_switch_defaults():
+    # 7.3 merged seed 003's dead-folio filter and seed 000's vmstat scan cost: a side that
+    # names 7.3 runs them, though the scenario (6.18) leaves them off.
+    from reclaimsim.scenario import apply_side
+
+    sc = load_scenario("file-zipf")
+    assert validated(sc)["variants"]["lru_add_dead_filter"] is False
+    side = validated(apply_side(sc, {"kernel.version": "7.3"}))
+    assert side["variants"]["lru_add_dead_filter"] is True and side["variants"]["vmstat_scan_cost"] is True
+    # A switch the side or the scenario sets stays as set.
+    side = validated(apply_side(sc, {"kernel.version": "7.3", "lru_add_dead_filter": False}))
+    assert side["variants"]["lru_add_dead_filter"] is False
