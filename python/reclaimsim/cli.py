@@ -466,6 +466,7 @@ def versions(version):
 @click.option("--swapfile", type=click.Path(dir_okay=False), help="Swap to this new file (created, then removed) when the scenario has swap and the host has none: needed for machine.swap.device = \"ssd\", else used when zram is missing. An existing file is refused unless it is an active swap or one kernel-run made. Host runs only.")
 @click.option("--vm", is_flag=True, help="Boot a kernel under QEMU and run there (cgroup v2, the scenario's LRU, memory.reclaim schedules); nothing on the host changes.")
 @click.option("--kernel", "kernel_image", type=click.Path(dir_okay=False), help="With --vm: the bzImage to boot (default: Debian's 6.12 cloud kernel, fetched into the cache).")
+@click.option("--kernel-version", metavar="VERSION", help="The modeled kernel version (6.1, 6.12, 6.18, 7.3) the model runs as beside the kernel; default: the one its release string names, or the nearest lower (docs/versions.md). For a custom kernel whose release string does not say.")
 @click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="With --vm: QEMU's accelerator; auto probes KVM once and caches the answer.")
 @click.option("--timeout", type=FiniteFloatRange(10, 86400), default=1800, show_default=True, help="With --vm: stop a guest that has not finished after this many seconds.")
 @click.option("--reclaim-timing", type=click.Choice(["progress", "wall"]), default="progress", show_default=True, help="With --vm: make each memory.reclaim write when the workloads reach the accesses the simulator had done by its due time (progress), or at its wall-clock due time (wall).")
@@ -473,7 +474,7 @@ def versions(version):
 @click.option("--pin", is_flag=True, help="Pin each workload thread to the CPU the simulator gives it (sched_setaffinity; each worker process is forked on its CPUs), as the model has no scheduler. Host runs only.")
 @click.option("--perf-lock", is_flag=True, help="Record `perf lock contention` during the reps (linux-perf, root) and print it per caller beside the model's lock table; adds tracepoint overhead to the kernel's time rows. Host runs only.")
 @_costs_option
-def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, accel, timeout, reclaim_timing, show_all, pin, perf_lock, costs_sets):
+def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, kernel_version, accel, timeout, reclaim_timing, show_all, pin, perf_lock, costs_sets):
     """Run SCENARIO's workloads on a real kernel, in real memory cgroups, and print the
     kernel's counters beside the simulator's for the same scenario and seed.
 
@@ -505,6 +506,11 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
     elif workdir or swapfile or perf_lock or pin:
         flag = "--workdir" if workdir else "--swapfile" if swapfile else "--perf-lock" if perf_lock else "--pin"
         _fail(f"{flag}: not with --vm (the guest has its own disk, zram and no perf, and places its tasks itself)")
+    if kernel_version is not None:
+        from .versions import names
+
+        if kernel_version not in names():
+            _fail(f"--kernel-version {printable(kernel_version)!r}: allowed {', '.join(names())}")
     try:
         data = load_scenario(scenario, sets + costs_sets)
         if seed is not None:
@@ -512,9 +518,9 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
         if vm:
             from .vm import kernel_run_vm
 
-            rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say, reclaim_timing)
+            rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say, reclaim_timing, kernel_version)
         else:
-            rep = kernel_run(data, reps, workdir, swapfile, say, perf_lock, pin)
+            rep = kernel_run(data, reps, workdir, swapfile, say, perf_lock, pin, kernel_version)
     except KernelRunError as e:
         _fail(str(e))
     except OSError as e:

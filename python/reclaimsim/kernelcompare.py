@@ -5,7 +5,7 @@ Kernel A and kernel B (bzImages, e.g. from `kernel-build` without and with a pat
 boot in a VM and run the scenario once per rep, interleaved (A, B, A, B, ...) so that a
 drift of the host's speed falls on both. The simulator runs the scenario's `[compare]`
 switch sets (or --a/--b), one run per rep with the memcg flush phase spread as kernel-run
-does. Each metric gets compare's columns twice, kernel then model: A mean +- std,
+does, each side as its kernel's version (from its release string: docs/versions.md). Each metric gets compare's columns twice, kernel then model: A mean +- std,
 B mean +- std, %change, Welch's p and mark; the last column says whether the model's
 A/B moves the way the kernels' does (both significant in the same direction, or both
 not significant).
@@ -21,6 +21,7 @@ from ._core import ScenarioError
 from .scenario import apply_side, compare_table, parse_switches
 from .sidebyside import KernelRunError, simulate, why_not_comparable
 from .stats import ALPHA, ab_row, fmt_num
+from .versions import model_of_kernel
 
 DEFAULT_KERNEL = "debian"
 
@@ -69,11 +70,22 @@ def check_sides(scenario: dict, sa: dict, sb: dict, origins: tuple[str, str] = (
             raise ScenarioError(f"kernel-compare: model side {side} ({origin}): {e}") from None
 
 
-def model_sides(scenario: dict, sa: dict, sb: dict, reps: int, fold: bool, progress=None) -> dict:
-    """The simulator's counters under switch sets `sa` and `sb`, `reps` runs each."""
+def model_sides(
+    scenario: dict, sa: dict, sb: dict, reps: int, fold: bool, progress=None,
+    releases: tuple[str, str] | None = None, notes: list | None = None,
+) -> dict:
+    """The simulator's counters under switch sets `sa` and `sb`, `reps` runs each; with
+    `releases` (kernel A's and B's), each side runs as its kernel's version
+    (model_of_kernel), said in `notes`."""
     out = {}
-    for side, v in (("A", sa), ("B", sb)):
-        d = json.loads(_core.validate_json(json.dumps(apply_side(scenario, v))))
+    for i, (side, v) in enumerate((("A", sa), ("B", sb))):
+        d = apply_side(scenario, v)
+        if releases is not None:
+            said: list = []
+            d = model_of_kernel(d, releases[i], said)
+            if notes is not None:
+                notes.extend(f"model {side}: {n}" for n in said)
+        d = json.loads(_core.validate_json(json.dumps(d)))
         d["kernel"]["cgroup_version"] = 2
         sims = simulate(d, reps, progress, per_cgroup=True)
         out[side] = [vm.fold_proactive(s) for s in sims] if fold else sims
@@ -117,7 +129,7 @@ def kernel_compare(
     runs, how = kernel_sides(norm, nprocs, ka, kb, reps, accel, timeout, progress, after)
     has = [c.pop("_proactive") for side in runs.values() for c in side]
     fold = bool(norm.get("reclaim")) and not all(has)
-    model = model_sides(scenario, sa, sb, reps, fold, progress)
+    model = model_sides(scenario, sa, sb, reps, fold, progress, (ka.release, kb.release), notes)
     names = [n for n in runs["A"][0] if why_not_comparable(n) is None]
     rows = []
     for n in names:

@@ -666,13 +666,14 @@ def check_lru(norm: dict) -> None:
 
 def kernel_run(
     scenario: dict, reps: int, workdir: str | None = None, swapfile: str | None = None, progress=None,
-    perf_lock: bool = False, pin: bool = False,
+    perf_lock: bool = False, pin: bool = False, kernel_version: str | None = None,
 ) -> dict:
     """Run `scenario` `reps` times on the host kernel and `reps` times in the simulator
     (flush phases spread, unless pinned); return the side-by-side report. The run's files
     go into a private directory it makes under `workdir` (default /var/tmp; Workspace).
     With `perf_lock`, `perf lock contention` per caller beside the model's lock table; with
-    `pin`, each workload thread runs on the CPU the simulator gives it (pin_plan)."""
+    `pin`, each workload thread runs on the CPU the simulator gives it (pin_plan). The
+    model runs as the host kernel's version, or as `kernel_version` (model_of_kernel)."""
     scenario_json = json.dumps(scenario)
     nprocs = _core.host_processes_json(scenario_json)
     norm = json.loads(_core.validate_json(scenario_json))
@@ -688,7 +689,7 @@ def kernel_run(
         check_swapfile(swapfile)
     cg = check_host()
     notes = cg.notes
-    model = json.loads(_core.validate_json(json.dumps(model_of_kernel(scenario, os.uname().release, notes))))
+    model = json.loads(_core.validate_json(json.dumps(model_of_kernel(scenario, os.uname().release, notes, kernel_version))))
     notes.extend(remove_stale(cg, (Path("/var/tmp"), Path("/dev/shm"), parent)))
     pins: dict = {}
     if pin:

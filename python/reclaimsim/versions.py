@@ -7,6 +7,7 @@ import json
 import textwrap
 
 from . import _core
+from ._core import ScenarioError
 from .term import printable
 
 
@@ -61,14 +62,23 @@ def format_differing_rules(rows: list[dict]) -> list[str]:
     return lines
 
 
-def model_of_kernel(scenario: dict, release: str, notes: list) -> dict:
+def model_of_kernel(scenario: dict, release: str, notes: list, version: str | None = None) -> dict:
     """The scenario as the model of the kernel `release` (`uname -r` of the host or the
     guest) runs it: a copy with kernel.version set to the modeled version that stands for
     that kernel (the same one, else the nearest lower one, else the oldest), so that the
-    simulator beside a real kernel has that kernel's rules and version defaults. Says in
-    `notes` what it chose when that is not the scenario's own version."""
-    found = _core.version_of_release(release)
+    simulator beside a real kernel has that kernel's rules and version defaults. `version`
+    (--kernel-version: a custom kernel whose release string does not say) is taken as
+    the kernel's own. Says in `notes` what it chose when that is not the scenario's own
+    version."""
+    if version is not None:
+        if version not in names():
+            raise ScenarioError(f"--kernel-version {version!r}: allowed {', '.join(names())}")
+        found = (version, True)
+    else:
+        found = _core.version_of_release(release)
     release = printable(release)
+    if version is not None:
+        release += " by --kernel-version"
     oldest = names()[0]
     version, exact = found if found else (oldest, False)
     d = json.loads(json.dumps(scenario))

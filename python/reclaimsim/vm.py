@@ -727,13 +727,14 @@ def reclaim_timing(norm: dict, timing: str, notes: list, progress=None) -> list 
     return reclaim_progress(norm, sim)
 
 
-def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None, timing: str = "progress") -> dict:
-    """kernel-run's report, with the kernel side from a VM and per-cgroup rows."""
+def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None, timing: str = "progress", kernel_version: str | None = None) -> dict:
+    """kernel-run's report, with the kernel side from a VM and per-cgroup rows; the model
+    runs as the booted kernel's version, or as `kernel_version` (model_of_kernel)."""
     norm, nprocs, notes = prepare(scenario)
     check_prerequisites()
     notes.extend(remove_stale_scratch())
     kernel = user_kernel(kernel_image) if kernel_image else default_kernel(progress)
-    model = json.loads(_core.validate_json(json.dumps(model_of_kernel(scenario, kernel.release, notes))))
+    model = json.loads(_core.validate_json(json.dumps(model_of_kernel(scenario, kernel.release, notes, kernel_version))))
     after = reclaim_timing(model, timing, notes, progress)
     doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after)
     notes.append(f"accel: {doc['accel_how']}")

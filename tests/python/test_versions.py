@@ -101,3 +101,39 @@ def test_a_side_on_another_version_takes_that_versions_switch_defaults():
     # A switch the side or the scenario sets stays as set.
     side = validated(apply_side(sc, {"kernel.version": "7.3", "lru_add_dead_filter": False}))
     assert side["variants"]["lru_add_dead_filter"] is False
+
+
+def test_a_custom_kernel_names_its_version_and_a_bad_one_is_refused_before_anything_runs():
+    import subprocess
+    import sys
+
+    import pytest
+
+    from reclaimsim._core import ScenarioError
+
+    notes: list = []
+    m = model_of_kernel({"kernel": {"version": "6.18"}}, "6.12.0-mybuild", notes, version="6.1")
+    assert m["kernel"]["version"] == "6.1"
+    assert notes == ["the model runs as 6.1, the kernel's version (6.12.0-mybuild by --kernel-version), "
+                     "not the scenario's kernel.version 6.18"]
+    with pytest.raises(ScenarioError, match="allowed 6.1, 6.12, 6.18, 7.3"):
+        model_of_kernel({}, "6.12.0", [], version="6.13")
+    p = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "kernel-run", "default", "--kernel-version", "5.4"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "--kernel-version '5.4': allowed 6.1, 6.12, 6.18, 7.3" in p.stderr
+
+
+def test_kernel_compare_runs_each_model_side_as_its_kernels_version():
+    from reclaimsim.kernelcompare import model_sides
+
+    notes: list = []
+    sc = load_scenario("file-zipf", ["duration=20ms"])
+    sc.pop("compare", None)
+    out = model_sides(sc, {}, {"rotation_cost": False}, 1, False, None,
+                      ("6.12.95+deb12-cloud-amd64", "7.3.4+deb13-amd64"), notes)
+    assert set(out) == {"A", "B"}
+    assert notes == [
+        "model A: the model runs as 6.12, the kernel's version (6.12.95+deb12-cloud-amd64), not the scenario's kernel.version 6.18",
+        "model B: the model runs as 7.3, the kernel's version (7.3.4+deb13-amd64), not the scenario's kernel.version 6.18",
+    ]
