@@ -142,13 +142,15 @@ def test_metrics_across_cgroups_are_the_population_cv_and_the_sum():
 def test_a_side_sets_switches_and_scenario_fields():
     from reclaimsim.scenario import apply_side, parse_switches
 
-    data = {"kernel": {"swappiness": 60}, "variants": {}}
+    data = {"kernel": {"swappiness": 60}, "variants": {"rotation_cost": True}}
     side = parse_switches("kernel.lru=mglru,kernel.lru_gen.enabled=3,mglru_memcg_iter=true")
-    d = apply_side(data, {"rotation_cost": True}, side)
+    d = apply_side(data, side)
     assert d["kernel"] == {"swappiness": 60, "lru": "mglru", "lru_gen": {"enabled": 3}}
+    # the scenario's own switches stay, the side's join them
     assert d["variants"] == {"rotation_cost": True, "mglru_memcg_iter": True}
+    assert data["variants"] == {"rotation_cost": True}
     # A [compare] table may nest: { kernel = { lru = "mglru" } }.
-    d = apply_side(data, {}, {"kernel": {"lru": "mglru"}})
+    d = apply_side(data, {"kernel": {"lru": "mglru"}})
     assert d["kernel"]["lru"] == "mglru"
     assert data["kernel"] == {"swappiness": 60}
 
