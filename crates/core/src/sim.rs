@@ -159,7 +159,7 @@ impl Sim {
                     mfk,
                     sc.kernel.watermark_scale_factor as u64,
                 ),
-                free_list: Vec::new(),
+                free_head: crate::mm::NIL,
                 next_unused: base,
                 kswapd: 0,
                 kswapd_wait: Default::default(),

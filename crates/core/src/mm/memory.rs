@@ -579,6 +579,14 @@ impl Mm {
     }
 }
 
+/// Append `key` to a list of (key, run length), extending the last run when it is `key`.
+fn push_run<K: PartialEq>(runs: &mut Vec<(K, u32)>, key: K) {
+    match runs.last_mut() {
+        Some((k, n)) if *k == key => *n += 1,
+        _ => runs.push((key, 1)),
+    }
+}
+
 impl Sim {
     /// zap_pte_range() over [lo, hi) of mm `mmid` (munmap, exit): clear the PTEs, drop swap
     /// entries and swap-cache folios, and free the folios through
@@ -588,9 +596,11 @@ impl Sim {
     /// flush of the range (tlb_finish_mmu), a shootdown when other CPUs run the mm.
     pub async fn zap_pte_range(&self, mmid: u32, lo: u32, hi: u32) {
         let mut folios: Vec<Pfn> = Vec::new();
-        // The nodes of the unmapped anon folios, and (memcg, node) of the file ones.
-        let mut anon_unmapped: Vec<u32> = Vec::new();
-        let mut file_unmapped: Vec<(u16, u32)> = Vec::new();
+        // The nodes of the unmapped anon folios, and (memcg, node) of the file ones, in
+        // order, as runs of equal keys: an exit of a large mm keeps a few runs, not an
+        // entry per page.
+        let mut anon_unmapped: Vec<(u32, u32)> = Vec::new();
+        let mut file_unmapped: Vec<((u16, u32), u32)> = Vec::new();
         let memcg_id = self.mm.borrow().mms[mmid as usize].memcg;
         let mut cleared = false;
         {
@@ -610,7 +620,10 @@ impl Sim {
                     mm.pages[pfn as usize].private -= 1;
                     let lv = mm.folio_lruvec(pfn) as usize;
                     mm.lruvecs[lv].mod_state(NodeStat::NrFileMapped, -1);
-                    file_unmapped.push((mm.pages[pfn as usize].memcg, mm.pfn_node(pfn)));
+                    push_run(
+                        &mut file_unmapped,
+                        (mm.pages[pfn as usize].memcg, mm.pfn_node(pfn)),
+                    );
                 } else if pte::present(v) {
                     let pfn = pte::pfn(v);
                     mm.mms[mmid as usize].rss -= 1;
@@ -622,7 +635,7 @@ impl Sim {
                     }
                     let lv = mm.folio_lruvec(pfn) as usize;
                     mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, -1);
-                    anon_unmapped.push(mm.pfn_node(pfn));
+                    push_run(&mut anon_unmapped, mm.pfn_node(pfn));
                     if !mm.folio_swapped(pfn) {
                         mm.delete_from_swap_cache(pfn);
                         mm.pages[pfn as usize].clear(PG_OWNED);
@@ -661,11 +674,15 @@ impl Sim {
             // tlb_finish_mmu(): the cleared present PTEs, flushed once for the range.
             self.flush_tlb_mm_range(&self.mm.borrow().mms[mmid as usize], mmid);
         }
-        for nid in anon_unmapped {
-            self.memcg_stat_update(memcg_id, nid, StatKind::AnonMapped, -1);
+        for (nid, n) in anon_unmapped {
+            for _ in 0..n {
+                self.memcg_stat_update(memcg_id, nid, StatKind::AnonMapped, -1);
+            }
         }
-        for (m, nid) in file_unmapped {
-            self.memcg_stat_update(m, nid, StatKind::FileMapped, -1);
+        for ((m, nid), n) in file_unmapped {
+            for _ in 0..n {
+                self.memcg_stat_update(m, nid, StatKind::FileMapped, -1);
+            }
         }
         // free_pages_and_swap_cache()
         self.lru_add_drain().await;

@@ -155,8 +155,10 @@ pub struct PgData {
     pub free: u64,
     /// _watermark[MIN, LOW, HIGH] [pages].
     pub wmark: [u64; 3],
-    /// Frames freed and reusable (pfns), a stack.
-    pub free_list: Vec<Pfn>,
+    /// Frames freed and reusable, a stack linked through the free frames' own LRU links
+    /// (the buddy free lists' page->buddy_list shares page->lru): its top, NIL when empty.
+    /// No memory beyond the frame table, however many frames are freed.
+    pub free_head: Pfn,
     /// Frames never used yet start here (the zeroed tail of the node's range).
     pub next_unused: Pfn,
     /// kswapd's task, and the queue it sleeps on (kswapd_wait).

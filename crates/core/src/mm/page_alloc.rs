@@ -8,13 +8,14 @@
 //! loops without progress; then the OOM killer.
 //!
 //! Simplified: no per-CPU page lists or buddy orders (a frame is taken from the node's free
-//! stack or its never-used tail), no compaction, no highatomic reserves, no watermark boost,
+//! stack, linked through the free frames' LRU links as the buddy lists are, or its
+//! never-used tail), no compaction, no highatomic reserves, no watermark boost,
 //! no cpusets/mempolicies (the zonelist is the local node, then the others in id order).
 
 use super::mm_types::*;
 use super::mmzone::{WMARK_LOW, WMARK_MIN};
 use super::vmstat::{NodeStat, VmEvent};
-use super::{Mm, Pfn, MAX_RECLAIM_RETRIES};
+use super::{Mm, Pfn, MAX_RECLAIM_RETRIES, NIL};
 use crate::sim::Sim;
 
 /// Most nodes a scenario may have (Scenario::validate enforces it).
@@ -58,13 +59,20 @@ impl Mm {
         if nd.free == 0 {
             return None;
         }
-        let pfn = match nd.free_list.pop() {
-            Some(p) => p,
-            None => {
-                let p = nd.next_unused;
-                nd.next_unused += 1;
-                p
-            }
+        let pfn = if nd.free_head != NIL {
+            let p = nd.free_head;
+            let link = &mut self.pages.links[p as usize];
+            nd.free_head = link.next;
+            // As lruvec_del_folio left it: on no list.
+            *link = LruLink {
+                prev: NIL,
+                next: NIL,
+            };
+            p
+        } else {
+            let p = nd.next_unused;
+            nd.next_unused += 1;
+            p
         };
         nd.free -= 1;
         self.used_frames += 1;
@@ -113,7 +121,9 @@ impl Mm {
         self.pages.lru_gen[pfn as usize] = 0;
         let nd = &mut self.nodes[node as usize];
         nd.free += 1;
-        nd.free_list.push(pfn);
+        // Pushed on the node's free stack through its own (unused) LRU link.
+        self.pages.links[pfn as usize].next = nd.free_head;
+        nd.free_head = pfn;
         self.used_frames -= 1;
         self.count_event(VmEvent::Pgfree, 1);
     }
@@ -227,5 +237,49 @@ impl Sim {
             return (Some(p), true);
         }
         (None, self.out_of_memory(None).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture::one_node_machine;
+
+    /// Freed frames are reused last-freed first, through their own LRU links (no memory
+    /// beyond the frame table), before the never-used tail; a reused frame comes off the
+    /// stack on no list.
+    #[test]
+    fn freed_frames_are_a_stack_through_their_lru_links() {
+        let s = one_node_machine("64M", None, "");
+        let mut mm = s.mm.borrow_mut();
+        let free0 = mm.nodes[0].free;
+        let a: Vec<Pfn> = (0..3).map(|_| mm.rmqueue(0).unwrap()).collect();
+        assert_eq!(
+            a[1],
+            a[0] + 1,
+            "the never-used tail hands out frames in order"
+        );
+        assert_eq!(a[2], a[1] + 1);
+        let tail = mm.nodes[0].next_unused;
+        for &p in &a {
+            mm.pages[p as usize].clear(PG_LOCKED);
+            let _ = mm.page_counter_try_charge(0, 1);
+            mm.release_frame(p);
+        }
+        assert_eq!(mm.nodes[0].free, free0);
+        assert_eq!(mm.nodes[0].free_head, a[2]);
+        assert_eq!(mm.pages.links[a[2] as usize].next, a[1]);
+        let again: Vec<Pfn> = (0..4).map(|_| mm.rmqueue(0).unwrap()).collect();
+        assert_eq!(again, vec![a[2], a[1], a[0], tail]);
+        assert_eq!(mm.nodes[0].free_head, NIL);
+        for &p in &again[..3] {
+            assert_eq!(
+                mm.pages.links[p as usize],
+                LruLink {
+                    prev: NIL,
+                    next: NIL
+                }
+            );
+        }
     }
 }
