@@ -273,6 +273,7 @@ impl Sim {
             stats_updates: 0,
             last_flush: 0,
             draining: Vec::new(),
+            rules: sc.kernel.rules(),
             track_draining: false,
             pfn_vecs: Vec::new(),
             lines: crate::mm::lru_lines::LineTracker::new(cpu_node.clone()),

@@ -197,6 +197,69 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/vmscan.rs shrink_node, shrink_lruvec; mm/lru_gen/eviction.rs lru_gen_shrink_lruvec" },
     },
     Rule {
+        name: "mglru_fault_add_active_workingset_only",
+        commit: "6cbdd9726fb5 \"mm/mglru: use folio_mark_accessed to replace folio_set_active\" (7.2; id from mm-tree logs)",
+        has: [N, N, N, Y],
+        what: "a folio a fault adds to an MGLRU lruvec gets PG_active only if it has PG_workingset; otherwise PG_referenced (folio_mark_accessed); before, PG_active always",
+        effect: Effect::Rule { at: "mm/swap.rs folio_add_lru" },
+    },
+    Rule {
+        name: "mglru_placement_referenced",
+        commit: "6cbdd9726fb5 \"mm/mglru: use folio_mark_accessed to replace folio_set_active\" (7.2; id from mm-tree logs)",
+        has: [N, N, N, Y],
+        what: "PG_referenced places a page-cache or swap-cache folio in the second oldest generation, as PG_workingset does; before, only PG_workingset",
+        effect: Effect::Rule { at: "mm/lru_gen/folio.rs lru_gen_folio_seq" },
+    },
+    Rule {
+        name: "mglru_set_refs_mark_accessed",
+        commit: "6cbdd9726fb5 \"mm/mglru: use folio_mark_accessed to replace folio_set_active\" (7.2; id from mm-tree logs)",
+        has: [N, N, N, Y],
+        what: "a folio found young again (rmap, look-around) gets PG_workingset only with more than one reference counted; otherwise one more reference (folio_mark_accessed); before, PG_workingset at the second sighting",
+        effect: Effect::Rule { at: "mm/lru_gen/folio.rs lru_gen_set_refs" },
+    },
+    Rule {
+        name: "mglru_refault_activate_workingset",
+        commit: "6cbdd9726fb5 \"mm/mglru: use folio_mark_accessed to replace folio_set_active\" (7.2; id from mm-tree logs)",
+        has: [N, N, N, Y],
+        what: "an MGLRU refault in a fault counts WORKINGSET_ACTIVATE only for a folio evicted from the working set; before, every recent refault in a fault",
+        effect: Effect::Rule { at: "mm/lru_gen/workingset.rs lru_gen_refault_decide" },
+    },
+    Rule {
+        name: "pgscan_proactive",
+        commit: "e452872b40e3 \"mm: vmscan: split proactive reclaim statistics from direct reclaim statistics\" (v6.15)",
+        has: [N, N, Y, Y],
+        what: "proactive reclaim (memory.reclaim) counts pgscan_proactive/pgsteal_proactive instead of pgscan_direct/pgsteal_direct",
+        effect: Effect::Rule { at: "mm/vmscan.rs ScanControl::reclaimer_offset" },
+    },
+    Rule {
+        name: "memory_reclaim_swappiness",
+        commit: "68cd9050d871 \"mm: add swappiness= arg to memory.reclaim\" (v6.11)",
+        has: [N, Y, Y, Y],
+        what: "memory.reclaim takes `swappiness=N` after the size; before (6.1), anything after the size is -EINVAL, and an empty write reclaims without limit (page_counter_memparse)",
+        effect: Effect::Rule { at: "mm/memcontrol.rs parse_memory_reclaim" },
+    },
+    Rule {
+        name: "memory_reclaim_swappiness_max",
+        commit: "\"mm: add swappiness=max arg to memory.reclaim for only anon reclaim\" (Zhongkun He, v6.16; id not identified)",
+        has: [N, N, Y, Y],
+        what: "memory.reclaim takes `swappiness=max` (anon only); before, -EINVAL",
+        effect: Effect::Rule { at: "mm/memcontrol.rs parse_memory_reclaim" },
+    },
+    Rule {
+        name: "memory_reclaim_quarter_batch",
+        commit: "287d5fedb377 \"mm: memcg: use larger batches for proactive reclaim\" (between v6.1 and v6.12; release not verified)",
+        has: [N, Y, Y, Y],
+        what: "each try_to_free_mem_cgroup_pages call of a memory.reclaim write asks for a quarter of what is left; 6.1 asks for all of it",
+        effect: Effect::Rule { at: "mm/memcontrol.rs user_proactive_reclaim" },
+    },
+    Rule {
+        name: "vmstat_reclaim_node_stats",
+        commit: "\"mm: move pgscan, pgsteal, pgrefill to node stats\" (JP Kobryn; merged by 7.2, mainline id not identified)",
+        has: [N, N, N, Y],
+        what: "pgscan_*/pgsteal_* of each reclaimer and pgrefill are node statistics: /proc/vmstat counts cgroup reclaim (limit reclaim, memory.reclaim below the root) too; before, only reclaim that is not cgroup reclaim",
+        effect: Effect::Rule { at: "mm/memcontrol.rs count_reclaim_event" },
+    },
+    Rule {
         name: "rotation_cost",
         commit: "0538a82c39e9 \"mm: vmscan: make rotations a secondary factor in balancing anon vs file\" (v6.2)",
         has: [N, Y, Y, Y],
@@ -246,13 +309,6 @@ pub const RULES: &[Rule] = &[
         effect: Effect::NotModeled,
     },
     Rule {
-        name: "mglru_refault_activate_workingset",
-        commit: "6cbdd9726fb5 (7.2)",
-        has: [N, N, N, Y],
-        what: "an MGLRU refault activates (and counts WORKINGSET_ACTIVATE) only a folio that was in the working set",
-        effect: Effect::NotModeled,
-    },
-    Rule {
         name: "lru_batch_clears_pg_lru",
         commit: "33dfe9204f29 (v6.11) and 0885ef470560 (v6.13), reverted by afb99e9f5004 and 8d79ed36bfc8 (v6.17; Debian 6.12.49/6.12.57)",
         has: [N, N, N, N],
@@ -280,20 +336,6 @@ pub const RULES: &[Rule] = &[
         what: "the XArray nodes holding swap shadows are reclaimed by the shadow shrinker, so later swap-ins stop counting as refaults",
         effect: Effect::NotModeled,
     },
-    Rule {
-        name: "pgscan_proactive",
-        commit: "e452872b40e3 \"mm: vmscan: split proactive reclaim statistics from direct reclaim statistics\" (v6.15)",
-        has: [N, N, Y, Y],
-        what: "proactive reclaim (memory.reclaim) counts pgscan_proactive/pgsteal_proactive instead of pgscan_direct/pgsteal_direct",
-        effect: Effect::NotModeled,
-    },
-    Rule {
-        name: "memory_reclaim_swappiness",
-        commit: "68cd9050d871 \"mm: add swappiness= arg to memory.reclaim\" (v6.11)",
-        has: [N, Y, Y, Y],
-        what: "memory.reclaim takes swappiness=; 6.1 refuses the argument",
-        effect: Effect::NotModeled,
-    },
 ];
 
 /// The modeled rules in force for a run (read where their paths run).
@@ -310,6 +352,30 @@ pub struct Rules {
     /// mglru_memcg_lru: MGLRU root reclaim walks the memcg LRU (lru_gen_shrink_node);
     /// else 6.1's shrink_node_memcgs walk of every memcg, lru_gen_shrink_lruvec each.
     pub mglru_memcg_lru: bool,
+    /// mglru_fault_add_active_workingset_only: folio_add_lru in a fault sets PG_active
+    /// only on a PG_workingset folio, PG_referenced on the others.
+    pub mglru_fault_add_active_workingset_only: bool,
+    /// mglru_placement_referenced: lru_gen_folio_seq lifts PG_referenced cache folios.
+    pub mglru_placement_referenced: bool,
+    /// mglru_set_refs_mark_accessed: lru_gen_set_refs counts a reference before
+    /// PG_workingset.
+    pub mglru_set_refs_mark_accessed: bool,
+    /// mglru_refault_activate_workingset: lru_gen_refault counts WORKINGSET_ACTIVATE only
+    /// for a workingset shadow.
+    pub mglru_refault_activate_workingset: bool,
+    /// pgscan_proactive: memory.reclaim counts in the PROACTIVE pgscan/pgsteal items
+    /// (else in the DIRECT ones).
+    pub pgscan_proactive: bool,
+    /// memory_reclaim_swappiness: memory.reclaim parses `swappiness=N` tokens (else the
+    /// size alone, 6.1's page_counter_memparse).
+    pub memory_reclaim_swappiness: bool,
+    /// memory_reclaim_swappiness_max: `swappiness=max` is taken.
+    pub memory_reclaim_swappiness_max: bool,
+    /// memory_reclaim_quarter_batch: each call asks for a quarter of the remainder.
+    pub memory_reclaim_quarter_batch: bool,
+    /// vmstat_reclaim_node_stats: /proc/vmstat counts cgroup reclaim's pgscan, pgsteal
+    /// and pgrefill too.
+    pub vmstat_reclaim_node_stats: bool,
 }
 
 impl Default for Rules {
@@ -328,6 +394,15 @@ impl Rules {
             mglru_proportional_protection: on("mglru_proportional_protection"),
             folio_batch_size_31: on("folio_batch_size_31"),
             mglru_memcg_lru: on("mglru_memcg_lru"),
+            mglru_fault_add_active_workingset_only: on("mglru_fault_add_active_workingset_only"),
+            mglru_placement_referenced: on("mglru_placement_referenced"),
+            mglru_set_refs_mark_accessed: on("mglru_set_refs_mark_accessed"),
+            mglru_refault_activate_workingset: on("mglru_refault_activate_workingset"),
+            pgscan_proactive: on("pgscan_proactive"),
+            memory_reclaim_swappiness: on("memory_reclaim_swappiness"),
+            memory_reclaim_swappiness_max: on("memory_reclaim_swappiness_max"),
+            memory_reclaim_quarter_batch: on("memory_reclaim_quarter_batch"),
+            vmstat_reclaim_node_stats: on("vmstat_reclaim_node_stats"),
         }
     }
 
@@ -339,6 +414,17 @@ impl Rules {
             "mglru_proportional_protection" => &mut self.mglru_proportional_protection,
             "folio_batch_size_31" => &mut self.folio_batch_size_31,
             "mglru_memcg_lru" => &mut self.mglru_memcg_lru,
+            "mglru_fault_add_active_workingset_only" => {
+                &mut self.mglru_fault_add_active_workingset_only
+            }
+            "mglru_placement_referenced" => &mut self.mglru_placement_referenced,
+            "mglru_set_refs_mark_accessed" => &mut self.mglru_set_refs_mark_accessed,
+            "mglru_refault_activate_workingset" => &mut self.mglru_refault_activate_workingset,
+            "pgscan_proactive" => &mut self.pgscan_proactive,
+            "memory_reclaim_swappiness" => &mut self.memory_reclaim_swappiness,
+            "memory_reclaim_swappiness_max" => &mut self.memory_reclaim_swappiness_max,
+            "memory_reclaim_quarter_batch" => &mut self.memory_reclaim_quarter_batch,
+            "vmstat_reclaim_node_stats" => &mut self.vmstat_reclaim_node_stats,
             _ => return false,
         };
         *slot = on;

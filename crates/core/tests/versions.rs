@@ -31,6 +31,27 @@ cgroup = "/b"
 size = "48M"
 "#;
 
+/// MGLRU with swap: random touches of 80M of anon on a 64M node.
+const SWAPIN: &str = r#"duration = "1s"
+[kernel]
+lru = "mglru"
+version = "VERSION"
+RULES
+[machine]
+cpus = 2
+memory_per_node = "64M"
+[machine.swap]
+size = "256M"
+[[cgroup]]
+path = "/a"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "80M"
+random = true
+repeat = 0
+"#;
+
 /// A run's result without the scenario it echoes.
 fn run(t: &str, version: &str, rules: &[(&str, bool)]) -> serde_json::Value {
     let rules: String = rules
@@ -69,6 +90,18 @@ fn each_mglru_rule_alone_moves_a_run_that_takes_its_path() {
         "mglru_proportional_protection",
     ] {
         let other = run(MGLRU, "6.18", &[(name, false)]);
+        assert_ne!(other["vmstat"], base["vmstat"], "{name} changed nothing");
+    }
+    // 7.2's rules, each alone on 6.18, on random touches of more anon than fits: swap-ins
+    // through the swap cache, rmap sightings and refaults in faults.
+    let base = run(SWAPIN, "6.18", &[]);
+    for name in [
+        "mglru_fault_add_active_workingset_only",
+        "mglru_placement_referenced",
+        "mglru_set_refs_mark_accessed",
+        "mglru_refault_activate_workingset",
+    ] {
+        let other = run(SWAPIN, "6.18", &[(name, true)]);
         assert_ne!(other["vmstat"], base["vmstat"], "{name} changed nothing");
     }
 }
@@ -174,4 +207,120 @@ fn root_reclaim_before_the_memcg_lru_visits_every_memcg() {
         run(&t, "6.1", &[])["vmstat"],
         run(&t, "6.1", &[("mglru_memcg_lru", false)])["vmstat"]
     );
+}
+
+/// The memory.reclaim of a memcg: a 16M file read into /a's page cache, 4M reclaimed
+/// from it at 200ms.
+const PROACTIVE: &str = r#"duration = "300ms"
+[kernel]
+version = "VERSION"
+RULES
+[machine]
+cpus = 2
+memory_per_node = "256M"
+[[cgroup]]
+path = "/a"
+[[workload]]
+type = "file_read"
+cgroup = "/a"
+files = ["16M"]
+[[reclaim]]
+cgroup = "/a"
+at = "200ms"
+bytes = "4M"
+"#;
+
+#[test]
+fn memory_reclaim_counts_as_direct_reclaim_before_the_proactive_items() {
+    // e452872b40e3: memory.reclaim's scans and steals go to the PROACTIVE items; before
+    // it (6.1, 6.12), to the DIRECT ones. Nothing else reclaims here, and the reclaim
+    // itself is the same: the counts move from one item to the other.
+    let item = |r: &serde_json::Value, name: &str| {
+        let a = r["cgroups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == "/a");
+        a.and_then(|c| c["memory.stat"][name].as_u64())
+            .unwrap_or_else(|| panic!("no {name} in /a's memory.stat"))
+    };
+    let new = run(PROACTIVE, "6.18", &[]);
+    let old = run(PROACTIVE, "6.18", &[("pgscan_proactive", false)]);
+    assert!(item(&new, "pgsteal_proactive") >= 1024, "4M reclaimed");
+    for what in ["pgscan", "pgsteal"] {
+        let p = format!("{what}_proactive");
+        let d = format!("{what}_direct");
+        assert_eq!((item(&new, &d), item(&old, &p)), (0, 0), "{what}");
+        assert_eq!(item(&old, &d), item(&new, &p), "{what}");
+    }
+    // 6.12 has the old form.
+    assert_eq!(
+        item(&run(PROACTIVE, "6.12", &[]), "pgsteal_direct"),
+        item(&new, "pgsteal_proactive")
+    );
+}
+
+#[test]
+fn memory_reclaim_by_version_asks_for_all_at_once_on_6_1_and_refuses_swappiness() {
+    // The one write's log row: [t, duration, requested, reclaimed, calls, result].
+    let row = |r: &serde_json::Value| r["proactive"]["schedules"][0]["log"][0].clone();
+    // 6.1 hands try_to_free_mem_cgroup_pages all 1024 pages at once, which 4096 clean
+    // file pages cover in one call; 6.12 a quarter of what is left each call.
+    let old = row(&run(PROACTIVE, "6.1", &[]));
+    assert_eq!(old[4], 1, "6.1: one call ({old})");
+    assert!(old[3].as_u64().unwrap() >= 4 << 20, "{old}");
+    let new = row(&run(PROACTIVE, "6.12", &[]));
+    assert!(
+        new[4].as_u64().unwrap() >= 2,
+        "6.12: a quarter per call ({new})"
+    );
+    assert_eq!(new[5], "ok");
+    // The rule alone.
+    let alone = row(&run(
+        PROACTIVE,
+        "6.12",
+        &[("memory_reclaim_quarter_batch", false)],
+    ));
+    assert_eq!(alone[4], 1, "{alone}");
+    // swappiness=: -EINVAL on 6.1, taken on 6.12; swappiness=max from 6.16 (6.18).
+    let with = |s: &str| {
+        PROACTIVE.replace(
+            "bytes = \"4M\"",
+            &format!("bytes = \"4M\"\nswappiness = {s}"),
+        )
+    };
+    let result = |t: &str, v: &str| row(&run(t, v, &[]))[5].clone();
+    assert_eq!(result(&with("60"), "6.1"), "-EINVAL");
+    assert_eq!(result(&with("60"), "6.12"), "ok");
+    assert_eq!(result(&with("\"max\""), "6.12"), "-EINVAL");
+    assert_eq!(result(&with("\"max\""), "6.18"), "ok");
+}
+
+#[test]
+fn vmstat_counts_cgroup_reclaim_once_reclaim_events_are_node_stats() {
+    // memory.reclaim of /a is cgroup reclaim: before 7.2, /proc/vmstat's pgscan/pgsteal
+    // items leave it out and only /a's memory.stat has it; from 7.2 (node statistics)
+    // /proc/vmstat has it too, the same count.
+    let memcg = |r: &serde_json::Value, name: &str| {
+        let a = r["cgroups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == "/a");
+        a.and_then(|c| c["memory.stat"][name].as_u64()).unwrap()
+    };
+    let global = |r: &serde_json::Value, name: &str| r["vmstat"][name].as_u64().unwrap();
+    let old = run(PROACTIVE, "6.18", &[]);
+    let new = run(PROACTIVE, "7.3", &[]);
+    let alone = run(PROACTIVE, "6.18", &[("vmstat_reclaim_node_stats", true)]);
+    for name in ["pgscan_proactive", "pgsteal_proactive"] {
+        assert!(memcg(&old, name) >= 1024, "{name}");
+        assert_eq!(global(&old, name), 0, "{name} on 6.18");
+        assert_eq!(global(&new, name), memcg(&new, name), "{name} on 7.3");
+        assert_eq!(
+            global(&alone, name),
+            memcg(&alone, name),
+            "{name}, the rule alone"
+        );
+    }
 }

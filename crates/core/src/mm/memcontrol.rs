@@ -552,10 +552,13 @@ impl Mm {
         self.memcgs[m as usize].events[ev as usize] += 1;
     }
 
-    /// Count a vm event globally unless `cgroup_only`, and always in the memcg
-    /// (the pgscan/pgsteal rule: cgroup reclaim is not counted in the global copy).
+    /// Count a reclaim event (pgscan/pgsteal of a reclaimer, pgrefill) globally when
+    /// `global` and always in the memcg: cgroup reclaim is not counted in the global copy
+    /// (count_vm_events under !cgroup_reclaim). With rule vmstat_reclaim_node_stats (7.2)
+    /// they are node statistics (mod_lruvec_state), which /proc/vmstat sums whoever
+    /// reclaimed.
     pub fn count_reclaim_event(&mut self, memcg: MemcgId, ev: VmEvent, n: u64, global: bool) {
-        if global {
+        if global || self.rules.vmstat_reclaim_node_stats {
             self.count_event(ev, n);
         }
         self.count_memcg_event(memcg, ev, n);
@@ -845,6 +848,7 @@ impl crate::sim::Sim {
 // ---------------------------------------------------------------------------------------
 
 use super::lru_gen::{MAX_SWAPPINESS, MIN_SWAPPINESS, SWAPPINESS_ANON_ONLY};
+use crate::versions::Rules;
 
 /// The errors of a memory.reclaim write, as the write(2) returns them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -945,12 +949,38 @@ fn match_swappiness_int(tok: &str) -> Option<std::result::Result<i64, Errno>> {
     })
 }
 
+/// PAGE_COUNTER_MAX on 64-bit: LONG_MAX / PAGE_SIZE.
+const PAGE_COUNTER_MAX: u64 = i64::MAX as u64 / super::PAGE_SIZE;
+
 /// The argument parsing of user_proactive_reclaim(): `<bytes> [swappiness=<0..200>|max]`,
 /// stripped of surrounding whitespace, the size through memparse and divided by PAGE_SIZE,
 /// the rest split on single spaces (empty tokens skipped). Anything else is -EINVAL,
 /// including a size unit memparse does not know ("256MB": the "B" is an unknown token).
-pub fn parse_memory_reclaim(buf: &str) -> std::result::Result<ReclaimRequest, Errno> {
+///
+/// By version: `swappiness=max` needs rule memory_reclaim_swappiness_max (6.16); without
+/// rule memory_reclaim_swappiness (6.1) the buffer is page_counter_memparse(buf, "")'s:
+/// the size alone, nothing after it, and an empty buffer is PAGE_COUNTER_MAX pages.
+pub fn parse_memory_reclaim(
+    buf: &str,
+    rules: &Rules,
+) -> std::result::Result<ReclaimRequest, Errno> {
     let buf = strstrip(buf);
+    if !rules.memory_reclaim_swappiness {
+        if buf.is_empty() {
+            return Ok(ReclaimRequest {
+                nr_to_reclaim: PAGE_COUNTER_MAX,
+                swappiness: None,
+            });
+        }
+        let (bytes, rest) = memparse(buf);
+        if !rest.is_empty() {
+            return Err(Errno::Einval);
+        }
+        return Ok(ReclaimRequest {
+            nr_to_reclaim: (bytes / super::PAGE_SIZE).min(PAGE_COUNTER_MAX),
+            swappiness: None,
+        });
+    }
     let (bytes, rest) = memparse(buf);
     if rest.len() == buf.len() {
         return Err(Errno::Einval);
@@ -963,7 +993,7 @@ pub fn parse_memory_reclaim(buf: &str) -> std::result::Result<ReclaimRequest, Er
                 return Err(Errno::Einval);
             }
             swappiness = Some(v as u32);
-        } else if tok == "swappiness=max" {
+        } else if tok == "swappiness=max" && rules.memory_reclaim_swappiness_max {
             swappiness = Some(SWAPPINESS_ANON_ONLY);
         } else {
             return Err(Errno::Einval);
@@ -1004,7 +1034,8 @@ impl crate::sim::Sim {
     /// path with the root as target, reclaiming the whole machine.
     ///
     /// While less than the request is reclaimed, ask try_to_free_mem_cgroup_pages for a
-    /// quarter of what is left (MAY_SWAP | PROACTIVE, with the write's swappiness). A call
+    /// quarter of what is left (all of it on 6.1: rule memory_reclaim_quarter_batch)
+    /// (MAY_SWAP | PROACTIVE, with the write's swappiness). A call
     /// that reclaims nothing uses up one of MAX_RECLAIM_RETRIES retries; once none are left
     /// the per-CPU LRU batches of every CPU are drained before each further call, and the
     /// next call that reclaims nothing fails the write with -EAGAIN (so at most 17 empty
@@ -1013,7 +1044,8 @@ impl crate::sim::Sim {
     /// Simplified: no signals (-EINTR) and no dying-memcg check (neither exists here); the
     /// writer is a user task, so reclaim may throttle it like any direct reclaimer.
     pub async fn user_proactive_reclaim(&self, buf: &str, memcg: MemcgId) -> ProactiveReclaim {
-        let req = match parse_memory_reclaim(buf) {
+        let rules = self.rules;
+        let req = match parse_memory_reclaim(buf, &rules) {
             Ok(r) => r,
             Err(e) => {
                 return ProactiveReclaim {
@@ -1033,7 +1065,13 @@ impl crate::sim::Sim {
         let mut nr_retries = super::MAX_RECLAIM_RETRIES;
         while out.nr_reclaimed < out.nr_to_reclaim {
             // Converges on zero; try_to_free_mem_cgroup_pages enforces SWAP_CLUSTER_MAX.
-            let batch = (out.nr_to_reclaim - out.nr_reclaimed) / 4;
+            // Before rule memory_reclaim_quarter_batch (6.1), all that is left.
+            let left = out.nr_to_reclaim - out.nr_reclaimed;
+            let batch = if rules.memory_reclaim_quarter_batch {
+                left / 4
+            } else {
+                left
+            };
             let drained = nr_retries == 0;
             if drained {
                 // The final attempt: bring folios waiting in per-CPU batches onto the LRU.
@@ -1091,32 +1129,38 @@ mod reclaim_parse_tests {
             })
         };
         // 256M / 4096 = 65536 pages.
-        assert_eq!(parse_memory_reclaim("256M\n"), ok(65536, None));
         assert_eq!(
-            parse_memory_reclaim("  1G  swappiness=60 "),
+            parse_memory_reclaim("256M\n", &Rules::default()),
+            ok(65536, None)
+        );
+        assert_eq!(
+            parse_memory_reclaim("  1G  swappiness=60 ", &Rules::default()),
             ok(262144, Some(60))
         );
         assert_eq!(
-            parse_memory_reclaim("1G swappiness=max"),
+            parse_memory_reclaim("1G swappiness=max", &Rules::default()),
             ok(262144, Some(201))
         );
-        assert_eq!(parse_memory_reclaim("1G swappiness=0"), ok(262144, Some(0)));
         assert_eq!(
-            parse_memory_reclaim("1G swappiness=200"),
+            parse_memory_reclaim("1G swappiness=0", &Rules::default()),
+            ok(262144, Some(0))
+        );
+        assert_eq!(
+            parse_memory_reclaim("1G swappiness=200", &Rules::default()),
             ok(262144, Some(200))
         );
         // Less than a page: nothing to reclaim (the write succeeds at once); so is a bare
         // suffix, which memparse consumes.
-        assert_eq!(parse_memory_reclaim("4095"), ok(0, None));
-        assert_eq!(parse_memory_reclaim("M"), ok(0, None));
+        assert_eq!(parse_memory_reclaim("4095", &Rules::default()), ok(0, None));
+        assert_eq!(parse_memory_reclaim("M", &Rules::default()), ok(0, None));
         // Whitespace after the size is stripped before the tokens are split on spaces.
         assert_eq!(
-            parse_memory_reclaim("1G\tswappiness=1"),
+            parse_memory_reclaim("1G\tswappiness=1", &Rules::default()),
             ok(262144, Some(1))
         );
         // The last swappiness given wins.
         assert_eq!(
-            parse_memory_reclaim("8K swappiness=max  swappiness=10"),
+            parse_memory_reclaim("8K swappiness=max  swappiness=10", &Rules::default()),
             ok(2, Some(10))
         );
         for bad in [
@@ -1131,7 +1175,56 @@ mod reclaim_parse_tests {
             "1G swap=1",
             "1G swappiness=1\tswappiness=2",
         ] {
-            assert_eq!(parse_memory_reclaim(bad), Err(Errno::Einval), "{bad:?}");
+            assert_eq!(
+                parse_memory_reclaim(bad, &Rules::default()),
+                Err(Errno::Einval),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn memory_reclaim_arguments_by_version() {
+        use crate::versions::KernelVersion::*;
+        let (v6_1, v6_12) = (Rules::of(V6_1), Rules::of(V6_12));
+        let ok = |n| {
+            Ok(ReclaimRequest {
+                nr_to_reclaim: n,
+                swappiness: None,
+            })
+        };
+        // 6.1: page_counter_memparse(buf, ""): the size alone; an empty buffer is
+        // PAGE_COUNTER_MAX = (2^63 - 1) / 4096 = 2^51 - 1 pages.
+        assert_eq!(parse_memory_reclaim(" 256M\n", &v6_1), ok(65536));
+        assert_eq!(parse_memory_reclaim("  ", &v6_1), ok((1 << 51) - 1));
+        assert_eq!(parse_memory_reclaim("8E", &v6_1), ok((1 << 51) - 1));
+        for bad in [
+            "1G swappiness=60",
+            "1G swappiness=max",
+            "256MB",
+            "max",
+            "abc",
+        ] {
+            assert_eq!(
+                parse_memory_reclaim(bad, &v6_1),
+                Err(Errno::Einval),
+                "6.1 {bad:?}"
+            );
+        }
+        // 6.12: swappiness=N, not max; an empty buffer is -EINVAL.
+        assert_eq!(
+            parse_memory_reclaim("1G swappiness=60", &v6_12),
+            Ok(ReclaimRequest {
+                nr_to_reclaim: 262144,
+                swappiness: Some(60)
+            })
+        );
+        for bad in ["1G swappiness=max", ""] {
+            assert_eq!(
+                parse_memory_reclaim(bad, &v6_12),
+                Err(Errno::Einval),
+                "6.12 {bad:?}"
+            );
         }
     }
 }

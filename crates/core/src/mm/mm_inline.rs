@@ -58,9 +58,14 @@ impl Mm {
     /// select.
     pub fn lruvec_add_folio(&mut self, pfn: Pfn) {
         let lv = self.folio_lruvec(pfn);
-        let Mm { pages, lruvecs, .. } = self;
+        let Mm {
+            pages,
+            lruvecs,
+            rules,
+            ..
+        } = self;
         let l = &mut lruvecs[lv as usize];
-        if !super::lru_gen::lru_gen_add_folio(pages, l, pfn, false) {
+        if !super::lru_gen::lru_gen_add_folio(pages, l, pfn, false, rules) {
             lruvec_add_folio_untracked(pages, l, pfn);
         }
         let link = self.pages.links[pfn as usize];
@@ -72,9 +77,14 @@ impl Mm {
     /// oldest generation, lru_gen_add_folio with `reclaiming`).
     pub fn lruvec_add_folio_tail(&mut self, pfn: Pfn) {
         let lv = self.folio_lruvec(pfn);
-        let Mm { pages, lruvecs, .. } = self;
+        let Mm {
+            pages,
+            lruvecs,
+            rules,
+            ..
+        } = self;
         let l = &mut lruvecs[lv as usize];
-        if !super::lru_gen::lru_gen_add_folio(pages, l, pfn, true) {
+        if !super::lru_gen::lru_gen_add_folio(pages, l, pfn, true, rules) {
             lruvec_add_folio_tail_untracked(pages, l, pfn);
         }
         let link = self.pages.links[pfn as usize];

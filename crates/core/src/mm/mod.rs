@@ -486,6 +486,9 @@ pub struct Mm {
     pub pfn_vecs: Vec<Vec<Pfn>>,
     /// The cache lines list operations write under lru_lock, and their last writers.
     pub lines: lru_lines::LineTracker,
+    /// The kernel version's modeled rules, for the paths that run under the Mm alone
+    /// (the same as `Sim::rules`).
+    pub rules: crate::versions::Rules,
 }
 
 /// Capacity of a fresh spare folio list: a reclaim chunk or a per-CPU batch fits.

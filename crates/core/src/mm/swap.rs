@@ -289,11 +289,20 @@ impl Sim {
     /// folio_add_lru(): a new folio goes to the LRU through this CPU's lru_add batch.
     /// `in_fault` is lru_gen_in_fault(): with MGLRU a folio added by a page fault gets
     /// PG_active, so it starts in a young generation (reclaim never faults folios in).
+    /// Rule mglru_fault_add_active_workingset_only (7.2): only a PG_workingset folio gets
+    /// PG_active; another gets PG_referenced through folio_mark_accessed (unless it has it
+    /// already), which lru_gen_folio_seq reads for a cache folio (rule
+    /// mglru_placement_referenced). Simplified: no PF_MEMALLOC caller faults here.
     pub async fn folio_add_lru(&self, pfn: Pfn, in_fault: bool) {
         {
             let mut mm = self.mm.borrow_mut();
-            if in_fault && mm.lru_gen_enabled() && !mm.pages[pfn as usize].test(PG_UNEVICTABLE) {
-                mm.pages[pfn as usize].set(PG_ACTIVE);
+            let p = mm.pages[pfn as usize];
+            if in_fault && mm.lru_gen_enabled() && !p.test(PG_UNEVICTABLE) {
+                if !self.rules.mglru_fault_add_active_workingset_only || p.test(PG_WORKINGSET) {
+                    mm.pages[pfn as usize].set(PG_ACTIVE);
+                } else if !p.test(PG_REFERENCED) {
+                    super::lru_gen::lru_gen_inc_refs(&mut mm.pages, pfn);
+                }
             }
         }
         self.batch_add(pfn, BatchOp::Add).await;
@@ -473,5 +482,70 @@ impl Sim {
             });
         }
         self.e.park().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::fixture::{one_node_machine, run_probe};
+    use crate::mm::lru_gen::folio_lru_gen;
+    use crate::mm::mm_types::*;
+
+    /// The generation a fault-added swap-cache folio with page flags `flags` lands in
+    /// (folio_add_lru, in a fault, then the drain), and its flags, on kernel `version`
+    /// with the extra `[kernel]` lines `extra`; with the lruvec's max_seq.
+    fn fault_added(version: &str, extra: &str, flags: u16) -> (usize, u64, Page) {
+        let s = one_node_machine(
+            "64M",
+            Some("64M"),
+            &format!("lru = \"mglru\"\nversion = \"{version}\"\n{extra}"),
+        );
+        let pfn = {
+            let mut mm = s.mm.borrow_mut();
+            let pfn = mm.rmqueue(0).unwrap();
+            mm.page_counter_try_charge(1, 1).unwrap();
+            let p = &mut mm.pages[pfn as usize];
+            p.memcg = 1;
+            p.clear(PG_LOCKED);
+            p.set(PG_SWAPBACKED | PG_SWAPCACHE | PG_OWNED | flags);
+            pfn
+        };
+        run_probe(&s, 0, 0, move |s| async move {
+            s.folio_add_lru(pfn, true).await;
+            s.lru_add_drain().await;
+        });
+        let mm = s.mm.borrow();
+        let lv = mm.folio_lruvec(pfn) as usize;
+        let gen = folio_lru_gen(&mm.pages, pfn).expect("on an MGLRU list");
+        (gen, mm.lruvecs[lv].lrugen.max_seq, mm.pages[pfn as usize])
+    }
+
+    #[test]
+    fn a_fault_adds_only_workingset_folios_as_active_from_7_2() {
+        // A swap-in that stays in the swap cache, no PG_workingset. 6.18: PG_active, so
+        // lru_gen_folio_seq gives max_seq - MIN_NR_GENS + 1 = max_seq - 1. 7.2 on:
+        // PG_referenced instead (folio_mark_accessed), which places a swap-cache folio at
+        // max_seq - (MAX_NR_GENS - 1) + 1 = max_seq - 2 (the initial window is 0..=3).
+        let gen_of = |seq: u64| (seq % 4) as usize;
+        let (g, max, p) = fault_added("6.18", "", 0);
+        assert_eq!(g, gen_of(max - 1));
+        assert!(!p.test(PG_REFERENCED));
+        let (g, max, p) = fault_added("7.3", "", 0);
+        assert_eq!(g, gen_of(max - 2));
+        assert!(p.test(PG_REFERENCED) && !p.test(PG_ACTIVE));
+        // The rule alone on 6.18: PG_referenced, which 6.18's placement ignores, so the
+        // folio goes to max_seq - MAX_NR_GENS + 1 = max_seq - 3, the oldest (min_seq 0).
+        let (g, max, p) = fault_added(
+            "6.18",
+            "rules.mglru_fault_add_active_workingset_only = true",
+            0,
+        );
+        assert_eq!(g, gen_of(max - 3));
+        assert!(p.test(PG_REFERENCED));
+        // A workingset folio is added active in both: MIN_NR_GENS - 1 = 1, at max_seq.
+        for v in ["6.18", "7.3"] {
+            let (g, max, _) = fault_added(v, "", PG_WORKINGSET);
+            assert_eq!(g, gen_of(max), "{v}");
+        }
     }
 }

@@ -153,13 +153,14 @@ impl ScanControl {
     }
 
     /// reclaimer_offset(): whose pgscan/pgsteal items count this reclaim: kswapd's,
-    /// proactive reclaim's (memory.reclaim; the PROACTIVE items of recent kernels, v6.18
-    /// among them) or else direct reclaim's. Simplified: no khugepaged.
+    /// proactive reclaim's (memory.reclaim: the PROACTIVE items, rule pgscan_proactive;
+    /// before it, 6.1 and 6.12, memory.reclaim counts as direct reclaim) or else direct
+    /// reclaim's. Simplified: no khugepaged.
     #[inline]
-    pub fn reclaimer_offset(&self) -> Reclaimer {
+    pub fn reclaimer_offset(&self, rules: &crate::versions::Rules) -> Reclaimer {
         if self.kswapd {
             Reclaimer::Kswapd
-        } else if self.proactive {
+        } else if self.proactive && rules.pgscan_proactive {
             Reclaimer::Proactive
         } else {
             Reclaimer::Direct
@@ -713,7 +714,7 @@ impl Sim {
             let r = mm.isolate_lru_folios(nr_to_scan, lv, &mut list, lru);
             mm.count_isolated(lv, file, r.0 as i64);
             let memcg = mm.lruvecs[lv as usize].memcg;
-            let item = sc.reclaimer_offset().pgscan();
+            let item = sc.reclaimer_offset(&mm.rules).pgscan();
             mm.count_reclaim_event(memcg, item, r.1, !sc.cgroup_reclaim());
             mm.count_event(
                 if file {
@@ -740,7 +741,7 @@ impl Sim {
             mm.move_folios_to_lru(lv, &list, &mut dead);
             mm.count_isolated(lv, file, -(taken as i64));
             let memcg = mm.lruvecs[lv as usize].memcg;
-            let item = sc.reclaimer_offset().pgsteal();
+            let item = sc.reclaimer_offset(&mm.rules).pgsteal();
             mm.count_reclaim_event(memcg, item, stat.nr_reclaimed, !sc.cgroup_reclaim());
             mm.count_event(
                 if file {

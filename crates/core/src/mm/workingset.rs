@@ -192,7 +192,8 @@ impl Mm {
         let lv = self.lruvec_of(memcg, node.min(self.nodes.len() as u32 - 1));
         let same = lv == self.folio_lruvec(pfn);
         let max_seq = self.lruvecs[lv as usize].lrugen.max_seq;
-        let r = super::lru_gen::lru_gen_refault_decide(shadow, same, max_seq, in_fault);
+        let r =
+            super::lru_gen::lru_gen_refault_decide(shadow, same, max_seq, in_fault, &self.rules);
         let file = self.pages[pfn as usize].is_file_lru();
         let Mm { pages, lruvecs, .. } = self;
         super::lru_gen::lru_gen_refault_apply(pages, &mut lruvecs[lv as usize].lrugen, pfn, &r);

@@ -232,10 +232,22 @@ mod tests {
         let mut f = frames(&[FILE, FILE, FILE | PG_REFERENCED, ANON]);
         let mut lv = lruvec();
         for pfn in 0..4 {
-            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+            lru_gen_add_folio(
+                &mut f,
+                &mut lv,
+                pfn,
+                false,
+                &crate::versions::Rules::default(),
+            );
         }
         let mut w = LruGenMmWalk::new(3, 60, false);
-        walk_update_folio(&mut f, Some(&mut w), 2, 3);
+        walk_update_folio(
+            &mut f,
+            Some(&mut w),
+            2,
+            3,
+            &crate::versions::Rules::default(),
+        );
         reset_batch_size(&mut w, &mut lv);
         (f, lv)
     }
@@ -263,7 +275,13 @@ mod tests {
         assert!(isolate_folio(&mut f, &mut lv, 1, true));
         check_lru_gen(&f, &lv, false).unwrap();
         // Put back as reclaiming (writeback rotation): seq 5 - 4 + 1 = 2, the tail of gen 2.
-        assert!(lru_gen_add_folio(&mut f, &mut lv, 1, true));
+        assert!(lru_gen_add_folio(
+            &mut f,
+            &mut lv,
+            1,
+            true,
+            &crate::versions::Rules::default()
+        ));
         assert_eq!(folio_lru_gen(&f, 1), Some(2));
         assert_eq!(lv.lrugen.folios[2][LRU_GEN_FILE].tail, 1);
         check_lru_gen(&f, &lv, false).unwrap();

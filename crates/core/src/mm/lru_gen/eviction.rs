@@ -245,7 +245,7 @@ impl Mm {
         }
         self.put_pfn_vec(moved);
         let memcg = self.lruvecs[l].memcg;
-        let item = sc.reclaimer_offset().pgscan();
+        let item = sc.reclaimer_offset(&self.rules).pgscan();
         self.count_reclaim_event(memcg, item, isolated, !sc.cgroup_reclaim());
         self.count_reclaim_event(memcg, VmEvent::Pgrefill, sorted, !sc.cgroup_reclaim());
         let by_type = if ty == LRU_GEN_FILE {
@@ -408,8 +408,13 @@ impl Sim {
                 clean.push(pfn);
                 continue;
             }
-            let Mm { pages, lruvecs, .. } = &mut *mm;
-            evict_folios_keep_off_oldest(pages, &lruvecs[lv as usize].lrugen, pfn);
+            let Mm {
+                pages,
+                lruvecs,
+                rules,
+                ..
+            } = &mut *mm;
+            evict_folios_keep_off_oldest(pages, &lruvecs[lv as usize].lrugen, pfn, rules);
             keep.push(pfn);
         }
         keep.reverse();
@@ -433,12 +438,8 @@ impl Sim {
             let mut dead = mm.pfn_vec();
             mm.move_folios_to_lru(lv, list, &mut dead);
             let memcg = mm.lruvecs[lv as usize].memcg;
-            mm.count_reclaim_event(
-                memcg,
-                sc.reclaimer_offset().pgsteal(),
-                reclaimed,
-                !sc.cgroup_reclaim(),
-            );
+            let item = sc.reclaimer_offset(&mm.rules).pgsteal();
+            mm.count_reclaim_event(memcg, item, reclaimed, !sc.cgroup_reclaim());
             let by_type = if ty == LRU_GEN_FILE {
                 VmEvent::PgstealFile
             } else {
@@ -458,10 +459,15 @@ impl Sim {
 /// reclaiming false equals the type's min_seq, both read at that moment), clear its refs
 /// flags and set PG_active so that it lands in a young generation instead. Returns whether
 /// it did. The kernel does this without the lru_lock.
-pub fn evict_folios_keep_off_oldest(frames: &mut Frames, lrugen: &LruGenFolio, pfn: Pfn) -> bool {
+pub fn evict_folios_keep_off_oldest(
+    frames: &mut Frames,
+    lrugen: &LruGenFolio,
+    pfn: Pfn,
+    rules: &crate::versions::Rules,
+) -> bool {
     let page = frames[pfn as usize];
     let min_seq = lrugen.min_seq[folio_type(&page)];
-    if lru_gen_folio_seq(lrugen, &page, false) != min_seq {
+    if lru_gen_folio_seq(lrugen, &page, false, rules) != min_seq {
         return false;
     }
     clear_refs_flags(frames, pfn);
@@ -1039,7 +1045,13 @@ mod tests {
         let mut lv = lruvec();
         // All land in gen 0 (the oldest; max_seq 3, min_seq 0).
         for pfn in 0..10 {
-            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+            lru_gen_add_folio(
+                &mut f,
+                &mut lv,
+                pfn,
+                false,
+                &crate::versions::Rules::default(),
+            );
             assert_eq!(folio_lru_gen(&f, pfn), Some(0));
         }
         // pfn 0: promoted by the walk to gen 3 (accounted as reset_batch_size would).
@@ -1134,7 +1146,13 @@ mod tests {
         let mut f = frames(&[ANON, FILE | PG_DIRTY, FILE, FILE, FILE, FILE]);
         let mut lv = lruvec();
         for pfn in 0..6 {
-            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+            lru_gen_add_folio(
+                &mut f,
+                &mut lv,
+                pfn,
+                false,
+                &crate::versions::Rules::default(),
+            );
         }
         // Without __GFP_IO: anon outside the swap cache and dirty folios stay.
         assert!(!isolate_folio(&mut f, &mut lv, 0, false));
@@ -1170,15 +1188,35 @@ mod tests {
         let mut f = frames(&[FILE | PG_REFERENCED, FILE | PG_WORKINGSET, ANON]);
         f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
         let mut g = LruGenFolio::init(true, 0);
-        assert!(evict_folios_keep_off_oldest(&mut f, &g, 0));
+        assert!(evict_folios_keep_off_oldest(
+            &mut f,
+            &g,
+            0,
+            &crate::versions::Rules::default()
+        ));
         assert!(f[0].test(PG_ACTIVE) && !f[0].test(PG_REFERENCED));
         assert_eq!(f.lru_gen[0], 0);
         // Workingset goes to seq 1, anon outside swap cache to seq 2: left alone.
-        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 1));
-        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 2));
+        assert!(!evict_folios_keep_off_oldest(
+            &mut f,
+            &g,
+            1,
+            &crate::versions::Rules::default()
+        ));
+        assert!(!evict_folios_keep_off_oldest(
+            &mut f,
+            &g,
+            2,
+            &crate::versions::Rules::default()
+        ));
         // With file min_seq 1, seq 1 is the oldest: clamped, so marked.
         g.min_seq[LRU_GEN_FILE] = 1;
-        assert!(evict_folios_keep_off_oldest(&mut f, &g, 1));
+        assert!(evict_folios_keep_off_oldest(
+            &mut f,
+            &g,
+            1,
+            &crate::versions::Rules::default()
+        ));
         assert!(f[1].test(PG_ACTIVE));
     }
 }

@@ -26,6 +26,7 @@ use super::*;
 use crate::mm::mmzone::{ListHead, Lruvec};
 use crate::mm::vmstat::LRU_STAT;
 use crate::mm::{Pfn, NIL};
+use crate::versions::Rules;
 
 // ---------------------------------------------------------------------------------------
 // Per-folio state: Frames::lru_gen and the flags
@@ -133,12 +134,19 @@ pub fn lru_gen_inc_refs(frames: &mut Frames, pfn: Pfn) {
 /// young for the first time only gets PG_referenced (second chance); one seen before
 /// (referenced or workingset) loses its refs flags, gets PG_workingset, and is to be
 /// activated: returns true (FOLIOREF_ACTIVATE), false otherwise (FOLIOREF_KEEP).
-pub fn lru_gen_set_refs(frames: &mut Frames, pfn: Pfn) -> bool {
+/// Rule mglru_set_refs_mark_accessed (7.2): a folio seen again gets PG_workingset only
+/// when folio_lru_refs (PG_referenced plus the counter) is above one; otherwise one more
+/// reference (folio_mark_accessed, lru_gen_inc_refs); it is to be activated either way.
+pub fn lru_gen_set_refs(frames: &mut Frames, pfn: Pfn, rules: &Rules) -> bool {
     let page = frames[pfn as usize];
     if !page.test(PG_REFERENCED) && !page.test(PG_WORKINGSET) {
         set_byte_refs(frames, pfn, 0);
         frames[pfn as usize].set(PG_REFERENCED);
         return false;
+    }
+    if rules.mglru_set_refs_mark_accessed && folio_lru_refs(frames, pfn) <= 1 {
+        lru_gen_inc_refs(frames, pfn);
+        return true;
     }
     clear_refs_flags(frames, pfn);
     frames[pfn as usize].set(PG_WORKINGSET);
@@ -201,11 +209,19 @@ pub fn lru_gen_update_size(lv: &mut Lruvec, ty: usize, old: Option<usize>, new: 
 /// - anon not in the swap cache, or PG_reclaim with dirty or writeback: the second youngest,
 ///   since it cannot be evicted right away;
 /// - otherwise (page cache, swap cache): the oldest, or the second oldest with
-///   PG_workingset.
+///   PG_workingset (or, with rule mglru_placement_referenced of 7.2, PG_referenced).
 ///
 /// The result is never below the type's min_seq (a narrow window clamps "oldest" up).
-pub fn lru_gen_folio_seq(lrugen: &LruGenFolio, page: &Page, reclaiming: bool) -> u64 {
+pub fn lru_gen_folio_seq(
+    lrugen: &LruGenFolio,
+    page: &Page,
+    reclaiming: bool,
+    rules: &Rules,
+) -> u64 {
     let ws = page.test(PG_WORKINGSET) as u64;
+    // Rule mglru_placement_referenced (7.2): PG_referenced lifts a cache folio too.
+    let lift = (page.test(PG_WORKINGSET)
+        || (rules.mglru_placement_referenced && page.test(PG_REFERENCED))) as u64;
     let gen = if page.test(PG_ACTIVE) {
         MIN_NR_GENS - ws
     } else if reclaiming {
@@ -215,7 +231,7 @@ pub fn lru_gen_folio_seq(lrugen: &LruGenFolio, page: &Page, reclaiming: bool) ->
     {
         MIN_NR_GENS
     } else {
-        MAX_NR_GENS - ws
+        MAX_NR_GENS - lift
     };
     // max_seq >= MIN_NR_GENS + 1 and gen <= MAX_NR_GENS: no underflow.
     (lrugen.max_seq + 1 - gen).max(lrugen.min_seq[folio_type(page)])
@@ -304,7 +320,13 @@ pub(super) fn gen_list_move(
 /// lruvec_add_folio sets PG_lru too). Returns false, touching nothing, for an unevictable
 /// folio or a lruvec with MGLRU off: the caller then uses the classic lists. Caller holds
 /// lru_lock.
-pub fn lru_gen_add_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming: bool) -> bool {
+pub fn lru_gen_add_folio(
+    frames: &mut Frames,
+    lv: &mut Lruvec,
+    pfn: Pfn,
+    reclaiming: bool,
+    rules: &Rules,
+) -> bool {
     debug_assert!(
         folio_lru_gen(frames, pfn).is_none(),
         "pfn {pfn} added twice"
@@ -314,7 +336,7 @@ pub fn lru_gen_add_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaim
         return false;
     }
     let ty = folio_type(&page);
-    let gen = lru_gen_from_seq(lru_gen_folio_seq(&lv.lrugen, &page, reclaiming));
+    let gen = lru_gen_from_seq(lru_gen_folio_seq(&lv.lrugen, &page, reclaiming, rules));
     set_byte_gen(frames, pfn, Some(gen));
     frames[pfn as usize].clear(PG_ACTIVE);
     frames[pfn as usize].set(PG_LRU);
@@ -386,7 +408,9 @@ mod tests {
         let mut g = LruGenFolio::init(true, 0);
         g.max_seq = 7;
         g.min_seq = [4, 5];
-        let seq = |flags, reclaiming| lru_gen_folio_seq(&g, &page(flags), reclaiming);
+        let v6_18 = Rules::of(crate::versions::KernelVersion::V6_18);
+        let v7_3 = Rules::of(crate::versions::KernelVersion::V7_3);
+        let seq = |flags, reclaiming| lru_gen_folio_seq(&g, &page(flags), reclaiming, &v6_18);
         // Active: 7 - 2 + 1 = 6; active and workingset: 7 - 1 + 1 = 7.
         assert_eq!(seq(FILE | PG_ACTIVE, false), 6);
         assert_eq!(seq(FILE | PG_ACTIVE | PG_WORKINGSET, false), 7);
@@ -415,6 +439,22 @@ mod tests {
         // Default with workingset: 7 - 3 + 1 = 5 for both.
         assert_eq!(seq(ANON | PG_SWAPCACHE | PG_WORKINGSET, false), 5);
         assert_eq!(seq(FILE | PG_WORKINGSET, false), 5);
+        // PG_referenced: nothing before 7.2 (4); with mglru_placement_referenced it lifts
+        // a swap-cache folio as workingset does (7 - 3 + 1 = 5), and only that default
+        // case: anon outside the swap cache stays at 6, reclaiming at 4.
+        let seq73 = |flags, reclaiming| lru_gen_folio_seq(&g, &page(flags), reclaiming, &v7_3);
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_REFERENCED, false), 4);
+        assert_eq!(seq73(ANON | PG_SWAPCACHE | PG_REFERENCED, false), 5);
+        assert_eq!(seq73(ANON | PG_SWAPCACHE, false), 4);
+        assert_eq!(seq73(ANON | PG_REFERENCED, false), 6);
+        assert_eq!(seq73(ANON | PG_SWAPCACHE | PG_REFERENCED, true), 4);
+        let mut only = v6_18;
+        assert!(only.set("mglru_placement_referenced", true));
+        assert_eq!(
+            lru_gen_folio_seq(&g, &page(ANON | PG_SWAPCACHE | PG_REFERENCED), false, &only),
+            5,
+            "the rule alone"
+        );
     }
 
     #[test]
@@ -423,13 +463,37 @@ mod tests {
         let mut f = frames(&[ANON, FILE, FILE, FILE | PG_ACTIVE]);
         let mut lv = lruvec();
         // Anon outside the swap cache: seq 3 - 2 + 1 = 2 -> gen 2, active.
-        assert!(lru_gen_add_folio(&mut f, &mut lv, 0, false));
+        assert!(lru_gen_add_folio(
+            &mut f,
+            &mut lv,
+            0,
+            false,
+            &crate::versions::Rules::default()
+        ));
         // Clean file: seq 3 - 4 + 1 = 0 -> gen 0, inactive; pfn 1 at the head, then pfn 2
         // at the tail (reclaiming), so the list reads 1, 2.
-        assert!(lru_gen_add_folio(&mut f, &mut lv, 1, false));
-        assert!(lru_gen_add_folio(&mut f, &mut lv, 2, true));
+        assert!(lru_gen_add_folio(
+            &mut f,
+            &mut lv,
+            1,
+            false,
+            &crate::versions::Rules::default()
+        ));
+        assert!(lru_gen_add_folio(
+            &mut f,
+            &mut lv,
+            2,
+            true,
+            &crate::versions::Rules::default()
+        ));
         // Active file: seq 2 -> gen 2; PG_active is cleared, PG_lru set.
-        assert!(lru_gen_add_folio(&mut f, &mut lv, 3, false));
+        assert!(lru_gen_add_folio(
+            &mut f,
+            &mut lv,
+            3,
+            false,
+            &crate::versions::Rules::default()
+        ));
         assert!(!f[3].test(PG_ACTIVE) && f[3].test(PG_LRU));
         assert_eq!(folio_lru_gen(&f, 0), Some(2));
         assert_eq!(folio_lru_gen(&f, 1), Some(0));
@@ -450,9 +514,21 @@ mod tests {
     fn add_folio_refuses_unevictable_and_disabled() {
         let mut f = frames(&[FILE | PG_UNEVICTABLE, FILE]);
         let mut lv = lruvec();
-        assert!(!lru_gen_add_folio(&mut f, &mut lv, 0, false));
+        assert!(!lru_gen_add_folio(
+            &mut f,
+            &mut lv,
+            0,
+            false,
+            &crate::versions::Rules::default()
+        ));
         lv.lrugen.enabled = false;
-        assert!(!lru_gen_add_folio(&mut f, &mut lv, 1, false));
+        assert!(!lru_gen_add_folio(
+            &mut f,
+            &mut lv,
+            1,
+            false,
+            &crate::versions::Rules::default()
+        ));
         assert_eq!(f.lru_gen[0..2], [0, 0]);
         assert_eq!(lv.nr, [0; 5]);
         assert!(!f[1].test(PG_LRU));
@@ -465,7 +541,13 @@ mod tests {
         let mut f = frames(&[ANON, ANON, FILE]);
         let mut lv = lruvec();
         for pfn in 0..3 {
-            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+            lru_gen_add_folio(
+                &mut f,
+                &mut lv,
+                pfn,
+                false,
+                &crate::versions::Rules::default(),
+            );
         }
         assert!(lru_gen_del_folio(&mut f, &mut lv, 0, false));
         assert!(f[0].test(PG_ACTIVE), "leaves an active generation active");
@@ -543,16 +625,68 @@ mod tests {
         let mut f = frames(&[FILE, FILE | PG_WORKINGSET]);
         f.lru_gen[0] = 3 << LRU_REFS_PGOFF;
         // First young PTE: PG_referenced only, counter restarted, keep.
-        assert!(!lru_gen_set_refs(&mut f, 0));
+        assert!(!lru_gen_set_refs(
+            &mut f,
+            0,
+            &crate::versions::Rules::default()
+        ));
         assert!(f[0].test(PG_REFERENCED) && !f[0].test(PG_WORKINGSET));
         assert_eq!(byte_refs(f.lru_gen[0]), 0);
         // Second: refs flags cleared, workingset set, activate.
         f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
-        assert!(lru_gen_set_refs(&mut f, 0));
+        assert!(lru_gen_set_refs(
+            &mut f,
+            0,
+            &crate::versions::Rules::default()
+        ));
         assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_WORKINGSET));
         assert_eq!(byte_refs(f.lru_gen[0]), 0);
         // Workingset alone is enough to activate.
-        assert!(lru_gen_set_refs(&mut f, 1));
+        assert!(lru_gen_set_refs(
+            &mut f,
+            1,
+            &crate::versions::Rules::default()
+        ));
+    }
+
+    #[test]
+    fn set_refs_counts_a_reference_before_workingset_on_7_2_on() {
+        // 7.2's lru_gen_set_refs: a folio seen again with folio_lru_refs <= 1 gets one more
+        // reference (folio_mark_accessed); with more than one, PG_workingset. ACTIVATE
+        // either way.
+        let v7_3 = Rules::of(crate::versions::KernelVersion::V7_3);
+        let mut f = frames(&[FILE, FILE | PG_WORKINGSET]);
+        // First sighting as before: PG_referenced, counter 0 (refs 1), keep.
+        assert!(!lru_gen_set_refs(&mut f, 0, &v7_3));
+        assert_eq!(
+            (folio_lru_refs(&f, 0), f[0].test(PG_WORKINGSET)),
+            (1, false)
+        );
+        // Second: refs 1 -> the counter steps (refs 2), no PG_workingset, activate.
+        assert!(lru_gen_set_refs(&mut f, 0, &v7_3));
+        assert_eq!(
+            (folio_lru_refs(&f, 0), f[0].test(PG_WORKINGSET)),
+            (2, false)
+        );
+        // Third: refs 2 > 1 -> refs flags cleared, PG_workingset.
+        assert!(lru_gen_set_refs(&mut f, 0, &v7_3));
+        assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_WORKINGSET));
+        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        // Workingset without PG_referenced: refs 0 -> folio_mark_accessed sets
+        // PG_referenced, PG_workingset stays; activate.
+        assert!(lru_gen_set_refs(&mut f, 1, &v7_3));
+        assert!(f[1].test(PG_REFERENCED) && f[1].test(PG_WORKINGSET));
+        // 6.18 with the rule alone on behaves as 7.3; without it, the second sighting
+        // sets PG_workingset.
+        let mut g = frames(&[FILE, FILE]);
+        let mut only = Rules::of(crate::versions::KernelVersion::V6_18);
+        only.set("mglru_set_refs_mark_accessed", true);
+        let v6_18 = Rules::of(crate::versions::KernelVersion::V6_18);
+        for (pfn, r) in [(0, &only), (1, &v6_18)] {
+            lru_gen_set_refs(&mut g, pfn, r);
+            lru_gen_set_refs(&mut g, pfn, r);
+        }
+        assert!(!g[0].test(PG_WORKINGSET) && g[1].test(PG_WORKINGSET));
     }
 
     #[test]
@@ -561,7 +695,13 @@ mod tests {
         let mut f = frames(&[FILE; 4]);
         let mut lv = lruvec();
         for pfn in 0..4 {
-            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+            lru_gen_add_folio(
+                &mut f,
+                &mut lv,
+                pfn,
+                false,
+                &crate::versions::Rules::default(),
+            );
         }
         // Park 0 then 1 (taken from the tail, as scan_folios does), splice them back: the
         // kernel's `moved` list is 1, 0 and goes in front: 1, 0, 3, 2.

@@ -168,6 +168,7 @@ pub fn walk_update_folio(
     walk: Option<&mut LruGenMmWalk>,
     pfn: Pfn,
     new_gen: usize,
+    rules: &crate::versions::Rules,
 ) -> bool {
     let ty = folio_type(&frames[pfn as usize]);
     match walk {
@@ -180,7 +181,7 @@ pub fn walk_update_folio(
             false
         }
         None => {
-            lru_gen_set_refs(frames, pfn)
+            lru_gen_set_refs(frames, pfn, rules)
                 && folio_lru_gen(frames, pfn).is_some_and(|old| old != new_gen)
         }
     }
@@ -250,7 +251,7 @@ impl Mm {
             if v & pte::DIRTY != 0 && self.pages[pfn as usize].test(PG_SWAPCACHE) {
                 self.pages[pfn as usize].set(PG_DIRTY);
             }
-            walk_update_folio(&mut self.pages, Some(walk), pfn, new_gen);
+            walk_update_folio(&mut self.pages, Some(walk), pfn, new_gen, &self.rules);
         }
         walk.mm_stats[MM_LEAF_TOTAL] += scan.total;
         scan
@@ -430,7 +431,7 @@ impl Mm {
             }
             self.mms[mmid as usize].ptes[v as usize] = e & !pte::YOUNG;
             young += 1;
-            if walk_update_folio(&mut self.pages, walk.as_mut(), pfn, gen) {
+            if walk_update_folio(&mut self.pages, walk.as_mut(), pfn, gen, &self.rules) {
                 activate.push(pfn);
             }
         }
@@ -505,7 +506,8 @@ impl Sim {
             return FolioRef::Reclaim;
         }
         let mut mm = self.mm.borrow_mut();
-        if lru_gen_set_refs(&mut mm.pages, pfn) {
+        let rules = mm.rules;
+        if lru_gen_set_refs(&mut mm.pages, pfn, &rules) {
             FolioRef::Activate
         } else {
             FolioRef::Keep
@@ -561,15 +563,39 @@ mod tests {
         let mut f = frames(&[FILE, FILE, ANON | PG_SWAPCACHE, FILE]);
         let mut lv = lruvec();
         for pfn in 0..4 {
-            lru_gen_add_folio(&mut f, &mut lv, pfn, false);
+            lru_gen_add_folio(
+                &mut f,
+                &mut lv,
+                pfn,
+                false,
+                &crate::versions::Rules::default(),
+            );
         }
         // All in gen 0 (inactive); max_seq 3 is gen 3 (active).
         let mut w = LruGenMmWalk::new(3, 60, false);
-        assert!(!walk_update_folio(&mut f, Some(&mut w), 0, 3));
+        assert!(!walk_update_folio(
+            &mut f,
+            Some(&mut w),
+            0,
+            3,
+            &crate::versions::Rules::default()
+        ));
         assert_eq!(w.batched, 0, "first sighting: PG_referenced only");
-        walk_update_folio(&mut f, Some(&mut w), 0, 3);
+        walk_update_folio(
+            &mut f,
+            Some(&mut w),
+            0,
+            3,
+            &crate::versions::Rules::default(),
+        );
         f[2].set(PG_WORKINGSET);
-        walk_update_folio(&mut f, Some(&mut w), 2, 3);
+        walk_update_folio(
+            &mut f,
+            Some(&mut w),
+            2,
+            3,
+            &crate::versions::Rules::default(),
+        );
         assert_eq!(w.batched, 2);
         assert_eq!(w.nr_pages[0], [-1, -1]);
         assert_eq!(w.nr_pages[3], [1, 1]);
@@ -585,10 +611,28 @@ mod tests {
         // The promoted folios still sit on gen 0's list until sorted.
         assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![3, 1, 0]);
         // Without a walk: first sighting keeps, second activates a folio of another gen.
-        assert!(!walk_update_folio(&mut f, None, 1, 3));
-        assert!(walk_update_folio(&mut f, None, 1, 3));
+        assert!(!walk_update_folio(
+            &mut f,
+            None,
+            1,
+            3,
+            &crate::versions::Rules::default()
+        ));
+        assert!(walk_update_folio(
+            &mut f,
+            None,
+            1,
+            3,
+            &crate::versions::Rules::default()
+        ));
         // Already in the max_seq generation (pfn 0, workingset): nothing to activate.
-        assert!(!walk_update_folio(&mut f, None, 0, 3));
+        assert!(!walk_update_folio(
+            &mut f,
+            None,
+            0,
+            3,
+            &crate::versions::Rules::default()
+        ));
         assert!(suitable_to_scan(64, 8) && !suitable_to_scan(64, 7) && suitable_to_scan(0, 0));
     }
     #[test]

@@ -106,11 +106,14 @@ impl LruGenRefault {
 /// lru_gen_refault()'s decision (workingset_refault with MGLRU): `same_lruvec` is whether
 /// the shadow's lruvec is the refaulting folio's, `max_seq` that lruvec's, `in_fault`
 /// lru_gen_in_fault(). Called without the lru_lock, before the folio is added to an LRU.
+/// WORKINGSET_ACTIVATE counts a recent refault in a fault (6.14 to 7.1); with rule
+/// mglru_refault_activate_workingset (7.2) only one whose shadow says workingset.
 pub fn lru_gen_refault_decide(
     shadow: u64,
     same_lruvec: bool,
     max_seq: u64,
     in_fault: bool,
+    rules: &crate::versions::Rules,
 ) -> LruGenRefault {
     let (_, _, token, workingset) = unpack_shadow(shadow);
     let recent = same_lruvec && lru_gen_test_recent(token, max_seq);
@@ -119,7 +122,9 @@ pub fn lru_gen_refault_decide(
         count_refault: same_lruvec,
         recent,
         tier: lru_tier_from_refs(refs, workingset),
-        activate: recent && in_fault,
+        // Rule mglru_refault_activate_workingset (7.2): only a workingset folio, which
+        // folio_add_lru then adds as PG_active.
+        activate: recent && in_fault && (workingset || !rules.mglru_refault_activate_workingset),
         restore: recent && workingset,
         refs_counter: (recent && !workingset).then_some(refs as u8 - 1),
     }
@@ -199,17 +204,17 @@ mod tests {
         let plain = pack_shadow(5, 1, 38, false);
         let ws = pack_shadow(5, 1, 36, true);
         // Another lruvec's shadow: nothing, not even the refault count.
-        let r = lru_gen_refault_decide(plain, false, 12, true);
+        let r = lru_gen_refault_decide(plain, false, 12, true, &crate::versions::Rules::default());
         assert!(!r.count_refault && !r.recent && r.items(true).count() == 0);
         // Too old (|13 - 9| = 4): only the refault.
-        let r = lru_gen_refault_decide(plain, true, 13, true);
+        let r = lru_gen_refault_decide(plain, true, 13, true, &crate::versions::Rules::default());
         assert!(r.count_refault && !r.recent && !r.activate);
         assert_eq!(
             r.items(true).collect::<Vec<_>>(),
             vec![WorkingsetRefaultFile]
         );
         // Recent, in a fault: tier of refs 3 = 2, activate, counter back to 2.
-        let r = lru_gen_refault_decide(plain, true, 12, true);
+        let r = lru_gen_refault_decide(plain, true, 12, true, &crate::versions::Rules::default());
         assert_eq!(
             (r.recent, r.tier, r.activate, r.restore),
             (true, 2, true, false)
@@ -220,7 +225,7 @@ mod tests {
             vec![WorkingsetRefaultAnon, WorkingsetActivateAnon]
         );
         // Recent workingset, not in a fault (read): tier 3, restore, no activation.
-        let w = lru_gen_refault_decide(ws, true, 10, false);
+        let w = lru_gen_refault_decide(ws, true, 10, false, &crate::versions::Rules::default());
         assert_eq!(
             (w.tier, w.activate, w.restore, w.refs_counter),
             (3, false, true, None)
@@ -240,8 +245,44 @@ mod tests {
         assert_eq!(g.refaulted[0][LRU_GEN_FILE], [0, 0, 0, 1]);
         assert!(f[1].test(PG_WORKINGSET) && f.lru_gen[1] == 0);
         // Not recent: no effect.
-        let old = lru_gen_refault_decide(plain, true, 13, true);
+        let old = lru_gen_refault_decide(plain, true, 13, true, &crate::versions::Rules::default());
         lru_gen_refault_apply(&mut f, &mut g, 0, &old);
         assert_eq!(g.refaulted[0][LRU_GEN_ANON], [0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn refault_activates_only_workingset_from_7_2() {
+        use crate::versions::{KernelVersion, Rules};
+        use NodeStat::*;
+        let v7_3 = Rules::of(KernelVersion::V7_3);
+        let plain = pack_shadow(5, 1, 38, false);
+        let ws = pack_shadow(5, 1, 36, true);
+        // A recent refault in a fault of a folio evicted outside the working set: 6.18
+        // counts WORKINGSET_ACTIVATE, 7.2 only the refault (and sets the counter).
+        let r = lru_gen_refault_decide(plain, true, 12, true, &v7_3);
+        assert_eq!(
+            (r.recent, r.activate, r.refs_counter),
+            (true, false, Some(2))
+        );
+        assert_eq!(
+            r.items(false).collect::<Vec<_>>(),
+            vec![WorkingsetRefaultAnon]
+        );
+        // A workingset one in a fault: activate and restore in both.
+        let w = lru_gen_refault_decide(ws, true, 10, true, &v7_3);
+        assert_eq!(
+            w.items(true).collect::<Vec<_>>(),
+            vec![
+                WorkingsetRefaultFile,
+                WorkingsetActivateFile,
+                WorkingsetRestoreFile
+            ]
+        );
+        // Not in a fault: never an activation.
+        assert!(!lru_gen_refault_decide(ws, true, 10, false, &v7_3).activate);
+        // The rule alone, on 6.18.
+        let mut only = Rules::of(KernelVersion::V6_18);
+        only.set("mglru_refault_activate_workingset", true);
+        assert!(!lru_gen_refault_decide(plain, true, 12, true, &only).activate);
     }
 }
