@@ -23,11 +23,9 @@ from .sidebyside import KernelRunError, simulate, why_not_comparable
 from .stats import ALPHA, ab_row, fmt_num
 from .versions import model_of_kernel
 
-DEFAULT_KERNEL = "debian"
-
 
 def _kernel(spec: str, progress) -> vm.Kernel:
-    return vm.default_kernel(progress) if spec == DEFAULT_KERNEL else vm.user_kernel(spec)
+    return vm.resolve_kernel(spec, progress)
 
 
 def kernel_sides(norm: dict, nprocs: list[int], ka: vm.Kernel, kb: vm.Kernel, reps: int, accel: str, timeout: float, progress=None, after=None) -> tuple[dict, list[str]]:

@@ -4,11 +4,11 @@ The host kernel is one kernel with one configuration; a virtual machine runs any
 (Debian's 6.12 with MGLRU and cgroup v2, or one `kernel-build` made, patched or not) and
 changes nothing on the host. A run:
 
-1. the kernel: `--kernel IMAGE`, or by default Debian's 6.12 cloud image from
-   bookworm-backports (`apt-get download` with a private apt state, `dpkg-deb -x` into the
-   cache; nothing is installed). The cloud flavour is Debian's 6.12 with ext4 and virtio
-   built in and a small module tree; it has CONFIG_LRU_GEN (enabled by default) and
-   CONFIG_MEMCG. The modules the runner needs (zram, virtio_blk, zram's default
+1. the kernel: `--kernel IMAGE`, one of Debian's cloud kernels pinned by package version
+   and checksum (`--kernel debian-6.1|debian-6.12|debian-7.3`, debkernels.py: fetched,
+   checked, `dpkg-deb -x` into the cache; nothing is installed), by default debian-6.12.
+   The cloud flavour has ext4 and virtio built in and a small module tree; it has
+   CONFIG_LRU_GEN (enabled by default) and CONFIG_MEMCG. The modules the runner needs (zram, virtio_blk, zram's default
    compressor) are taken from its tree with their dependencies (modules.dep);
 2. the initramfs: a newc cpio archive with the guest runner (`crates/guest`, a static
    Rust binary built and embedded with the package's Rust core, so a wheel has it; as
@@ -41,7 +41,7 @@ from pathlib import Path
 
 from . import _core
 from .versions import model_of_kernel
-from . import debpkg
+from . import debkernels
 from .debpkg import cache_dir
 from .sidebyside import KernelRunError, assemble, kernel_counters, simulate, workload_names
 from . import safefs
@@ -49,7 +49,6 @@ from .batch import child_of_this_process
 from .safefs import RunDir, replace_atomically
 from .term import printable
 
-DEFAULT_FLAVOUR = "cloud-amd64"
 # Guest memory the kernel and the initramfs need beside the scenario's machine [bytes].
 GUEST_OVERHEAD = 256 << 20
 # QEMU's pc machine without an IOMMU: at most 255 vCPUs (x2APIC IDs above need one).
@@ -83,37 +82,43 @@ def _need(tool: str, package: str) -> str:
     return path
 
 
-def default_kernel(progress=None) -> Kernel:
-    """Debian's 6.12 cloud kernel from bookworm-backports, fetched and unpacked once."""
-    root = cache_dir() / "kernels"
-    done = sorted(root.glob(f"*{DEFAULT_FLAVOUR}*/ok"))
-    if done and not os.environ.get("RECLAIMSIM_KERNEL_REFRESH"):
-        return _unpacked_kernel(done[-1].parent)
-    if progress:
-        progress("fetching Debian's 6.12 kernel image (bookworm-backports, about 35 MB)")
+def debian_kernel(name: str = debkernels.DEFAULT, progress=None) -> Kernel:
+    """One of Debian's pinned cloud kernels (debkernels.py), fetched and unpacked once."""
     try:
-        pkg = debpkg.resolve(f"linux-image-{DEFAULT_FLAVOUR}") + "-unsigned"
-        dest = root / pkg
-        if (dest / "ok").exists():
-            return _unpacked_kernel(dest)
-        cache_dir().mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-            deb = debpkg.apt_download(pkg, Path(tmp))
-            if dest.exists():
-                shutil.rmtree(dest)
-            debpkg.extract(deb, dest)
-    except debpkg.DebPkgError as e:
+        return _unpacked_kernel(debkernels.unpacked(name, progress))
+    except debkernels.DebKernelError as e:
         raise KernelRunError(str(e)) from None
-    (dest / "ok").touch()
-    return _unpacked_kernel(dest)
+
+
+def resolve_kernel(spec: str | None, progress=None) -> Kernel:
+    """The kernel `--kernel` names: a pinned Debian kernel (debian-6.1, debian-6.12,
+    debian-7.3; "debian" or nothing is debian-6.12), else a bzImage file."""
+    if spec is None or spec == "debian":
+        return debian_kernel(debkernels.DEFAULT, progress)
+    if spec in debkernels.KERNELS:
+        return debian_kernel(spec, progress)
+    return user_kernel(spec)
 
 
 def _unpacked_kernel(d: Path) -> Kernel:
-    image = next((d / "boot").glob("vmlinuz-*"))
-    release = image.name.removeprefix("vmlinuz-")
-    config = d / "boot" / f"config-{release}"
-    mods = d / "lib" / "modules" / release
-    return Kernel(image, release, mods if mods.exists() else None, config if config.exists() else None)
+    """The kernel in an unpacked package tree: 6.x's /boot/vmlinuz-R with /lib/modules/R,
+    or 7.x's usr/lib/modules/R/{vmlinuz,config} with the modules beside them."""
+    boot = sorted((d / "boot").glob("vmlinuz-*"))
+    if boot:
+        image = boot[0]
+        release = image.name.removeprefix("vmlinuz-")
+        config = d / "boot" / f"config-{release}"
+        mods = d / "lib" / "modules" / release
+    else:
+        found = sorted((d / "usr" / "lib" / "modules").glob("*/vmlinuz"))
+        if not found:
+            raise KernelRunError(f"{d}: no kernel image (boot/vmlinuz-* or usr/lib/modules/*/vmlinuz)")
+        image = found[0]
+        release = image.parent.name
+        config = image.parent / "config"
+        mods = image.parent
+    has_mods = (mods / "kernel").is_dir()
+    return Kernel(image, release, mods if has_mods else None, config if config.exists() else None)
 
 
 def user_kernel(image: str) -> Kernel:
@@ -121,7 +126,9 @@ def user_kernel(image: str) -> Kernel:
     writes it) if there is one. Such a kernel must have what the runner needs built in."""
     p = Path(image)
     if not p.is_file():
-        raise KernelRunError(f"--kernel {image}: no such file (a bzImage is expected)")
+        raise KernelRunError(
+            f"--kernel {image}: no such file; allowed: a bzImage file or {', '.join(debkernels.KERNELS)}"
+        )
     with open(p, "rb") as f:
         head = f.read(0x300)
     if len(head) < 0x206 or head[0x202:0x206] != b"HdrS":
@@ -202,8 +209,8 @@ def _module_name(filename: str) -> str:
 
 
 def needed_modules(kernel: Kernel, swap: bool, disk: bool) -> list[str]:
-    """Modules to load: those of zram (and its default compressor) and virtio_blk that
-    the kernel built as modules."""
+    """Modules to load: those of zram (and its default compressor), virtio_pci and
+    virtio_blk that the kernel built as modules."""
     want = []
     if swap and config_value(kernel, "ZRAM") == "m":
         want.append("zram")
@@ -211,6 +218,10 @@ def needed_modules(kernel: Kernel, swap: bool, disk: bool) -> list[str]:
         comp = config_value(kernel, "ZRAM_DEF_COMP")
         if comp and config_value(kernel, f"CRYPTO_{comp.upper().replace('-', '_')}") == "m":
             want.append(comp)
+    if disk and config_value(kernel, "VIRTIO_PCI") == "m":
+        # The PCI transport the disk's virtio device sits on (6.1's cloud kernel builds
+        # it as a module); not a dependency of virtio_blk, which any transport serves.
+        want.append("virtio_pci")
     if disk and config_value(kernel, "VIRTIO_BLK") == "m":
         want.append("virtio_blk")
     return want
@@ -733,7 +744,7 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     norm, nprocs, notes = prepare(scenario)
     check_prerequisites()
     notes.extend(remove_stale_scratch())
-    kernel = user_kernel(kernel_image) if kernel_image else default_kernel(progress)
+    kernel = resolve_kernel(kernel_image, progress)
     model = json.loads(_core.validate_json(json.dumps(model_of_kernel(scenario, kernel.release, notes, kernel_version))))
     after = reclaim_timing(model, timing, notes, progress)
     doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after)
@@ -744,10 +755,13 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm)} for r in doc["reps"]]
     sims = simulate(sim_norm, reps, progress, per_cgroup=True)
     if norm.get("reclaim") and not has_proactive_counters(doc):
-        notes.append(
-            "this kernel's memory.stat has no pgscan_proactive/pgsteal_proactive (v6.16 added them): "
-            "it counts memory.reclaim's scans as direct, so the simulator's proactive counts are added to its direct ones"
-        )
+        # The model as the guest's version counts memory.reclaim as direct already (rule
+        # pgscan_proactive); a model of a later version (--kernel-version) is folded.
+        if any(v for s in sims for k, v in s.items() if "_proactive@" in k):
+            notes.append(
+                "this kernel's memory.stat has no pgscan_proactive/pgsteal_proactive (v6.15 added them): "
+                "it counts memory.reclaim's scans as direct, so the simulator's proactive counts are added to its direct ones"
+            )
         sims = [fold_proactive(s) for s in sims]
     writes = [len(r["reclaim_writes"]) for r in doc["reps"]]
     if norm.get("reclaim"):

@@ -118,6 +118,11 @@ def test_needed_modules_follow_the_kernel_config(tmp_path):
     k = vm.Kernel(tmp_path / "bzImage", "t", tmp_path, cfg)
     assert vm.needed_modules(k, swap=True, disk=True) == ["zram", "lz4"]
     assert vm.needed_modules(k, swap=False, disk=True) == []
+    # 6.1's cloud kernel: the disk's PCI transport and virtio_blk are modules, the
+    # transport first (it is no dependency of virtio_blk, so modinfo would not bring it).
+    cfg.write_text("CONFIG_ZRAM=y\nCONFIG_VIRTIO_PCI=m\nCONFIG_VIRTIO_BLK=m\n")
+    assert vm.needed_modules(k, swap=True, disk=True) == ["virtio_pci", "virtio_blk"]
+    assert vm.needed_modules(k, swap=True, disk=False) == []
 
 
 # ---------------------------------------------------------------------------------------
