@@ -7,8 +7,9 @@ Each is the cloud flavour (virtio and ext4 built in, a small module tree, MGLRU 
 configured) as Debian's archive served it when the versions were added. Debian's suites
 drop a superseded kernel (unstable and the backports suites within weeks), so each package
 is named by its pool path with its size and SHA-256, fetched from deb.debian.org over
-HTTPS, checked, and unpacked into the cache with `dpkg-deb -x` (nothing is installed).
-A pin the archive no longer serves is said so, with what to do.
+plain HTTP as apt fetches (the pinned checksum is what is trusted), checked, and unpacked
+into the cache with `dpkg-deb -x` (nothing is installed). A pin the archive no longer
+serves is said so, with what to do.
 
 From 7.x Debian splits a kernel into packages: the image (linux-binary-*, the vmlinuz
 under usr/lib/modules/RELEASE/), its modules (linux-modules-*, compressed .ko.xz) and the
@@ -29,7 +30,9 @@ from pathlib import Path
 from . import debpkg
 from .debpkg import cache_dir
 
-MIRROR = "https://deb.debian.org/debian/"
+# Plain HTTP, as apt uses it: the pinned SHA-256 is what makes a download trustworthy,
+# and a machine without CA certificates still fetches.
+MIRROR = "http://deb.debian.org/debian/"
 
 
 @dataclass(frozen=True)
