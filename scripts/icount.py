@@ -199,9 +199,21 @@ def cmd_compare(a) -> int:
     return 0
 
 
+def _same_trace_same_path(sc: dict) -> dict:
+    """The scenario with each trace workload's path replaced by its file's SHA-256: each
+    side generates the trace in its own work directory, and the same trace is the same
+    input wherever it lies."""
+    import hashlib
+
+    for w in sc.get("workload", []):
+        if w.get("type") == "trace" and Path(w.get("path", "")).is_file():
+            w["path"] = hashlib.sha256(Path(w["path"]).read_bytes()).hexdigest()
+    return sc
+
+
 def _differing_tables(fa: Path, fb: Path) -> list[str]:
     """The dotted paths (tables one level down) where two scenario files differ."""
-    a, b = json.loads(fa.read_text()), json.loads(fb.read_text())
+    a, b = _same_trace_same_path(json.loads(fa.read_text())), _same_trace_same_path(json.loads(fb.read_text()))
     out = []
     for k in sorted(set(a) | set(b)):
         x, y = a.get(k), b.get(k)

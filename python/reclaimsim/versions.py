@@ -109,11 +109,12 @@ def format_versions(version: str | None = None) -> str:
         for v in reg["versions"]:
             lines.append(f"  {v['name']:<5} {v['source']}{'  (default)' if v['default'] else ''}")
         lines.append("")
-        head = f"{'rule':<34} {'kind':<11} " + " ".join(f"{v:>5}" for v in vs)
+        w = max(len(r["name"]) for r in reg["rules"]) + 1
+        head = f"{'rule':<{w}} {'kind':<11} " + " ".join(f"{v:>5}" for v in vs)
         lines += [head, "-" * len(head)]
         for r in reg["rules"]:
             marks = " ".join(f"{'yes' if v in r['versions'] else '-':>5}" for v in vs)
-            lines.append(f"{r['name']:<34} {r['kind']:<11} {marks}")
+            lines.append(f"{r['name']:<{w}} {r['kind']:<11} {marks}")
         lines.append("")
         lines.append("`reclaimsim versions VERSION` shows a version's rules with their commits.")
         return "\n".join(lines)

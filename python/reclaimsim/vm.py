@@ -216,7 +216,11 @@ def needed_modules(kernel: Kernel, swap: bool, disk: bool) -> list[str]:
         want.append("zram")
     if swap:
         comp = config_value(kernel, "ZRAM_DEF_COMP")
-        if comp and config_value(kernel, f"CRYPTO_{comp.upper().replace('-', '_')}") == "m":
+        # The compressor's crypto module; lzo-rle (6.1's default) is built by CRYPTO_LZO.
+        option = f"CRYPTO_{comp.upper().replace('-', '_')}" if comp else None
+        if option == "CRYPTO_LZO_RLE":
+            option = "CRYPTO_LZO"
+        if option and config_value(kernel, option) == "m":
             want.append(comp)
     if disk and config_value(kernel, "VIRTIO_PCI") == "m":
         # The PCI transport the disk's virtio device sits on (6.1's cloud kernel builds

@@ -120,9 +120,11 @@ def test_needed_modules_follow_the_kernel_config(tmp_path):
     assert vm.needed_modules(k, swap=False, disk=True) == []
     # 6.1's cloud kernel: the disk's PCI transport and virtio_blk are modules, the
     # transport first (it is no dependency of virtio_blk, so modinfo would not bring it).
-    cfg.write_text("CONFIG_ZRAM=y\nCONFIG_VIRTIO_PCI=m\nCONFIG_VIRTIO_BLK=m\n")
-    assert vm.needed_modules(k, swap=True, disk=True) == ["virtio_pci", "virtio_blk"]
-    assert vm.needed_modules(k, swap=True, disk=False) == []
+    # Its zram compresses with lzo-rle, a module of CRYPTO_LZO (crypto/lzo-rle.c).
+    cfg.write_text('CONFIG_ZRAM=m\nCONFIG_ZRAM_DEF_COMP="lzo-rle"\nCONFIG_CRYPTO_LZO=m\n'
+                   "CONFIG_VIRTIO_PCI=m\nCONFIG_VIRTIO_BLK=m\n")
+    assert vm.needed_modules(k, swap=True, disk=True) == ["zram", "lzo-rle", "virtio_pci", "virtio_blk"]
+    assert vm.needed_modules(k, swap=False, disk=False) == []
 
 
 # ---------------------------------------------------------------------------------------

@@ -260,6 +260,13 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/memcontrol.rs count_reclaim_event" },
     },
     Rule {
+        name: "memcg_partial_walk",
+        commit: "6be5e186fd65 \"mm: vmscan: restore incremental cgroup iteration\" (v6.11)",
+        has: [N, Y, Y, Y],
+        what: "limit and direct reclaim resume the memcg walk at a per-node cookie and stop at the target; before, every memcg each pass",
+        effect: Effect::Rule { at: "mm/vmscan.rs do_try_to_free_pages" },
+    },
+    Rule {
         name: "rotation_cost",
         commit: "0538a82c39e9 \"mm: vmscan: make rotations a secondary factor in balancing anon vs file\" (v6.2)",
         has: [N, Y, Y, Y],
@@ -279,6 +286,27 @@ pub const RULES: &[Rule] = &[
         has: [N, N, N, Y],
         what: "seed 000's switch: scan-balance cost comes from flushed vmstat counters under a per-lruvec cost_lock, not lru_note_cost under lru_lock",
         effect: Effect::Switch,
+    },
+    Rule {
+        name: "mglru_workingset_rework",
+        commit: "9cbfd1c3c83b, b1a71694fb00 \"mm/mglru: rework refault detection\", 798c0330c2ca and the rest of the v6.14 workingset protection series (several differences, to be split into rules when modeled)",
+        has: [N, N, Y, Y],
+        what: "MGLRU's refs and tiers, placement from max_seq, promotion at the second young sighting and refault accounting as 6.14 made them; before (6.1, 6.12), a refault is recent only if evicted at the current min_seq, each recent refault counts WORKINGSET_ACTIVATE, and one in a fault or at the top tier is restored (PG_workingset, WORKINGSET_RESTORE)",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "memcg_flush_global_threshold",
+        commit: "ended by 8d59d2214c23 \"mm: memcg: make stats flushing threshold per-memcg\" and \"mm: memcg: restore subtree stats flushing\" (v6.8)",
+        has: [Y, N, N, N],
+        what: "a memcg statistics flush is due when the pending updates of the whole machine cross one threshold, and flushes the whole tree; after, per-memcg thresholds and the subtree",
+        effect: Effect::NotModeled,
+    },
+    Rule {
+        name: "reclaim_flush_ratelimited",
+        commit: "\"memcg: use ratelimited stats flush in the reclaim\" (Shakeel Butt, v6.12 or earlier; id not identified)",
+        has: [N, Y, Y, Y],
+        what: "reclaim (prepare_scan_control) flushes the memcg statistics only when the periodic flush is late; before (6.1), whenever the threshold is crossed, so inactive_is_low and may_deactivate read fresher sizes",
+        effect: Effect::NotModeled,
     },
     Rule {
         name: "mglru_v61_reclaim_loop",
@@ -313,13 +341,6 @@ pub const RULES: &[Rule] = &[
         commit: "33dfe9204f29 (v6.11) and 0885ef470560 (v6.13), reverted by afb99e9f5004 and 8d79ed36bfc8 (v6.17; Debian 6.12.49/6.12.57)",
         has: [N, N, N, N],
         what: "no modeled version has it, but the model does: a folio in a per-CPU batch loses PG_lru and sort_folio ages such folios (6.11-6.16 behavior)",
-        effect: Effect::NotModeled,
-    },
-    Rule {
-        name: "memcg_partial_walk",
-        commit: "6be5e186fd65 \"mm: vmscan: restore incremental cgroup iteration\" (v6.11)",
-        has: [N, Y, Y, Y],
-        what: "limit and direct reclaim resume the memcg walk at a per-node cookie and stop at the target; before, every memcg each pass",
         effect: Effect::NotModeled,
     },
     Rule {
@@ -376,6 +397,9 @@ pub struct Rules {
     /// vmstat_reclaim_node_stats: /proc/vmstat counts cgroup reclaim's pgscan, pgsteal
     /// and pgrefill too.
     pub vmstat_reclaim_node_stats: bool,
+    /// memcg_partial_walk: limit and direct reclaim resume the memcg walk at a per-node
+    /// cookie and stop at the target (else every memcg each pass, 6.1).
+    pub memcg_partial_walk: bool,
 }
 
 impl Default for Rules {
@@ -403,6 +427,7 @@ impl Rules {
             memory_reclaim_swappiness_max: on("memory_reclaim_swappiness_max"),
             memory_reclaim_quarter_batch: on("memory_reclaim_quarter_batch"),
             vmstat_reclaim_node_stats: on("vmstat_reclaim_node_stats"),
+            memcg_partial_walk: on("memcg_partial_walk"),
         }
     }
 
@@ -425,6 +450,7 @@ impl Rules {
             "memory_reclaim_swappiness_max" => &mut self.memory_reclaim_swappiness_max,
             "memory_reclaim_quarter_batch" => &mut self.memory_reclaim_quarter_batch,
             "vmstat_reclaim_node_stats" => &mut self.vmstat_reclaim_node_stats,
+            "memcg_partial_walk" => &mut self.memcg_partial_walk,
             _ => return false,
         };
         *slot = on;

@@ -324,3 +324,57 @@ fn vmstat_counts_cgroup_reclaim_once_reclaim_events_are_node_stats() {
         );
     }
 }
+
+/// Limit reclaim of /p (memory.reclaim of 128K, one try_to_free_mem_cgroup_pages call of
+/// SWAP_CLUSTER_MAX) over its four children, each reading a 512M file (about 223M of page
+/// cache each by the write), classic LRU.
+fn partial_walk_scenario() -> String {
+    let mut t = String::from(
+        r#"duration = "4600ms"
+[kernel]
+version = "VERSION"
+RULES
+[machine]
+cpus = 5
+memory_per_node = "4G"
+[[cgroup]]
+path = "/p"
+[[reclaim]]
+cgroup = "/p"
+at = "4500ms"
+bytes = "128K"
+"#,
+    );
+    for i in 0..4 {
+        t += &format!("[[cgroup]]\npath = \"/p/m{i}\"\n[[workload]]\ntype = \"file_read\"\ncgroup = \"/p/m{i}\"\nfiles = [\"512M\"]\n");
+    }
+    t
+}
+
+/// The memcgs under /p whose folios reclaim scanned.
+fn children_scanned(r: &serde_json::Value) -> usize {
+    r["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["path"].as_str().is_some_and(|p| p.starts_with("/p/m")))
+        .filter(|c| c["memory.stat"]["pgscan"].as_u64().unwrap_or(0) > 0)
+        .count()
+}
+
+#[test]
+fn limit_reclaim_before_6_11_walks_every_memcg_each_pass() {
+    // 6be5e186fd65 (6.11): the walk stops once SWAP_CLUSTER_MAX is reclaimed. At
+    // DEF_PRIORITY each child's ~57k inactive file pages give 57k >> 12 = 13 to scan, so
+    // the 32 pages are met at the third child and the fourth is not visited; 6.1 shrinks
+    // every child on every pass.
+    let t = partial_walk_scenario();
+    let new = run(&t, "6.12", &[]);
+    let old = run(&t, "6.1", &[]);
+    assert_eq!(children_scanned(&new), 3, "{}", new["cgroups"]);
+    assert_eq!(children_scanned(&old), 4, "{}", old["cgroups"]);
+    assert_eq!(
+        children_scanned(&run(&t, "6.12", &[("memcg_partial_walk", false)])),
+        4
+    );
+}

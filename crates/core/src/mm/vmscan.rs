@@ -1304,10 +1304,15 @@ impl Sim {
     }
 
     /// do_try_to_free_pages(): the direct-reclaim priority loop over the zonelist, with
-    /// the retries of the kernel when nothing was reclaimed: a full memcg walk, then forced
-    /// deactivation, then reclaim below memory.low.
+    /// the retries of the kernel when nothing was reclaimed: a full memcg walk (from 6.11,
+    /// rule memcg_partial_walk), then forced deactivation, then reclaim below memory.low.
     async fn do_try_to_free_pages(&self, zonelist: &[u32], sc: &mut ScanControl) -> u64 {
         let initial_priority = sc.priority;
+        // Before rule memcg_partial_walk (6.1) every walk is full, and so there is no
+        // retry with a full walk either.
+        if !self.rules.memcg_partial_walk {
+            sc.memcg_full_walk = true;
+        }
         loop {
             if !sc.cgroup_reclaim() {
                 self.mm.borrow_mut().count_event(VmEvent::Allocstall, 1);
