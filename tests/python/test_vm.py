@@ -404,6 +404,12 @@ def test_kernel_compare_refuses_equal_model_sides():
     data = load_scenario("calib-zipf", [])
     with pytest.raises(KernelRunError, match="same switch set"):
         kernelcompare.kernel_compare(data, "debian", "debian", 2)
+    with pytest.raises(KernelRunError, match="same switch set"):
+        kernelcompare.kernel_compare(data, "debian-6.12", "debian", 2)
+    # Two kernels of different versions: the model's sides differ by their versions' rules.
+    assert kernelcompare._model_version("debian-6.1") == "6.1"
+    assert kernelcompare._model_version("debian-7.3") == "7.3"
+    assert kernelcompare._model_version("/nonexistent/bzImage") is None
 
 
 def test_reclaim_progress_maps_due_times_to_the_accesses_done_by_then():
