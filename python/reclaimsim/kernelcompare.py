@@ -39,7 +39,7 @@ def _model_version(spec: str) -> str | None:
     if spec in vm.debkernels.KERNELS:
         return vm.debkernels.KERNELS[spec].model_version
     p = Path(spec)
-    release = vm._bzimage_release(p) if p.is_file() else None
+    release = vm.bzimage_release(p) if p.is_file() else None
     found = _core.version_of_release(release) if release else None
     return found[0] if found else None
 

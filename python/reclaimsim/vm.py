@@ -134,11 +134,11 @@ def user_kernel(image: str) -> Kernel:
     if len(head) < 0x206 or head[0x202:0x206] != b"HdrS":
         raise KernelRunError(f"--kernel {image}: not an x86 bzImage (no 'HdrS' boot header)")
     cfg = Path(str(p) + ".config")
-    release = _bzimage_release(p) or p.name
+    release = bzimage_release(p) or p.name
     return Kernel(p, release, None, cfg if cfg.exists() else None)
 
 
-def _bzimage_release(p: Path) -> str | None:
+def bzimage_release(p: Path) -> str | None:
     """The release string from the bzImage's header (the kernel_version field)."""
     with open(p, "rb") as f:
         data = f.read(0x10000)
