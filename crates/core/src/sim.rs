@@ -53,8 +53,6 @@ pub struct Sim {
     pub flush_phase: Option<Time>,
     /// The seed-patch switches of this run.
     pub v: crate::variant::Variants,
-    /// The kernel version's modeled rules (kernel.version, kernel.rules).
-    pub rules: crate::versions::Rules,
     /// Node of every CPU id (workload CPUs, then one kthread CPU per node).
     pub cpu_node: crate::engine::Topology,
     pub nr_cpus: u32,
@@ -299,7 +297,6 @@ impl Sim {
             seed: sc.seed,
             flush_phase: sc.kernel.memcg_flush_phase.map(|d| d.0),
             v: sc.variants.clone(),
-            rules: sc.kernel.rules(),
             cpu_node,
             nr_cpus: ncpu,
             over_high: RefCell::new(Vec::new()),
@@ -631,6 +628,11 @@ impl Sim {
 }
 
 impl Sim {
+    /// The kernel version's modeled rules (kept once, in the Mm).
+    pub fn rules(&self) -> crate::versions::Rules {
+        self.mm.borrow().rules
+    }
+
     /// Stop the run on an input error (the first one is reported).
     pub fn fail(&self, e: Error) {
         let mut f = self.failure.borrow_mut();

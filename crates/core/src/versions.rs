@@ -359,47 +359,74 @@ pub const RULES: &[Rule] = &[
     },
 ];
 
-/// The modeled rules in force for a run (read where their paths run).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rules {
+/// Declares [`Rules`], one bool per modeled rule (the field is the rule's name in
+/// [`RULES`]), with [`Rules::of`] and [`Rules::set`] generated from the one list.
+macro_rules! modeled_rules {
+    ($($(#[doc = $doc:literal])* $name:ident,)*) => {
+        /// The modeled rules in force for a run (read where their paths run).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Rules {
+            $($(#[doc = $doc])* pub $name: bool,)*
+        }
+
+        impl Rules {
+            /// The rules version `v` has.
+            pub fn of(v: KernelVersion) -> Rules {
+                let on = |name: &str| rule(name).is_some_and(|r| r.in_version(v));
+                Rules { $($name: on(stringify!($name)),)* }
+            }
+
+            /// Set the modeled rule `name`; false when no such modeled rule exists.
+            pub fn set(&mut self, name: &str, on: bool) -> bool {
+                match name {
+                    $(stringify!($name) => self.$name = on,)*
+                    _ => return false,
+                }
+                true
+            }
+        }
+    };
+}
+
+modeled_rules! {
     /// mglru_aging_feedback_rework: should_run_aging's trigger at three generations.
-    pub mglru_aging_feedback_rework: bool,
+    mglru_aging_feedback_rework,
     /// mglru_scan_budget_nr_to_scan: scan_folios bounded by nr_to_scan.
-    pub mglru_scan_budget_nr_to_scan: bool,
+    mglru_scan_budget_nr_to_scan,
     /// mglru_proportional_protection: get_nr_to_scan scaled by memory.low/min.
-    pub mglru_proportional_protection: bool,
+    mglru_proportional_protection,
     /// folio_batch_size_31: the per-CPU LRU batch capacity is 31 (else 15).
-    pub folio_batch_size_31: bool,
+    folio_batch_size_31,
     /// mglru_memcg_lru: MGLRU root reclaim walks the memcg LRU (lru_gen_shrink_node);
     /// else 6.1's shrink_node_memcgs walk of every memcg, lru_gen_shrink_lruvec each.
-    pub mglru_memcg_lru: bool,
+    mglru_memcg_lru,
     /// mglru_fault_add_active_workingset_only: folio_add_lru in a fault sets PG_active
     /// only on a PG_workingset folio, PG_referenced on the others.
-    pub mglru_fault_add_active_workingset_only: bool,
+    mglru_fault_add_active_workingset_only,
     /// mglru_placement_referenced: lru_gen_folio_seq lifts PG_referenced cache folios.
-    pub mglru_placement_referenced: bool,
+    mglru_placement_referenced,
     /// mglru_set_refs_mark_accessed: lru_gen_set_refs counts a reference before
     /// PG_workingset.
-    pub mglru_set_refs_mark_accessed: bool,
+    mglru_set_refs_mark_accessed,
     /// mglru_refault_activate_workingset: lru_gen_refault counts WORKINGSET_ACTIVATE only
     /// for a workingset shadow.
-    pub mglru_refault_activate_workingset: bool,
+    mglru_refault_activate_workingset,
     /// pgscan_proactive: memory.reclaim counts in the PROACTIVE pgscan/pgsteal items
     /// (else in the DIRECT ones).
-    pub pgscan_proactive: bool,
+    pgscan_proactive,
     /// memory_reclaim_swappiness: memory.reclaim parses `swappiness=N` tokens (else the
     /// size alone, 6.1's page_counter_memparse).
-    pub memory_reclaim_swappiness: bool,
+    memory_reclaim_swappiness,
     /// memory_reclaim_swappiness_max: `swappiness=max` is taken.
-    pub memory_reclaim_swappiness_max: bool,
+    memory_reclaim_swappiness_max,
     /// memory_reclaim_quarter_batch: each call asks for a quarter of the remainder.
-    pub memory_reclaim_quarter_batch: bool,
+    memory_reclaim_quarter_batch,
     /// vmstat_reclaim_node_stats: /proc/vmstat counts cgroup reclaim's pgscan, pgsteal
     /// and pgrefill too.
-    pub vmstat_reclaim_node_stats: bool,
+    vmstat_reclaim_node_stats,
     /// memcg_partial_walk: limit and direct reclaim resume the memcg walk at a per-node
     /// cookie and stop at the target (else every memcg each pass, 6.1).
-    pub memcg_partial_walk: bool,
+    memcg_partial_walk,
 }
 
 impl Default for Rules {
@@ -409,54 +436,6 @@ impl Default for Rules {
 }
 
 impl Rules {
-    /// The rules version `v` has.
-    pub fn of(v: KernelVersion) -> Rules {
-        let on = |name: &str| rule(name).is_some_and(|r| r.in_version(v));
-        Rules {
-            mglru_aging_feedback_rework: on("mglru_aging_feedback_rework"),
-            mglru_scan_budget_nr_to_scan: on("mglru_scan_budget_nr_to_scan"),
-            mglru_proportional_protection: on("mglru_proportional_protection"),
-            folio_batch_size_31: on("folio_batch_size_31"),
-            mglru_memcg_lru: on("mglru_memcg_lru"),
-            mglru_fault_add_active_workingset_only: on("mglru_fault_add_active_workingset_only"),
-            mglru_placement_referenced: on("mglru_placement_referenced"),
-            mglru_set_refs_mark_accessed: on("mglru_set_refs_mark_accessed"),
-            mglru_refault_activate_workingset: on("mglru_refault_activate_workingset"),
-            pgscan_proactive: on("pgscan_proactive"),
-            memory_reclaim_swappiness: on("memory_reclaim_swappiness"),
-            memory_reclaim_swappiness_max: on("memory_reclaim_swappiness_max"),
-            memory_reclaim_quarter_batch: on("memory_reclaim_quarter_batch"),
-            vmstat_reclaim_node_stats: on("vmstat_reclaim_node_stats"),
-            memcg_partial_walk: on("memcg_partial_walk"),
-        }
-    }
-
-    /// Set the modeled rule `name`; false when no such modeled rule exists.
-    pub fn set(&mut self, name: &str, on: bool) -> bool {
-        let slot = match name {
-            "mglru_aging_feedback_rework" => &mut self.mglru_aging_feedback_rework,
-            "mglru_scan_budget_nr_to_scan" => &mut self.mglru_scan_budget_nr_to_scan,
-            "mglru_proportional_protection" => &mut self.mglru_proportional_protection,
-            "folio_batch_size_31" => &mut self.folio_batch_size_31,
-            "mglru_memcg_lru" => &mut self.mglru_memcg_lru,
-            "mglru_fault_add_active_workingset_only" => {
-                &mut self.mglru_fault_add_active_workingset_only
-            }
-            "mglru_placement_referenced" => &mut self.mglru_placement_referenced,
-            "mglru_set_refs_mark_accessed" => &mut self.mglru_set_refs_mark_accessed,
-            "mglru_refault_activate_workingset" => &mut self.mglru_refault_activate_workingset,
-            "pgscan_proactive" => &mut self.pgscan_proactive,
-            "memory_reclaim_swappiness" => &mut self.memory_reclaim_swappiness,
-            "memory_reclaim_swappiness_max" => &mut self.memory_reclaim_swappiness_max,
-            "memory_reclaim_quarter_batch" => &mut self.memory_reclaim_quarter_batch,
-            "vmstat_reclaim_node_stats" => &mut self.vmstat_reclaim_node_stats,
-            "memcg_partial_walk" => &mut self.memcg_partial_walk,
-            _ => return false,
-        };
-        *slot = on;
-        true
-    }
-
     /// The per-CPU LRU batch capacity (PAGEVEC_SIZE before v6.10, FOLIO_BATCH_SIZE after).
     pub fn folio_batch_size(&self) -> usize {
         if self.folio_batch_size_31 {
@@ -466,6 +445,12 @@ impl Rules {
         }
     }
 }
+
+/// The default version's rules as a `&'static` (for unit tests of functions that take
+/// `&Rules`).
+#[cfg(test)]
+pub(crate) static DEFAULT_RULES: std::sync::LazyLock<Rules> =
+    std::sync::LazyLock::new(Rules::default);
 
 /// The rule named `name`.
 pub fn rule(name: &str) -> Option<&'static Rule> {

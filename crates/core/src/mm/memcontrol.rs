@@ -1044,7 +1044,7 @@ impl crate::sim::Sim {
     /// Simplified: no signals (-EINTR) and no dying-memcg check (neither exists here); the
     /// writer is a user task, so reclaim may throttle it like any direct reclaimer.
     pub async fn user_proactive_reclaim(&self, buf: &str, memcg: MemcgId) -> ProactiveReclaim {
-        let rules = self.rules;
+        let rules = self.rules();
         let req = match parse_memory_reclaim(buf, &rules) {
             Ok(r) => r,
             Err(e) => {

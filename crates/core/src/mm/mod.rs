@@ -486,8 +486,8 @@ pub struct Mm {
     pub pfn_vecs: Vec<Vec<Pfn>>,
     /// The cache lines list operations write under lru_lock, and their last writers.
     pub lines: lru_lines::LineTracker,
-    /// The kernel version's modeled rules, for the paths that run under the Mm alone
-    /// (the same as `Sim::rules`).
+    /// The kernel version's modeled rules (kernel.version, then kernel.rules), read
+    /// where their paths run.
     pub rules: crate::versions::Rules,
 }
 

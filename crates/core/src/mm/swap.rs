@@ -275,10 +275,11 @@ impl Sim {
         let full = {
             let mut mm = self.mm.borrow_mut();
             mm.pages[pfn as usize].set(PG_INBATCH);
+            // Rule folio_batch_size_31 (v6.10): 15 folios before it.
+            let cap = mm.rules.folio_batch_size();
             let b = mm.batch_mut(cpu, op);
             b.push(pfn);
-            // Rule folio_batch_size_31 (v6.10): 15 folios before it.
-            b.len() >= self.rules.folio_batch_size()
+            b.len() >= cap
         };
         if full {
             self.folio_batch_move_lru(cpu, op, Site::FolioBatchMoveLru)
@@ -298,7 +299,7 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             let p = mm.pages[pfn as usize];
             if in_fault && mm.lru_gen_enabled() && !p.test(PG_UNEVICTABLE) {
-                if !self.rules.mglru_fault_add_active_workingset_only || p.test(PG_WORKINGSET) {
+                if !mm.rules.mglru_fault_add_active_workingset_only || p.test(PG_WORKINGSET) {
                     mm.pages[pfn as usize].set(PG_ACTIVE);
                 } else if !p.test(PG_REFERENCED) {
                     super::lru_gen::lru_gen_inc_refs(&mut mm.pages, pfn);

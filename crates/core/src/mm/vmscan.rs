@@ -1084,7 +1084,8 @@ impl Sim {
     pub async fn shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
         // Before the memcg LRU (6.1, rule mglru_memcg_lru off) root reclaim comes here too,
         // through shrink_node_memcgs, and every lruvec goes to lru_gen_shrink_lruvec.
-        if self.mm.borrow().lru_gen_enabled() && (!sc.root_reclaim() || !self.rules.mglru_memcg_lru)
+        if self.mm.borrow().lru_gen_enabled()
+            && (!sc.root_reclaim() || !self.rules().mglru_memcg_lru)
         {
             return self.lru_gen_shrink_lruvec(lv, sc).await;
         }
@@ -1286,7 +1287,7 @@ impl Sim {
     /// shrink_node(): one reclaim pass over a node for the target. Progress resets the
     /// node's kswapd_failures.
     pub async fn shrink_node(&self, node: u32, sc: &mut ScanControl) {
-        if self.mm.borrow().lru_gen_enabled() && sc.root_reclaim() && self.rules.mglru_memcg_lru {
+        if self.mm.borrow().lru_gen_enabled() && sc.root_reclaim() && self.rules().mglru_memcg_lru {
             return self.lru_gen_shrink_node(node, sc).await;
         }
         let before = sc.nr_reclaimed;
@@ -1310,7 +1311,7 @@ impl Sim {
         let initial_priority = sc.priority;
         // Before rule memcg_partial_walk (6.1) every walk is full, and so there is no
         // retry with a full walk either.
-        if !self.rules.memcg_partial_walk {
+        if !self.rules().memcg_partial_walk {
             sc.memcg_full_walk = true;
         }
         loop {

@@ -262,6 +262,7 @@ mod tests {
     use super::*;
     use crate::mm::lru_gen::test_util::*;
     use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON};
+    use crate::versions::DEFAULT_RULES;
 
     #[test]
     fn update_gen_promotes_only_on_second_sighting() {
@@ -290,20 +291,8 @@ mod tests {
         // max_seq 3, min_seq 0: gen 0 -> gen 1, both inactive: no compat move.
         let mut f = frames(&[FILE | PG_REFERENCED, FILE]);
         let mut lv = lruvec();
-        lru_gen_add_folio(
-            &mut f,
-            &mut lv,
-            0,
-            false,
-            &crate::versions::Rules::default(),
-        );
-        lru_gen_add_folio(
-            &mut f,
-            &mut lv,
-            1,
-            false,
-            &crate::versions::Rules::default(),
-        );
+        lru_gen_add_folio(&mut f, &mut lv, 0, false, &DEFAULT_RULES);
+        lru_gen_add_folio(&mut f, &mut lv, 1, false, &DEFAULT_RULES);
         f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
         assert_eq!(folio_inc_gen(&mut f, &mut lv, 0, true), 1);
         assert_eq!(folio_lru_gen(&f, 0), Some(1));
@@ -331,13 +320,7 @@ mod tests {
         let mut f = frames(&[ANON, FILE, FILE | PG_WORKINGSET, FILE, FILE]);
         let mut lv = lruvec();
         for pfn in 0..5 {
-            lru_gen_add_folio(
-                &mut f,
-                &mut lv,
-                pfn,
-                false,
-                &crate::versions::Rules::default(),
-            );
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
         }
         // Then pfn 3 gets all its tier bits (refs 4 + workingset = 5) and pfn 4 refs 2.
         f[3].set(PG_REFERENCED | PG_WORKINGSET);
@@ -383,20 +366,8 @@ mod tests {
         // Swappiness 0: anon is not evictable. pfn 0 anon in the swap cache -> gen 0.
         let mut f = frames(&[ANON | PG_SWAPCACHE, FILE]);
         let mut lv = lruvec();
-        lru_gen_add_folio(
-            &mut f,
-            &mut lv,
-            0,
-            false,
-            &crate::versions::Rules::default(),
-        );
-        lru_gen_add_folio(
-            &mut f,
-            &mut lv,
-            1,
-            false,
-            &crate::versions::Rules::default(),
-        );
+        lru_gen_add_folio(&mut f, &mut lv, 0, false, &DEFAULT_RULES);
+        lru_gen_add_folio(&mut f, &mut lv, 1, false, &DEFAULT_RULES);
         assert_eq!(lv.nr[LRU_INACTIVE_ANON], 1);
         assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 0, 7), IncMaxSeq::Done);
         // Anon's min_seq advanced without moving the folio; it is now in gen 0 = seq 4,
@@ -419,13 +390,7 @@ mod tests {
         let mut f = frames(&vec![FILE; n]);
         let mut lv = lruvec();
         for pfn in 0..n as u32 {
-            lru_gen_add_folio(
-                &mut f,
-                &mut lv,
-                pfn,
-                false,
-                &crate::versions::Rules::default(),
-            );
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
         }
         assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 0), IncMaxSeq::Busy);
         assert_eq!(lv.lrugen.min_seq, [1, 0]);

@@ -225,6 +225,7 @@ mod tests {
     use super::*;
     use crate::mm::lru_gen::test_util::*;
     use crate::mm::vmstat::NodeStat;
+    use crate::versions::DEFAULT_RULES;
 
     /// A valid enabled lruvec: file folios 0, 1 in gen 0, 2 promoted by the walk to gen 3
     /// but still on gen 0's list, anon 3 in gen 2.
@@ -232,22 +233,10 @@ mod tests {
         let mut f = frames(&[FILE, FILE, FILE | PG_REFERENCED, ANON]);
         let mut lv = lruvec();
         for pfn in 0..4 {
-            lru_gen_add_folio(
-                &mut f,
-                &mut lv,
-                pfn,
-                false,
-                &crate::versions::Rules::default(),
-            );
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
         }
         let mut w = LruGenMmWalk::new(3, 60, false);
-        walk_update_folio(
-            &mut f,
-            Some(&mut w),
-            2,
-            3,
-            &crate::versions::Rules::default(),
-        );
+        walk_update_folio(&mut f, Some(&mut w), 2, 3, &DEFAULT_RULES);
         reset_batch_size(&mut w, &mut lv);
         (f, lv)
     }
@@ -275,13 +264,7 @@ mod tests {
         assert!(isolate_folio(&mut f, &mut lv, 1, true));
         check_lru_gen(&f, &lv, false).unwrap();
         // Put back as reclaiming (writeback rotation): seq 5 - 4 + 1 = 2, the tail of gen 2.
-        assert!(lru_gen_add_folio(
-            &mut f,
-            &mut lv,
-            1,
-            true,
-            &crate::versions::Rules::default()
-        ));
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 1, true, &DEFAULT_RULES));
         assert_eq!(folio_lru_gen(&f, 1), Some(2));
         assert_eq!(lv.lrugen.folios[2][LRU_GEN_FILE].tail, 1);
         check_lru_gen(&f, &lv, false).unwrap();

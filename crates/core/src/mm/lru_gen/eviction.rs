@@ -358,7 +358,7 @@ impl Sim {
             let tiers = self.v.mglru_tiers;
             // Rule mglru_scan_budget_nr_to_scan (v6.17): before it, scan_folios always
             // took up to MAX_LRU_BATCH, however small the target.
-            let budget = if self.rules.mglru_scan_budget_nr_to_scan {
+            let budget = if mm.rules.mglru_scan_budget_nr_to_scan {
                 nr_to_scan
             } else {
                 MAX_LRU_BATCH
@@ -549,7 +549,7 @@ impl Sim {
             let usage = mm.memcgs[memcg as usize].usage;
             let low_reclaim = sc.memcg_low_reclaim;
             let mut low_skipped = false;
-            let rules = self.rules;
+            let rules = mm.rules;
             let v = get_nr_to_scan_decide(
                 &mm.lruvecs[lv as usize].lrugen,
                 (swappiness, rules.mglru_aging_feedback_rework),
@@ -820,7 +820,7 @@ impl Sim {
         self.lru_add_drain().await;
         let plugged = self.blk_start_plug(sc);
         if self.try_to_shrink_lruvec(lv, sc).await
-            && self.rules.mglru_memcg_lru
+            && self.rules().mglru_memcg_lru
             && !self.v.mglru_memcg_iter
         {
             self.lru_gen_rotate_memcg(lv, MemcgLruOp::Young).await;
@@ -865,6 +865,7 @@ mod tests {
     use super::*;
     use crate::mm::lru_gen::test_util::*;
     use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_UNEVICTABLE};
+    use crate::versions::DEFAULT_RULES;
 
     #[test]
     fn get_tier_idx_cases() {
@@ -1045,13 +1046,7 @@ mod tests {
         let mut lv = lruvec();
         // All land in gen 0 (the oldest; max_seq 3, min_seq 0).
         for pfn in 0..10 {
-            lru_gen_add_folio(
-                &mut f,
-                &mut lv,
-                pfn,
-                false,
-                &crate::versions::Rules::default(),
-            );
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
             assert_eq!(folio_lru_gen(&f, pfn), Some(0));
         }
         // pfn 0: promoted by the walk to gen 3 (accounted as reset_batch_size would).
@@ -1146,13 +1141,7 @@ mod tests {
         let mut f = frames(&[ANON, FILE | PG_DIRTY, FILE, FILE, FILE, FILE]);
         let mut lv = lruvec();
         for pfn in 0..6 {
-            lru_gen_add_folio(
-                &mut f,
-                &mut lv,
-                pfn,
-                false,
-                &crate::versions::Rules::default(),
-            );
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
         }
         // Without __GFP_IO: anon outside the swap cache and dirty folios stay.
         assert!(!isolate_folio(&mut f, &mut lv, 0, false));
@@ -1188,35 +1177,15 @@ mod tests {
         let mut f = frames(&[FILE | PG_REFERENCED, FILE | PG_WORKINGSET, ANON]);
         f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
         let mut g = LruGenFolio::init(true, 0);
-        assert!(evict_folios_keep_off_oldest(
-            &mut f,
-            &g,
-            0,
-            &crate::versions::Rules::default()
-        ));
+        assert!(evict_folios_keep_off_oldest(&mut f, &g, 0, &DEFAULT_RULES));
         assert!(f[0].test(PG_ACTIVE) && !f[0].test(PG_REFERENCED));
         assert_eq!(f.lru_gen[0], 0);
         // Workingset goes to seq 1, anon outside swap cache to seq 2: left alone.
-        assert!(!evict_folios_keep_off_oldest(
-            &mut f,
-            &g,
-            1,
-            &crate::versions::Rules::default()
-        ));
-        assert!(!evict_folios_keep_off_oldest(
-            &mut f,
-            &g,
-            2,
-            &crate::versions::Rules::default()
-        ));
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 1, &DEFAULT_RULES));
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 2, &DEFAULT_RULES));
         // With file min_seq 1, seq 1 is the oldest: clamped, so marked.
         g.min_seq[LRU_GEN_FILE] = 1;
-        assert!(evict_folios_keep_off_oldest(
-            &mut f,
-            &g,
-            1,
-            &crate::versions::Rules::default()
-        ));
+        assert!(evict_folios_keep_off_oldest(&mut f, &g, 1, &DEFAULT_RULES));
         assert!(f[1].test(PG_ACTIVE));
     }
 }

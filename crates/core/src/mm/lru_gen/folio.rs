@@ -399,6 +399,7 @@ mod tests {
     use crate::mm::lru_gen::test_util::*;
     use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON, LRU_UNEVICTABLE};
     use crate::mm::vmstat::NodeStat;
+    use crate::versions::DEFAULT_RULES;
 
     #[test]
     fn placement_follows_lru_gen_folio_seq() {
@@ -463,37 +464,13 @@ mod tests {
         let mut f = frames(&[ANON, FILE, FILE, FILE | PG_ACTIVE]);
         let mut lv = lruvec();
         // Anon outside the swap cache: seq 3 - 2 + 1 = 2 -> gen 2, active.
-        assert!(lru_gen_add_folio(
-            &mut f,
-            &mut lv,
-            0,
-            false,
-            &crate::versions::Rules::default()
-        ));
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 0, false, &DEFAULT_RULES));
         // Clean file: seq 3 - 4 + 1 = 0 -> gen 0, inactive; pfn 1 at the head, then pfn 2
         // at the tail (reclaiming), so the list reads 1, 2.
-        assert!(lru_gen_add_folio(
-            &mut f,
-            &mut lv,
-            1,
-            false,
-            &crate::versions::Rules::default()
-        ));
-        assert!(lru_gen_add_folio(
-            &mut f,
-            &mut lv,
-            2,
-            true,
-            &crate::versions::Rules::default()
-        ));
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 1, false, &DEFAULT_RULES));
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 2, true, &DEFAULT_RULES));
         // Active file: seq 2 -> gen 2; PG_active is cleared, PG_lru set.
-        assert!(lru_gen_add_folio(
-            &mut f,
-            &mut lv,
-            3,
-            false,
-            &crate::versions::Rules::default()
-        ));
+        assert!(lru_gen_add_folio(&mut f, &mut lv, 3, false, &DEFAULT_RULES));
         assert!(!f[3].test(PG_ACTIVE) && f[3].test(PG_LRU));
         assert_eq!(folio_lru_gen(&f, 0), Some(2));
         assert_eq!(folio_lru_gen(&f, 1), Some(0));
@@ -519,7 +496,7 @@ mod tests {
             &mut lv,
             0,
             false,
-            &crate::versions::Rules::default()
+            &DEFAULT_RULES
         ));
         lv.lrugen.enabled = false;
         assert!(!lru_gen_add_folio(
@@ -527,7 +504,7 @@ mod tests {
             &mut lv,
             1,
             false,
-            &crate::versions::Rules::default()
+            &DEFAULT_RULES
         ));
         assert_eq!(f.lru_gen[0..2], [0, 0]);
         assert_eq!(lv.nr, [0; 5]);
@@ -541,13 +518,7 @@ mod tests {
         let mut f = frames(&[ANON, ANON, FILE]);
         let mut lv = lruvec();
         for pfn in 0..3 {
-            lru_gen_add_folio(
-                &mut f,
-                &mut lv,
-                pfn,
-                false,
-                &crate::versions::Rules::default(),
-            );
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
         }
         assert!(lru_gen_del_folio(&mut f, &mut lv, 0, false));
         assert!(f[0].test(PG_ACTIVE), "leaves an active generation active");
@@ -625,28 +596,16 @@ mod tests {
         let mut f = frames(&[FILE, FILE | PG_WORKINGSET]);
         f.lru_gen[0] = 3 << LRU_REFS_PGOFF;
         // First young PTE: PG_referenced only, counter restarted, keep.
-        assert!(!lru_gen_set_refs(
-            &mut f,
-            0,
-            &crate::versions::Rules::default()
-        ));
+        assert!(!lru_gen_set_refs(&mut f, 0, &DEFAULT_RULES));
         assert!(f[0].test(PG_REFERENCED) && !f[0].test(PG_WORKINGSET));
         assert_eq!(byte_refs(f.lru_gen[0]), 0);
         // Second: refs flags cleared, workingset set, activate.
         f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
-        assert!(lru_gen_set_refs(
-            &mut f,
-            0,
-            &crate::versions::Rules::default()
-        ));
+        assert!(lru_gen_set_refs(&mut f, 0, &DEFAULT_RULES));
         assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_WORKINGSET));
         assert_eq!(byte_refs(f.lru_gen[0]), 0);
         // Workingset alone is enough to activate.
-        assert!(lru_gen_set_refs(
-            &mut f,
-            1,
-            &crate::versions::Rules::default()
-        ));
+        assert!(lru_gen_set_refs(&mut f, 1, &DEFAULT_RULES));
     }
 
     #[test]
@@ -695,13 +654,7 @@ mod tests {
         let mut f = frames(&[FILE; 4]);
         let mut lv = lruvec();
         for pfn in 0..4 {
-            lru_gen_add_folio(
-                &mut f,
-                &mut lv,
-                pfn,
-                false,
-                &crate::versions::Rules::default(),
-            );
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
         }
         // Park 0 then 1 (taken from the tail, as scan_folios does), splice them back: the
         // kernel's `moved` list is 1, 0 and goes in front: 1, 0, 3, 2.

@@ -520,6 +520,7 @@ mod tests {
     use super::*;
     use crate::mm::lru_gen::test_util::*;
     use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON};
+    use crate::versions::DEFAULT_RULES;
 
     #[test]
     fn bloom_filters_double_buffer() {
@@ -563,13 +564,7 @@ mod tests {
         let mut f = frames(&[FILE, FILE, ANON | PG_SWAPCACHE, FILE]);
         let mut lv = lruvec();
         for pfn in 0..4 {
-            lru_gen_add_folio(
-                &mut f,
-                &mut lv,
-                pfn,
-                false,
-                &crate::versions::Rules::default(),
-            );
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
         }
         // All in gen 0 (inactive); max_seq 3 is gen 3 (active).
         let mut w = LruGenMmWalk::new(3, 60, false);
@@ -578,24 +573,12 @@ mod tests {
             Some(&mut w),
             0,
             3,
-            &crate::versions::Rules::default()
+            &DEFAULT_RULES
         ));
         assert_eq!(w.batched, 0, "first sighting: PG_referenced only");
-        walk_update_folio(
-            &mut f,
-            Some(&mut w),
-            0,
-            3,
-            &crate::versions::Rules::default(),
-        );
+        walk_update_folio(&mut f, Some(&mut w), 0, 3, &DEFAULT_RULES);
         f[2].set(PG_WORKINGSET);
-        walk_update_folio(
-            &mut f,
-            Some(&mut w),
-            2,
-            3,
-            &crate::versions::Rules::default(),
-        );
+        walk_update_folio(&mut f, Some(&mut w), 2, 3, &DEFAULT_RULES);
         assert_eq!(w.batched, 2);
         assert_eq!(w.nr_pages[0], [-1, -1]);
         assert_eq!(w.nr_pages[3], [1, 1]);
@@ -611,28 +594,10 @@ mod tests {
         // The promoted folios still sit on gen 0's list until sorted.
         assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![3, 1, 0]);
         // Without a walk: first sighting keeps, second activates a folio of another gen.
-        assert!(!walk_update_folio(
-            &mut f,
-            None,
-            1,
-            3,
-            &crate::versions::Rules::default()
-        ));
-        assert!(walk_update_folio(
-            &mut f,
-            None,
-            1,
-            3,
-            &crate::versions::Rules::default()
-        ));
+        assert!(!walk_update_folio(&mut f, None, 1, 3, &DEFAULT_RULES));
+        assert!(walk_update_folio(&mut f, None, 1, 3, &DEFAULT_RULES));
         // Already in the max_seq generation (pfn 0, workingset): nothing to activate.
-        assert!(!walk_update_folio(
-            &mut f,
-            None,
-            0,
-            3,
-            &crate::versions::Rules::default()
-        ));
+        assert!(!walk_update_folio(&mut f, None, 0, 3, &DEFAULT_RULES));
         assert!(suitable_to_scan(64, 8) && !suitable_to_scan(64, 7) && suitable_to_scan(0, 0));
     }
     #[test]

@@ -155,6 +155,7 @@ pub fn lru_gen_refault_apply(
 mod tests {
     use super::*;
     use crate::mm::lru_gen::test_util::*;
+    use crate::versions::DEFAULT_RULES;
 
     #[test]
     fn eviction_token_round_trip_and_recent_boundary() {
@@ -204,17 +205,17 @@ mod tests {
         let plain = pack_shadow(5, 1, 38, false);
         let ws = pack_shadow(5, 1, 36, true);
         // Another lruvec's shadow: nothing, not even the refault count.
-        let r = lru_gen_refault_decide(plain, false, 12, true, &crate::versions::Rules::default());
+        let r = lru_gen_refault_decide(plain, false, 12, true, &DEFAULT_RULES);
         assert!(!r.count_refault && !r.recent && r.items(true).count() == 0);
         // Too old (|13 - 9| = 4): only the refault.
-        let r = lru_gen_refault_decide(plain, true, 13, true, &crate::versions::Rules::default());
+        let r = lru_gen_refault_decide(plain, true, 13, true, &DEFAULT_RULES);
         assert!(r.count_refault && !r.recent && !r.activate);
         assert_eq!(
             r.items(true).collect::<Vec<_>>(),
             vec![WorkingsetRefaultFile]
         );
         // Recent, in a fault: tier of refs 3 = 2, activate, counter back to 2.
-        let r = lru_gen_refault_decide(plain, true, 12, true, &crate::versions::Rules::default());
+        let r = lru_gen_refault_decide(plain, true, 12, true, &DEFAULT_RULES);
         assert_eq!(
             (r.recent, r.tier, r.activate, r.restore),
             (true, 2, true, false)
@@ -225,7 +226,7 @@ mod tests {
             vec![WorkingsetRefaultAnon, WorkingsetActivateAnon]
         );
         // Recent workingset, not in a fault (read): tier 3, restore, no activation.
-        let w = lru_gen_refault_decide(ws, true, 10, false, &crate::versions::Rules::default());
+        let w = lru_gen_refault_decide(ws, true, 10, false, &DEFAULT_RULES);
         assert_eq!(
             (w.tier, w.activate, w.restore, w.refs_counter),
             (3, false, true, None)
@@ -245,7 +246,7 @@ mod tests {
         assert_eq!(g.refaulted[0][LRU_GEN_FILE], [0, 0, 0, 1]);
         assert!(f[1].test(PG_WORKINGSET) && f.lru_gen[1] == 0);
         // Not recent: no effect.
-        let old = lru_gen_refault_decide(plain, true, 13, true, &crate::versions::Rules::default());
+        let old = lru_gen_refault_decide(plain, true, 13, true, &DEFAULT_RULES);
         lru_gen_refault_apply(&mut f, &mut g, 0, &old);
         assert_eq!(g.refaulted[0][LRU_GEN_ANON], [0, 0, 1, 0]);
     }
