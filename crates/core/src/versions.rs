@@ -225,6 +225,41 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/lru_gen/workingset.rs lru_gen_refault_decide" },
     },
     Rule {
+        name: "mglru_refault_recent_window",
+        commit: "b1a71694fb00 \"mm/mglru: rework refault detection\" (v6.14)",
+        has: [N, N, Y, Y],
+        what: "an MGLRU refault is recent if evicted less than MAX_NR_GENS generations before the lruvec's max_seq; before, only if its type's min_seq is still the one it was evicted at",
+        effect: Effect::Rule { at: "mm/lru_gen/workingset.rs lru_gen_test_recent" },
+    },
+    Rule {
+        name: "mglru_refault_counts_all",
+        commit: "\"mm: Multi-gen LRU: fix workingset accounting\" (Kalesh Singh, v6.4; id not verified)",
+        has: [N, Y, Y, Y],
+        what: "every MGLRU refault on its own lruvec counts WORKINGSET_REFAULT, and recent ones WORKINGSET_ACTIVATE; before (6.1), only recent ones count a refault and none an activation",
+        effect: Effect::Rule { at: "mm/lru_gen/workingset.rs lru_gen_refault_decide" },
+    },
+    Rule {
+        name: "mglru_protect_counts_activate",
+        commit: "removed by \"mm: Multi-gen LRU: fix workingset accounting\" (Kalesh Singh, v6.4; id not verified)",
+        has: [Y, N, N, N],
+        what: "sort_folio counts each folio it protects (tier above tier_idx, or refs maxed) as WORKINGSET_ACTIVATE",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs scan_folios (sort_folio's count)" },
+    },
+    Rule {
+        name: "mglru_refault_activate_in_fault",
+        commit: "\"mm/mglru: rework workingset protection\" (v6.14 workingset series; mainline id not identified)",
+        has: [N, N, Y, Y],
+        what: "a recent MGLRU refault counts WORKINGSET_ACTIVATE only in a page fault (where folio_add_lru activates it); before, every recent refault, a read() too",
+        effect: Effect::Rule { at: "mm/lru_gen/workingset.rs lru_gen_refault_decide" },
+    },
+    Rule {
+        name: "mglru_refault_restore_rework",
+        commit: "\"mm/mglru: rework workingset protection\" (v6.14 workingset series; mainline id not identified)",
+        has: [N, N, Y, Y],
+        what: "a recent MGLRU refault gets PG_workingset and counts WORKINGSET_RESTORE if its shadow says workingset, else its refs counter back; before, one in a fault or with refs at the top gets PG_workingset and every refs bit and counts WORKINGSET_RESTORE, the rest nothing",
+        effect: Effect::Rule { at: "mm/lru_gen/workingset.rs lru_gen_refault_decide" },
+    },
+    Rule {
         name: "pgscan_proactive",
         commit: "e452872b40e3 \"mm: vmscan: split proactive reclaim statistics from direct reclaim statistics\" (v6.15)",
         has: [N, N, Y, Y],
@@ -291,7 +326,7 @@ pub const RULES: &[Rule] = &[
         name: "mglru_workingset_rework",
         commit: "9cbfd1c3c83b, b1a71694fb00 \"mm/mglru: rework refault detection\", 798c0330c2ca and the rest of the v6.14 workingset protection series (several differences, to be split into rules when modeled)",
         has: [N, N, Y, Y],
-        what: "MGLRU's refs and tiers, placement from max_seq, promotion at the second young sighting and refault accounting as 6.14 made them; before (6.1, 6.12), a refault is recent only if evicted at the current min_seq, each recent refault counts WORKINGSET_ACTIVATE, and one in a fault or at the top tier is restored (PG_workingset, WORKINGSET_RESTORE)",
+        what: "MGLRU's refs and tiers (refs counting PG_referenced, not PG_workingset; the eviction token's workingset bit), placement from max_seq, promotion at the second young sighting, as 6.14 made them; its refault side is modeled (mglru_refault_recent_window, mglru_refault_activate_in_fault, mglru_refault_restore_rework)",
         effect: Effect::NotModeled,
     },
     Rule {
@@ -411,6 +446,20 @@ modeled_rules! {
     /// mglru_refault_activate_workingset: lru_gen_refault counts WORKINGSET_ACTIVATE only
     /// for a workingset shadow.
     mglru_refault_activate_workingset,
+    /// mglru_refault_recent_window: recent = within MAX_NR_GENS of max_seq (else the
+    /// min_seq it was evicted at).
+    mglru_refault_recent_window,
+    /// mglru_refault_counts_all: every same-lruvec refault counts WORKINGSET_REFAULT and
+    /// recent ones WORKINGSET_ACTIVATE (else 6.1: recent ones a refault, none an activation).
+    mglru_refault_counts_all,
+    /// mglru_protect_counts_activate: sort_folio counts protected folios as
+    /// WORKINGSET_ACTIVATE (6.1).
+    mglru_protect_counts_activate,
+    /// mglru_refault_activate_in_fault: WORKINGSET_ACTIVATE only for a refault in a fault.
+    mglru_refault_activate_in_fault,
+    /// mglru_refault_restore_rework: restore from the shadow's workingset bit, else refs
+    /// back (else: restore in a fault or at the top refs, every refs bit).
+    mglru_refault_restore_rework,
     /// pgscan_proactive: memory.reclaim counts in the PROACTIVE pgscan/pgsteal items
     /// (else in the DIRECT ones).
     pgscan_proactive,

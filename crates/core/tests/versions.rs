@@ -52,6 +52,28 @@ random = true
 repeat = 0
 "#;
 
+/// MGLRU page cache: zipf reads through read() of a 64M file in a 24M cgroup (refaults
+/// outside faults, folios protected by their tier).
+const READS: &str = r#"duration = "60s"
+[kernel]
+lru = "mglru"
+version = "VERSION"
+RULES
+[machine]
+cpus = 2
+memory_per_node = "256M"
+[[cgroup]]
+path = "/reader"
+memory.max = "24M"
+[[workload]]
+type = "file_read"
+cgroup = "/reader"
+files = ["64M"]
+pattern = "zipf"
+theta = 0.99
+accesses = 40000
+"#;
+
 /// A run's result without the scenario it echoes.
 fn run(t: &str, version: &str, rules: &[(&str, bool)]) -> serde_json::Value {
     let rules: String = rules
@@ -83,25 +105,28 @@ fn a_version_is_its_rules() {
 
 #[test]
 fn each_mglru_rule_alone_moves_a_run_that_takes_its_path() {
-    let base = run(MGLRU, "6.18", &[]);
-    for name in [
-        "mglru_aging_feedback_rework",
-        "mglru_scan_budget_nr_to_scan",
-        "mglru_proportional_protection",
-    ] {
-        let other = run(MGLRU, "6.18", &[(name, false)]);
-        assert_ne!(other["vmstat"], base["vmstat"], "{name} changed nothing");
-    }
-    // 7.2's rules, each alone on 6.18, on random touches of more anon than fits: swap-ins
-    // through the swap cache, rmap sightings and refaults in faults.
-    let base = run(SWAPIN, "6.18", &[]);
-    for name in [
-        "mglru_fault_add_active_workingset_only",
-        "mglru_placement_referenced",
-        "mglru_set_refs_mark_accessed",
-        "mglru_refault_activate_workingset",
-    ] {
-        let other = run(SWAPIN, "6.18", &[(name, true)]);
+    // Each rule set alone on 6.18 the other way (as the older kernels have it, or 7.2's
+    // on), on a run that takes its path: global reclaim with memory.low (MGLRU); random
+    // touches of more anon than fits (swap-ins through the swap cache, rmap sightings,
+    // refaults in faults: SWAPIN); zipf reads (refaults outside faults, protected
+    // folios: READS).
+    let cases: [(&str, &str, bool); 12] = [
+        (MGLRU, "mglru_aging_feedback_rework", false),
+        (MGLRU, "mglru_scan_budget_nr_to_scan", false),
+        (MGLRU, "mglru_proportional_protection", false),
+        (SWAPIN, "mglru_fault_add_active_workingset_only", true),
+        (SWAPIN, "mglru_placement_referenced", true),
+        (SWAPIN, "mglru_set_refs_mark_accessed", true),
+        (SWAPIN, "mglru_refault_activate_workingset", true),
+        (SWAPIN, "mglru_refault_recent_window", false),
+        (SWAPIN, "mglru_refault_counts_all", false),
+        (SWAPIN, "mglru_refault_restore_rework", false),
+        (READS, "mglru_refault_activate_in_fault", false),
+        (READS, "mglru_protect_counts_activate", true),
+    ];
+    for (t, name, on) in cases {
+        let base = run(t, "6.18", &[]);
+        let other = run(t, "6.18", &[(name, on)]);
         assert_ne!(other["vmstat"], base["vmstat"], "{name} changed nothing");
     }
 }

@@ -602,6 +602,18 @@ impl Mm {
         self.events[ev as usize] += n;
     }
 
+    /// mod_lruvec_state() for an event-like item (refaults, activations): `n` more on the
+    /// lruvec, a statistics update for its memcg's flush threshold.
+    pub fn mod_lruvec_state(&mut self, lv: LruvecId, item: vmstat::NodeStat, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.lruvecs[lv as usize].mod_state(item, n as i64);
+        let m = self.lruvecs[lv as usize].memcg;
+        self.memcgs[m as usize].stats_updates += n;
+        self.stats_updates += n;
+    }
+
     /// count_memcg_events(): a memcg's local event counter.
     #[inline]
     pub fn count_memcg_event(&mut self, memcg: MemcgId, ev: vmstat::VmEvent, n: u64) {

@@ -191,20 +191,15 @@ impl Mm {
         };
         let lv = self.lruvec_of(memcg, node.min(self.nodes.len() as u32 - 1));
         let same = lv == self.folio_lruvec(pfn);
-        let max_seq = self.lruvecs[lv as usize].lrugen.max_seq;
-        let r =
-            super::lru_gen::lru_gen_refault_decide(shadow, same, max_seq, in_fault, &self.rules);
         let file = self.pages[pfn as usize].is_file_lru();
+        let lrugen = &self.lruvecs[lv as usize].lrugen;
+        let seqs = (lrugen.max_seq, lrugen.min_seq[file as usize]);
+        let r = super::lru_gen::lru_gen_refault_decide(shadow, same, seqs, in_fault, &self.rules);
         let Mm { pages, lruvecs, .. } = self;
         super::lru_gen::lru_gen_refault_apply(pages, &mut lruvecs[lv as usize].lrugen, pfn, &r);
-        let mut n = 0;
         for item in r.items(file) {
-            self.lruvecs[lv as usize].mod_state(item, 1);
-            n += 1;
+            self.mod_lruvec_state(lv, item, 1);
         }
-        self.stats_updates += n;
-        let m = self.lruvecs[lv as usize].memcg;
-        self.memcgs[m as usize].stats_updates += n;
     }
 
     /// workingset_activation(): a folio activated by folio_mark_accessed ages its lruvec.

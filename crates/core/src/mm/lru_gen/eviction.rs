@@ -30,7 +30,7 @@ use super::*;
 use crate::engine::Site;
 use crate::mm::mmzone::Lruvec;
 use crate::mm::vmscan::{apply_proportional_protection, ScanControl};
-use crate::mm::vmstat::VmEvent;
+use crate::mm::vmstat::{NodeStat, VmEvent};
 use crate::mm::{LruvecId, MemcgId, Mm, Pfn, DEF_PRIORITY};
 use crate::sim::Sim;
 
@@ -207,6 +207,7 @@ impl Mm {
         }
         let gen = lru_gen_from_seq(self.lruvecs[l].lrugen.min_seq[ty]);
         let (mut scanned, mut sorted, mut isolated, mut skipped) = (0u64, 0u64, 0u64, 0u64);
+        let mut protected = 0u64;
         let mut remaining = nr_to_scan.clamp(1, MAX_LRU_BATCH);
         let mut moved = self.pfn_vec();
         loop {
@@ -224,8 +225,10 @@ impl Mm {
                 crate::mm::prefetch(&self.pages.links[n]);
             }
             let Mm { pages, lruvecs, .. } = self;
-            if sort_folio(pages, &mut lruvecs[l], pfn, tier, true).sorted() {
+            let verdict = sort_folio(pages, &mut lruvecs[l], pfn, tier, true);
+            if verdict.sorted() {
                 sorted += 1;
+                protected += matches!(verdict, SortFolio::Protected { .. }) as u64;
             } else if isolate_folio(pages, &mut lruvecs[l], pfn, true) {
                 list.push(pfn);
                 isolated += 1;
@@ -254,6 +257,16 @@ impl Mm {
             VmEvent::PgscanAnon
         };
         self.count_event(by_type, isolated);
+        // Rule mglru_protect_counts_activate (6.1): sort_folio counts each folio it
+        // protects as a workingset activation.
+        if self.rules.mglru_protect_counts_activate {
+            let item = if ty == LRU_GEN_FILE {
+                NodeStat::WorkingsetActivateFile
+            } else {
+                NodeStat::WorkingsetActivateAnon
+            };
+            self.mod_lruvec_state(lv, item, protected);
+        }
         if isolated > 0 || remaining == 0 {
             scanned
         } else {
@@ -866,6 +879,37 @@ mod tests {
     use crate::mm::lru_gen::test_util::*;
     use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_UNEVICTABLE};
     use crate::versions::DEFAULT_RULES;
+
+    #[test]
+    fn protected_folios_count_as_activations_on_6_1() {
+        // Four page-cache folios of /a in the oldest generation, page 0 at the tail: page 0
+        // refs 3 (tier 2), page 1 refs 4 with PG_workingset (maxed), pages 2 and 3 unused.
+        // With tier_idx 0, sort_folio protects pages 0 and 1 and isolates 2 and 3; 6.1
+        // counts the two protected ones as WORKINGSET_ACTIVATE, later kernels none.
+        for (version, activations) in [("6.1", 2), ("6.12", 0), ("6.18", 0)] {
+            let extra = format!("lru = \"mglru\"\nversion = \"{version}\"");
+            let s = crate::fixture::one_node_machine("64M", None, &extra);
+            let (_, pfns) = s.fixture_file_folios(1, 0, 4, 0);
+            let mut mm = s.mm.borrow_mut();
+            let (p0, p1) = (pfns[0] as usize, pfns[1] as usize);
+            mm.pages[p0].set(PG_REFERENCED);
+            mm.pages.lru_gen[p0] |= 2 << LRU_REFS_PGOFF;
+            mm.pages[p1].set(PG_REFERENCED | PG_WORKINGSET);
+            mm.pages.lru_gen[p1] |= 3 << LRU_REFS_PGOFF;
+            let lv = mm.lruvec_of(1, 0);
+            let sc = ScanControl::new(32, Some(1), false);
+            let mut list = Vec::new();
+            let scanned = mm.scan_folios(lv, &sc, LRU_GEN_FILE, 0, 4, &mut list);
+            assert_eq!((scanned, list.len()), (4, 2), "{version}");
+            let stat = |item: NodeStat| mm.lruvecs[lv as usize].stat[item as usize];
+            assert_eq!(
+                stat(NodeStat::WorkingsetActivateFile),
+                activations,
+                "{version}"
+            );
+            assert_eq!(stat(NodeStat::WorkingsetActivateAnon), 0);
+        }
+    }
 
     #[test]
     fn get_tier_idx_cases() {
