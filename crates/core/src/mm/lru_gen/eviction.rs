@@ -781,7 +781,8 @@ impl Sim {
     /// over the target's subtree, with a shared reclaim cookie unless this is kswapd or a
     /// full walk; memory.min skips, memory.low skips unless memcg_low_reclaim (then
     /// MEMCG_LOW); shrink_one without rotation; stop on should_abort_scan, and a partial
-    /// walk once the target is met.
+    /// walk once the target is met, checked after every memcg, skipped ones too (the
+    /// patch's `next:`).
     async fn shrink_many_memcg_iter(&self, node: u32, sc: &mut ScanControl) {
         let target = sc.target_memcg();
         let partial = !sc.kswapd && !sc.memcg_full_walk;
@@ -797,29 +798,43 @@ impl Sim {
             };
             let Some(memcg) = next else { break };
             prev = Some(memcg);
-            let lv = {
-                let mut mm = self.mm.borrow_mut();
-                mm.mem_cgroup_calculate_protection(target, memcg);
-                if mm.mem_cgroup_below_min(target, memcg) {
-                    continue;
+            if let Some(lv) = self.memcg_iter_protected(target, memcg, node, sc) {
+                self.try_to_shrink_lruvec(lv, sc).await;
+                self.shrink_slab(memcg, sc.priority);
+                if self.mm.borrow().should_abort_scan(lv, sc) || self.current_killed() {
+                    break;
                 }
-                if mm.mem_cgroup_below_low(target, memcg) {
-                    if !sc.memcg_low_reclaim {
-                        sc.memcg_low_skipped = true;
-                        continue;
-                    }
-                    mm.memcg_memory_event(memcg, crate::mm::memcontrol::MemcgEvent::Low);
-                }
-                mm.lruvec_of(memcg, node)
-            };
-            self.try_to_shrink_lruvec(lv, sc).await;
-            self.shrink_slab(memcg, sc.priority);
-            let stop = self.mm.borrow().should_abort_scan(lv, sc)
-                || (partial && sc.nr_reclaimed >= sc.nr_to_reclaim);
-            if stop || self.current_killed() {
+            }
+            // The patch's `next:` label, where a protected memcg's skip goes too.
+            if partial && sc.nr_reclaimed >= sc.nr_to_reclaim {
                 break;
             }
         }
+    }
+
+    /// Seed 001's protection check in shrink_many: the lruvec to shrink, or None for a
+    /// memcg below memory.min, or below memory.low while memcg_low_reclaim is off (noted
+    /// in memcg_low_skipped); a memcg reclaimed below low counts MEMCG_LOW.
+    fn memcg_iter_protected(
+        &self,
+        target: MemcgId,
+        memcg: MemcgId,
+        node: u32,
+        sc: &mut ScanControl,
+    ) -> Option<LruvecId> {
+        let mut mm = self.mm.borrow_mut();
+        mm.mem_cgroup_calculate_protection(target, memcg);
+        if mm.mem_cgroup_below_min(target, memcg) {
+            return None;
+        }
+        if mm.mem_cgroup_below_low(target, memcg) {
+            if !sc.memcg_low_reclaim {
+                sc.memcg_low_skipped = true;
+                return None;
+            }
+            mm.memcg_memory_event(memcg, crate::mm::memcontrol::MemcgEvent::Low);
+        }
+        Some(mm.lruvec_of(memcg, node))
     }
 
     /// lru_gen_shrink_lruvec(): memcg (non-root) reclaim of one lruvec; an lruvec that had
@@ -879,6 +894,61 @@ mod tests {
     use crate::mm::lru_gen::test_util::*;
     use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_UNEVICTABLE};
     use crate::versions::DEFAULT_RULES;
+
+    /// Seed 001's shrink_many on one node of a root reclaim whose target is `met` already
+    /// (by an earlier node), the shared iterator standing at the root: the memcgs' usage
+    /// after it, and where the iterator stands.
+    fn seed_001_walk_after_root(met: bool) -> (Vec<u64>, Option<MemcgId>) {
+        let t = r#"
+duration = "1000s"
+[machine]
+cpus = 2
+memory_per_node = "256M"
+[kernel]
+lru = "mglru"
+memcg_flush_phase = "1.9s"
+[variants]
+mglru_memcg_iter = true
+[[cgroup]]
+path = "/b"
+memory.min = "64M"
+[[cgroup]]
+path = "/c"
+[[workload]]
+type = "usemem"
+cgroup = "/c"
+size = "4K"
+start = "900s"
+"#;
+        let s = Sim::build(&crate::Scenario::from_toml(t).unwrap()).unwrap();
+        s.fixture_file_folios(1, 0, 256, 0);
+        s.fixture_file_folios(2, 0, 256, 0);
+        s.mm.borrow_mut().memcgs[0].iter[0].position = Some(0);
+        crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+            let mut sc = ScanControl::new(32, None, false);
+            // A late pass, so that 256 folios give something to scan (256 >> 1).
+            sc.priority = 1;
+            sc.nr_reclaimed = if met { 32 } else { 0 };
+            s.shrink_many_memcg_iter(0, &mut sc).await;
+        });
+        let mm = s.mm.borrow();
+        let usage = mm.memcgs.iter().map(|m| m.usage).collect();
+        (usage, mm.memcgs[0].iter[0].position)
+    }
+
+    #[test]
+    fn seed_001_walk_ends_at_a_protected_memcg_once_the_target_is_met() {
+        // The patch's `next:`: /b (memcg 1, below memory.min) is skipped to the check of
+        // the target, which is met, so the walk ends there and /c (2) keeps its folios;
+        // the iterator stands at /b for the next walker.
+        let before = seed_001_walk_after_root(true);
+        let (usage, pos) = before;
+        assert_eq!(pos, Some(1));
+        let (fresh, _) = seed_001_walk_after_root(false);
+        // Not met: the same walk goes past /b and reclaims from /c (the path is taken).
+        assert!(fresh[2] < usage[2], "{fresh:?} vs {usage:?}");
+        assert_eq!(fresh[1], usage[1], "/b is never reclaimed");
+    }
 
     #[test]
     fn protected_folios_count_as_activations_on_6_1() {
