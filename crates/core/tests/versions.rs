@@ -180,8 +180,9 @@ fn rules_outside_the_registry_or_not_modeled_are_refused() {
     );
 }
 
-/// Root memory.reclaim of 1M over eight memcgs of 8M anon each (touched over and over),
-/// MGLRU, no other pressure.
+/// Root memory.reclaim of 1M over eight memcgs of 8M anon each (populated, then touched
+/// over and over at 16M/s, so that aging finds most of it cold), MGLRU, no other
+/// pressure.
 const ROOT_RECLAIM: &str = r#"duration = "150ms"
 [kernel]
 lru = "mglru"
@@ -201,7 +202,7 @@ bytes = "1M"
 fn root_reclaim_scenario() -> String {
     let mut t = ROOT_RECLAIM.to_string();
     for i in 0..8 {
-        t += &format!("[[cgroup]]\npath = \"/m{i}\"\n[[workload]]\ntype = \"usemem\"\ncgroup = \"/m{i}\"\nsize = \"8M\"\nrepeat = 0\n");
+        t += &format!("[[cgroup]]\npath = \"/m{i}\"\n[[workload]]\ntype = \"usemem\"\ncgroup = \"/m{i}\"\nsize = \"8M\"\nprefault = true\nrepeat = 0\nrate = \"16M\"\n");
     }
     t
 }

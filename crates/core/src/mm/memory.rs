@@ -74,7 +74,6 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             let m = &mm.mms[mmid as usize];
             let r = (m.ptes[vpn as usize], m.memcg, m.node);
-            mm.mms[mmid as usize].lru_gen_used = true;
             mm.count_event(VmEvent::Pgfault, 1);
             mm.count_memcg_event(r.1, VmEvent::Pgfault, 1);
             r

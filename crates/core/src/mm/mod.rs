@@ -114,7 +114,7 @@ pub struct MmStruct {
     /// The accessed bits of the non-leaf PMD entries above the PTE pages, one bit per PTE
     /// page (set with any of its PTEs' young bits; MGLRU's walk tests and clears them).
     pub pmd_young: Vec<u64>,
-    /// Ran (faulted) since MGLRU's last look at it (lru_gen_use_mm).
+    /// Ran since MGLRU's last look at it (lru_gen_use_mm).
     pub lru_gen_used: bool,
     /// The program's text: a file mapped VM_EXEC after the area (see [`TextMap`]).
     pub text: Option<TextMap>,

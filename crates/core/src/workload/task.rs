@@ -26,17 +26,20 @@ pub(super) const LOOKAHEAD: usize = 8;
 pub(super) struct Runner {
     pub(super) pending: u64,
     since_sync: u64,
+    /// The task's process (its engine tag), u32::MAX for a task of none.
+    mm: u32,
 }
 
 impl Runner {
     /// A task of workload `wi` starts at `start`: the workload runs from its first task's
-    /// start.
+    /// start. Called in the task (its tag names its process).
     pub(super) fn new(s: &Sim, wi: usize, start: u64) -> Self {
         let mut ws = s.workloads.borrow_mut();
         ws[wi].start_ns = ws[wi].start_ns.min(start);
         Runner {
             pending: 0,
             since_sync: 0,
+            mm: s.e.current_tag(),
         }
     }
 
@@ -50,8 +53,14 @@ impl Runner {
         }
     }
 
-    /// Charge pending user time (before entering the kernel).
+    /// Charge pending user time (before entering the kernel, at the end of a quantum and
+    /// before a sleep). The task's process ran: lru_gen_use_mm, which the kernel calls
+    /// when context_switch() puts a task of the mm on a CPU (the model has no scheduler;
+    /// mm_list.rs says how the two differ).
     pub(super) fn flush(&mut self, s: &Sim) {
+        if self.mm != u32::MAX {
+            s.mm.borrow_mut().lru_gen_use_mm(self.mm);
+        }
         s.e.charge(self.pending);
         self.pending = 0;
         self.since_sync = 0;
@@ -327,5 +336,37 @@ mod tests {
         // No text: nothing to fetch.
         let mut plain = MmStruct::new(8, 1, 0, 0);
         assert_eq!(text_fetch(&mut plain), None);
+    }
+
+    #[test]
+    fn a_process_whose_task_runs_is_used_and_one_whose_task_sleeps_is_not() {
+        // Two processes of /a, neither of which faults: a's task runs ten quanta of user
+        // time, b's sleeps through them. lru_gen_use_mm marks a (its task was put on a
+        // CPU: context_switch), never b.
+        let s = crate::fixture::one_node_machine("64M", None, "lru = \"mglru\"");
+        let (a, b) = {
+            let mut mm = s.mm.borrow_mut();
+            (
+                mm.mm_alloc(MmStruct::new(8, 1, 0, 0)),
+                mm.mm_alloc(MmStruct::new(8, 1, 0, 0)),
+            )
+        };
+        let sa = s.clone();
+        s.e.spawn_tagged(0, 0, a, async move {
+            let mut r = Runner::new(&sa, 0, 0);
+            for _ in 0..10 {
+                r.tick(&sa, SKEW_QUANTUM).await;
+            }
+        });
+        let sb = s.clone();
+        s.e.spawn_tagged(0, 1, b, async move {
+            sb.e.sleep(1_000_000).await;
+        });
+        crate::fixture::run_probe(&s, 2, 0, |s| async move {
+            s.e.sleep(2_000_000).await;
+        });
+        let mm = s.mm.borrow();
+        assert!(mm.mms[a as usize].lru_gen_used);
+        assert!(!mm.mms[b as usize].lru_gen_used);
     }
 }

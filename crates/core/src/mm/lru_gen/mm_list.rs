@@ -16,9 +16,13 @@
 //!                            ^head              ^tail: added since the last iteration
 //! ```
 //! Simplified: the list is a vector searched linearly, and a cursor is an mm id or the
-//! list head (`MmCursor`) instead of a list_head pointer; an mm counts as used on a node
-//! after each of its page faults rather than at each context switch, handed over at the
-//! next walk (`Mm::lru_gen_collect_uses`); the mm_list lock is never contended (the walk
+//! list head (`MmCursor`) instead of a list_head pointer; an mm counts as used when one of
+//! its tasks runs (workload/task.rs `Runner::flush`: at its start, after every sleep, at
+//! every quantum of user time and on every entry to the kernel) rather than at each
+//! context switch, which the model has no scheduler for; it is handed over at the next
+//! walk (`Mm::lru_gen_collect_uses`). A task that runs is switched in by kernel threads
+//! and interrupts far more often than MGLRU ages, so the two differ only for a task that
+//! runs alone on its CPU without ever being switched out; the mm_list lock is never contended (the walk
 //! yields in virtual-time order instead, walk.rs); lru_gen_migrate_mm (a task moving to
 //! another memcg) is not modeled.
 
@@ -160,13 +164,6 @@ pub fn lru_gen_del_mm<'a>(
     list.fifo.remove(i);
 }
 
-/// lru_gen_use_mm() (context_switch to a task of `mm`): mark it used on every node.
-pub fn lru_gen_use_mm(list: &mut LruGenMmList, mm: u32) {
-    if let Some(i) = list.pos(mm) {
-        list.fifo[i].bitmap = !0;
-    }
-}
-
 /// reset_mm_stats(): add the walk's statistics to the state's (NR_HIST_GENS is 1, so `last`
 /// clears nothing). Under the mm_list lock.
 fn reset_mm_stats(state: &mut LruGenMmState, walk: &mut LruGenMmWalk) {
@@ -261,6 +258,15 @@ pub fn iterate_mm_list_nowalk(state: &mut LruGenMmState, seq: u64) -> bool {
 }
 
 impl Mm {
+    /// lru_gen_use_mm() (context_switch() to a task of `mm`): the mm ran, so every node's
+    /// walker is to look at it. Recorded in the mm and handed to its memcg's list at the
+    /// next walk (`lru_gen_collect_uses`), which sets the bitmap's every node bit.
+    pub fn lru_gen_use_mm(&mut self, mm: u32) {
+        if let Some(m) = self.mms.get_mut(mm as usize) {
+            m.lru_gen_used = true;
+        }
+    }
+
     /// Hand the mm_list the uses recorded since the last walk (lru_gen_use_mm).
     pub(super) fn lru_gen_collect_uses(&mut self, memcg: usize) {
         let Mm { mm_lists, mms, .. } = self;
@@ -318,7 +324,9 @@ mod tests {
             (false, None)
         );
         // Between rounds: 12 runs; 13 is added, the first since the iteration ended.
-        lru_gen_use_mm(&mut list, 12);
+        let i = list.pos(12).unwrap();
+        list.fifo[i].bitmap = !0; // lru_gen_use_mm's effect, handed over
+
         lru_gen_add_mm(&mut list, [&mut s], 13);
         assert_eq!(s.tail, MmCursor::Mm(13));
         // Round 2 for seq 4: 10 and 11 were not used (their node-0 bits were cleared in
