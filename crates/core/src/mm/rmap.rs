@@ -71,6 +71,12 @@ impl Mm {
     /// folio one per process mapping its file). Whether a young mapping was VM_EXEC is
     /// [`Mm::folio_exec`] (the kernel returns the VMAs' flags beside the count).
     pub fn folio_referenced(&mut self, pfn: Pfn) -> u32 {
+        self.folio_referenced_mms(pfn, None)
+    }
+
+    /// folio_referenced() that also lists, in `young_mms`, the mms whose PTE was young:
+    /// MGLRU's folio_referenced_one runs lru_gen_look_around in each of those mappings.
+    pub fn folio_referenced_mms(&mut self, pfn: Pfn, mut young_mms: Option<&mut Vec<u32>>) -> u32 {
         let n = self.folio_nr_mappers(pfn);
         if n == 0 {
             return 0;
@@ -95,6 +101,9 @@ impl Mm {
                 if *pte_v & pte::YOUNG != 0 {
                     *pte_v &= !pte::YOUNG;
                     young += 1;
+                    if let Some(v) = young_mms.as_deref_mut() {
+                        v.push(mmid);
+                    }
                 }
             }
         }
@@ -147,11 +156,6 @@ impl Mm {
             let v = self.mms[self.folio_rmap_mm(pfn, k) as usize].ptes[vpn];
             pte::present(v) && pte::pfn(v) == pfn
         })
-    }
-
-    /// The first process whose PTE may map the folio (an anon folio's only candidate).
-    pub(crate) fn folio_mapper(&self, pfn: Pfn) -> Option<u32> {
-        (self.folio_nr_mappers(pfn) > 0).then(|| self.folio_rmap_mm(pfn, 0))
     }
 
     /// How many processes the rmap walk visits for the folio: the owner of an anonymous

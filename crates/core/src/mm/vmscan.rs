@@ -85,6 +85,11 @@ pub struct ScanControl {
     pub memcg_low_skipped: bool,
     /// Walk every memcg instead of a shared, partial walk.
     pub memcg_full_walk: bool,
+    /// current->reclaim_state->mm_walk is set (MGLRU): kswapd's and proactive reclaim's
+    /// from the start of lru_gen_shrink_node/lru_gen_shrink_lruvec (set_mm_walk), any
+    /// reclaimer's once try_to_inc_max_seq has walked page tables, until the end of that
+    /// function (clear_mm_walk). With it, look-around promotes folios in place.
+    pub mm_walk: bool,
     /// Reclaim only file (plenty of inactive file, no refaults).
     pub cache_trim_mode: bool,
     pub cache_trim_mode_failed: bool,
@@ -126,6 +131,7 @@ impl ScanControl {
             memcg_low_reclaim: false,
             memcg_low_skipped: false,
             memcg_full_walk: false,
+            mm_walk: false,
             cache_trim_mode: false,
             cache_trim_mode_failed: false,
             no_cache_trim_mode: false,
@@ -870,10 +876,7 @@ impl Sim {
         // folio_check_references(), MGLRU: a young PTE gives a second chance or activation
         // (lru_gen_set_refs); no young PTE: reclaim, PG_referenced or not.
         let mglru_ref = if early.is_none() && self.mm.borrow().lru_gen_enabled() {
-            Some(
-                self.lru_gen_check_references(pfn, sc.kswapd || sc.proactive)
-                    .await,
-            )
+            Some(self.lru_gen_check_references(pfn, sc.mm_walk).await)
         } else {
             None
         };

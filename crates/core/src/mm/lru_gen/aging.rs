@@ -212,13 +212,16 @@ impl Sim {
     /// covered it (mm_state.seq), walk the page tables of the memcg's processes (lru_gen
     /// 0x2; without it only the mm_list iteration's bookkeeping), then inc_max_seq under
     /// lru_lock, giving the lock up between batches of inc_min_seq. Returns whether
-    /// max_seq advanced.
+    /// max_seq advanced. A walk of the page tables leaves the reclaimer with an mm_walk
+    /// (`mm_walk` set: set_mm_walk(NULL, true) stays on current->reclaim_state until the
+    /// caller's clear_mm_walk).
     pub async fn try_to_inc_max_seq(
         &self,
         lv: LruvecId,
         seq: u64,
         swappiness: u32,
         force_scan: bool,
+        mm_walk: &mut bool,
     ) -> bool {
         let success = {
             let walk_mmu = self.mm.borrow().should_walk_mmu();
@@ -226,6 +229,7 @@ impl Sim {
                 return false;
             }
             if walk_mmu {
+                *mm_walk = true;
                 self.lru_gen_walk_mms(lv, seq, swappiness, force_scan).await
             } else {
                 let mut mm = self.mm.borrow_mut();

@@ -245,7 +245,7 @@ impl Sim {
             return Err(Errno::Einval);
         }
         if self
-            .try_to_inc_max_seq(lv, max_seq, swappiness, force_scan)
+            .try_to_inc_max_seq(lv, max_seq, swappiness, force_scan, &mut true)
             .await
         {
             Ok(())

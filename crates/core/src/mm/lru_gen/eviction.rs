@@ -589,7 +589,7 @@ impl Sim {
             NrToScan::Scan(n) => Some(n),
             NrToScan::Aging { max_seq } => {
                 if self
-                    .try_to_inc_max_seq(lv, max_seq, swappiness, false)
+                    .try_to_inc_max_seq(lv, max_seq, swappiness, false, &mut sc.mm_walk)
                     .await
                 {
                     None
@@ -845,6 +845,8 @@ impl Sim {
     /// that may not swap, the memcgs_need_aging safeguard) is not modeled
     /// (mglru_v61_reclaim_loop); try_to_shrink_lruvec is the later one.
     pub async fn lru_gen_shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
+        // set_mm_walk(NULL, sc->proactive): kswapd's and proactive reclaim's walk.
+        sc.mm_walk |= sc.kswapd || sc.proactive;
         self.lru_add_drain().await;
         let plugged = self.blk_start_plug(sc);
         if self.try_to_shrink_lruvec(lv, sc).await
@@ -854,6 +856,7 @@ impl Sim {
             self.lru_gen_rotate_memcg(lv, MemcgLruOp::Young).await;
         }
         self.blk_finish_plug(sc, plugged).await;
+        sc.mm_walk = false; // clear_mm_walk()
     }
 
     /// lru_gen_shrink_node(): root reclaim with MGLRU. Skipped when the reclaim may not
@@ -864,6 +867,7 @@ impl Sim {
     pub async fn lru_gen_shrink_node(&self, node: u32, sc: &mut ScanControl) {
         let reclaimed = sc.nr_reclaimed;
         if sc.may_writepage && sc.may_unmap {
+            sc.mm_walk = sc.kswapd || sc.proactive; // set_mm_walk(pgdat, sc->proactive)
             self.lru_add_drain().await;
             sc.priority = {
                 let mm = self.mm.borrow();
@@ -880,6 +884,7 @@ impl Sim {
             if sc.kswapd {
                 sc.nr_reclaimed += reclaimed;
             }
+            sc.mm_walk = false; // clear_mm_walk()
         }
         if sc.nr_reclaimed > reclaimed {
             self.mm.borrow_mut().nodes[node as usize].kswapd_failures = 0;
@@ -948,6 +953,38 @@ start = "900s"
         // Not met: the same walk goes past /b and reclaims from /c (the path is taken).
         assert!(fresh[2] < usage[2], "{fresh:?} vs {usage:?}");
         assert_eq!(fresh[1], usage[1], "/b is never reclaimed");
+    }
+
+    #[test]
+    fn aging_that_walks_page_tables_leaves_the_reclaimer_an_mm_walk() {
+        // try_to_inc_max_seq's set_mm_walk(NULL, true): a direct reclaimer (no walk of its
+        // own) has one once aging walks page tables (lru_gen 0x7), not when aging only
+        // iterates the mm list (0x5: no 0x2, no page-table walk), nor when another aging already
+        // covered the sequence number (mm_state.seq caught up).
+        for (caps, walked) in [("0x7", true), ("0x5", false)] {
+            let extra = format!("lru = \"mglru\"\nlru_gen.enabled = {caps}");
+            let s = crate::fixture::one_node_machine("64M", None, &extra);
+            let lv = s.mm.borrow().lruvec_of(1, 0);
+            let got = std::rc::Rc::new(std::cell::Cell::new((false, false)));
+            let g = got.clone();
+            crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+                let max_seq = s.mm.borrow().lruvecs[lv as usize].lrugen.max_seq;
+                let mut sc = ScanControl::new(32, Some(1), false);
+                let aged = s
+                    .try_to_inc_max_seq(lv, max_seq, 60, false, &mut sc.mm_walk)
+                    .await;
+                let first = sc.mm_walk;
+                // The same sequence number again: covered, no walk.
+                let mut again = ScanControl::new(32, Some(1), false);
+                assert!(
+                    !s.try_to_inc_max_seq(lv, max_seq, 60, false, &mut again.mm_walk)
+                        .await
+                );
+                assert!(aged);
+                g.set((first, again.mm_walk));
+            });
+            assert_eq!(got.get(), (walked, false), "lru_gen {caps}");
+        }
     }
 
     #[test]

@@ -21,8 +21,8 @@
 //! Simplified: an mm is one VMA (its area, anonymous or a MAP_SHARED file) and a PTE table
 //! covers 512 virtual pages of it; the non-leaf accessed bit of each table is a bitmap of
 //! the mm (`MmStruct::pmd_young`), set whenever one of its PTEs is made young; an mm counts
-//! as used on a node (lru_gen_use_mm) after each of its page faults rather than at each
-//! context switch; the mmap_lock is never contended; the rmap look-around applies its
+//! as used on a node (lru_gen_use_mm) whenever one of its tasks runs rather than at each
+//! context switch (mm_list.rs); the mmap_lock is never contended; the rmap look-around applies its
 //! promotions at once rather than in the walk's batch; Bloom filter keys hash (mm, PMD
 //! index) instead of the address of the PMD entry.
 
@@ -478,25 +478,31 @@ pub enum FolioRef {
 }
 
 impl Sim {
-    /// folio_check_references() with MGLRU: folio_referenced, whose rmap step runs
-    /// lru_gen_look_around on a young PTE (unless `mglru_look_around` is off), then no
-    /// young PTE: reclaim; else lru_gen_set_refs decides between activate and keep.
-    /// `with_walk`: the reclaimer has an mm_walk (kswapd, proactive reclaim), so the
-    /// look-around promotes in place instead of queueing activations.
+    /// folio_check_references() with MGLRU: folio_referenced, whose rmap step
+    /// (folio_referenced_one, once per mapping) runs lru_gen_look_around on each young PTE
+    /// in that mapping's page table (unless `mglru_look_around` is off), then no young
+    /// PTE: reclaim; else lru_gen_set_refs decides between activate and keep.
+    /// `with_walk`: the reclaimer has an mm_walk (`ScanControl::mm_walk`: kswapd, proactive
+    /// reclaim, or any reclaimer after its aging walked page tables), so the look-around
+    /// promotes in place instead of queueing activations.
     pub(crate) async fn lru_gen_check_references(&self, pfn: Pfn, with_walk: bool) -> FolioRef {
         let mut activate = Vec::new();
         let young = {
             let mut mm = self.mm.borrow_mut();
-            let young = mm.folio_referenced(pfn);
+            // The young mappings' mm ids, in a pooled vector (pfn_vec holds u32s).
+            let mut young_mms = mm.pfn_vec();
+            let look = self.v.mglru_look_around;
+            let young = mm.folio_referenced_mms(pfn, look.then_some(&mut young_mms));
             self.e.charge(self.c.pte_referenced);
-            if young > 0 && self.v.mglru_look_around {
-                if let Some(mmid) = mm.folio_mapper(pfn) {
-                    let lv = mm.folio_lruvec(pfn);
-                    let vpn = mm.folio_vpn(pfn);
+            if !young_mms.is_empty() {
+                let lv = mm.folio_lruvec(pfn);
+                let vpn = mm.folio_vpn(pfn);
+                for &mmid in &young_mms {
                     mm.lru_gen_look_around(lv, mmid, vpn, with_walk, &mut activate);
                     self.e.charge(MIN_LRU_BATCH * self.c.walk_pte);
                 }
             }
+            mm.put_pfn_vec(young_mms);
             young
         };
         for p in activate {
@@ -619,5 +625,41 @@ mod tests {
         assert_eq!(walk.mm_stats[MM_LEAF_YOUNG], 10);
         let ptes = &mm.mms[mmid as usize].ptes;
         assert!(ptes[..20].iter().all(|&v| v & pte::YOUNG == 0));
+    }
+
+    #[test]
+    fn look_around_runs_in_every_mapping_whose_pte_is_young() {
+        // Eight page-cache folios of one file, mapped by two processes, every PTE young
+        // (6.18, MGLRU, no mm_walk). Eviction's check of page 0 finds it young in both
+        // mappings; folio_referenced_one runs lru_gen_look_around in each mapping's page
+        // table, so every neighbour (pages 1..8) is seen young twice: lru_gen_set_refs
+        // gives PG_referenced at the first sighting and PG_workingset (activate) at the
+        // second. Every PTE of both processes ends old.
+        use crate::fixture::{Mapped, MAPPED_FILE_BASE};
+        let s = crate::fixture::one_node_machine("64M", None, "lru = \"mglru\"");
+        let how = Mapped {
+            exec: false,
+            mappers: 2,
+            young: true,
+        };
+        let (_, mms, pfns) = s.fixture_mapped_file_folios(1, 0, 8, how, 0);
+        let p0 = pfns[0];
+        let verdict = std::rc::Rc::new(std::cell::Cell::new(None));
+        let v = verdict.clone();
+        crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+            v.set(Some(s.lru_gen_check_references(p0, false).await));
+        });
+        // Page 0 itself: young in two mappings, seen for the first time: keep.
+        assert_eq!(verdict.get(), Some(FolioRef::Keep));
+        let mm = s.mm.borrow();
+        for &m in &mms {
+            for i in 0..8 {
+                let e = mm.mms[m as usize].ptes[(MAPPED_FILE_BASE + i) as usize];
+                assert_eq!(e & pte::YOUNG, 0, "mm {m} page {i} still young");
+            }
+        }
+        for &p in &pfns[1..] {
+            assert!(mm.pages[p as usize].test(PG_WORKINGSET), "pfn {p}");
+        }
     }
 }
