@@ -370,17 +370,13 @@ impl Sim {
             if first_site != Site::WorkingsetRefault {
                 use super::vmstat::NodeStat::*;
                 let mut mm = self.mm.borrow_mut();
-                let l = &mut mm.lruvecs[lv as usize];
                 let (po, rot) = if file {
                     (PgreclaimPageoutFile, PgrotateFile)
                 } else {
                     (PgreclaimPageoutAnon, PgrotateAnon)
                 };
-                l.mod_state(po, nr_io as i64);
-                l.mod_state(rot, nr_rotated as i64);
-                mm.stats_updates += nr_io + nr_rotated;
-                let m = mm.lruvecs[lv as usize].memcg;
-                mm.memcgs[m as usize].stats_updates += nr_io + nr_rotated;
+                mm.mod_lruvec_state(lv, po, nr_io);
+                mm.mod_lruvec_state(lv, rot, nr_rotated);
             }
             return;
         }

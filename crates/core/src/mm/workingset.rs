@@ -263,10 +263,7 @@ impl Sim {
                     NodeStat::WorkingsetRestoreAnon,
                 )
             };
-            mm.lruvecs[lv as usize].mod_state(rf, 1);
-            mm.stats_updates += 1;
-            let m = mm.lruvecs[lv as usize].memcg;
-            mm.memcgs[m as usize].stats_updates += 1;
+            mm.mod_lruvec_state(lv, rf, 1);
             let now = self.e.now();
             if !mm.workingset_test_recent(shadow, file, now) {
                 return;

@@ -22,9 +22,9 @@
 //! context switch, which the model has no scheduler for; it is handed over at the next
 //! walk (`Mm::lru_gen_collect_uses`). A task that runs is switched in by kernel threads
 //! and interrupts far more often than MGLRU ages, so the two differ only for a task that
-//! runs alone on its CPU without ever being switched out; the mm_list lock is never contended (the walk
-//! yields in virtual-time order instead, walk.rs); lru_gen_migrate_mm (a task moving to
-//! another memcg) is not modeled.
+//! runs alone on its CPU without ever being switched out; the mm_list lock is never
+//! contended (the walk yields in virtual-time order instead, walk.rs); lru_gen_migrate_mm
+//! (a task moving to another memcg) is not modeled.
 
 use super::*;
 use crate::mm::Mm;

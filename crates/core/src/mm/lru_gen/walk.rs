@@ -22,9 +22,9 @@
 //! covers 512 virtual pages of it; the non-leaf accessed bit of each table is a bitmap of
 //! the mm (`MmStruct::pmd_young`), set whenever one of its PTEs is made young; an mm counts
 //! as used on a node (lru_gen_use_mm) whenever one of its tasks runs rather than at each
-//! context switch (mm_list.rs); the mmap_lock is never contended; the rmap look-around applies its
-//! promotions at once rather than in the walk's batch; Bloom filter keys hash (mm, PMD
-//! index) instead of the address of the PMD entry.
+//! context switch (mm_list.rs); the mmap_lock is never contended; the rmap look-around
+//! applies its promotions at once rather than in the walk's batch; Bloom filter keys hash
+//! (mm, PMD index) instead of the address of the PMD entry.
 
 use super::*;
 use crate::engine::Site;
