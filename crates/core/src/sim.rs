@@ -271,6 +271,7 @@ impl Sim {
             stats_updates: 0,
             last_flush: 0,
             draining: Vec::new(),
+            batch_refs: Default::default(),
             rules: sc.kernel.rules(),
             track_draining: false,
             pfn_vecs: Vec::new(),

@@ -375,8 +375,8 @@ pub const RULES: &[Rule] = &[
         name: "lru_batch_clears_pg_lru",
         commit: "33dfe9204f29 (v6.11) and 0885ef470560 (v6.13), reverted by afb99e9f5004 and 8d79ed36bfc8 (v6.17; Debian 6.12.49/6.12.57)",
         has: [N, N, N, N],
-        what: "no modeled version has it, but the model does: a folio in a per-CPU batch loses PG_lru and sort_folio ages such folios (6.11-6.16 behavior)",
-        effect: Effect::NotModeled,
+        what: "a folio queued in an lru_activate or lru_move_tail batch loses PG_lru until the drain: isolation skips it and sort_folio ages it (6.11-6.16; no modeled version has it: there the folio stays isolatable and the drain skips it if reclaim took it)",
+        effect: Effect::Rule { at: "mm/swap.rs folio_test_lru" },
     },
     Rule {
         name: "reclaim_slab_credit",
@@ -476,6 +476,9 @@ modeled_rules! {
     /// memcg_partial_walk: limit and direct reclaim resume the memcg walk at a per-node
     /// cookie and stop at the target (else every memcg each pass, 6.1).
     memcg_partial_walk,
+    /// lru_batch_clears_pg_lru: a folio queued in an lru_activate or lru_move_tail batch
+    /// reads as off the LRU (PG_lru cleared) until the batch drains.
+    lru_batch_clears_pg_lru,
 }
 
 impl Default for Rules {

@@ -306,7 +306,7 @@ fn wp_drains(children: usize) -> u64 {
         }
         let old = pfn_at(&s, parent, 0).unwrap();
         assert!(
-            !s.mm.borrow().pages[old as usize].on_lru(),
+            !s.mm.borrow().folio_test_lru(old),
             "the folio is in the batch"
         );
         let d0 = drains(&s);
@@ -322,6 +322,52 @@ fn a_copy_drains_the_batches_only_while_the_refcount_could_allow_reuse() {
     // Two mappings and the batch's reference: 3, drained; three mappings: 4, not.
     assert_eq!(wp_drains(1), 1);
     assert_eq!(wp_drains(2), 0);
+}
+
+/// The parent of one child writes page 0 after the child has copied it (mapcount 1 again)
+/// while its folio waits in the lru_activate batch of CPU `queued_on` (folio_activate from
+/// a task there); `batch_clears` is rule lru_batch_clears_pg_lru. Returns (whether the
+/// parent reused the folio, drains of the write).
+fn wp_with_queued_folio(queued_on: u32, batch_clears: bool) -> (bool, u64) {
+    let s = sim();
+    s.mm.borrow_mut().rules.lru_batch_clears_pg_lru = batch_clears;
+    let (parent, old) = {
+        let ids = Rc::new(std::cell::Cell::new((0, 0)));
+        let i2 = ids.clone();
+        run(&s, move |s| async move {
+            let (parent, kids) = forked(&s, 1).await;
+            write(&s, kids[0], 0..1).await;
+            i2.set((parent, pfn_at(&s, parent, 0).unwrap()));
+        });
+        ids.get()
+    };
+    assert_eq!(s.mm.borrow().folio_mapcount(old), 1, "the child copied");
+    let t = s.e.now();
+    let t = run_probe(&s, queued_on, t, move |s| async move {
+        s.folio_activate(old).await;
+    });
+    let out = Rc::new(std::cell::Cell::new((false, 0)));
+    let o2 = out.clone();
+    run_probe(&s, 0, t, move |s| async move {
+        let d0 = drains(&s);
+        assert_eq!(s.handle_mm_fault(parent, 0, true).await, Fault::Minor);
+        o2.set((pfn_at(&s, parent, 0) == Some(old), drains(&s) - d0));
+    });
+    out.get()
+}
+
+#[test]
+fn a_folio_queued_for_activation_is_copied_while_a_batch_holds_it() {
+    // wp_can_reuse_anon_folio: refcount = 1 mapping + 1 batch. Every modeled version keeps
+    // PG_lru on the queued folio, so nothing is drained and 2 > 1 + 0 (no swap cache):
+    // copied, wherever it is queued.
+    assert_eq!(wp_with_queued_folio(0, false), (false, 0));
+    assert_eq!(wp_with_queued_folio(1, false), (false, 0));
+    // 6.11-6.16: PG_lru is clear, the refcount 2 <= 3, so lru_add_drain runs: the local
+    // batch takes the lru_lock once and lets go, and the folio is reused; with the folio
+    // in CPU 1's batch, CPU 0's drain finds nothing to do and the reference stays: copied.
+    assert_eq!(wp_with_queued_folio(0, true), (true, 1));
+    assert_eq!(wp_with_queued_folio(1, true), (false, 0));
 }
 
 #[test]
@@ -458,7 +504,7 @@ fn swapcache_wp_drains(parent_reads: bool) -> u64 {
         }
         let old = pfn_at(&s, c, v0).unwrap();
         assert!(
-            !s.mm.borrow().pages[old as usize].on_lru(),
+            !s.mm.borrow().folio_test_lru(old),
             "the folio is in the batch"
         );
         let d0 = drains(&s);

@@ -1015,3 +1015,98 @@ fn text_on_the_file_list_lets_limit_reclaim_force_deactivation_past_stale_statis
     //    try_charge_memcg's next round.
     assert_eq!(stale_flush_limit_reclaim(3), (35, 3, 32));
 }
+
+/// 32 clean inactive file folios, the 8 oldest queued on CPU 0's lru_activate batch (a
+/// second read's folio_activate); then `isolate` them from the tail as shrink_inactive_list
+/// does, drain the batch while they are off the list, and put them back. `batch_clears` is
+/// rule lru_batch_clears_pg_lru. Returns (taken, PGACTIVATE after the drain, the queued
+/// folios still held by a batch after it, active file folios after the putback).
+fn isolate_while_queued(batch_clears: bool) -> (u64, u64, usize, u64) {
+    let rule = format!("rules = {{ lru_batch_clears_pg_lru = {batch_clears} }}");
+    let s = machine("1G", None, &rule);
+    let (_, pfns) = s.fixture_file_folios(A, 0, 32, 0);
+    let queued: Vec<_> = pfns[..8].to_vec();
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    let out = Rc::new(RefCell::new((0, 0, 0, 0)));
+    let o2 = out.clone();
+    run_probe(&s, 0, 0, move |s| async move {
+        for &p in &queued {
+            s.folio_activate(p).await;
+        }
+        let mut list = Vec::new();
+        let (taken, _) =
+            s.mm.borrow_mut()
+                .isolate_lru_folios(32, lv, &mut list, LRU_INACTIVE_FILE);
+        s.lru_add_drain().await;
+        let held = {
+            let mm = s.mm.borrow();
+            queued
+                .iter()
+                .filter(|&&p| mm.pages[p as usize].test(PG_INBATCH))
+                .count()
+        };
+        let activated = event(&s, VmEvent::Pgactivate);
+        let mut dead = Vec::new();
+        s.mm.borrow_mut().move_folios_to_lru(lv, &list, &mut dead);
+        assert!(dead.is_empty(), "every folio is still in the page cache");
+        let active = s.mm.borrow().lruvecs[lv as usize].nr[LRU_ACTIVE_FILE];
+        *o2.borrow_mut() = (taken, activated, held, active);
+    });
+    let r = *out.borrow();
+    r
+}
+
+#[test]
+fn reclaim_may_isolate_a_folio_queued_for_activation_and_the_drain_then_skips_it() {
+    // Every modeled version (6.1, 6.12.95, 6.18, 7.x): folio_activate leaves PG_lru set,
+    // so isolate_lru_folios takes all 32; lru_activate's folio_test_clear_lru fails on the
+    // 8 isolated ones (nothing activated) and folios_put drops the batch's references; the
+    // putback puts all 32 on the inactive list.
+    assert_eq!(isolate_while_queued(false), (32, 0, 0, 0));
+    // 6.11-6.16: the batch cleared PG_lru, isolation leaves the 8 on the list (24 taken)
+    // and the drain activates them.
+    assert_eq!(isolate_while_queued(true), (24, 8, 0, 8));
+}
+
+/// shrink_lruvec at priority 0 on CPU 0 over 32 clean inactive file folios, the 8 oldest
+/// queued for activation on CPU 1 (shrink_inactive_list's lru_add_drain drains CPU 0's
+/// batches only); then CPU 1 drains. Returns (sc.nr_scanned, PGSTEAL_FILE, PGACTIVATE,
+/// active file folios).
+fn reclaim_with_queued_folios(batch_clears: bool) -> (u64, u64, u64, u64) {
+    let rule = format!("rules = {{ lru_batch_clears_pg_lru = {batch_clears} }}");
+    let s = machine("1G", None, &rule);
+    let (_, pfns) = s.fixture_file_folios(A, 0, 32, 0);
+    let queued: Vec<_> = pfns[..8].to_vec();
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    let t = run_probe(&s, 1, 0, move |s| async move {
+        for &p in &queued {
+            s.folio_activate(p).await;
+        }
+    });
+    let scanned = Rc::new(std::cell::Cell::new(0));
+    let s2 = scanned.clone();
+    let t = run_probe(&s, 0, t, move |s| async move {
+        let mut sc = ScanControl::new(32, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+        s2.set(sc.nr_scanned);
+    });
+    run_probe(&s, 1, t, |s| async move { s.lru_add_drain().await });
+    let active = s.mm.borrow().lruvecs[lv as usize].nr[LRU_ACTIVE_FILE];
+    (
+        scanned.get(),
+        event(&s, VmEvent::PgstealFile),
+        event(&s, VmEvent::Pgactivate),
+        active,
+    )
+}
+
+#[test]
+fn a_folio_isolated_while_queued_cannot_be_freed_for_the_batch_reference() {
+    // Every modeled version: the 8 queued folios are isolated with the rest (nr_scanned
+    // 32) but __remove_mapping's refcount freeze fails on the batch's reference: 24 freed,
+    // 8 put back, where the drain finds PG_lru again and activates them.
+    assert_eq!(reclaim_with_queued_folios(false), (32, 24, 8, 8));
+    // 6.11-6.16: never isolated (nr_scanned 24); the same 24 freed and 8 activated.
+    assert_eq!(reclaim_with_queued_folios(true), (24, 24, 8, 8));
+}

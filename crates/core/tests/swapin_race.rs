@@ -141,7 +141,7 @@ fn swap_in(device: &str, write: bool) -> (Option<Fault>, bool, u64) {
     let on_lru = {
         let mm = s.mm.borrow();
         let pfn = pte::pfn(mm.mms[mmid as usize].ptes[0]);
-        mm.pages[pfn as usize].on_lru()
+        mm.folio_test_lru(pfn)
     };
     (fault.get(), on_lru, drains(&s))
 }
@@ -178,10 +178,7 @@ fn cached_fault(write: bool) -> (Option<Fault>, bool, u64) {
     let pfn = {
         let mut mm = s.mm.borrow_mut();
         let pfn = pte::pfn(mm.mms[mmid as usize].ptes[0]);
-        assert!(
-            !mm.pages[pfn as usize].on_lru(),
-            "the read leaves it in the batch"
-        );
+        assert!(!mm.folio_test_lru(pfn), "the read leaves it in the batch");
         let slot = mm.pages[pfn as usize].private;
         let m = &mut mm.mms[mmid as usize];
         m.ptes[0] = pte::mk_swap(slot);
@@ -195,7 +192,7 @@ fn cached_fault(write: bool) -> (Option<Fault>, bool, u64) {
         f2.set(Some(s2.handle_mm_fault(mmid, 0, write).await));
     });
     s.e.run_until(3_000_000, 1 << 20, &mut |_| true);
-    let on_lru = s.mm.borrow().pages[pfn as usize].on_lru();
+    let on_lru = s.mm.borrow().folio_test_lru(pfn);
     (fault.get(), on_lru, drains(&s))
 }
 
@@ -211,21 +208,25 @@ fn a_read_fault_on_a_swap_cache_folio_leaves_the_batch_alone() {
 }
 
 #[test]
-fn folio_test_lru_is_false_for_a_batched_or_isolated_folio() {
+fn folio_test_lru_of_a_batched_folio_follows_the_version() {
     use reclaimsim_core::mm::mm_types::{Page, PG_INBATCH, PG_LRU};
-    let with = |f: u16| {
+    use reclaimsim_core::mm::swap::folio_test_lru;
+    use reclaimsim_core::versions::{KernelVersion, Rules};
+    let with = |f: u16, rules: &Rules| {
         let mut p = Page::default();
         p.set(f);
-        p.on_lru()
+        folio_test_lru(&p, rules)
     };
-    // On a list: yes. In a batch (PG_lru cleared in the kernel), isolated, or both: no.
-    assert_eq!(
-        [
-            with(PG_LRU),
-            with(PG_LRU | PG_INBATCH),
-            with(0),
-            with(PG_INBATCH)
-        ],
-        [true, false, false, false]
-    );
+    let kept = Rules::of(KernelVersion::default());
+    let mut cleared = kept;
+    assert!(cleared.set("lru_batch_clears_pg_lru", true));
+    // On a list: yes. Off every list (isolated, or in the lru_add batch): no. On a list
+    // and queued for activation or rotation: yes in every modeled version, no in
+    // 6.11-6.16, which cleared PG_lru at queueing.
+    for rules in [&kept, &cleared] {
+        assert!(with(PG_LRU, rules));
+        assert!(!with(0, rules) && !with(PG_INBATCH, rules));
+    }
+    assert!(with(PG_LRU | PG_INBATCH, &kept));
+    assert!(!with(PG_LRU | PG_INBATCH, &cleared));
 }

@@ -3,18 +3,26 @@
 
 use reclaimsim_core::versions::{Effect, KernelVersion, Rules, RULES};
 use reclaimsim_core::Scenario;
+use std::sync::LazyLock;
+
+/// A scenario of this file: its length, LRU, CPUs and node memory, VERSION and RULES
+/// left for [`run`] to fill in, then `body` (swap, cgroups, workloads, reclaim writes).
+fn scenario(duration: &str, lru: &str, cpus: u32, mem: &str, body: &str) -> String {
+    format!(
+        "duration = \"{duration}\"\n[kernel]\nlru = \"{lru}\"\nversion = \"VERSION\"\nRULES\n\
+         [machine]\ncpus = {cpus}\nmemory_per_node = \"{mem}\"\n{body}"
+    )
+}
 
 /// Global reclaim on MGLRU with swap: two memcgs of 48M anon on a 96M node, one
 /// protected by memory.low.
-const MGLRU: &str = r#"duration = "300ms"
-[kernel]
-lru = "mglru"
-version = "VERSION"
-RULES
-[machine]
-cpus = 2
-memory_per_node = "96M"
-[machine.swap]
+static MGLRU: LazyLock<String> = LazyLock::new(|| {
+    scenario(
+        "300ms",
+        "mglru",
+        2,
+        "96M",
+        r#"[machine.swap]
 size = "256M"
 [[cgroup]]
 path = "/a"
@@ -29,18 +37,18 @@ size = "48M"
 type = "usemem"
 cgroup = "/b"
 size = "48M"
-"#;
+"#,
+    )
+});
 
 /// MGLRU with swap: random touches of 80M of anon on a 64M node.
-const SWAPIN: &str = r#"duration = "1s"
-[kernel]
-lru = "mglru"
-version = "VERSION"
-RULES
-[machine]
-cpus = 2
-memory_per_node = "64M"
-[machine.swap]
+static SWAPIN: LazyLock<String> = LazyLock::new(|| {
+    scenario(
+        "1s",
+        "mglru",
+        2,
+        "64M",
+        r#"[machine.swap]
 size = "256M"
 [[cgroup]]
 path = "/a"
@@ -50,19 +58,16 @@ cgroup = "/a"
 size = "80M"
 random = true
 repeat = 0
-"#;
+"#,
+    )
+});
 
 /// MGLRU page cache: zipf reads through read() of a 64M file in a 24M cgroup (refaults
 /// outside faults, folios protected by their tier).
-const READS: &str = r#"duration = "60s"
-[kernel]
-lru = "mglru"
-version = "VERSION"
-RULES
-[machine]
-cpus = 2
-memory_per_node = "256M"
-[[cgroup]]
+static READS: LazyLock<String> = LazyLock::new(|| scenario("60s", "mglru", 2, "256M", ZIPF_READER));
+
+/// A 24M cgroup and a reader in it of its own 64M file, zipf (theta 0.99) through read().
+const ZIPF_READER: &str = r#"[[cgroup]]
 path = "/reader"
 memory.max = "24M"
 [[workload]]
@@ -96,11 +101,11 @@ fn a_version_is_its_rules() {
         .filter(|r| r.effect != Effect::NotModeled)
         .map(|r| (r.name, r.in_version(KernelVersion::V6_18)))
         .collect();
-    let a = run(MGLRU, "6.12", &as_618);
-    let b = run(MGLRU, "6.18", &[]);
+    let a = run(&MGLRU, "6.12", &as_618);
+    let b = run(&MGLRU, "6.18", &[]);
     assert_eq!(a, b);
     // And the two versions differ on this run.
-    assert_ne!(run(MGLRU, "6.12", &[]), b);
+    assert_ne!(run(&MGLRU, "6.12", &[]), b);
 }
 
 #[test]
@@ -111,24 +116,47 @@ fn each_mglru_rule_alone_moves_a_run_that_takes_its_path() {
     // refaults in faults: SWAPIN); zipf reads (refaults outside faults, protected
     // folios: READS).
     let cases: [(&str, &str, bool); 12] = [
-        (MGLRU, "mglru_aging_feedback_rework", false),
-        (MGLRU, "mglru_scan_budget_nr_to_scan", false),
-        (MGLRU, "mglru_proportional_protection", false),
-        (SWAPIN, "mglru_fault_add_active_workingset_only", true),
-        (SWAPIN, "mglru_placement_referenced", true),
-        (SWAPIN, "mglru_set_refs_mark_accessed", true),
-        (SWAPIN, "mglru_refault_activate_workingset", true),
-        (SWAPIN, "mglru_refault_recent_window", false),
-        (SWAPIN, "mglru_refault_counts_all", false),
-        (SWAPIN, "mglru_refault_restore_rework", false),
-        (READS, "mglru_refault_activate_in_fault", false),
-        (READS, "mglru_protect_counts_activate", true),
+        (&*MGLRU, "mglru_aging_feedback_rework", false),
+        (&*MGLRU, "mglru_scan_budget_nr_to_scan", false),
+        (&*MGLRU, "mglru_proportional_protection", false),
+        (&*SWAPIN, "mglru_fault_add_active_workingset_only", true),
+        (&*SWAPIN, "mglru_placement_referenced", true),
+        (&*SWAPIN, "mglru_set_refs_mark_accessed", true),
+        (&*SWAPIN, "mglru_refault_activate_workingset", true),
+        (&*SWAPIN, "mglru_refault_recent_window", false),
+        (&*SWAPIN, "mglru_refault_counts_all", false),
+        (&*SWAPIN, "mglru_refault_restore_rework", false),
+        (&*READS, "mglru_refault_activate_in_fault", false),
+        (&*READS, "mglru_protect_counts_activate", true),
     ];
     for (t, name, on) in cases {
         let base = run(t, "6.18", &[]);
         let other = run(t, "6.18", &[(name, on)]);
         assert_ne!(other["vmstat"], base["vmstat"], "{name} changed nothing");
     }
+}
+
+/// Two readers of their own 64M file on two CPUs in one 24M cgroup, classic LRU: a folio
+/// read twice is queued for activation (folio_activate) on its reader's CPU, and the other
+/// reader's limit reclaim meets it on the shared lists before that batch drains.
+static TWO_READERS: LazyLock<String> = LazyLock::new(|| {
+    let second = &ZIPF_READER[ZIPF_READER.find("[[workload]]").unwrap()..];
+    scenario(
+        "60s",
+        "classic",
+        2,
+        "256M",
+        &format!("{ZIPF_READER}{second}"),
+    )
+});
+
+#[test]
+fn a_batch_that_clears_pg_lru_moves_a_run_where_reclaim_meets_queued_folios() {
+    // 6.11-6.16 behavior on 6.18: folios queued on the other CPU are skipped by isolation
+    // (rotated) instead of isolated and kept for the batch's reference.
+    let base = run(&TWO_READERS, "6.18", &[]);
+    let other = run(&TWO_READERS, "6.18", &[("lru_batch_clears_pg_lru", true)]);
+    assert_ne!(other["vmstat"], base["vmstat"], "the rule changed nothing");
 }
 
 #[test]
@@ -183,24 +211,24 @@ fn rules_outside_the_registry_or_not_modeled_are_refused() {
 /// Root memory.reclaim of 1M over eight memcgs of 8M anon each (populated, then touched
 /// over and over at 16M/s, so that aging finds most of it cold), MGLRU, no other
 /// pressure.
-const ROOT_RECLAIM: &str = r#"duration = "150ms"
-[kernel]
-lru = "mglru"
-version = "VERSION"
-RULES
-[machine]
-cpus = 9
-memory_per_node = "512M"
-[machine.swap]
+static ROOT_RECLAIM: LazyLock<String> = LazyLock::new(|| {
+    scenario(
+        "150ms",
+        "mglru",
+        9,
+        "512M",
+        r#"[machine.swap]
 size = "256M"
 [[reclaim]]
 cgroup = "/"
 at = "100ms"
 bytes = "1M"
-"#;
+"#,
+    )
+});
 
 fn root_reclaim_scenario() -> String {
-    let mut t = ROOT_RECLAIM.to_string();
+    let mut t = ROOT_RECLAIM.clone();
     for i in 0..8 {
         t += &format!("[[cgroup]]\npath = \"/m{i}\"\n[[workload]]\ntype = \"usemem\"\ncgroup = \"/m{i}\"\nsize = \"8M\"\nprefault = true\nrepeat = 0\nrate = \"16M\"\n");
     }
@@ -237,14 +265,13 @@ fn root_reclaim_before_the_memcg_lru_visits_every_memcg() {
 
 /// The memory.reclaim of a memcg: a 16M file read into /a's page cache, 4M reclaimed
 /// from it at 200ms.
-const PROACTIVE: &str = r#"duration = "300ms"
-[kernel]
-version = "VERSION"
-RULES
-[machine]
-cpus = 2
-memory_per_node = "256M"
-[[cgroup]]
+static PROACTIVE: LazyLock<String> = LazyLock::new(|| {
+    scenario(
+        "300ms",
+        "classic",
+        2,
+        "256M",
+        r#"[[cgroup]]
 path = "/a"
 [[workload]]
 type = "file_read"
@@ -254,7 +281,9 @@ files = ["16M"]
 cgroup = "/a"
 at = "200ms"
 bytes = "4M"
-"#;
+"#,
+    )
+});
 
 #[test]
 fn memory_reclaim_counts_as_direct_reclaim_before_the_proactive_items() {
@@ -270,8 +299,8 @@ fn memory_reclaim_counts_as_direct_reclaim_before_the_proactive_items() {
         a.and_then(|c| c["memory.stat"][name].as_u64())
             .unwrap_or_else(|| panic!("no {name} in /a's memory.stat"))
     };
-    let new = run(PROACTIVE, "6.18", &[]);
-    let old = run(PROACTIVE, "6.18", &[("pgscan_proactive", false)]);
+    let new = run(&PROACTIVE, "6.18", &[]);
+    let old = run(&PROACTIVE, "6.18", &[("pgscan_proactive", false)]);
     assert!(item(&new, "pgsteal_proactive") >= 1024, "4M reclaimed");
     for what in ["pgscan", "pgsteal"] {
         let p = format!("{what}_proactive");
@@ -281,7 +310,7 @@ fn memory_reclaim_counts_as_direct_reclaim_before_the_proactive_items() {
     }
     // 6.12 has the old form.
     assert_eq!(
-        item(&run(PROACTIVE, "6.12", &[]), "pgsteal_direct"),
+        item(&run(&PROACTIVE, "6.12", &[]), "pgsteal_direct"),
         item(&new, "pgsteal_proactive")
     );
 }
@@ -292,10 +321,10 @@ fn memory_reclaim_by_version_asks_for_all_at_once_on_6_1_and_refuses_swappiness(
     let row = |r: &serde_json::Value| r["proactive"]["schedules"][0]["log"][0].clone();
     // 6.1 hands try_to_free_mem_cgroup_pages all 1024 pages at once, which 4096 clean
     // file pages cover in one call; 6.12 a quarter of what is left each call.
-    let old = row(&run(PROACTIVE, "6.1", &[]));
+    let old = row(&run(&PROACTIVE, "6.1", &[]));
     assert_eq!(old[4], 1, "6.1: one call ({old})");
     assert!(old[3].as_u64().unwrap() >= 4 << 20, "{old}");
-    let new = row(&run(PROACTIVE, "6.12", &[]));
+    let new = row(&run(&PROACTIVE, "6.12", &[]));
     assert!(
         new[4].as_u64().unwrap() >= 2,
         "6.12: a quarter per call ({new})"
@@ -303,7 +332,7 @@ fn memory_reclaim_by_version_asks_for_all_at_once_on_6_1_and_refuses_swappiness(
     assert_eq!(new[5], "ok");
     // The rule alone.
     let alone = row(&run(
-        PROACTIVE,
+        &PROACTIVE,
         "6.12",
         &[("memory_reclaim_quarter_batch", false)],
     ));
@@ -336,9 +365,9 @@ fn vmstat_counts_cgroup_reclaim_once_reclaim_events_are_node_stats() {
         a.and_then(|c| c["memory.stat"][name].as_u64()).unwrap()
     };
     let global = |r: &serde_json::Value, name: &str| r["vmstat"][name].as_u64().unwrap();
-    let old = run(PROACTIVE, "6.18", &[]);
-    let new = run(PROACTIVE, "7.3", &[]);
-    let alone = run(PROACTIVE, "6.18", &[("vmstat_reclaim_node_stats", true)]);
+    let old = run(&PROACTIVE, "6.18", &[]);
+    let new = run(&PROACTIVE, "7.3", &[]);
+    let alone = run(&PROACTIVE, "6.18", &[("vmstat_reclaim_node_stats", true)]);
     for name in ["pgscan_proactive", "pgsteal_proactive"] {
         assert!(memcg(&old, name) >= 1024, "{name}");
         assert_eq!(global(&old, name), 0, "{name} on 6.18");
@@ -355,15 +384,12 @@ fn vmstat_counts_cgroup_reclaim_once_reclaim_events_are_node_stats() {
 /// SWAP_CLUSTER_MAX) over its four children, each reading a 512M file (about 223M of page
 /// cache each by the write), classic LRU.
 fn partial_walk_scenario() -> String {
-    let mut t = String::from(
-        r#"duration = "4600ms"
-[kernel]
-version = "VERSION"
-RULES
-[machine]
-cpus = 5
-memory_per_node = "4G"
-[[cgroup]]
+    let mut t = scenario(
+        "4600ms",
+        "classic",
+        5,
+        "4G",
+        r#"[[cgroup]]
 path = "/p"
 [[reclaim]]
 cgroup = "/p"

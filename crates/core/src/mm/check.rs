@@ -42,8 +42,10 @@ impl Mm {
 
     /// Check the model's invariants; returns the first violation found.
     ///
-    /// Every allocated frame is in exactly one place: on one LRU list (PG_LRU, linked into
-    /// its lruvec's list), in one per-CPU batch (PG_INBATCH), or isolated (neither); free
+    /// Every allocated frame is on one LRU list (PG_LRU, linked into its lruvec's list),
+    /// isolated (PG_ISOLATED) or in the lru_add batch, and held by as many per-CPU batch
+    /// entries as its batch references say (PG_INBATCH and `batch_refs`); an isolated
+    /// folio is in no batch under rule lru_batch_clears_pg_lru; free
     /// frames are all-zero and counted in their node's free pages. List lengths equal
     /// their counters. Each memcg's usage equals its subtree's charged pages plus stocks.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
@@ -94,7 +96,7 @@ impl Mm {
                 }
             }
         }
-        let mut in_batch = vec![false; self.pages.len()];
+        let mut in_batch = vec![0u32; self.pages.len()];
         for b in &self.batches {
             for &p in b
                 .lru_add
@@ -102,11 +104,11 @@ impl Mm {
                 .chain(&b.lru_activate)
                 .chain(&b.lru_move_tail)
             {
-                in_batch[p as usize] = true;
+                in_batch[p as usize] += 1;
             }
         }
         for &p in &self.draining {
-            in_batch[p as usize] = true;
+            in_batch[p as usize] += 1;
         }
         if self.lru_gen_enabled() {
             for (n, nd) in self.nodes.iter().enumerate() {
@@ -135,14 +137,19 @@ impl Mm {
             if pg.test(PG_LRU) != seen_on_list[pfn] {
                 return Err(format!("pfn {pfn}: PG_lru does not match list membership"));
             }
-            if pg.test(PG_INBATCH) != in_batch[pfn] {
+            if self.folio_batch_refs(pfn as Pfn) != in_batch[pfn] {
                 return Err(format!(
-                    "pfn {pfn}: PG_INBATCH does not match batch membership (flags {:#x}, in batch {})",
+                    "pfn {pfn}: batch references do not match batch membership (flags {:#x}, in batches {})",
                     pg.flags, in_batch[pfn]
                 ));
             }
-            if pg.test(PG_ISOLATED) && (pg.test(PG_LRU) || pg.test(PG_INBATCH)) {
-                return Err(format!("pfn {pfn} isolated but on a list or in a batch"));
+            if pg.test(PG_ISOLATED) && pg.test(PG_LRU) {
+                return Err(format!("pfn {pfn} isolated but on a list"));
+            }
+            if pg.test(PG_ISOLATED) && pg.test(PG_INBATCH) && self.rules.lru_batch_clears_pg_lru {
+                return Err(format!(
+                    "pfn {pfn} isolated while a batch holds PG_lru (rule lru_batch_clears_pg_lru)"
+                ));
             }
             if !pg.test(PG_HELD) && !pg.test(PG_LRU) {
                 return Err(format!(

@@ -328,7 +328,7 @@ impl Sim {
             .as_ref()
             .map_or(SwapEnt::Free, |s| s.get(slot));
         if let SwapEnt::Cached(pfn) = ent {
-            if write && !self.mm.borrow().pages[pfn as usize].on_lru() {
+            if write && !self.mm.borrow().folio_test_lru(pfn) {
                 self.lru_add_drain().await;
                 // The entry may have gone while the drain waited for the lock, or reclaim
                 // may have taken the folio out of the swap cache (the kernel holds a
@@ -427,7 +427,7 @@ impl Sim {
             .swap
             .as_ref()
             .is_some_and(|s| s.synchronous && s.swap_count(slot).is_none_or(|c| c <= 1));
-        if write && !skips_cache && !self.mm.borrow().pages[pfn as usize].on_lru() {
+        if write && !skips_cache && !self.mm.borrow().folio_test_lru(pfn) {
             self.lru_add_drain().await;
         }
         // pte_same() under the page-table lock: a munmap during the read zapped the swap
@@ -471,11 +471,12 @@ impl Sim {
     }
 
     /// do_wp_page() on an anonymous folio: a write to a PTE that fork write-protected.
-    /// wp_can_reuse_anon_folio() reuses the folio when this process maps it alone and no
-    /// other process's swap PTE refers to its slot (the PTE becomes writable, the slot is
-    /// freed); before that check it drains this CPU's LRU batches if the folio is off the
-    /// LRU and its refcount could still be low enough to reuse (mapcount, swap cache and
-    /// the batch's reference at most 3). Otherwise wp_page_copy(): a new page, charged to
+    /// wp_can_reuse_anon_folio() reuses the folio when this process maps it alone, no
+    /// per-CPU batch holds it and no other process's swap PTE refers to its slot (the PTE
+    /// becomes writable, the slot is freed); before that check it drains this CPU's LRU
+    /// batches if the folio lacks PG_lru (`folio_test_lru`) and its refcount could still
+    /// be low enough to reuse (mapcount, swap cache and batch references at most 3).
+    /// Simplified: reclaim's isolation reference is not counted. Otherwise wp_page_copy(): a new page, charged to
     /// this process's memcg, takes the copy and the PTE (flushed from other CPUs running
     /// the mm); the old folio loses this mapping and is freed if nothing else holds it.
     pub async fn do_wp_page(&self, mmid: u32, vpn: u32, pfn: Pfn, memcg: u16, node: u32) -> Fault {
@@ -484,20 +485,32 @@ impl Sim {
             let v = mm.mms[mmid as usize].ptes[vpn as usize];
             pte::present(v) && pte::pfn(v) == pfn
         };
-        let (mapcount, swapcache, on_lru) = {
+        let (mapcount, swapcache, on_lru, batch_refs) = {
             let mm = self.mm.borrow();
             let p = mm.pages[pfn as usize];
-            (mm.folio_mapcount(pfn), p.test(PG_SWAPCACHE), p.on_lru())
+            let lru = mm.folio_test_lru(pfn);
+            (
+                mm.folio_mapcount(pfn),
+                p.test(PG_SWAPCACHE),
+                lru,
+                mm.folio_batch_refs(pfn),
+            )
         };
-        // The folio's refcount: its mappings, the swap cache's and the batch's references.
-        let refs = mapcount + swapcache as u32 + !on_lru as u32;
+        // The folio's refcount: its mappings, the swap cache's and the batches' references.
+        let refs = mapcount + swapcache as u32 + batch_refs;
         if !on_lru && refs <= 3 {
             self.lru_add_drain().await;
             if !still(&self.mm.borrow()) {
                 return Fault::Retry { major: false };
             }
         }
-        if mapcount == 1 && !self.mm.borrow().folio_swapped(pfn) {
+        let reusable = {
+            let mm = self.mm.borrow();
+            // Another CPU's batch (or, with PG_lru set, this one's: nothing drained) still
+            // holds a reference: folio_ref_count() > 1 + swapcache.
+            mapcount == 1 && mm.folio_batch_refs(pfn) == 0 && !mm.folio_swapped(pfn)
+        };
+        if reusable {
             // wp_page_reuse()
             let mut mm = self.mm.borrow_mut();
             mm.folio_free_swap(pfn);

@@ -147,13 +147,6 @@ impl Page {
         self.flags &= !f;
         r
     }
-    /// folio_test_lru(): on an LRU list and free to be taken off it. A folio queued in a
-    /// per-CPU batch keeps PG_LRU here but is marked PG_INBATCH, where the kernel clears
-    /// PG_lru while the batch holds it.
-    #[inline]
-    pub fn on_lru(&self) -> bool {
-        self.test(PG_LRU) && !self.test(PG_INBATCH)
-    }
 }
 
 /// PTE encoding (u32): present = bit 31 with the pfn in bits 0..=28 and young (bit 30) and

@@ -477,6 +477,8 @@ pub struct Mm {
     pub trace: TraceCounters,
     /// The device holding the files (page-cache misses read from it).
     pub file_dev: crate::engine::blkdev::BlockDevice,
+    /// Batch references beyond the first (PG_INBATCH) of folios queued more than once.
+    pub batch_refs: rustc_hash::FxHashMap<Pfn, u32>,
     /// Folios of batches taken out for draining and not yet released (still PG_INBATCH);
     /// kept only while invariants are checked (`track_draining`), the check's sole reader.
     pub draining: Vec<Pfn>,

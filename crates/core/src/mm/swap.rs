@@ -12,14 +12,36 @@
 //! Batches: lru_add, lru_activate (folio_mark_accessed of an inactive, referenced folio),
 //! lru_move_tail (folio_rotate_reclaimable at writeback end). Simplified: the lru_deactivate,
 //! lru_deactivate_file and lru_lazyfree batches are not modeled (no MADV_COLD/FREE, no
-//! invalidation); while in a batch a folio holds PG_INBATCH, which both keeps it from being
-//! freed (the batch's reference) and makes isolation skip it (the kernel clears PG_lru).
+//! invalidation).
+//!
+//! The batch's reference is the flag PG_INBATCH (the frame has no refcount); a folio queued
+//! twice (folio_activate takes any folio with PG_lru, even one already queued) keeps its
+//! further references in `Mm::batch_refs`. Whether a queued folio still reads as on the LRU
+//! is the one place where kernels differ ([`folio_test_lru`]): every modeled version leaves
+//! PG_lru set on a folio queued for activation or rotation, so reclaim may isolate it
+//! while it waits; the drain then finds PG_lru clear (folio_test_clear_lru fails) and skips
+//! it, and reclaim cannot free it meanwhile (the batch's reference makes
+//! is_page_cache_freeable and __remove_mapping's refcount freeze fail). Rule
+//! lru_batch_clears_pg_lru is 6.11-6.16, which cleared PG_lru at queueing: isolation
+//! skipped such folios and MGLRU's sort_folio aged them.
 
 use super::mm_types::*;
 use super::vmstat::VmEvent;
 use super::{LruvecId, Mm, Pfn, NIL, SWAP_CLUSTER_MAX};
 use crate::engine::Site;
 use crate::sim::Sim;
+use crate::versions::Rules;
+
+/// folio_test_lru(): whether the kernel's PG_lru is set on this folio. The project keeps
+/// PG_LRU on a folio that sits on a list while an lru_activate or lru_move_tail batch holds
+/// it (PG_INBATCH); under rule lru_batch_clears_pg_lru (6.11-6.16) the kernel had cleared
+/// PG_lru there, so such a folio reads as off the LRU. The rule's only reader: isolation,
+/// sort_folio, folio_activate, folio_rotate_reclaimable, folio_mark_accessed and the
+/// fault paths' drain decisions all ask here.
+#[inline]
+pub fn folio_test_lru(p: &Page, rules: &Rules) -> bool {
+    p.test(PG_LRU) && !(rules.lru_batch_clears_pg_lru && p.test(PG_INBATCH))
+}
 
 /// The per-CPU batches of one CPU (struct cpu_fbatches).
 #[derive(Default)]
@@ -47,6 +69,43 @@ pub enum BatchOp {
 }
 
 impl Mm {
+    /// [`folio_test_lru`] of frame `pfn` under this run's rules.
+    #[inline]
+    pub fn folio_test_lru(&self, pfn: Pfn) -> bool {
+        folio_test_lru(&self.pages[pfn as usize], &self.rules)
+    }
+
+    /// Take a batch reference (folio_get in __folio_batch_add_and_move).
+    fn batch_ref_get(&mut self, pfn: Pfn) {
+        if self.pages[pfn as usize].test(PG_INBATCH) {
+            *self.batch_refs.entry(pfn).or_insert(0) += 1;
+        } else {
+            self.pages[pfn as usize].set(PG_INBATCH);
+        }
+    }
+
+    /// Drop a batch reference (the batch's share of folios_put); true when it was the
+    /// folio's last one.
+    fn batch_ref_put(&mut self, pfn: Pfn) -> bool {
+        if let Some(n) = self.batch_refs.get_mut(&pfn) {
+            *n -= 1;
+            if *n == 0 {
+                self.batch_refs.remove(&pfn);
+            }
+            return false;
+        }
+        self.pages[pfn as usize].clear(PG_INBATCH);
+        true
+    }
+
+    /// The references per-CPU batches hold on a folio.
+    pub fn folio_batch_refs(&self, pfn: Pfn) -> u32 {
+        if !self.pages[pfn as usize].test(PG_INBATCH) {
+            return 0;
+        }
+        1 + self.batch_refs.get(&pfn).copied().unwrap_or(0)
+    }
+
     /// Apply one batch operation to a folio (the caller holds its lruvec's lru_lock).
     fn batch_apply(&mut self, op: BatchOp, lv: LruvecId, pfn: Pfn) {
         let memcg = self.pages[pfn as usize].memcg;
@@ -79,7 +138,6 @@ impl Mm {
         }
     }
 
-    /// Take a batch out of a CPU's batches.
     /// Take a batch out of a CPU's batches for draining; its folios stay held (PG_INBATCH)
     /// and are listed in `draining` until folios_put releases them.
     fn take_batch(&mut self, cpu: u32, op: BatchOp) -> Vec<Pfn> {
@@ -120,12 +178,11 @@ impl Mm {
     /// folio_mark_accessed() by a task on `cpu`: the classic LRU's second-chance
     /// promotion of buffered accesses. First access sets PG_referenced; a second one
     /// activates an inactive folio, clears PG_referenced and ages the workingset clock
-    /// (workingset_activation). Returns true when the folio is on an LRU list and in no
-    /// batch: the caller then queues it with [`Sim::folio_activate`]. A folio off the
-    /// LRU is marked active only when it sits in this CPU's lru_add batch
+    /// (workingset_activation). Returns true when the folio has PG_lru
+    /// ([`folio_test_lru`]): the caller then queues it with [`Sim::folio_activate`]. A
+    /// folio off the LRU is marked active only when it sits in this CPU's lru_add batch
     /// (__lru_cache_activate_folio looks at the local batch alone): one isolated by
-    /// reclaim or waiting in another CPU's batch keeps its list. One on a list but queued
-    /// in another batch is not activated either (folio_activate's test_clear_lru fails).
+    /// reclaim or waiting in another CPU's batch keeps its list.
     /// With MGLRU the access only counts toward the folio's tier (lru_gen_inc_refs).
     pub fn folio_mark_accessed(&mut self, pfn: Pfn, cpu: u32) -> bool {
         if self.lru_gen_enabled() {
@@ -140,13 +197,13 @@ impl Mm {
         if p.test(PG_UNEVICTABLE) || p.test(PG_ACTIVE) {
             return false;
         }
-        let via_batch = p.test(PG_LRU) && !p.test(PG_INBATCH);
-        if !p.test(PG_LRU) && self.batches[cpu as usize].lru_add.contains(&pfn) {
+        let lru = self.folio_test_lru(pfn);
+        if !lru && self.batches[cpu as usize].lru_add.contains(&pfn) {
             self.pages[pfn as usize].set(PG_ACTIVE);
         }
         self.pages[pfn as usize].clear(PG_REFERENCED);
         self.workingset_activation(pfn);
-        via_batch
+        lru
     }
 }
 
@@ -178,6 +235,10 @@ impl Sim {
                     // The mm_lru_insertion tracepoint, and whether the folio was dead.
                     mm.trace.mm_lru_insertion += 1;
                     mm.trace.mm_lru_insertion_dead += dead as u64;
+                } else if !mm.pages[pfn as usize].test(PG_LRU) {
+                    // folio_test_clear_lru() fails: reclaim isolated it while it waited
+                    // (under rule lru_batch_clears_pg_lru the batch holds PG_lru itself).
+                    continue;
                 }
                 mm.folio_lruvec(pfn)
             };
@@ -202,9 +263,8 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             mm.release_drained(&batch);
             for &pfn in &batch {
-                let p = &mut mm.pages[pfn as usize];
-                p.clear(PG_INBATCH);
-                if !p.test(PG_OWNED) && !filtered.contains(&pfn) {
+                let last = mm.batch_ref_put(pfn);
+                if last && !mm.pages[pfn as usize].test(PG_OWNED) && !filtered.contains(&pfn) {
                     dead.push(pfn);
                 }
             }
@@ -274,7 +334,7 @@ impl Sim {
         let cpu = self.e.cpu();
         let full = {
             let mut mm = self.mm.borrow_mut();
-            mm.pages[pfn as usize].set(PG_INBATCH);
+            mm.batch_ref_get(pfn);
             // Rule folio_batch_size_31 (v6.10): 15 folios before it.
             let cap = mm.rules.folio_batch_size();
             let b = mm.batch_mut(cpu, op);
@@ -322,13 +382,14 @@ impl Sim {
     }
 
     /// folio_activate(): queue a folio on this CPU's lru_activate batch (moved to the
-    /// active list, or a young generation, when the batch drains). Only a folio on an LRU
-    /// and in no batch can be queued (folio_test_clear_lru); an active or unevictable one
-    /// is left alone.
+    /// active list, or a young generation, when the batch drains). Only a folio with
+    /// PG_lru ([`folio_test_lru`]) can be queued, and one already queued can be queued
+    /// again; an active or unevictable one is left alone.
     pub async fn folio_activate(&self, pfn: Pfn) {
         let ok = {
-            let p = self.mm.borrow().pages[pfn as usize];
-            p.test(PG_LRU) && !p.test(PG_INBATCH | PG_ACTIVE | PG_UNEVICTABLE)
+            let mm = self.mm.borrow();
+            let p = mm.pages[pfn as usize];
+            mm.folio_test_lru(pfn) && !p.test(PG_ACTIVE | PG_UNEVICTABLE)
         };
         if ok {
             self.batch_add(pfn, BatchOp::Activate).await;
@@ -336,12 +397,13 @@ impl Sim {
     }
 
     /// folio_rotate_reclaimable(): writeback ended on a PG_reclaim folio; move it to the
-    /// inactive tail so the next scan frees it (through the lru_move_tail batch).
+    /// inactive tail so the next scan frees it (through the lru_move_tail batch). Not a
+    /// locked, dirty or unevictable folio, nor one without PG_lru ([`folio_test_lru`]).
     pub async fn folio_rotate_reclaimable(&self, pfn: Pfn) {
         let ok = {
             let mm = self.mm.borrow();
             let p = mm.pages[pfn as usize];
-            p.test(PG_LRU) && !p.test(PG_INBATCH) && !p.test(PG_DIRTY) && !p.test(PG_UNEVICTABLE)
+            mm.folio_test_lru(pfn) && !p.test(PG_LOCKED | PG_DIRTY | PG_UNEVICTABLE)
         };
         if ok {
             self.batch_add(pfn, BatchOp::MoveTail).await;

@@ -374,8 +374,8 @@ impl Mm {
     }
 
     /// isolate_lru_folios(): take up to `nr_to_scan` folios off the tail of `lru` into
-    /// `dst` (oldest first). Folios held by a per-CPU batch cannot be isolated and rotate
-    /// to the head. Returns (nr_taken, nr_scanned). Caller holds lru_lock.
+    /// `dst` (oldest first). Folios whose PG_lru cannot be cleared (a per-CPU batch holds
+    /// it, rule lru_batch_clears_pg_lru) or that are dying rotate to the head. Returns (nr_taken, nr_scanned). Caller holds lru_lock.
     pub fn isolate_lru_folios(
         &mut self,
         nr_to_scan: u64,
@@ -392,16 +392,23 @@ impl Mm {
                 break;
             }
             scan += 1;
-            let Mm { pages, lruvecs, .. } = self;
+            let Mm {
+                pages,
+                lruvecs,
+                rules,
+                ..
+            } = self;
             let l = &mut lruvecs[lv as usize];
             if l.prefetch_cursor[lru] == pfn {
                 // Reclaim caught up with the read-ahead: it restarts from the new tail.
                 l.prefetch_cursor[lru] = NIL;
             }
             lruvec_del_folio_untracked(pages, l, pfn);
-            if pages[pfn as usize].test(PG_INBATCH | PG_DYING) {
-                // test_clear_lru failed (a batch holds it) or folio_try_get failed (its
-                // refcount already reached zero): leave it.
+            let p = &pages[pfn as usize];
+            if p.test(PG_DYING) || !super::swap::folio_test_lru(p, rules) {
+                // folio_try_get failed (its refcount already reached zero) or
+                // test_clear_lru did (a batch holds PG_lru, rule lru_batch_clears_pg_lru):
+                // leave it.
                 lruvec_add_folio_untracked(pages, l, pfn);
                 continue;
             }
@@ -782,7 +789,9 @@ impl Sim {
     /// activate). Mapped -> unmap (the PTE becomes a swap entry). Dirty -> pageout: on a
     /// synchronous device the write completes at once and the folio is freed in this pass;
     /// on a block device it stays under writeback and is kept. Clean and unmapped ->
-    /// __remove_mapping leaves a shadow (workingset_eviction) and the folio is freed.
+    /// __remove_mapping leaves a shadow (workingset_eviction) and the folio is freed. A
+    /// per-CPU batch's reference (a folio isolated while queued) makes pageout and
+    /// __remove_mapping fail: kept.
     /// Reclaimed folios are removed from `list`; the rest go back to the LRU.
     pub(crate) async fn shrink_folio_list(
         &self,
@@ -959,6 +968,11 @@ impl Sim {
                 }
                 // No CPU may write the folio through a stale TLB entry while it is written.
                 self.try_to_unmap_flush_dirty(ubc);
+                if mm.pages[pfn as usize].test(PG_INBATCH) {
+                    // pageout(): is_page_cache_freeable() fails on the batch's reference
+                    // (PAGE_KEEP).
+                    break 'f Fate::Keep;
+                }
                 // pageout() -> swap_writeout()
                 stat.nr_pageout += 1;
                 mm.count_event(VmEvent::Pswpout, 1);
@@ -983,6 +997,10 @@ impl Sim {
                     // A full device queue makes submit_bio sleep for a free request.
                     break 'f Fate::KeepThrottled(io.submitted_at - now);
                 }
+            }
+            if mm.pages[pfn as usize].test(PG_INBATCH) {
+                // __remove_mapping(): folio_ref_freeze() fails on the batch's reference.
+                break 'f Fate::Keep;
             }
             // __remove_mapping(): store the shadow and drop the cache reference.
             let shadow = mm.workingset_eviction(pfn, target);

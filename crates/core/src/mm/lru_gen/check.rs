@@ -260,8 +260,11 @@ mod tests {
         assert_eq!(inc_max_seq(&mut f, &mut lv, 4, 60, 2), IncMaxSeq::Done);
         check_lru_gen(&f, &lv, false).unwrap();
         // min_seq 2 and 2, max_seq 5: files 0, 1 and anon 3 in gen 2, file 2 in gen 3.
-        assert_eq!(sort_folio(&mut f, &mut lv, 0, 3, true), SortFolio::Isolate);
-        assert!(isolate_folio(&mut f, &mut lv, 1, true));
+        assert_eq!(
+            sort_folio(&mut f, &mut lv, 0, (3, true), &DEFAULT_RULES),
+            SortFolio::Isolate
+        );
+        assert!(isolate_folio(&mut f, &mut lv, 1, true, &DEFAULT_RULES));
         check_lru_gen(&f, &lv, false).unwrap();
         // Put back as reclaiming (writeback rotation): seq 5 - 4 + 1 = 2, the tail of gen 2.
         assert!(lru_gen_add_folio(&mut f, &mut lv, 1, true, &DEFAULT_RULES));

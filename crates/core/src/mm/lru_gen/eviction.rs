@@ -29,10 +29,12 @@
 use super::*;
 use crate::engine::Site;
 use crate::mm::mmzone::Lruvec;
+use crate::mm::swap::folio_test_lru;
 use crate::mm::vmscan::{apply_proportional_protection, ScanControl};
 use crate::mm::vmstat::{NodeStat, VmEvent};
 use crate::mm::{LruvecId, MemcgId, Mm, Pfn, DEF_PRIORITY};
 use crate::sim::Sim;
+use crate::versions::Rules;
 
 // ---------------------------------------------------------------------------------------
 // Folios: sort, isolate, evict
@@ -71,8 +73,9 @@ impl SortFolio {
 }
 
 /// sort_folio()'s decision, a pure function of the folio's flags and byte: `evictable` is
-/// folio_evictable(), `on_lru` whether the kernel's PG_lru would be set (in the project:
-/// PG_LRU and not PG_INBATCH). The checks run in the kernel's order.
+/// folio_evictable(), `on_lru` whether the kernel's PG_lru is set (folio_test_lru, which
+/// under rule lru_batch_clears_pg_lru is clear while a batch holds the folio). The checks
+/// run in the kernel's order.
 pub fn sort_folio_decide(
     lrugen: &LruGenFolio,
     page: &Page,
@@ -120,11 +123,11 @@ pub fn sort_folio(
     frames: &mut Frames,
     lv: &mut Lruvec,
     pfn: Pfn,
-    tier_idx: usize,
-    evictable: bool,
+    (tier_idx, evictable): (usize, bool),
+    rules: &Rules,
 ) -> SortFolio {
     let page = frames[pfn as usize];
-    let on_lru = page.test(PG_LRU) && !page.test(PG_INBATCH);
+    let on_lru = folio_test_lru(&page, rules);
     let byte = frames.lru_gen[pfn as usize];
     let verdict = sort_folio_decide(&lv.lrugen, &page, byte, tier_idx, evictable, on_lru);
     match verdict {
@@ -159,18 +162,24 @@ pub fn sort_folio(
 /// isolate_folio(): take an unsorted folio off the lists for shrink_folio_list. Refused
 /// (false, nothing changed) when the reclaim may not do IO (`gfp_io` false, no __GFP_IO)
 /// and the folio is dirty or anon outside the swap cache; when folio_try_get fails
-/// (PG_DYING); when PG_lru cannot be cleared (not PG_LRU, or held by a per-CPU batch:
-/// PG_INBATCH). Otherwise PG_LRU is cleared and PG_ISOLATED set (the isolation reference),
+/// (PG_DYING); when PG_lru cannot be cleared ([`folio_test_lru`]: not PG_LRU, or, under
+/// rule lru_batch_clears_pg_lru, held by a per-CPU batch). Otherwise PG_LRU is cleared and PG_ISOLATED set (the isolation reference),
 /// the refs counter is dropped unless PG_referenced, PG_reclaim is cleared, and the folio
 /// leaves MGLRU as reclaiming (no PG_active). "Anon" is swap-backed here (no lazyfree).
 /// Caller holds lru_lock; MGLRU does not count NR_ISOLATED_*.
-pub fn isolate_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, gfp_io: bool) -> bool {
+pub fn isolate_folio(
+    frames: &mut Frames,
+    lv: &mut Lruvec,
+    pfn: Pfn,
+    gfp_io: bool,
+    rules: &Rules,
+) -> bool {
     let page = frames[pfn as usize];
     let anon_unswapped = page.test(PG_SWAPBACKED) && !page.test(PG_SWAPCACHE);
     if !gfp_io && (page.test(PG_DIRTY) || anon_unswapped) {
         return false;
     }
-    if page.test(PG_DYING) || !page.test(PG_LRU) || page.test(PG_INBATCH) {
+    if page.test(PG_DYING) || !folio_test_lru(&page, rules) {
         return false;
     }
     let p = &mut frames[pfn as usize];
@@ -224,12 +233,17 @@ impl Mm {
                 crate::mm::prefetch(&self.pages.lru_gen[n]);
                 crate::mm::prefetch(&self.pages.links[n]);
             }
-            let Mm { pages, lruvecs, .. } = self;
-            let verdict = sort_folio(pages, &mut lruvecs[l], pfn, tier, true);
+            let Mm {
+                pages,
+                lruvecs,
+                rules,
+                ..
+            } = self;
+            let verdict = sort_folio(pages, &mut lruvecs[l], pfn, (tier, true), rules);
             if verdict.sorted() {
                 sorted += 1;
                 protected += matches!(verdict, SortFolio::Protected { .. }) as u64;
-            } else if isolate_folio(pages, &mut lruvecs[l], pfn, true) {
+            } else if isolate_folio(pages, &mut lruvecs[l], pfn, true, rules) {
                 list.push(pfn);
                 isolated += 1;
             } else {
@@ -1216,9 +1230,12 @@ start = "900s"
         f[5].set(PG_DIRTY | PG_WRITEBACK);
         f[6].set(PG_WRITEBACK);
         f[7].set(PG_DIRTY);
-        let decide = |f: &Frames, lv: &Lruvec, pfn: u32, tier_idx, evictable| {
+        // 6.11-6.16 (rule lru_batch_clears_pg_lru): the batch holds pfn 3's PG_lru.
+        let mut batch_clears = *DEFAULT_RULES;
+        assert!(batch_clears.set("lru_batch_clears_pg_lru", true));
+        let decide_as = |f: &Frames, lv: &Lruvec, pfn: u32, tier_idx, evictable, r: &Rules| {
             let p = f[pfn as usize];
-            let on_lru = p.test(PG_LRU) && !p.test(PG_INBATCH);
+            let on_lru = folio_test_lru(&p, r);
             sort_folio_decide(
                 &lv.lrugen,
                 &p,
@@ -1228,6 +1245,14 @@ start = "900s"
                 on_lru,
             )
         };
+        let decide = |f: &Frames, lv: &Lruvec, pfn: u32, tier_idx, evictable| {
+            decide_as(f, lv, pfn, tier_idx, evictable, &batch_clears)
+        };
+        // Every modeled version: the queued folio keeps PG_lru and is isolated.
+        assert_eq!(
+            decide_as(&f, &lv, 3, 3, true, &DEFAULT_RULES),
+            SortFolio::Isolate
+        );
         assert_eq!(decide(&f, &lv, 0, 0, true), SortFolio::Promoted { gen: 3 });
         assert_eq!(
             decide(&f, &lv, 1, 1, true),
@@ -1259,10 +1284,10 @@ start = "900s"
 
         // Carry them out: pfn 0 to the head of gen 3; 1, 2 (head), 3 (tail), 4, 5 (head)
         // into gen 1: 5, 4, 2, 1, 3.
-        assert!(sort_folio(&mut f, &mut lv, 0, 1, true).sorted());
+        assert!(sort_folio(&mut f, &mut lv, 0, (1, true), &DEFAULT_RULES).sorted());
         assert_eq!(list(&f, &lv.lrugen.folios[3][f_]), vec![0]);
         for pfn in 1..6 {
-            assert!(sort_folio(&mut f, &mut lv, pfn, 1, true).sorted());
+            assert!(sort_folio(&mut f, &mut lv, pfn, (1, true), &batch_clears).sorted());
         }
         assert_eq!(list(&f, &lv.lrugen.folios[1][f_]), vec![5, 4, 2, 1, 3]);
         assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![9, 8]);
@@ -1275,10 +1300,10 @@ start = "900s"
         assert!(!f[1].test(PG_REFERENCED) && byte_refs(f.lru_gen[1]) == 0);
         assert_eq!(lv.lrugen.nr_pages[1][f_], 5);
         assert_eq!(lv.lrugen.nr_pages[0][f_], 2);
-        assert!(!sort_folio(&mut f, &mut lv, 8, 1, true).sorted());
+        assert!(!sort_folio(&mut f, &mut lv, 8, (1, true), &DEFAULT_RULES).sorted());
         // pfn 9: onto the classic unevictable list.
         assert_eq!(
-            sort_folio(&mut f, &mut lv, 9, 1, false),
+            sort_folio(&mut f, &mut lv, 9, (1, false), &DEFAULT_RULES),
             SortFolio::Unevictable
         );
         assert!(f[9].test(PG_UNEVICTABLE) && f.lru_gen[9] & LRU_GEN_MASK == 0);
@@ -1295,30 +1320,37 @@ start = "900s"
             lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
         }
         // Without __GFP_IO: anon outside the swap cache and dirty folios stay.
-        assert!(!isolate_folio(&mut f, &mut lv, 0, false));
-        assert!(!isolate_folio(&mut f, &mut lv, 1, false));
-        // Dying (folio_try_get fails) or in a batch (PG_lru held): stay.
+        assert!(!isolate_folio(&mut f, &mut lv, 0, false, &DEFAULT_RULES));
+        assert!(!isolate_folio(&mut f, &mut lv, 1, false, &DEFAULT_RULES));
+        // Dying (folio_try_get fails): stays.
         f[2].set(PG_DYING);
-        assert!(!isolate_folio(&mut f, &mut lv, 2, true));
+        assert!(!isolate_folio(&mut f, &mut lv, 2, true, &DEFAULT_RULES));
+        // In a batch: PG_lru held by it in 6.11-6.16 (rule lru_batch_clears_pg_lru) only.
         f[3].set(PG_INBATCH);
-        assert!(!isolate_folio(&mut f, &mut lv, 3, true));
+        let mut batch_clears = *DEFAULT_RULES;
+        assert!(batch_clears.set("lru_batch_clears_pg_lru", true));
+        assert!(!isolate_folio(&mut f, &mut lv, 3, true, &batch_clears));
         assert_eq!(lv.lrugen.nr_pages[0][LRU_GEN_FILE], 5);
+        assert!(isolate_folio(&mut f, &mut lv, 3, true, &DEFAULT_RULES));
+        assert!(f[3].test(PG_ISOLATED) && f[3].test(PG_INBATCH) && !f[3].test(PG_LRU));
+        assert_eq!(lv.lrugen.nr_pages[0][LRU_GEN_FILE], 4);
         // The anon folio is in gen 2, active: isolated without PG_active.
-        assert!(isolate_folio(&mut f, &mut lv, 0, true));
+        assert!(isolate_folio(&mut f, &mut lv, 0, true, &DEFAULT_RULES));
         assert!(!f[0].test(PG_ACTIVE | PG_LRU) && f[0].test(PG_ISOLATED));
         assert_eq!(lv.nr[LRU_ACTIVE_ANON], 0);
         // Referenced: the refs counter is kept; PG_reclaim goes.
         f[4].set(PG_REFERENCED | PG_RECLAIM);
         f.lru_gen[4] |= 2 << LRU_REFS_PGOFF;
-        assert!(isolate_folio(&mut f, &mut lv, 4, true));
+        assert!(isolate_folio(&mut f, &mut lv, 4, true, &DEFAULT_RULES));
         assert_eq!(f.lru_gen[4], 2 << LRU_REFS_PGOFF, "gen cleared, refs kept");
         assert!(!f[4].test(PG_RECLAIM));
         // Not referenced: the stale counter goes too.
         f.lru_gen[5] |= 3 << LRU_REFS_PGOFF;
-        assert!(isolate_folio(&mut f, &mut lv, 5, true));
+        assert!(isolate_folio(&mut f, &mut lv, 5, true, &DEFAULT_RULES));
         assert_eq!(f.lru_gen[5], 0);
-        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 3);
-        assert_eq!(list(&f, &lv.lrugen.folios[0][LRU_GEN_FILE]), vec![3, 2, 1]);
+        // Left: the dirty and the dying folio (pfn 3 was isolated from its batch).
+        assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
+        assert_eq!(list(&f, &lv.lrugen.folios[0][LRU_GEN_FILE]), vec![2, 1]);
     }
 
     #[test]
