@@ -1020,14 +1020,15 @@ fn text_on_the_file_list_lets_limit_reclaim_force_deactivation_past_stale_statis
 /// second read's folio_activate); then `isolate` them from the tail as shrink_inactive_list
 /// does, drain the batch while they are off the list, and put them back. `batch_clears` is
 /// rule lru_batch_clears_pg_lru. Returns (taken, PGACTIVATE after the drain, the queued
-/// folios still held by a batch after it, active file folios after the putback).
-fn isolate_while_queued(batch_clears: bool) -> (u64, u64, usize, u64) {
+/// folios still held by a batch after it, active file folios after the putback, lru_lock
+/// acquisitions of the drain).
+fn isolate_while_queued(batch_clears: bool) -> (u64, u64, usize, u64, u64) {
     let rule = format!("rules = {{ lru_batch_clears_pg_lru = {batch_clears} }}");
     let s = machine("1G", None, &rule);
     let (_, pfns) = s.fixture_file_folios(A, 0, 32, 0);
     let queued: Vec<_> = pfns[..8].to_vec();
     let lv = s.mm.borrow().lruvec_of(A, 0);
-    let out = Rc::new(RefCell::new((0, 0, 0, 0)));
+    let out = Rc::new(RefCell::new((0, 0, 0, 0, 0)));
     let o2 = out.clone();
     run_probe(&s, 0, 0, move |s| async move {
         for &p in &queued {
@@ -1037,7 +1038,9 @@ fn isolate_while_queued(batch_clears: bool) -> (u64, u64, usize, u64) {
         let (taken, _) =
             s.mm.borrow_mut()
                 .isolate_lru_folios(32, lv, &mut list, LRU_INACTIVE_FILE);
+        let d0 = reclaimsim_core::fixture::lru_add_drain_acquisitions(&s);
         s.lru_add_drain().await;
+        let drain_locks = reclaimsim_core::fixture::lru_add_drain_acquisitions(&s) - d0;
         let held = {
             let mm = s.mm.borrow();
             queued
@@ -1050,7 +1053,7 @@ fn isolate_while_queued(batch_clears: bool) -> (u64, u64, usize, u64) {
         s.mm.borrow_mut().move_folios_to_lru(lv, &list, &mut dead);
         assert!(dead.is_empty(), "every folio is still in the page cache");
         let active = s.mm.borrow().lruvecs[lv as usize].nr[LRU_ACTIVE_FILE];
-        *o2.borrow_mut() = (taken, activated, held, active);
+        *o2.borrow_mut() = (taken, activated, held, active, drain_locks);
     });
     let r = *out.borrow();
     r
@@ -1061,11 +1064,12 @@ fn reclaim_may_isolate_a_folio_queued_for_activation_and_the_drain_then_skips_it
     // Every modeled version (6.1, 6.12.95, 6.18, 7.x): folio_activate leaves PG_lru set,
     // so isolate_lru_folios takes all 32; lru_activate's folio_test_clear_lru fails on the
     // 8 isolated ones (nothing activated) and folios_put drops the batch's references; the
-    // putback puts all 32 on the inactive list.
-    assert_eq!(isolate_while_queued(false), (32, 0, 0, 0));
+    // putback puts all 32 on the inactive list. The drain skips them before taking the
+    // lru_lock (folio_batch_move_lru tests PG_lru first): no acquisition.
+    assert_eq!(isolate_while_queued(false), (32, 0, 0, 0, 0));
     // 6.11-6.16: the batch cleared PG_lru, isolation leaves the 8 on the list (24 taken)
-    // and the drain activates them.
-    assert_eq!(isolate_while_queued(true), (24, 8, 0, 8));
+    // and the drain activates them under one acquisition (one lruvec).
+    assert_eq!(isolate_while_queued(true), (24, 8, 0, 8, 1));
 }
 
 /// shrink_lruvec at priority 0 on CPU 0 over 32 clean inactive file folios, the 8 oldest
@@ -1076,27 +1080,38 @@ fn reclaim_with_queued_folios(batch_clears: bool) -> (u64, u64, u64, u64) {
     let rule = format!("rules = {{ lru_batch_clears_pg_lru = {batch_clears} }}");
     let s = machine("1G", None, &rule);
     let (_, pfns) = s.fixture_file_folios(A, 0, 32, 0);
+    reclaim_queued(&s, pfns, LRU_ACTIVE_FILE, VmEvent::PgstealFile)
+}
+
+/// [`reclaim_with_queued_folios`] on `pfns` of `s`, counting `steal` and the folios on
+/// `active` at the end.
+fn reclaim_queued(
+    s: &Rc<Sim>,
+    pfns: Vec<u32>,
+    active: usize,
+    steal: VmEvent,
+) -> (u64, u64, u64, u64) {
     let queued: Vec<_> = pfns[..8].to_vec();
     let lv = s.mm.borrow().lruvec_of(A, 0);
-    let t = run_probe(&s, 1, 0, move |s| async move {
+    let t = run_probe(s, 1, 0, move |s| async move {
         for &p in &queued {
             s.folio_activate(p).await;
         }
     });
     let scanned = Rc::new(std::cell::Cell::new(0));
     let s2 = scanned.clone();
-    let t = run_probe(&s, 0, t, move |s| async move {
+    let t = run_probe(s, 0, t, move |s| async move {
         let mut sc = ScanControl::new(32, Some(A), false);
         sc.priority = 0;
         s.shrink_lruvec(lv, &mut sc).await;
         s2.set(sc.nr_scanned);
     });
-    run_probe(&s, 1, t, |s| async move { s.lru_add_drain().await });
-    let active = s.mm.borrow().lruvecs[lv as usize].nr[LRU_ACTIVE_FILE];
+    run_probe(s, 1, t, |s| async move { s.lru_add_drain().await });
+    let active = s.mm.borrow().lruvecs[lv as usize].nr[active];
     (
         scanned.get(),
-        event(&s, VmEvent::PgstealFile),
-        event(&s, VmEvent::Pgactivate),
+        event(s, steal),
+        event(s, VmEvent::Pgactivate),
         active,
     )
 }
@@ -1109,4 +1124,90 @@ fn a_folio_isolated_while_queued_cannot_be_freed_for_the_batch_reference() {
     assert_eq!(reclaim_with_queued_folios(false), (32, 24, 8, 8));
     // 6.11-6.16: never isolated (nr_scanned 24); the same 24 freed and 8 activated.
     assert_eq!(reclaim_with_queued_folios(true), (24, 24, 8, 8));
+}
+
+#[test]
+fn an_anon_folio_isolated_while_queued_is_unmapped_but_not_written() {
+    // 32 dirty anon folios with old PTEs on zram. Every modeled version: all 32 isolated,
+    // each gets a swap slot and is unmapped; pageout's is_page_cache_freeable() fails on
+    // the 8 queued ones (PAGE_KEEP): 24 written and freed (PSWPOUT 24), 8 back on the list
+    // in the swap cache, which CPU 1's drain then activates.
+    let run = |batch_clears: bool| {
+        let rule = format!("rules = {{ lru_batch_clears_pg_lru = {batch_clears} }}");
+        let s = machine("1G", Some("64M"), &rule);
+        let (_, pfns) = s.fixture_anon_folios(A, 0, 32, false, 0);
+        let queued = pfns[..8].to_vec();
+        let r = reclaim_queued(&s, pfns, LRU_ACTIVE_ANON, VmEvent::PgstealAnon);
+        let mm = s.mm.borrow();
+        let cached = queued
+            .iter()
+            .filter(|&&p| {
+                let pg = mm.pages[p as usize];
+                pg.test(PG_SWAPCACHE) && pg.test(PG_OWNED) && !mm.folio_mapped(p)
+            })
+            .count();
+        (r, event(&s, VmEvent::Pswpout), cached)
+    };
+    assert_eq!(run(false), ((32, 24, 8, 8), 24, 8));
+    // 6.11-6.16: the 8 are never isolated (still mapped, no slot); the same 24 go.
+    assert_eq!(run(true), ((24, 24, 8, 8), 24, 0));
+}
+
+#[test]
+fn a_folio_can_be_queued_for_activation_twice_unless_the_batch_clears_pg_lru() {
+    // folio_activate takes any inactive folio with PG_lru: every modeled version queues
+    // it again (a second batch reference); the drain's second lru_activate finds it
+    // active and does nothing, so PGACTIVATE counts once and both references go. In
+    // 6.11-6.16 the first queueing cleared PG_lru and the second is refused.
+    let run = |batch_clears: bool| {
+        let rule = format!("rules = {{ lru_batch_clears_pg_lru = {batch_clears} }}");
+        let s = machine("1G", None, &rule);
+        let (_, pfns) = s.fixture_file_folios(A, 0, 1, 0);
+        let p = pfns[0];
+        let out = Rc::new(RefCell::new((0, 0, 0, false)));
+        let o2 = out.clone();
+        run_probe(&s, 0, 0, move |s| async move {
+            s.folio_activate(p).await;
+            s.folio_activate(p).await;
+            let (queued, refs) = {
+                let mm = s.mm.borrow();
+                (mm.batches[0].lru_activate.len(), mm.folio_batch_refs(p))
+            };
+            s.lru_add_drain().await;
+            let mm = s.mm.borrow();
+            *o2.borrow_mut() = (
+                queued,
+                refs,
+                mm.folio_batch_refs(p),
+                mm.pages[p as usize].test(PG_ACTIVE),
+            );
+        });
+        let r = *out.borrow();
+        (r, event(&s, VmEvent::Pgactivate))
+    };
+    assert_eq!(run(false), ((2, 2, 0, true), 1));
+    assert_eq!(run(true), ((1, 1, 0, true), 1));
+}
+
+#[test]
+fn only_an_unlocked_clean_folio_on_the_lru_is_queued_to_rotate() {
+    // folio_rotate_reclaimable: not a locked, dirty or unevictable folio, nor one off the
+    // LRU; the others go to the lru_move_tail batch.
+    let s = machine("1G", None, "");
+    let (_, pfns) = s.fixture_file_folios(A, 0, 4, 0);
+    {
+        let mut mm = s.mm.borrow_mut();
+        mm.pages[pfns[0] as usize].set(PG_LOCKED);
+        mm.pages[pfns[1] as usize].set(PG_DIRTY);
+        mm.pages[pfns[2] as usize].set(PG_UNEVICTABLE);
+    }
+    let queued = Rc::new(RefCell::new(Vec::new()));
+    let q2 = queued.clone();
+    run_probe(&s, 0, 0, move |s| async move {
+        for &p in &pfns {
+            s.folio_rotate_reclaimable(p).await;
+        }
+        *q2.borrow_mut() = s.mm.borrow().batches[0].lru_move_tail.clone();
+    });
+    assert_eq!(queued.borrow().len(), 1);
 }
