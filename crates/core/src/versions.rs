@@ -302,6 +302,13 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/vmscan.rs do_try_to_free_pages" },
     },
     Rule {
+        name: "lru_batch_clears_pg_lru",
+        commit: "33dfe9204f29 (v6.11) and 0885ef470560 (v6.13), reverted by afb99e9f5004 and 8d79ed36bfc8 (v6.17; Debian 6.12.49/6.12.57)",
+        has: [N, N, N, N],
+        what: "a folio queued in an lru_activate or lru_move_tail batch loses PG_lru until the drain: isolation skips it and sort_folio ages it (6.11-6.16; no modeled version has it: there the folio stays isolatable and the drain skips it if reclaim took it)",
+        effect: Effect::Rule { at: "mm/swap.rs folio_test_lru" },
+    },
+    Rule {
         name: "rotation_cost",
         commit: "0538a82c39e9 \"mm: vmscan: make rotations a secondary factor in balancing anon vs file\" (v6.2)",
         has: [N, Y, Y, Y],
@@ -370,13 +377,6 @@ pub const RULES: &[Rule] = &[
         has: [N, N, N, Y],
         what: "each eviction batch scans at most min(remaining, MIN_LRU_BATCH)",
         effect: Effect::NotModeled,
-    },
-    Rule {
-        name: "lru_batch_clears_pg_lru",
-        commit: "33dfe9204f29 (v6.11) and 0885ef470560 (v6.13), reverted by afb99e9f5004 and 8d79ed36bfc8 (v6.17; Debian 6.12.49/6.12.57)",
-        has: [N, N, N, N],
-        what: "a folio queued in an lru_activate or lru_move_tail batch loses PG_lru until the drain: isolation skips it and sort_folio ages it (6.11-6.16; no modeled version has it: there the folio stays isolatable and the drain skips it if reclaim took it)",
-        effect: Effect::Rule { at: "mm/swap.rs folio_test_lru" },
     },
     Rule {
         name: "reclaim_slab_credit",
