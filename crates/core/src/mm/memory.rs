@@ -474,11 +474,12 @@ impl Sim {
     /// wp_can_reuse_anon_folio() reuses the folio when this process maps it alone, no
     /// per-CPU batch holds it and no other process's swap PTE refers to its slot (the PTE
     /// becomes writable, the slot is freed); before that check it drains this CPU's LRU
-    /// batches if the folio lacks PG_lru (`folio_test_lru`) and its refcount could still
-    /// be low enough to reuse (mapcount, swap cache and batch references at most 3).
-    /// Simplified: reclaim's isolation reference is not counted. Otherwise wp_page_copy(): a new page, charged to
-    /// this process's memcg, takes the copy and the PTE (flushed from other CPUs running
-    /// the mm); the old folio loses this mapping and is freed if nothing else holds it.
+    /// batches if the folio lacks PG_lru (`folio_test_lru`) and its refcount could still be
+    /// low enough to reuse (mapcount, swap cache and batch references at most 3).
+    /// Simplified: reclaim's isolation reference is not counted. Otherwise wp_page_copy():
+    /// a new page, charged to this process's memcg, takes the copy and the PTE (flushed
+    /// from other CPUs running the mm); the old folio loses this mapping and is freed if
+    /// nothing else holds it.
     pub async fn do_wp_page(&self, mmid: u32, vpn: u32, pfn: Pfn, memcg: u16, node: u32) -> Fault {
         // The PTE still maps the folio (its young bit may change meanwhile).
         let still = |mm: &super::Mm| {

@@ -163,10 +163,11 @@ pub fn sort_folio(
 /// (false, nothing changed) when the reclaim may not do IO (`gfp_io` false, no __GFP_IO)
 /// and the folio is dirty or anon outside the swap cache; when folio_try_get fails
 /// (PG_DYING); when PG_lru cannot be cleared ([`folio_test_lru`]: not PG_LRU, or, under
-/// rule lru_batch_clears_pg_lru, held by a per-CPU batch). Otherwise PG_LRU is cleared and PG_ISOLATED set (the isolation reference),
-/// the refs counter is dropped unless PG_referenced, PG_reclaim is cleared, and the folio
-/// leaves MGLRU as reclaiming (no PG_active). "Anon" is swap-backed here (no lazyfree).
-/// Caller holds lru_lock; MGLRU does not count NR_ISOLATED_*.
+/// rule lru_batch_clears_pg_lru, held by a per-CPU batch). Otherwise PG_LRU is cleared and
+/// PG_ISOLATED set (the isolation reference), the refs counter is dropped unless
+/// PG_referenced, PG_reclaim is cleared, and the folio leaves MGLRU as reclaiming (no
+/// PG_active). "Anon" is swap-backed here (no lazyfree). Caller holds lru_lock; MGLRU does
+/// not count NR_ISOLATED_*.
 pub fn isolate_folio(
     frames: &mut Frames,
     lv: &mut Lruvec,
