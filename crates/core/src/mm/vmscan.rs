@@ -375,7 +375,8 @@ impl Mm {
 
     /// isolate_lru_folios(): take up to `nr_to_scan` folios off the tail of `lru` into
     /// `dst` (oldest first). Folios whose PG_lru cannot be cleared (a per-CPU batch holds
-    /// it, rule lru_batch_clears_pg_lru) or that are dying rotate to the head. Returns (nr_taken, nr_scanned). Caller holds lru_lock.
+    /// it, rule lru_batch_clears_pg_lru) or that are dying rotate to the head. Returns
+    /// (nr_taken, nr_scanned). Caller holds lru_lock.
     pub fn isolate_lru_folios(
         &mut self,
         nr_to_scan: u64,
