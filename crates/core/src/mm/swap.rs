@@ -85,14 +85,17 @@ impl Mm {
     }
 
     /// Drop a batch reference (the batch's share of folios_put); true when it was the
-    /// folio's last one.
+    /// folio's last one. Every drained folio comes here: the side table, nearly always
+    /// empty, is looked up only when it holds something.
     fn batch_ref_put(&mut self, pfn: Pfn) -> bool {
-        if let Some(n) = self.batch_refs.get_mut(&pfn) {
-            *n -= 1;
-            if *n == 0 {
-                self.batch_refs.remove(&pfn);
+        if !self.batch_refs.is_empty() {
+            if let Some(n) = self.batch_refs.get_mut(&pfn) {
+                *n -= 1;
+                if *n == 0 {
+                    self.batch_refs.remove(&pfn);
+                }
+                return false;
             }
-            return false;
         }
         self.pages[pfn as usize].clear(PG_INBATCH);
         true
@@ -102,6 +105,9 @@ impl Mm {
     pub fn folio_batch_refs(&self, pfn: Pfn) -> u32 {
         if !self.pages[pfn as usize].test(PG_INBATCH) {
             return 0;
+        }
+        if self.batch_refs.is_empty() {
+            return 1;
         }
         1 + self.batch_refs.get(&pfn).copied().unwrap_or(0)
     }
