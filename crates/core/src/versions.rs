@@ -309,6 +309,48 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/swap.rs folio_test_lru" },
     },
     Rule {
+        name: "mglru_reclaim_loop_restructure",
+        commit: "163bc3d68c9f \"mm/mglru: restructure the reclaim loop\", 12316f7902f8 \"mm/mglru: don't abort scan immediately right after aging\" (7.2; ids from mm-tree logs)",
+        has: [N, N, N, Y],
+        what: "try_to_shrink_lruvec computes its budget once (get_nr_to_scan no longer ages), ages inside the loop and keeps evicting after it; root reclaim leaves the lruvec after the batch that follows an aging; before, an aging ends the call with nothing evicted",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs try_to_shrink_lruvec" },
+    },
+    Rule {
+        name: "mglru_scan_batch_min_lru_batch",
+        commit: "aa6ef5b159dc \"mm/mglru: relocate the LRU scan batch limit to callers\", 6e9be217a3ce \"mm/mglru: use a smaller batch for reclaim\" (7.2; ids from mm-tree logs)",
+        has: [N, N, N, Y],
+        what: "try_to_shrink_lruvec hands evict_folios at most MIN_LRU_BATCH (64) of its budget at a time, checking should_abort_scan between batches; before, the whole remaining budget",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs eviction_batch" },
+    },
+    Rule {
+        name: "mglru_scan_exact_count",
+        commit: "3a72e078b4a3 \"mm/mglru: scan and count the exact number of folios\", 16b475d2ac3c \"mm/mglru: avoid reclaim type fall back when isolation makes no progress\" (7.2; ids from mm-tree logs)",
+        has: [N, N, N, Y],
+        what: "evict_folios returns the folios scan_folios looked at even when none was isolated, tries the other type only when the first had nothing to scan, runs try_to_inc_min_seq before isolation too, and no longer adds one for an advanced min_seq or answers 0 at two generations",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs evict_folios" },
+    },
+    Rule {
+        name: "mglru_abort_cgroup_reclaim",
+        commit: "7.2's reclaim loop rework (commit not identified)",
+        has: [N, N, N, Y],
+        what: "should_abort_scan ends cgroup (limit, memory.reclaim below the root) reclaim of an lruvec once nr_to_reclaim is met; before, only root reclaim (memcg reclaim never aborted, for fairness)",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs should_abort_scan" },
+    },
+    Rule {
+        name: "memcg_flush_global_threshold",
+        commit: "ended by 8d59d2214c23 \"mm: memcg: make stats flushing threshold per-memcg\" and \"mm: memcg: restore subtree stats flushing\" (v6.8)",
+        has: [Y, N, N, N],
+        what: "a memcg statistics flush is due when the pending updates of the whole machine cross one threshold, and flushes the whole tree; after, per-memcg thresholds and the subtree",
+        effect: Effect::Rule { at: "mm/memcontrol.rs flush_scope" },
+    },
+    Rule {
+        name: "reclaim_flush_ratelimited",
+        commit: "\"memcg: use ratelimited stats flush in the reclaim\" (Shakeel Butt, v6.12 or earlier; id not identified)",
+        has: [N, Y, Y, Y],
+        what: "reclaim (prepare_scan_control) flushes the memcg statistics only when the periodic flush is late; before (6.1), whenever the threshold is crossed, so inactive_is_low and may_deactivate read fresher sizes",
+        effect: Effect::Rule { at: "mm/vmscan.rs prepare_scan_control" },
+    },
+    Rule {
         name: "rotation_cost",
         commit: "0538a82c39e9 \"mm: vmscan: make rotations a secondary factor in balancing anon vs file\" (v6.2)",
         has: [N, Y, Y, Y],
@@ -337,20 +379,6 @@ pub const RULES: &[Rule] = &[
         effect: Effect::NotModeled,
     },
     Rule {
-        name: "memcg_flush_global_threshold",
-        commit: "ended by 8d59d2214c23 \"mm: memcg: make stats flushing threshold per-memcg\" and \"mm: memcg: restore subtree stats flushing\" (v6.8)",
-        has: [Y, N, N, N],
-        what: "a memcg statistics flush is due when the pending updates of the whole machine cross one threshold, and flushes the whole tree; after, per-memcg thresholds and the subtree",
-        effect: Effect::NotModeled,
-    },
-    Rule {
-        name: "reclaim_flush_ratelimited",
-        commit: "\"memcg: use ratelimited stats flush in the reclaim\" (Shakeel Butt, v6.12 or earlier; id not identified)",
-        has: [N, Y, Y, Y],
-        what: "reclaim (prepare_scan_control) flushes the memcg statistics only when the periodic flush is late; before (6.1), whenever the threshold is crossed, so inactive_is_low and may_deactivate read fresher sizes",
-        effect: Effect::NotModeled,
-    },
-    Rule {
         name: "mglru_v61_reclaim_loop",
         commit: "replaced by 77d4459a4a1a, 7348cc91821b, a579086c99ed (v6.3)",
         has: [Y, N, N, N],
@@ -362,20 +390,6 @@ pub const RULES: &[Rule] = &[
         commit: "replaced by 7348cc91821b, a579086c99ed (v6.3) and 5095a2b23987 (v6.8)",
         has: [Y, N, N, N],
         what: "6.1 aborts non-kswapd reclaim after aging a memcg twice, and never while priority > 10",
-        effect: Effect::NotModeled,
-    },
-    Rule {
-        name: "mglru_reclaim_loop_restructure",
-        commit: "163bc3d68c9f \"mm/mglru: restructure the reclaim loop\", 12316f7902f8 (7.2)",
-        has: [N, N, N, Y],
-        what: "get_nr_to_scan no longer ages; aging inside the loop, eviction continues after it, root reclaim leaves a lruvec after the batch that followed an aging",
-        effect: Effect::NotModeled,
-    },
-    Rule {
-        name: "mglru_scan_batch_min_lru_batch",
-        commit: "aa6ef5b159dc, 6e9be217a3ce (7.2)",
-        has: [N, N, N, Y],
-        what: "each eviction batch scans at most min(remaining, MIN_LRU_BATCH)",
         effect: Effect::NotModeled,
     },
     Rule {
@@ -479,6 +493,21 @@ modeled_rules! {
     /// lru_batch_clears_pg_lru: a folio queued in an lru_activate or lru_move_tail batch
     /// reads as off the LRU (PG_lru cleared) until the batch drains.
     lru_batch_clears_pg_lru,
+    /// mglru_reclaim_loop_restructure: try_to_shrink_lruvec ages inside its loop and
+    /// keeps evicting (7.2's loop).
+    mglru_reclaim_loop_restructure,
+    /// mglru_scan_batch_min_lru_batch: eviction batches of at most MIN_LRU_BATCH.
+    mglru_scan_batch_min_lru_batch,
+    /// mglru_scan_exact_count: evict_folios returns what it scanned, isolated or not.
+    mglru_scan_exact_count,
+    /// mglru_abort_cgroup_reclaim: should_abort_scan applies to cgroup reclaim too.
+    mglru_abort_cgroup_reclaim,
+    /// memcg_flush_global_threshold: a memcg statistics flush tests the machine-wide
+    /// update count and flushes the whole tree (6.1).
+    memcg_flush_global_threshold,
+    /// reclaim_flush_ratelimited: prepare_scan_control flushes only when the periodic
+    /// flush is late (else whenever the threshold is crossed, 6.1).
+    reclaim_flush_ratelimited,
 }
 
 impl Default for Rules {

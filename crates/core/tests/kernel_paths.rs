@@ -526,10 +526,9 @@ fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
     );
 }
 
-#[test]
-fn a_ratelimited_flush_flushes_the_target_subtree_only() {
-    use reclaimsim_core::mm::vmstat::NodeStat;
-    let t = r#"
+/// Four CPUs, the memcgs /a (1) and /b (2), and a workload that starts too late to
+/// matter.
+const TWO_MEMCGS: &str = r#"
 duration = "10s"
 [machine]
 cpus = 4
@@ -544,7 +543,11 @@ cgroup = "/a"
 size = "4K"
 start = "9s"
 "#;
-    let s = Sim::build(&Scenario::from_toml(t).unwrap()).unwrap();
+
+#[test]
+fn a_ratelimited_flush_flushes_the_target_subtree_only() {
+    use reclaimsim_core::mm::vmstat::NodeStat;
+    let s = Sim::build(&Scenario::from_toml(TWO_MEMCGS).unwrap()).unwrap();
     let (a, b) = (1u16, 2u16);
     let mut mm = s.mm.borrow_mut();
     let (la, lb) = (mm.lruvec_of(a, 0) as usize, mm.lruvec_of(b, 0) as usize);
@@ -570,6 +573,37 @@ start = "9s"
     mm.flush_stats_ratelimited(0, now);
     assert_eq!(mm.lruvecs[root].page_state(NodeStat::NrInactiveFile), 30);
     assert_eq!(mm.last_flush, now);
+}
+
+#[test]
+fn a_6_1_flush_counts_the_machines_updates_and_flushes_every_memcg() {
+    use reclaimsim_core::mm::vmstat::NodeStat;
+    // Rule memcg_flush_global_threshold (6.1): stats_flush_threshold counts the updates of
+    // every memcg, and __mem_cgroup_flush_stats flushes from the root. /a holds 10
+    // inactive file pages and /b 20 (unflushed); the periodic flush is late.
+    let flush = |global: bool, in_a: u64, in_b: u64, ask: u16| -> [u64; 3] {
+        let s = Sim::build(&Scenario::from_toml(TWO_MEMCGS).unwrap()).unwrap();
+        let mut mm = s.mm.borrow_mut();
+        mm.rules.memcg_flush_global_threshold = global;
+        let (a, b) = (A, A + 1);
+        let (la, lb) = (mm.lruvec_of(a, 0) as usize, mm.lruvec_of(b, 0) as usize);
+        mm.lruvecs[la].mod_state(NodeStat::NrInactiveFile, 10);
+        mm.lruvecs[lb].mod_state(NodeStat::NrInactiveFile, 20);
+        mm.count_memcg_event(a, VmEvent::Pgfault, in_a);
+        mm.count_memcg_event(b, VmEvent::Pgfault, in_b);
+        mm.flush_stats_ratelimited(ask, 5_000_000_000);
+        let root = mm.lruvec_of(0, 0) as usize;
+        [la, lb, root].map(|l| mm.lruvecs[l].page_state(NodeStat::NrInactiveFile))
+    };
+    // 150 updates in each: neither subtree is above MEMCG_CHARGE_BATCH * 4 CPUs = 256, the
+    // machine's 300 are. A flush asked for /b: 6.12 flushes nothing, 6.1 everything.
+    assert_eq!(flush(false, 150, 150, A + 1), [0, 0, 0]);
+    assert_eq!(flush(true, 150, 150, A + 1), [10, 20, 30]);
+    // 300 in /a alone: a flush asked for /a flushes /a's subtree only, or (6.1) all.
+    assert_eq!(flush(false, 300, 0, A), [10, 0, 0]);
+    assert_eq!(flush(true, 300, 0, A), [10, 20, 30]);
+    // 200 in all: under the threshold either way.
+    assert_eq!(flush(true, 100, 100, A), [0, 0, 0]);
 }
 
 #[test]

@@ -41,25 +41,26 @@ size = "48M"
     )
 });
 
+/// Swap of 256M and one usemem of `size` in the cgroup /a, with `more` after it.
+fn usemem_in_a(size: &str, more: &str) -> String {
+    format!(
+        "[machine.swap]\nsize = \"256M\"\n[[cgroup]]\npath = \"/a\"\n[[workload]]\n\
+         type = \"usemem\"\ncgroup = \"/a\"\nsize = \"{size}\"\n{more}"
+    )
+}
+
 /// MGLRU with swap: random touches of 80M of anon on a 64M node.
 static SWAPIN: LazyLock<String> = LazyLock::new(|| {
-    scenario(
-        "1s",
-        "mglru",
-        2,
-        "64M",
-        r#"[machine.swap]
-size = "256M"
-[[cgroup]]
-path = "/a"
-[[workload]]
-type = "usemem"
-cgroup = "/a"
-size = "80M"
-random = true
-repeat = 0
-"#,
-    )
+    let body = usemem_in_a("80M", "random = true\nrepeat = 0\n");
+    scenario("1s", "mglru", 2, "64M", &body)
+});
+
+/// MGLRU memory.reclaim of 16M from a memcg of 48M anon (cgroup reclaim, whose target is
+/// met part way through a pass at a low priority).
+static CGROUP_RECLAIM: LazyLock<String> = LazyLock::new(|| {
+    let reclaim = "[[reclaim]]\ncgroup = \"/a\"\nat = \"200ms\"\nbytes = \"16M\"\n";
+    let body = usemem_in_a("48M", &format!("repeat = 0\n{reclaim}"));
+    scenario("300ms", "mglru", 2, "256M", &body)
 });
 
 /// MGLRU page cache: zipf reads through read() of a 64M file in a 24M cgroup (refaults
@@ -114,11 +115,15 @@ fn each_mglru_rule_alone_moves_a_run_that_takes_its_path() {
     // on), on a run that takes its path: global reclaim with memory.low (MGLRU); random
     // touches of more anon than fits (swap-ins through the swap cache, rmap sightings,
     // refaults in faults: SWAPIN); zipf reads (refaults outside faults, protected
-    // folios: READS).
-    let cases: [(&str, &str, bool); 12] = [
+    // folios: READS); memory.reclaim of a memcg (cgroup reclaim: CGROUP_RECLAIM).
+    let cases: [(&str, &str, bool); 16] = [
         (&*MGLRU, "mglru_aging_feedback_rework", false),
         (&*MGLRU, "mglru_scan_budget_nr_to_scan", false),
         (&*MGLRU, "mglru_proportional_protection", false),
+        (&*MGLRU, "mglru_reclaim_loop_restructure", true),
+        (&*MGLRU, "mglru_scan_batch_min_lru_batch", true),
+        (&*MGLRU, "mglru_scan_exact_count", true),
+        (&*CGROUP_RECLAIM, "mglru_abort_cgroup_reclaim", true),
         (&*SWAPIN, "mglru_fault_add_active_workingset_only", true),
         (&*SWAPIN, "mglru_placement_referenced", true),
         (&*SWAPIN, "mglru_set_refs_mark_accessed", true),
@@ -157,6 +162,35 @@ fn a_batch_that_clears_pg_lru_moves_a_run_where_reclaim_meets_queued_folios() {
     let base = run(&TWO_READERS, "6.18", &[]);
     let other = run(&TWO_READERS, "6.18", &[("lru_batch_clears_pg_lru", true)]);
     assert_ne!(other["vmstat"], base["vmstat"], "the rule changed nothing");
+}
+
+/// Two 24M cgroups on the classic LRU, each with a zipf reader of its own 64M file.
+static TWO_LIMITED_READERS: LazyLock<String> = LazyLock::new(|| {
+    let other = ZIPF_READER.replace("/reader", "/other");
+    scenario(
+        "20s",
+        "classic",
+        2,
+        "256M",
+        &format!("{ZIPF_READER}{other}"),
+    )
+});
+
+#[test]
+fn the_statistics_flush_rules_of_6_1_each_move_a_classic_run() {
+    // Limit reclaim on the classic LRU reads flushed list sizes (inactive_is_low, the
+    // refault test). Reclaim's unratelimited flush (6.1) alone on 6.18; 6.1's
+    // machine-wide flush count (the other memcg's updates count too) turned off on 6.1,
+    // where reclaim's flushes are the ones it decides (on 6.18 the periodic flush is
+    // never late enough for a ratelimited one).
+    for (version, name, on) in [
+        ("6.1", "memcg_flush_global_threshold", false),
+        ("6.18", "reclaim_flush_ratelimited", false),
+    ] {
+        let base = run(&TWO_LIMITED_READERS, version, &[]);
+        let other = run(&TWO_LIMITED_READERS, version, &[(name, on)]);
+        assert_ne!(other["vmstat"], base["vmstat"], "{name} changed nothing");
+    }
 }
 
 #[test]

@@ -474,9 +474,24 @@ impl Mm {
         updates > MEMCG_CHARGE_BATCH * self.nr_cpus as u64
     }
 
+    /// The memcg whose subtree a flush asked for `m` looks at and flushes: `m` (v6.8 on:
+    /// per-memcg thresholds, subtree flushes), or, under rule
+    /// memcg_flush_global_threshold (6.1), the root: 6.1's mem_cgroup_flush_stats takes no
+    /// memcg, tests one machine-wide count of updates (stats_flush_threshold) and flushes
+    /// the whole tree. Simplified: 6.1 counts a CPU's updates into that threshold in
+    /// steps of MEMCG_CHARGE_BATCH; the model counts them one by one.
+    fn flush_scope(&self, m: MemcgId) -> MemcgId {
+        if self.rules.memcg_flush_global_threshold {
+            0
+        } else {
+            m
+        }
+    }
+
     /// mem_cgroup_flush_stats(m): flush `m`'s subtree if its update threshold was crossed
-    /// (memcg_vmstats_needs_flush).
+    /// (memcg_vmstats_needs_flush); 6.1: see `flush_scope`.
     pub fn mem_cgroup_flush_stats(&mut self, m: MemcgId, now: Time) {
+        let m = self.flush_scope(m);
         if self.memcg_stats_need_flush(m) {
             self.flush_stats_subtree(m, now);
         }
@@ -484,9 +499,11 @@ impl Mm {
 
     /// mem_cgroup_flush_stats_ratelimited(m): flush `m`'s subtree, only if the periodic
     /// flush has not run for 2 * FLUSH_TIME and the subtree's update threshold was crossed.
+    /// 6.1's mem_cgroup_flush_stats_delayed is the same test on the whole tree (see
+    /// `flush_scope`; its flush_next_time is set by every flush, each one of the root).
     pub fn flush_stats_ratelimited(&mut self, m: MemcgId, now: Time) {
-        if now > self.last_flush + 2 * FLUSH_TIME && self.memcg_stats_need_flush(m) {
-            self.flush_stats_subtree(m, now);
+        if now > self.last_flush + 2 * FLUSH_TIME {
+            self.mem_cgroup_flush_stats(m, now);
         }
     }
 

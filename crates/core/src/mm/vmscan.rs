@@ -1166,10 +1166,13 @@ impl Sim {
         }
     }
 
-    /// prepare_scan_control(): per-shrink_node decisions from the target lruvec: snapshot
-    /// the costs (under lru_lock; with seed 000's vmstat_scan_cost, fold the cost counters
-    /// under cost_lock instead), decide which active lists may be deactivated (refaults
-    /// since the last snapshot, or inactive too small), cache_trim_mode and file_is_tiny.
+    /// prepare_scan_control(): per-shrink_node decisions from the target lruvec: flush the
+    /// memcg statistics the heuristics read (ratelimited: only when the periodic flush is
+    /// late; before rule reclaim_flush_ratelimited, 6.1, whenever the update threshold is
+    /// crossed), snapshot the costs (under lru_lock; with seed 000's vmstat_scan_cost,
+    /// fold the cost counters under cost_lock instead), decide which active lists may be
+    /// deactivated (refaults since the last snapshot, or inactive too small),
+    /// cache_trim_mode and file_is_tiny.
     async fn prepare_scan_control(&self, node: u32, sc: &mut ScanControl) {
         if self.mm.borrow().lru_gen_enabled() {
             return; // MGLRU keeps no scan balance of its own here
@@ -1178,7 +1181,11 @@ impl Sim {
         let lv = {
             let mut mm = self.mm.borrow_mut();
             let now = self.e.now();
-            mm.flush_stats_ratelimited(target, now);
+            if mm.rules.reclaim_flush_ratelimited {
+                mm.flush_stats_ratelimited(target, now);
+            } else {
+                mm.mem_cgroup_flush_stats(target, now);
+            }
             mm.lruvec_of(target, node)
         };
         if self.v.vmstat_scan_cost {
@@ -1637,6 +1644,38 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reclaim_flushes_the_memcg_statistics_on_6_1_even_right_after_a_periodic_flush() {
+        // /a's 64 anon folios are active, the last flush saw them inactive, and 300 updates
+        // (above MEMCG_CHARGE_BATCH * 4 CPUs) wait. prepare_scan_control of limit reclaim at
+        // `at` (before the first periodic flush, at 1.9 s): 6.12+ flushes only when the
+        // periodic flush (last at 0) is 2 * FLUSH_TIME late; 6.1 (rule
+        // reclaim_flush_ratelimited off) whenever the threshold is crossed. Returns the
+        // active anon size the heuristics then read.
+        let active_read = |ratelimited: bool, at: u64| -> u64 {
+            let s = crate::fixture::one_node_machine("1G", Some("1G"), "");
+            s.fixture_anon_folios(1, 0, 64, false, crate::mm::mm_types::PG_ACTIVE);
+            let lv = s.mm.borrow().lruvec_of(1, 0) as usize;
+            {
+                let mut mm = s.mm.borrow_mut();
+                mm.rules.reclaim_flush_ratelimited = ratelimited;
+                let f = &mut mm.lruvecs[lv].stat_flushed;
+                f[NodeStat::NrInactiveAnon as usize] = 64;
+                f[NodeStat::NrActiveAnon as usize] = 0;
+                mm.count_memcg_event(1, VmEvent::Pgfault, 300);
+            }
+            crate::fixture::run_probe(&s, 0, at, move |s| async move {
+                let mut sc = ScanControl::new(32, Some(1), false);
+                s.prepare_scan_control(0, &mut sc).await;
+            });
+            let mm = s.mm.borrow();
+            mm.lruvecs[lv].page_state(NodeStat::NrActiveAnon)
+        };
+        let second = 1_000_000_000;
+        assert_eq!(active_read(true, second), 0, "6.12 at 1 s: stale");
+        assert_eq!(active_read(false, second), 64, "6.1 at 1 s: flushed");
+    }
 
     #[test]
     fn apply_proportional_protection_cases() {

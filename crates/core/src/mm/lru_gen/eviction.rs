@@ -10,6 +10,7 @@
 //!          -> try_to_shrink_lruvec
 //!  try_to_shrink_lruvec: get_nr_to_scan (may age: try_to_inc_max_seq, aging.rs) then
 //!          evict_folios until the scan target, should_abort_scan, or nothing more to evict
+//!          (7.2: the target first, then per batch of 64 age if due, evict, check)
 //!  evict_folios: [lru_lock] isolate_folios -> scan_folios (sort_folio / isolate_folio)
 //!          try_to_inc_min_seq [unlock] shrink_folio_list, one retry pass for clean
 //!          folios [lru_lock] move_folios_to_lru [unlock]
@@ -194,13 +195,23 @@ pub fn isolate_folio(
     true
 }
 
+/// What one scan_folios() pass did: the folios it looked at, those it isolated, and
+/// whether it stopped for its budget. The kernel returns `scanned` (before 7.2: 0 when it
+/// isolated nothing without using up its budget) and hands `isolated` back through a
+/// pointer; isolate_folios reads both (see `Mm::isolate_folios`).
+#[derive(Debug, Clone, Copy, Default)]
+struct ScanPass {
+    scanned: u64,
+    isolated: u64,
+    budget_used: bool,
+}
+
 impl Mm {
     /// scan_folios(): sort or isolate folios from the tail of the oldest generation of
     /// `ty`, at most min(nr_to_scan, MAX_LRU_BATCH) of them (v6.18; older kernels always
     /// MAX_LRU_BATCH), stopping at MIN_LRU_BATCH isolated or skipped.
     /// Counts PGSCAN_* (isolated) and PGREFILL (sorted), globally only for global reclaim.
-    /// Returns the folios scanned (0 when the type has only MIN_NR_GENS generations, or
-    /// when nothing was isolated although the batch was not used up). Caller holds
+    /// Nothing is scanned when the type has only MIN_NR_GENS generations. Caller holds
     /// lru_lock.
     fn scan_folios(
         &mut self,
@@ -210,10 +221,10 @@ impl Mm {
         tier: usize,
         nr_to_scan: u64,
         list: &mut Vec<Pfn>,
-    ) -> u64 {
+    ) -> ScanPass {
         let l = lv as usize;
         if get_nr_gens(&self.lruvecs[l].lrugen, ty) == MIN_NR_GENS {
-            return 0;
+            return ScanPass::default();
         }
         let gen = lru_gen_from_seq(self.lruvecs[l].lrugen.min_seq[ty]);
         let (mut scanned, mut sorted, mut isolated, mut skipped) = (0u64, 0u64, 0u64, 0u64);
@@ -282,10 +293,10 @@ impl Mm {
             };
             self.mod_lruvec_state(lv, item, protected);
         }
-        if isolated > 0 || remaining == 0 {
-            scanned
-        } else {
-            0
+        ScanPass {
+            scanned,
+            isolated,
+            budget_used: remaining == 0,
         }
     }
 }
@@ -337,15 +348,20 @@ struct Isolated {
 
 impl Mm {
     /// isolate_folios(): scan the type get_type_to_scan picks, at the tier get_tier_idx
-    /// allows (all tiers when the tiers are switched off), then the other evictable type
-    /// if the first gave nothing. Caller holds lru_lock.
+    /// allows (all tiers when the tiers are switched off), then, once per evictable type,
+    /// again. Before 7.2 a pass counts only if it isolated something or used up its
+    /// budget, the first pass that counts ends it, and each other one turns to the other
+    /// type. With `exact` (rule mglru_scan_exact_count, 7.2) every folio looked at counts,
+    /// the first pass that isolates ends it, and the type turns only after a pass that
+    /// found nothing to scan: one that only sorted scans the same type again. Returns the
+    /// type isolated from and the folios scanned in all passes. Caller holds lru_lock.
     fn isolate_folios(
         &mut self,
         lv: LruvecId,
         sc: &ScanControl,
-        swappiness: u32,
-        tiers: bool,
+        (swappiness, tiers): (u32, bool),
         nr_to_scan: u64,
+        exact: bool,
         list: &mut Vec<Pfn>,
     ) -> Isolated {
         let mut ty = get_type_to_scan(&self.lruvecs[lv as usize].lrugen, swappiness);
@@ -357,11 +373,22 @@ impl Mm {
                 MAX_NR_TIERS - 1
             };
             out.ty = ty;
-            out.scanned = self.scan_folios(lv, sc, ty, tier, nr_to_scan, list);
-            if out.scanned > 0 {
-                return out;
+            let pass = self.scan_folios(lv, sc, ty, tier, nr_to_scan, list);
+            if exact {
+                out.scanned += pass.scanned;
+                if pass.isolated > 0 {
+                    return out;
+                }
+                if pass.scanned == 0 {
+                    ty = 1 - ty;
+                }
+            } else {
+                if pass.isolated > 0 || pass.budget_used {
+                    out.scanned = pass.scanned;
+                    return out;
+                }
+                ty = 1 - ty;
             }
-            ty = 1 - ty;
         }
         out
     }
@@ -371,7 +398,10 @@ impl Sim {
     /// evict_folios(): isolate a batch from the oldest generation under lru_lock, reclaim
     /// it, retry once the clean folios that may have missed folio_rotate_reclaimable, and
     /// put the rest back (none into the oldest generation). Returns the folios scanned
-    /// (plus one when min_seq advanced), 0 when eviction must wait for aging.
+    /// (plus one when min_seq advanced), 0 when eviction must wait for aging. Rule
+    /// mglru_scan_exact_count (7.2): min_seq is also advanced before isolating (empty
+    /// generations that folio deletion left), and the answer is the folios scanned alone,
+    /// sorted ones included (see `Mm::isolate_folios`).
     pub(super) async fn evict_folios(
         &self,
         nr_to_scan: u64,
@@ -391,12 +421,26 @@ impl Sim {
             } else {
                 MAX_LRU_BATCH
             };
-            let iso = mm.isolate_folios(lv, sc, swappiness, tiers, budget, &mut list);
-            let g = &mut mm.lruvecs[lv as usize].lrugen;
-            let mut scanned = iso.scanned + try_to_inc_min_seq(g, swappiness) as u64;
-            if evictable_min_seq(g.min_seq, swappiness) + MIN_NR_GENS > g.max_seq {
-                scanned = 0;
+            let exact = mm.rules.mglru_scan_exact_count;
+            if exact {
+                try_to_inc_min_seq(&mut mm.lruvecs[lv as usize].lrugen, swappiness);
             }
+            let how = (swappiness, tiers);
+            let iso = mm.isolate_folios(lv, sc, how, budget, exact, &mut list);
+            let g = &mut mm.lruvecs[lv as usize].lrugen;
+            let scanned = if exact {
+                if iso.scanned > 0 {
+                    try_to_inc_min_seq(g, swappiness);
+                }
+                iso.scanned
+            } else {
+                let inc = try_to_inc_min_seq(g, swappiness) as u64;
+                if evictable_min_seq(g.min_seq, swappiness) + MIN_NR_GENS > g.max_seq {
+                    0 // only two generations left: eviction must wait for aging
+                } else {
+                    iso.scanned + inc
+                }
+            };
             (iso.ty, scanned)
         };
         self.e.charge(scanned * self.c.isolate_folio);
@@ -650,9 +694,12 @@ const COMPACT_GAP_ORDER0: u64 = 2;
 impl Mm {
     /// should_abort_scan(): root reclaim stops once it has reclaimed its target; kswapd
     /// also once every eligible zone is MIN_LRU_BATCH above its HIGH watermark. Memcg
-    /// reclaim never aborts (fairness among the memcgs of the subtree).
+    /// reclaim never aborts (fairness among the memcgs of the subtree), except under rule
+    /// mglru_abort_cgroup_reclaim (7.2), where it too stops at its target. Not modeled:
+    /// 7.2's stop of proactive reclaim on a pending signal (a write to memory.reclaim is
+    /// never interrupted here).
     pub fn should_abort_scan(&self, lv: LruvecId, sc: &ScanControl) -> bool {
-        if !sc.root_reclaim() {
+        if !sc.root_reclaim() && !self.rules.mglru_abort_cgroup_reclaim {
             return false;
         }
         if sc.nr_reclaimed >= sc.nr_to_reclaim.max(COMPACT_GAP_ORDER0) {
@@ -666,20 +713,55 @@ impl Mm {
     }
 }
 
+/// What try_to_shrink_lruvec hands one evict_folios call: its `budget` (the target before
+/// 7.2, what is left of it in 7.2's loop), or, under rule mglru_scan_batch_min_lru_batch
+/// (7.2), at most MIN_LRU_BATCH of the `left` it may still scan, so that should_abort_scan
+/// is asked after every 64 folios.
+fn eviction_batch(budget: u64, left: u64, rules: &Rules) -> u64 {
+    if rules.mglru_scan_batch_min_lru_batch {
+        left.clamp(1, MIN_LRU_BATCH)
+    } else {
+        budget
+    }
+}
+
+/// should_run_aging() as 7.2's reclaim loop asks it: aging is a must when fewer than
+/// MIN_NR_GENS + 1 evictable generations are left, at any priority; merely due (see
+/// `should_run_aging`) it waits while the priority is DEF_PRIORITY.
+pub fn should_run_aging_in_loop(
+    lrugen: &LruGenFolio,
+    (swappiness, feedback_rework): (u32, bool),
+    priority: i32,
+) -> bool {
+    let max_seq = lrugen.max_seq;
+    if evictable_min_seq(lrugen.min_seq, swappiness) + MIN_NR_GENS > max_seq {
+        return true;
+    }
+    priority != DEF_PRIORITY && should_run_aging(lrugen, max_seq, swappiness, feedback_rework).0
+}
+
 impl Sim {
     /// try_to_shrink_lruvec(): evict until get_nr_to_scan's target is scanned, nothing
     /// more can be evicted, or should_abort_scan. Returns whether the lruvec was just aged
-    /// or is below memory.min (get_nr_to_scan's -1): the caller rotates it.
+    /// or is below memory.min (get_nr_to_scan's -1): the caller rotates it. Rule
+    /// mglru_reclaim_loop_restructure (7.2) runs 7.2's loop instead
+    /// (`try_to_shrink_lruvec_aging_in_loop`).
     async fn try_to_shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) -> bool {
         self.e.charge(self.c.shrink_lruvec_setup);
         let swappiness = self.mm.borrow().lru_gen_swappiness(lv, sc);
+        if self.rules().mglru_reclaim_loop_restructure {
+            return self
+                .try_to_shrink_lruvec_aging_in_loop(lv, sc, swappiness)
+                .await;
+        }
         let mut scanned = 0u64;
         loop {
             let nr_to_scan = self.lru_gen_get_nr_to_scan(lv, sc, swappiness).await;
             let Some(nr) = nr_to_scan.filter(|&n| n > 0) else {
                 return nr_to_scan.is_none();
             };
-            let delta = self.evict_folios(nr, lv, sc, swappiness).await;
+            let batch = eviction_batch(nr, nr.saturating_sub(scanned), &self.rules());
+            let delta = self.evict_folios(batch, lv, sc, swappiness).await;
             if delta == 0 {
                 return false;
             }
@@ -692,6 +774,90 @@ impl Sim {
             }
             self.e.sync().await;
         }
+    }
+
+    /// try_to_shrink_lruvec() as 7.2 restructured it (rule mglru_reclaim_loop_restructure):
+    /// the budget is computed once, without aging (`lru_gen_nr_to_scan_budget`). Each turn
+    /// stops below memory.min (asking for rotation), runs try_to_inc_max_seq when
+    /// should_run_aging says so (rotation if it aged) and evicts a batch in the same turn;
+    /// it stops when nothing was scanned, on should_abort_scan, and in root reclaim after
+    /// the batch that followed an aging (the memcg LRU's rotation gives the next memcg its
+    /// turn; memcg reclaim gets its fairness from the iterator). Returns whether the lruvec
+    /// should be rotated.
+    async fn try_to_shrink_lruvec_aging_in_loop(
+        &self,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+        swappiness: u32,
+    ) -> bool {
+        let mut left = self.lru_gen_nr_to_scan_budget(lv, sc, swappiness) as i64;
+        let (mut need_rotate, mut should_age) = (false, false);
+        while left > 0 {
+            let (below_min, aging, max_seq) = {
+                let mm = self.mm.borrow();
+                let memcg = mm.lruvecs[lv as usize].memcg;
+                let g = &mm.lruvecs[lv as usize].lrugen;
+                let how = (swappiness, mm.rules.mglru_aging_feedback_rework);
+                let aging = should_run_aging_in_loop(g, how, sc.priority);
+                (
+                    mm.mem_cgroup_below_min(sc.target_memcg(), memcg),
+                    aging,
+                    g.max_seq,
+                )
+            };
+            if below_min {
+                need_rotate = true;
+                break;
+            }
+            if aging {
+                need_rotate |= self
+                    .try_to_inc_max_seq(lv, max_seq, swappiness, false, &mut sc.mm_walk)
+                    .await;
+                should_age = true;
+            }
+            let batch = eviction_batch(left as u64, left as u64, &self.rules());
+            let delta = self.evict_folios(batch, lv, sc, swappiness).await;
+            if delta == 0 || self.mm.borrow().should_abort_scan(lv, sc) {
+                break;
+            }
+            if sc.root_reclaim() && should_age {
+                break;
+            }
+            if self.current_killed() {
+                break;
+            }
+            left -= delta as i64;
+            self.e.sync().await;
+        }
+        need_rotate
+    }
+
+    /// get_nr_to_scan() of 7.2 (rule mglru_reclaim_loop_restructure): the evictable size
+    /// (lruvec_evictable_size), scaled by memory.low/min (apply_proportional_protection,
+    /// rule mglru_proportional_protection) and shifted by the priority; no aging, no
+    /// memory.min test (the loop makes both). Simplified: every memcg is online, and the
+    /// anon-only proactive reclaim's early 0 without swap is folded into the swappiness.
+    fn lru_gen_nr_to_scan_budget(
+        &self,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+        swappiness: u32,
+    ) -> u64 {
+        let mm = self.mm.borrow();
+        let memcg = mm.lruvecs[lv as usize].memcg;
+        let size =
+            super::protection::lruvec_evictable_size(&mm.lruvecs[lv as usize].lrugen, swappiness);
+        let size = if mm.rules.mglru_proportional_protection {
+            let (min, low) = mm.mem_cgroup_protection(sc.target_memcg(), memcg);
+            let usage = mm.memcgs[memcg as usize].usage;
+            let (n, skipped) =
+                apply_proportional_protection(size, min, low, usage, sc.memcg_low_reclaim);
+            sc.memcg_low_skipped |= skipped;
+            n
+        } else {
+            size
+        };
+        size >> sc.priority.clamp(0, 63)
     }
 
     /// shrink_one(): one memcg's lruvec in shrink_many. Below memory.min (as
@@ -1022,7 +1188,11 @@ start = "900s"
             let sc = ScanControl::new(32, Some(1), false);
             let mut list = Vec::new();
             let scanned = mm.scan_folios(lv, &sc, LRU_GEN_FILE, 0, 4, &mut list);
-            assert_eq!((scanned, list.len()), (4, 2), "{version}");
+            assert_eq!(
+                (scanned.scanned, scanned.isolated, list.len()),
+                (4, 2, 2),
+                "{version}"
+            );
             let stat = |item: NodeStat| mm.lruvecs[lv as usize].stat[item as usize];
             assert_eq!(
                 stat(NodeStat::WorkingsetActivateFile),
@@ -1200,6 +1370,23 @@ start = "900s"
             get_nr_to_scan_decide(&g, (60, true), false, false, 11, |n| n),
             NrToScan::Aging { max_seq: 5 }
         );
+
+        // 7.2's loop asks should_run_aging itself: a must (two generations left) at any
+        // priority, DEF_PRIORITY included, where get_nr_to_scan above answers 0.
+        assert!(should_run_aging_in_loop(&g, (60, true), DEF_PRIORITY));
+        assert_eq!(
+            get_nr_to_scan_decide(&g, (60, true), false, true, DEF_PRIORITY, |n| n),
+            NrToScan::Scan(0)
+        );
+        // Due (three left) only below DEF_PRIORITY; not due with four.
+        g.min_seq = [3, 3];
+        assert!(!should_run_aging_in_loop(&g, (60, true), DEF_PRIORITY));
+        assert!(should_run_aging_in_loop(&g, (60, true), 11));
+        g.min_seq = [2, 3];
+        assert!(!should_run_aging_in_loop(&g, (60, true), 11));
+        // Before the feedback rework, three balanced generations are not due either.
+        assert!(!should_run_aging_in_loop(&h, (60, false), 4));
+        assert!(should_run_aging_in_loop(&h, (60, true), 4));
     }
 
     #[test]
@@ -1371,5 +1558,232 @@ start = "900s"
         g.min_seq[LRU_GEN_FILE] = 1;
         assert!(evict_folios_keep_off_oldest(&mut f, &g, 1, &DEFAULT_RULES));
         assert!(f[1].test(PG_ACTIVE));
+    }
+
+    /// What one try_to_shrink_lruvec of /a's lruvec did (see `shrink_a`).
+    #[derive(Debug, PartialEq, Eq)]
+    struct Shrunk {
+        rotate: bool,
+        max_seq: u64,
+        reclaimed: u64,
+        /// PGREFILL of /a: folios sort_folio moved on.
+        sorted: u64,
+        /// pgscan_file: folios isolated.
+        isolated: u64,
+    }
+
+    /// One try_to_shrink_lruvec of memcg /a's lruvec (no swap: file only), by reclaim of /a
+    /// (memcg reclaim) or of the root, at `priority`, with nr_to_reclaim `target`, on the
+    /// rules of `version` as `edit` changes them. Max_seq is 3; `gens` lists, per sequence
+    /// number, how many clean unmapped page-cache folios it holds whose refs are maxed
+    /// (sort_folio protects them whatever the tier: PG_referenced, refs 3, PG_workingset;
+    /// at the tail) and how many plain ones; min_seq is then `oldest`.
+    fn shrink_a(
+        (version, edit): (&str, fn(&mut Rules)),
+        gens: &[(u64, u32, u32)],
+        oldest: u64,
+        (root, priority, target): (bool, i32, u64),
+    ) -> Shrunk {
+        let extra = format!("lru = \"mglru\"\nversion = \"{version}\"");
+        let s = crate::fixture::one_node_machine("64M", None, &extra);
+        edit(&mut s.mm.borrow_mut().rules);
+        let lv = s.mm.borrow().lruvec_of(1, 0);
+        for &(seq, maxed, plain) in gens {
+            s.mm.borrow_mut().lruvecs[lv as usize].lrugen.min_seq = [seq; ANON_AND_FILE];
+            let (_, pfns) = s.fixture_file_folios(1, 0, maxed + plain, 0);
+            let mut mm = s.mm.borrow_mut();
+            for &pfn in &pfns[..maxed as usize] {
+                mm.pages[pfn as usize].set(PG_REFERENCED | PG_WORKINGSET);
+                set_byte_refs(&mut mm.pages, pfn, 3);
+            }
+        }
+        s.mm.borrow_mut().lruvecs[lv as usize].lrugen.min_seq = [oldest; ANON_AND_FILE];
+        let out = std::rc::Rc::new(std::cell::Cell::new((false, 0)));
+        let o = out.clone();
+        crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+            let mut sc = ScanControl::new(target, (!root).then_some(1), false);
+            sc.priority = priority;
+            let rotate = s.try_to_shrink_lruvec(lv, &mut sc).await;
+            o.set((rotate, sc.nr_reclaimed));
+        });
+        let mm = s.mm.borrow();
+        let (rotate, reclaimed) = out.get();
+        Shrunk {
+            rotate,
+            max_seq: mm.lruvecs[lv as usize].lrugen.max_seq,
+            reclaimed,
+            sorted: mm.memcgs[1].vm_events[VmEvent::Pgrefill as usize],
+            isolated: mm.events[VmEvent::PgscanFile as usize],
+        }
+    }
+
+    fn as_is(_: &mut Rules) {}
+
+    fn shrunk(rotate: bool, max_seq: u64, reclaimed: u64, sorted: u64, isolated: u64) -> Shrunk {
+        Shrunk {
+            rotate,
+            max_seq,
+            reclaimed,
+            sorted,
+            isolated,
+        }
+    }
+
+    #[test]
+    fn the_7_2_loop_evicts_after_aging_and_root_reclaim_leaves_after_one_batch() {
+        // Three generations (min_seq 1, max_seq 3), 256 plain folios in the oldest; priority
+        // 1. Aging is due (1 + MIN_NR_GENS == 3) and succeeds: max_seq 4, rotation asked.
+        let three = [(1, 0, 256)];
+        let memcg = (false, 1, 1024);
+        // 6.18: get_nr_to_scan ages and answers -1: nothing evicted.
+        assert_eq!(
+            shrink_a(("6.18", as_is), &three, 1, memcg),
+            shrunk(true, 4, 0, 0, 0)
+        );
+        // 7.3: the budget 256 >> 1 = 128 was fixed before the aging; two batches of 64.
+        assert_eq!(
+            shrink_a(("7.3", as_is), &three, 1, memcg),
+            shrunk(true, 4, 128, 0, 128)
+        );
+        // Root reclaim leaves after the batch that followed the aging.
+        let root = (true, 1, 1024);
+        assert_eq!(
+            shrink_a(("7.3", as_is), &three, 1, root),
+            shrunk(true, 4, 64, 0, 64)
+        );
+        // Without the restructure, 7.3's other rules keep 6.18's answer.
+        let old_loop = |r: &mut Rules| r.mglru_reclaim_loop_restructure = false;
+        assert_eq!(
+            shrink_a(("7.3", old_loop), &three, 1, root),
+            shrunk(true, 4, 0, 0, 0)
+        );
+        // Four generations: nothing due; the same 128 in either loop.
+        let four = [(0, 0, 256)];
+        for v in ["6.18", "7.3"] {
+            assert_eq!(
+                shrink_a((v, as_is), &four, 0, memcg),
+                shrunk(false, 3, 128, 0, 128)
+            );
+        }
+    }
+
+    #[test]
+    fn memcg_reclaim_stops_at_its_target_from_7_2() {
+        // As above, memcg reclaim of nr_to_reclaim 32: 7.3 stops after the first batch of
+        // 64 (64 >= max(32, compact_gap 2)); without the rule, memcg reclaim never aborts
+        // and the budget of 128 is used.
+        let three = [(1, 0, 256)];
+        let memcg = (false, 1, 32);
+        assert_eq!(
+            shrink_a(("7.3", as_is), &three, 1, memcg),
+            shrunk(true, 4, 64, 0, 64)
+        );
+        let no_abort = |r: &mut Rules| r.mglru_abort_cgroup_reclaim = false;
+        assert_eq!(
+            shrink_a(("7.3", no_abort), &three, 1, memcg),
+            shrunk(true, 4, 128, 0, 128)
+        );
+    }
+
+    #[test]
+    fn root_reclaim_after_aging_scans_one_batch_of_64_from_7_2() {
+        // Three generations; the oldest holds 100 maxed folios at the tail, then 156 plain.
+        // Root reclaim at priority 1 ages and evicts one batch: 7.3's batch is 64 folios,
+        // all maxed, all sorted; with the whole budget of 128 as one batch, scan_folios
+        // sorts the 100 and isolates 28 before the budget is used.
+        let three = [(1, 100, 156)];
+        let root = (true, 1, 1024);
+        assert_eq!(
+            shrink_a(("7.3", as_is), &three, 1, root),
+            shrunk(true, 4, 0, 64, 0)
+        );
+        let whole = |r: &mut Rules| r.mglru_scan_batch_min_lru_batch = false;
+        assert_eq!(
+            shrink_a(("7.3", whole), &three, 1, root),
+            shrunk(true, 4, 28, 100, 28)
+        );
+    }
+
+    #[test]
+    fn a_batch_that_only_sorts_counts_what_it_scanned_from_7_2() {
+        // Four generations: seq 0 holds 50 maxed folios, seq 1 206 plain; memcg reclaim at
+        // priority 1, budget 256 >> 1 = 128.
+        let gens = [(1, 0, 206), (0, 50, 0)];
+        let memcg = (false, 1, 1024);
+        // 7.3: the first batch sorts the 50 and counts 50; min_seq moves to 1, so aging is
+        // due and succeeds, and the other 78 are isolated (64 + 14).
+        assert_eq!(
+            shrink_a(("7.3", as_is), &gens, 0, memcg),
+            shrunk(true, 4, 78, 50, 78)
+        );
+        // Counting as before 7.2: that batch counts 1 (min_seq advanced), 127 are left.
+        let old_count = |r: &mut Rules| r.mglru_scan_exact_count = false;
+        assert_eq!(
+            shrink_a(("7.3", old_count), &gens, 0, memcg),
+            shrunk(true, 4, 127, 50, 127)
+        );
+        // 6.18: after that batch get_nr_to_scan ages and ends the call.
+        assert_eq!(
+            shrink_a(("6.18", as_is), &gens, 0, memcg),
+            shrunk(true, 4, 0, 50, 0)
+        );
+    }
+
+    /// One evict_folios(64) of /a on `version` (with `edit`) where both types are
+    /// evictable (zram, swappiness 60) and aged twice (max_seq 5; anon's and file's oldest
+    /// generation is seq 2): the file type, scanned first (no refaults yet), holds 10 maxed
+    /// folios, anon 100 plain ones. Returns (evict_folios' answer, pgscan_file,
+    /// pgscan_anon, PGREFILL of /a).
+    fn evict_after_sorting_file(version: &str, edit: fn(&mut Rules)) -> (u64, u64, u64, u64) {
+        let extra = format!("lru = \"mglru\"\nversion = \"{version}\"");
+        let s = crate::fixture::one_node_machine("64M", Some("64M"), &extra);
+        edit(&mut s.mm.borrow_mut().rules);
+        let lv = s.mm.borrow().lruvec_of(1, 0);
+        let (_, files) = s.fixture_file_folios(1, 0, 10, 0);
+        s.fixture_anon_folios(1, 0, 100, false, 0);
+        let out = std::rc::Rc::new(std::cell::Cell::new(0));
+        let o = out.clone();
+        crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+            let mut sc = ScanControl::new(1024, Some(1), false);
+            sc.priority = 4;
+            for _ in 0..2 {
+                let max_seq = s.mm.borrow().lruvecs[lv as usize].lrugen.max_seq;
+                assert!(
+                    s.try_to_inc_max_seq(lv, max_seq, 60, false, &mut sc.mm_walk)
+                        .await
+                );
+            }
+            {
+                let mut mm = s.mm.borrow_mut();
+                assert_eq!(mm.lruvecs[lv as usize].lrugen.min_seq, [2, 2]);
+                for &pfn in &files {
+                    mm.pages[pfn as usize].set(PG_REFERENCED | PG_WORKINGSET);
+                    set_byte_refs(&mut mm.pages, pfn, 3);
+                }
+            }
+            o.set(s.evict_folios(64, lv, &mut sc, 60).await);
+        });
+        let mm = s.mm.borrow();
+        let ev = |e: VmEvent| mm.events[e as usize];
+        let refill = mm.memcgs[1].vm_events[VmEvent::Pgrefill as usize];
+        (
+            out.get(),
+            ev(VmEvent::PgscanFile),
+            ev(VmEvent::PgscanAnon),
+            refill,
+        )
+    }
+
+    #[test]
+    fn a_pass_that_only_sorts_keeps_its_type_from_7_2() {
+        // 7.3: the file pass sorts the 10 and counts them; having scanned something it does
+        // not turn to anon but scans file again, whose oldest generation is now empty: 10
+        // scanned, nothing isolated.
+        assert_eq!(evict_after_sorting_file("7.3", as_is), (10, 0, 0, 10));
+        // Before 7.2 that pass counts 0 (nothing isolated, budget not used): anon is
+        // scanned and 64 isolated; file's min_seq advancing adds one.
+        let old = |r: &mut Rules| r.mglru_scan_exact_count = false;
+        assert_eq!(evict_after_sorting_file("7.3", old), (65, 0, 64, 10));
+        assert_eq!(evict_after_sorting_file("6.18", as_is), (65, 0, 64, 10));
     }
 }

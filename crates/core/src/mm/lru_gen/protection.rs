@@ -37,14 +37,10 @@ pub fn set_initial_priority(priority: i32, nr_to_reclaim: u64, reclaimable: u64)
     p.clamp(DEF_PRIORITY / 2, DEF_PRIORITY)
 }
 
-/// lruvec_is_sizable(): are the evictable generations big enough to be worth a pass? For
-/// an online memcg, (total >> priority) != 0; offline, any page at all.
-pub fn lruvec_is_sizable(
-    lrugen: &LruGenFolio,
-    swappiness: u32,
-    online: bool,
-    priority: i32,
-) -> bool {
+/// lruvec_evictable_size(): the pages in all generations of the evictable types, a
+/// negative count as 0 (7.2 names the sum; earlier kernels spell it out in
+/// lruvec_is_sizable and get_nr_to_scan).
+pub fn lruvec_evictable_size(lrugen: &LruGenFolio, swappiness: u32) -> u64 {
     let mut total = 0u64;
     for ty in 0..ANON_AND_FILE {
         if !type_is_evictable(ty, swappiness) {
@@ -54,6 +50,18 @@ pub fn lruvec_is_sizable(
             total += lrugen.nr_pages[lru_gen_from_seq(seq)][ty].max(0) as u64;
         }
     }
+    total
+}
+
+/// lruvec_is_sizable(): are the evictable generations big enough to be worth a pass? For
+/// an online memcg, (total >> priority) != 0; offline, any page at all.
+pub fn lruvec_is_sizable(
+    lrugen: &LruGenFolio,
+    swappiness: u32,
+    online: bool,
+    priority: i32,
+) -> bool {
+    let total = lruvec_evictable_size(lrugen, swappiness);
     if online {
         total >> priority.clamp(0, 63) != 0
     } else {
