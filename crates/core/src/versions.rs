@@ -351,6 +351,27 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/vmscan.rs prepare_scan_control" },
     },
     Rule {
+        name: "mglru_v61_reclaim_loop",
+        commit: "replaced by 77d4459a4a1a \"mm: multi-gen LRU: shuffle should_run_aging()\", 7348cc91821b \"mm: multi-gen LRU: remove aging fairness safeguard\", a579086c99ed \"mm: multi-gen LRU: remove eviction fairness safeguard\" (v6.3)",
+        has: [Y, N, N, N],
+        what: "6.1's lru_gen_shrink_lruvec loop: get_nr_to_scan stops below memory.min/low, leaves needed aging to lru_gen_age_node for kswapd, and lets another reclaimer age and go on scanning; swappiness 1 for global reclaim that may not swap; memcgs_need_aging cleared after MIN_LRU_BATCH reclaimed without aging; no initial mm_walk but kswapd's",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs lru_gen_shrink_lruvec" },
+    },
+    Rule {
+        name: "mglru_v61_should_abort_scan",
+        commit: "replaced by 7348cc91821b, a579086c99ed (v6.3) and 5095a2b23987 \"mm/mglru: try to stop at high watermarks\" (v6.8)",
+        has: [Y, N, N, N],
+        what: "6.1's should_abort_scan: a reclaimer other than kswapd stops after aging the memcg twice, after its target while swapping, or when dying; cgroup reclaim nowhere else; others go on above priority DEF_PRIORITY - 2, then stop with every zone above its low (kswapd: high) watermark, crediting MIN_LRU_BATCH; asked by 6.1's loop only",
+        effect: Effect::Rule { at: "mm/lru_gen/v6_1.rs v61_abort" },
+    },
+    Rule {
+        name: "mglru_v61_kswapd_ages_memcgs",
+        commit: "replaced by 8aa420617918 \"mm/mglru: respect min_ttl_ms with memcgs\" (v6.8) and the v6.3 series",
+        has: [Y, N, N, N],
+        what: "6.1's lru_gen_age_node ages every memcg that needs it (age_lruvec), unless the last eviction cleared memcgs_need_aging (then it skips once), and does not set the initial priority; later it only computes protection, sets the priority and applies min_ttl",
+        effect: Effect::Rule { at: "mm/lru_gen/protection.rs lru_gen_age_node" },
+    },
+    Rule {
         name: "rotation_cost",
         commit: "0538a82c39e9 \"mm: vmscan: make rotations a secondary factor in balancing anon vs file\" (v6.2)",
         has: [N, Y, Y, Y],
@@ -376,20 +397,6 @@ pub const RULES: &[Rule] = &[
         commit: "9cbfd1c3c83b, b1a71694fb00 \"mm/mglru: rework refault detection\", 798c0330c2ca and the rest of the v6.14 workingset protection series (several differences, to be split into rules when modeled)",
         has: [N, N, Y, Y],
         what: "MGLRU's refs and tiers (refs counting PG_referenced, not PG_workingset; the eviction token's workingset bit), placement from max_seq, promotion at the second young sighting, as 6.14 made them; its refault side is modeled (mglru_refault_recent_window, mglru_refault_activate_in_fault, mglru_refault_restore_rework)",
-        effect: Effect::NotModeled,
-    },
-    Rule {
-        name: "mglru_v61_reclaim_loop",
-        commit: "replaced by 77d4459a4a1a, 7348cc91821b, a579086c99ed (v6.3)",
-        has: [Y, N, N, N],
-        what: "6.1's try_to_shrink_lruvec: aging skipped for kswapd, direct reclaim keeps scanning after aging, the memcgs_need_aging safeguard",
-        effect: Effect::NotModeled,
-    },
-    Rule {
-        name: "mglru_v61_should_abort_scan",
-        commit: "replaced by 7348cc91821b, a579086c99ed (v6.3) and 5095a2b23987 (v6.8)",
-        has: [Y, N, N, N],
-        what: "6.1 aborts non-kswapd reclaim after aging a memcg twice, and never while priority > 10",
         effect: Effect::NotModeled,
     },
     Rule {
@@ -508,6 +515,12 @@ modeled_rules! {
     /// reclaim_flush_ratelimited: prepare_scan_control flushes only when the periodic
     /// flush is late (else whenever the threshold is crossed, 6.1).
     reclaim_flush_ratelimited,
+    /// mglru_v61_reclaim_loop: lru_gen_shrink_lruvec runs 6.1's loop.
+    mglru_v61_reclaim_loop,
+    /// mglru_v61_should_abort_scan: 6.1's loop stops by 6.1's should_abort_scan.
+    mglru_v61_should_abort_scan,
+    /// mglru_v61_kswapd_ages_memcgs: kswapd's lru_gen_age_node ages memcgs (6.1).
+    mglru_v61_kswapd_ages_memcgs,
 }
 
 impl Default for Rules {

@@ -194,6 +194,22 @@ fn the_statistics_flush_rules_of_6_1_each_move_a_classic_run() {
 }
 
 #[test]
+fn the_6_1_mglru_loop_rules_each_move_a_run() {
+    // Each of 6.1's loop rules turned off alone on 6.1: global reclaim on MGLRU (kswapd
+    // and direct reclaim over two memcgs), memory.reclaim of a memcg swapping anon (6.1's
+    // should_abort_scan stops it at its target).
+    for (t, name) in [
+        (&*MGLRU, "mglru_v61_reclaim_loop"),
+        (&*CGROUP_RECLAIM, "mglru_v61_should_abort_scan"),
+        (&*MGLRU, "mglru_v61_kswapd_ages_memcgs"),
+    ] {
+        let base = run(t, "6.1", &[]);
+        let other = run(t, "6.1", &[(name, false)]);
+        assert_ne!(other["vmstat"], base["vmstat"], "{name} changed nothing");
+    }
+}
+
+#[test]
 fn the_lru_batches_of_6_1_hold_15_folios() {
     // Rules::folio_batch_size is what batch_add fills to: PAGEVEC_SIZE before 6.10.
     assert_eq!(Rules::of(KernelVersion::V6_1).folio_batch_size(), 15);
@@ -221,7 +237,7 @@ fn the_lru_batches_of_6_1_hold_15_folios() {
 fn rules_outside_the_registry_or_not_modeled_are_refused() {
     for (name, want) in [
         ("no_such_rule", "no such rule"),
-        ("mglru_v61_reclaim_loop", "does not have yet"),
+        ("mglru_workingset_rework", "does not have yet"),
     ] {
         let t = MGLRU
             .replace("VERSION", "6.12")

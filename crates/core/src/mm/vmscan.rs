@@ -100,6 +100,13 @@ pub struct ScanControl {
     pub priority: i32,
     /// Is this kswapd?
     pub kswapd: bool,
+    /// 6.1's MGLRU (rule mglru_v61_kswapd_ages_memcgs): cleared when an lruvec gave up
+    /// MIN_LRU_BATCH without needing aging, so kswapd's next lru_gen_age_node skips its
+    /// aging pass once.
+    pub memcgs_need_aging: bool,
+    /// 6.1's MGLRU: nr_reclaimed when kswapd's lru_gen_age_node last ran (its
+    /// should_abort_scan measures progress from there).
+    pub last_reclaimed: u64,
     /// Incremented by the number of inactive pages that were scanned.
     pub nr_scanned: u64,
     /// Number of pages freed so far during a call to shrink_zones().
@@ -132,6 +139,8 @@ impl ScanControl {
             memcg_low_skipped: false,
             memcg_full_walk: false,
             mm_walk: false,
+            memcgs_need_aging: false,
+            last_reclaimed: 0,
             cache_trim_mode: false,
             cache_trim_mode_failed: false,
             no_cache_trim_mode: false,

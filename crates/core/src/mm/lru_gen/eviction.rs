@@ -409,6 +409,20 @@ impl Sim {
         sc: &mut ScanControl,
         swappiness: u32,
     ) -> u64 {
+        self.evict_folios_typed(nr_to_scan, lv, sc, swappiness)
+            .await
+            .0
+    }
+
+    /// evict_folios() with the type it isolated from, None when it isolated nothing (6.1
+    /// hands the caller `need_swapping` when that type was anon).
+    pub(super) async fn evict_folios_typed(
+        &self,
+        nr_to_scan: u64,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+        swappiness: u32,
+    ) -> (u64, Option<usize>) {
         self.lock_lruvec(lv, Site::EvictFolios).await;
         let mut list = self.mm.borrow_mut().pfn_vec();
         let (ty, scanned) = {
@@ -445,6 +459,7 @@ impl Sim {
         };
         self.e.charge(scanned * self.c.isolate_folio);
         self.unlock_lruvec(lv);
+        let isolated = (!list.is_empty()).then_some(ty);
         let mut skip_retry = false;
         while !list.is_empty() {
             let stat = self.shrink_folio_list(&mut list, lv, sc).await;
@@ -458,7 +473,7 @@ impl Sim {
             skip_retry = true;
         }
         self.mm.borrow_mut().put_pfn_vec(list);
-        scanned
+        (scanned, isolated)
     }
 
     /// evict_folios' look at what shrink_folio_list kept, from the last: folios that are
@@ -1022,10 +1037,12 @@ impl Sim {
     /// to be aged moves to the young generation of the memcg LRU (not with seed 001's
     /// patch, which has no memcg LRU, nor before the memcg LRU existed: rule
     /// mglru_memcg_lru, off in 6.1, where root reclaim comes here for every memcg too).
-    /// Simplified: 6.1's own loop (set_mm_walk, its swappiness of 1 for global reclaim
-    /// that may not swap, the memcgs_need_aging safeguard) is not modeled
-    /// (mglru_v61_reclaim_loop); try_to_shrink_lruvec is the later one.
+    /// 6.1 (rule mglru_v61_reclaim_loop) has its own loop here: v6_1.rs.
     pub async fn lru_gen_shrink_lruvec(&self, lv: LruvecId, sc: &mut ScanControl) {
+        // Rule mglru_v61_reclaim_loop: 6.1's own loop (v6_1.rs).
+        if self.rules().mglru_v61_reclaim_loop {
+            return self.lru_gen_shrink_lruvec_v61(lv, sc).await;
+        }
         // set_mm_walk(NULL, sc->proactive): kswapd's and proactive reclaim's walk.
         sc.mm_walk |= sc.kswapd || sc.proactive;
         self.lru_add_drain().await;

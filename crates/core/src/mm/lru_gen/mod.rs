@@ -17,6 +17,7 @@
 //! | `protection.rs` | vmscan.c "working set protection" (min_ttl, lru_gen_age_node)     |
 //! | `memcg_lru.rs`  | vmscan.c "memcg LRU"                                              |
 //! | `eviction.rs`   | vmscan.c "the eviction" (sort_folio to lru_gen_shrink_node)       |
+//! | `v6_1.rs`       | 6.1's eviction loop, should_abort_scan and lru_gen_age_node       |
 //! | `debugfs.rs`    | vmscan.c "debugfs interface": /sys/kernel/debug/lru_gen           |
 //! | `workingset.rs` | workingset.c (lru_gen): refault tokens                            |
 //! | `check.rs`      | the invariants the kernel's VM_WARN_ON_ONCE checks look at        |
@@ -130,6 +131,7 @@ pub mod memcg_lru;
 pub mod mm_list;
 pub mod pid;
 pub mod protection;
+pub mod v6_1;
 pub mod walk;
 pub mod workingset;
 pub use aging::*;

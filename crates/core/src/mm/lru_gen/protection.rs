@@ -119,6 +119,10 @@ impl Sim {
     /// memcg has an evictable generation older than it (or all are too small or below
     /// memory.min), invoke the OOM killer rather than thrash.
     pub async fn lru_gen_age_node(&self, node: u32, sc: &mut ScanControl) {
+        // Rule mglru_v61_kswapd_ages_memcgs: 6.1's, which ages (v6_1.rs).
+        if self.rules().mglru_v61_kswapd_ages_memcgs {
+            return self.lru_gen_age_node_v61(node, sc).await;
+        }
         let min_ttl = self.mm.borrow().lru_gen_min_ttl;
         let reclaimable = {
             let mut mm = self.mm.borrow_mut();
