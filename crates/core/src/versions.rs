@@ -408,10 +408,10 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "swap_shadow_nodes_shrinkable",
-        commit: "5649d113ffce \"swap_state: update shadow_nodes for anonymous page\" (v6.3); the swap table (v6.18) removed the swap cache XArray",
+        commit: "5649d113ffce \"swap_state: update shadow_nodes for anonymous page\" (v6.3); \"mm, swap: use the swap table for the swap cache and switch API\" (v6.18, id not identified) replaced the swap cache's xarray",
         has: [N, Y, N, N],
-        what: "the XArray nodes holding swap shadows are reclaimed by the shadow shrinker, so later swap-ins stop counting as refaults",
-        effect: Effect::NotModeled,
+        what: "the swap cache's xarray leaves of shadows only join the root's shadow-node list, so root reclaim's shadow shrinker frees them and later swap-ins are no refaults (6.1: swap shadows stay until their slot is freed; 6.18: they live in the swap table)",
+        effect: Effect::Rule { at: "mm/swap_state.rs swap_update_node" },
     },
 ];
 
@@ -521,6 +521,9 @@ modeled_rules! {
     mglru_v61_should_abort_scan,
     /// mglru_v61_kswapd_ages_memcgs: kswapd's lru_gen_age_node ages memcgs (6.1).
     mglru_v61_kswapd_ages_memcgs,
+    /// swap_shadow_nodes_shrinkable: the swap cache's leaves of shadows go on the root's
+    /// shadow-node list.
+    swap_shadow_nodes_shrinkable,
 }
 
 impl Default for Rules {

@@ -71,12 +71,7 @@ fn shrink_lruvec_nudges_once_toward_proportionality_then_stops() {
 fn anon_is_aged_when_swap_exists_even_if_it_is_full() {
     let s = machine("1G", Some("4K"), "");
     // The one swap slot is taken: no anon can be reclaimed, but it is still aged.
-    s.mm.borrow_mut()
-        .swap
-        .as_mut()
-        .unwrap()
-        .alloc_slot(0)
-        .unwrap();
+    s.mm.borrow_mut().add_to_swap_cache(0).unwrap();
     s.fixture_anon_folios(A, 0, 100, true, PG_ACTIVE);
     let lv = s.mm.borrow().lruvec_of(A, 0);
     run_probe(&s, 0, 0, move |s| async move {
@@ -524,6 +519,66 @@ fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
         mm.lruvecs[lv as usize].stat[NodeStat::WorkingsetRefaultFile as usize],
         0
     );
+}
+
+/// 6400 anon pages of /a swapped out to zram at `version`, then the shadow shrinker run
+/// twice for /a and twice for the root at priority 0, then page 7 swapped back in. Returns
+/// the root's shadow nodes before, its WORKINGSET_NODERECLAIM after each call, and /a's
+/// WORKINGSET_REFAULT_ANON and pswpin after the swap-in.
+fn swap_shadows_at(version: &str) -> (u64, Vec<i64>, i64, u64) {
+    use reclaimsim_core::mm::vmstat::NodeStat;
+    let s = machine("1G", Some("1G"), &format!("version = \"{version}\""));
+    let (mmid, _) = s.fixture_anon_folios(A, 0, 6400, false, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(6400, Some(A), false);
+        sc.priority = 0;
+        sc.swappiness = Some(201); // SWAPPINESS_ANON_ONLY
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    assert_eq!(event(&s, VmEvent::Pswpout), 6400);
+    let before = s.mm.borrow().memcgs[0].nr_shadow_nodes;
+    let root_lv = s.mm.borrow().lruvec_of(0, 0);
+    let mut nodereclaim = Vec::new();
+    for m in [A, A, 0, 0] {
+        run_probe(&s, 0, 0, move |s| async move { s.shrink_slab(m, 0) });
+        let mm = s.mm.borrow();
+        nodereclaim
+            .push(mm.lruvecs[root_lv as usize].stat[NodeStat::WorkingsetNodereclaim as usize]);
+    }
+    run_probe(&s, 0, 0, move |s| async move {
+        s.handle_mm_fault(mmid, 7, false).await;
+    });
+    let mm = s.mm.borrow();
+    let refaults = mm.lruvecs[lv as usize].stat[NodeStat::WorkingsetRefaultAnon as usize];
+    (
+        before,
+        nodereclaim,
+        refaults,
+        mm.events[VmEvent::Pswpin as usize],
+    )
+}
+
+#[test]
+fn the_root_shadow_shrinker_frees_swap_cache_leaves_on_6_12_only() {
+    // 6.12: slots 0..6399 hold shadows only, 100 leaves of 64 on the root's list (the swap
+    // cache's nodes are no memcg's). /a's shrinker never sees them. The root has no LRU
+    // pages or slab of its own, so all 100 are freeable: do_shrink_slab with seeks = 0
+    // takes delta = 50 at the first root call (below a batch and the freeable count:
+    // deferred), 50 + 50 = 100 at the second, which scans and frees all 100. The page
+    // swapped back in finds no shadow: a major fault, no refault.
+    let (before, nodereclaim, refaults, pswpin) = swap_shadows_at("6.12");
+    assert_eq!(before, 100);
+    assert_eq!(nodereclaim, vec![0, 0, 0, 100]);
+    assert_eq!((refaults, pswpin), (0, 1));
+    // 6.1 (no update callback on the swap cache) and 6.18 (the swap table): the swap
+    // shadows are on no list, nothing is freed and the swap-in is a refault.
+    for v in ["6.1", "6.18"] {
+        let (before, nodereclaim, refaults, pswpin) = swap_shadows_at(v);
+        assert_eq!(before, 0, "{v}");
+        assert_eq!(nodereclaim, vec![0, 0, 0, 0], "{v}");
+        assert_eq!((refaults, pswpin), (1, 1), "{v}");
+    }
 }
 
 /// Four CPUs, the memcgs /a (1) and /b (2), and a workload that starts too late to

@@ -53,9 +53,8 @@ fn swapped_out_process(s: &Sim) -> (u32, u32) {
     let mut mm = s.mm.borrow_mut();
     mm.mms.push(MmStruct::new(16, 1, 0, 0));
     let mmid = (mm.mms.len() - 1) as u32;
-    let sw = mm.swap.as_mut().unwrap();
-    let slot = sw.alloc_slot(0).unwrap();
-    sw.set_shadow(slot, 0);
+    let slot = mm.add_to_swap_cache(0).unwrap();
+    mm.swap_cache_set_shadow(slot, 0);
     mm.mms[mmid as usize].ptes[0] = pte::mk_swap(slot);
     mm.mms[mmid as usize].swapents = 1;
     mm.memcgs[1].swap_usage = 1;

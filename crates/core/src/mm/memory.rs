@@ -386,8 +386,8 @@ impl Sim {
             p.owner = owner;
             p.index = vpn;
             p.private = slot;
+            mm.swap_cache_add_swapin(slot, pfn);
             let s = mm.swap.as_mut().expect("swap entry without swap");
-            s.set_cached(slot, pfn);
             let read_ns = s.read_done(self.e.now()) - self.e.now();
             let lv = mm.folio_lruvec(pfn) as usize;
             mm.lruvecs[lv].mod_state(NodeStat::NrSwapcache, 1);
@@ -673,8 +673,8 @@ impl Sim {
                             mm.pages[pfn as usize].clear(PG_OWNED);
                             folios.push(pfn);
                         }
-                        SwapEnt::Shadow(_) => {
-                            mm.swap.as_mut().unwrap().free_slot(slot);
+                        SwapEnt::Shadow(_) | SwapEnt::Swapped => {
+                            mm.swap_free_slot(slot);
                             mm.mem_cgroup_uncharge_swap(memcg as super::MemcgId);
                         }
                         SwapEnt::Free => {}

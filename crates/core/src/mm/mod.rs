@@ -265,9 +265,7 @@ impl File {
         }
         File {
             cache: vec![0; pages],
-            leaf_count: vec![0; pages.div_ceil(1 << XA_CHUNK_SHIFT)],
-            leaf_values: vec![0; pages.div_ceil(1 << XA_CHUNK_SHIFT)],
-            leaf_gen: vec![0; pages.div_ceil(1 << XA_CHUNK_SHIFT)],
+            leaves: XaLeaves::new(pages),
             xa_nodes,
             memcg,
             ra_prev_index: u32::MAX,
@@ -293,10 +291,7 @@ impl File {
             return;
         }
         self.cache.resize(pages, 0);
-        let leaves = pages.div_ceil(1 << XA_CHUNK_SHIFT);
-        self.leaf_count.resize(leaves, 0);
-        self.leaf_values.resize(leaves, 0);
-        self.leaf_gen.resize(leaves, 0);
+        self.leaves.grow(pages);
         let mut span = pages;
         let mut level = 0;
         loop {
@@ -318,29 +313,17 @@ impl File {
     /// shadow-node list changed.
     pub fn set_entry(&mut self, index: u32, entry: u64) -> ShadowNode {
         let old = std::mem::replace(&mut self.cache[index as usize], entry);
-        let leaf = (index >> XA_CHUNK_SHIFT) as usize;
         let is_shadow = |e: u64| filemap::entry_shadow(e).is_some();
-        let (c, v) = (&mut self.leaf_count[leaf], &mut self.leaf_values[leaf]);
-        let before = *c > 0 && *c == *v;
-        *c = *c + (entry != 0) as u8 - (old != 0) as u8;
-        *v = *v + is_shadow(entry) as u8 - is_shadow(old) as u8;
-        let after = *c > 0 && *c == *v;
-        match (before, after) {
-            (false, true) => {
-                self.leaf_gen[leaf] = self.leaf_gen[leaf].wrapping_add(1);
-                ShadowNode::Joined(leaf as u32, self.leaf_gen[leaf])
-            }
-            (true, false) => ShadowNode::Left,
-            _ => ShadowNode::Unchanged,
-        }
+        self.leaves.update(
+            index,
+            (old != 0, is_shadow(old)),
+            (entry != 0, is_shadow(entry)),
+        )
     }
 
     /// Is the leaf node a node of shadow entries only, with this stamp?
     pub fn leaf_shadow_only(&self, leaf: u32, gen: u32) -> bool {
-        let l = leaf as usize;
-        self.leaf_gen[l] == gen
-            && self.leaf_count[l] > 0
-            && self.leaf_count[l] == self.leaf_values[l]
+        self.leaves.shadow_only(leaf, gen)
     }
 
     /// How many xarray nodes a store at `index` would allocate.
@@ -370,6 +353,62 @@ impl File {
     }
 }
 
+/// The leaf nodes of an xarray (the page cache's or the swap cache's), 64 slots each:
+/// per leaf its entries and how many of them are shadows (xa_node's count and
+/// nr_values), and how often it joined the shadow-node list (a stamp telling current list
+/// entries from stale ones). workingset_update_node() puts a leaf on the list when every
+/// entry it holds is a shadow, and takes it off when it holds a folio again or nothing.
+pub struct XaLeaves {
+    count: Vec<u8>,
+    values: Vec<u8>,
+    gen: Vec<u32>,
+}
+
+impl XaLeaves {
+    /// The leaves of an xarray of `slots` indices, all empty.
+    pub fn new(slots: usize) -> Self {
+        let n = slots.div_ceil(1 << XA_CHUNK_SHIFT);
+        XaLeaves {
+            count: vec![0; n],
+            values: vec![0; n],
+            gen: vec![0; n],
+        }
+    }
+
+    /// Room for `slots` indices.
+    pub fn grow(&mut self, slots: usize) {
+        let n = slots.div_ceil(1 << XA_CHUNK_SHIFT);
+        self.count.resize(n, 0);
+        self.values.resize(n, 0);
+        self.gen.resize(n, 0);
+    }
+
+    /// The entry at `index` changed from `old` to `new`, each given as (present, a
+    /// shadow): workingset_update_node() on its leaf.
+    pub fn update(&mut self, index: u32, old: (bool, bool), new: (bool, bool)) -> ShadowNode {
+        let leaf = (index >> XA_CHUNK_SHIFT) as usize;
+        let (c, v) = (&mut self.count[leaf], &mut self.values[leaf]);
+        let before = *c > 0 && *c == *v;
+        *c = *c + new.0 as u8 - old.0 as u8;
+        *v = *v + new.1 as u8 - old.1 as u8;
+        let after = *c > 0 && *c == *v;
+        match (before, after) {
+            (false, true) => {
+                self.gen[leaf] = self.gen[leaf].wrapping_add(1);
+                ShadowNode::Joined(leaf as u32, self.gen[leaf])
+            }
+            (true, false) => ShadowNode::Left,
+            _ => ShadowNode::Unchanged,
+        }
+    }
+
+    /// Is the leaf a node of shadow entries only, with this stamp?
+    pub fn shadow_only(&self, leaf: u32, gen: u32) -> bool {
+        let l = leaf as usize;
+        self.gen[l] == gen && self.count[l] > 0 && self.count[l] == self.values[l]
+    }
+}
+
 /// How a page-cache store changed its leaf node's place on the shadow-node list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShadowNode {
@@ -383,12 +422,8 @@ pub enum ShadowNode {
 /// A file: its page cache (one slot per page index; see `filemap`).
 pub struct File {
     pub cache: Vec<u64>,
-    /// Per leaf xarray node (64 slots): its entries, how many of them are shadows
-    /// (xa_node count and nr_values), and how often it joined the shadow-node list
-    /// (a stamp telling current list entries from stale ones).
-    pub leaf_count: Vec<u8>,
-    pub leaf_values: Vec<u8>,
-    pub leaf_gen: Vec<u32>,
+    /// The page cache's leaf xarray nodes (their place on the shadow-node list).
+    pub leaves: XaLeaves,
     /// The page-cache xarray's nodes that exist, per level (0 = the nodes holding the
     /// entries, each covering 64 indices); a node lives while any entry below it does.
     pub xa_nodes: Vec<Vec<bool>>,

@@ -9,7 +9,11 @@
 //!   0                      free
 //!   CACHED | pfn           in use, the folio is in the swap cache
 //!   SHADOW | shadow        in use, swapped out; the shadow is workingset_eviction()'s
+//!   SWAPPED                in use, swapped out, no shadow (its xarray node was reclaimed)
 //! ```
+//! The first three are the swap cache's xarray as the kernel had it until 6.17 (a folio,
+//! a shadow value or nothing); its leaf nodes (64 slots) are counted as the page cache's
+//! are, for the shadow-node shrinker (swap_state.rs).
 //! Simplified: one swap device, no clusters or per-CPU slot caches (slots come from a free
 //! stack, then never-used slots in order), no swap.max, no readahead (one page per swapin).
 //!
@@ -20,11 +24,12 @@
 //! PTE it copies, and each swap-in or zap of such a PTE takes one off (swap_free).
 
 use super::mm_types::{PG_DIRTY, PG_SWAPCACHE, PG_WRITEBACK};
-use super::{Mm, Pfn};
+use super::{Mm, Pfn, ShadowNode, XaLeaves};
 
 const TAG_SHIFT: u32 = 62;
 const CACHED: u64 = 1 << TAG_SHIFT;
 const SHADOW: u64 = 2 << TAG_SHIFT;
+const SWAPPED: u64 = 3 << TAG_SHIFT;
 const VAL_MASK: u64 = (1 << TAG_SHIFT) - 1;
 
 /// What a swap slot holds.
@@ -33,6 +38,8 @@ pub enum SwapEnt {
     Free,
     Cached(Pfn),
     Shadow(u64),
+    /// Swapped out, its shadow gone with the xarray node that held it.
+    Swapped,
 }
 
 pub struct SwapInfo {
@@ -49,6 +56,8 @@ pub struct SwapInfo {
     pub dev: crate::engine::blkdev::BlockDevice,
     /// Swap counts of the slots of shared folios (see the module comment).
     shared: rustc_hash::FxHashMap<u32, u32>,
+    /// The swap cache's leaf xarray nodes.
+    leaves: XaLeaves,
 }
 
 impl SwapInfo {
@@ -69,7 +78,24 @@ impl SwapInfo {
             zram_write,
             dev,
             shared: Default::default(),
+            leaves: XaLeaves::new(slots as usize),
         }
+    }
+
+    /// Set slot `slot` to `v`, keeping its leaf node's counts: an entry of the xarray is
+    /// a cached folio or a shadow, and a shadow is a value entry.
+    fn store(&mut self, slot: u32, v: u64) -> ShadowNode {
+        let old = std::mem::replace(&mut self.map[slot as usize], v);
+        let kind = |e: u64| {
+            let tag = e & !VAL_MASK;
+            (tag == CACHED || tag == SHADOW, tag == SHADOW)
+        };
+        self.leaves.update(slot, kind(old), kind(v))
+    }
+
+    /// Is the leaf a node of shadow entries only, with this stamp?
+    pub fn leaf_shadow_only(&self, leaf: u32, gen: u32) -> bool {
+        self.leaves.shadow_only(leaf, gen)
     }
 
     /// swap_read_folio(): when the read of one page submitted at `now` completes.
@@ -101,8 +127,9 @@ impl SwapInfo {
         self.nr_slots() - self.nr_used
     }
 
-    /// folio_alloc_swap(): a free slot for a folio entering the swap cache.
-    pub fn alloc_slot(&mut self, pfn: Pfn) -> Option<u32> {
+    /// folio_alloc_swap() + add_to_swap_cache(): a free slot for a folio entering the
+    /// swap cache, and how its leaf node changed.
+    pub fn alloc_slot(&mut self, pfn: Pfn) -> Option<(u32, ShadowNode)> {
         let slot = match self.free_stack.pop() {
             Some(s) => s,
             None if (self.next_unused as usize) < self.map.len() => {
@@ -111,9 +138,8 @@ impl SwapInfo {
             }
             None => return None,
         };
-        self.map[slot as usize] = CACHED | pfn as u64;
         self.nr_used += 1;
-        Some(slot)
+        Some((slot, self.store(slot, CACHED | pfn as u64)))
     }
 
     /// Prefetch a slot's map entry (no effect on results).
@@ -129,32 +155,45 @@ impl SwapInfo {
         match v & !VAL_MASK {
             0 => SwapEnt::Free,
             CACHED => SwapEnt::Cached((v & VAL_MASK) as Pfn),
-            _ => SwapEnt::Shadow(v & VAL_MASK),
+            SHADOW => SwapEnt::Shadow(v & VAL_MASK),
+            _ => SwapEnt::Swapped,
         }
     }
 
     /// __delete_from_swap_cache() with a shadow: the slot stays in use for the PTE.
-    pub fn set_shadow(&mut self, slot: u32, shadow: u64) {
-        self.map[slot as usize] = SHADOW | (shadow & VAL_MASK);
+    #[must_use]
+    pub fn set_shadow(&mut self, slot: u32, shadow: u64) -> ShadowNode {
+        self.store(slot, SHADOW | (shadow & VAL_MASK))
+    }
+
+    /// shadow_lru_isolate() on the slot's leaf: the shadow is dropped, the slot stays in
+    /// use for the PTE.
+    #[must_use]
+    pub fn clear_shadow(&mut self, slot: u32) -> ShadowNode {
+        self.store(slot, SWAPPED)
     }
 
     /// add_to_swap_cache() on swapin.
-    pub fn set_cached(&mut self, slot: u32, pfn: Pfn) {
-        self.map[slot as usize] = CACHED | pfn as u64;
+    #[must_use]
+    pub fn set_cached(&mut self, slot: u32, pfn: Pfn) -> ShadowNode {
+        self.store(slot, CACHED | pfn as u64)
     }
 
-    /// swap_free(): the last user of the slot is gone.
-    pub fn free_slot(&mut self, slot: u32) {
+    /// swap_free(): the last user of the slot is gone (swap_range_free clears its
+    /// shadow, clear_shadow_from_swap_cache).
+    #[must_use]
+    pub fn free_slot(&mut self, slot: u32) -> ShadowNode {
         debug_assert!(
             self.map[slot as usize] != 0,
             "double free of swap slot {slot}"
         );
-        self.map[slot as usize] = 0;
+        let node = self.store(slot, 0);
         self.free_stack.push(slot);
         self.nr_used -= 1;
         if !self.shared.is_empty() {
             self.shared.remove(&slot);
         }
+        node
     }
 
     /// __swap_count() of a slot whose count is explicit (a shared folio's); None for a
@@ -223,23 +262,65 @@ impl Mm {
 mod tests {
     use super::*;
 
-    #[test]
-    fn slots_cycle_through_cache_shadow_and_free() {
-        let mut s = SwapInfo::new(
-            2,
+    fn swap_of(slots: u64) -> SwapInfo {
+        SwapInfo::new(
+            slots,
             true,
             1,
             1,
             crate::engine::blkdev::BlockDevice::new(1, 1, 1, 1),
-        );
-        let a = s.alloc_slot(7).unwrap();
-        let b = s.alloc_slot(8).unwrap();
+        )
+    }
+
+    #[test]
+    fn slots_cycle_through_cache_shadow_and_free() {
+        let mut s = swap_of(2);
+        let (a, _) = s.alloc_slot(7).unwrap();
+        let (b, _) = s.alloc_slot(8).unwrap();
         assert_eq!(s.alloc_slot(9), None);
         assert_eq!(s.get(a), SwapEnt::Cached(7));
-        s.set_shadow(a, 12345);
+        let _ = s.set_shadow(a, 12345);
         assert_eq!(s.get(a), SwapEnt::Shadow(12345));
-        s.free_slot(b);
+        let _ = s.clear_shadow(a);
+        assert_eq!(s.get(a), SwapEnt::Swapped);
+        let _ = s.free_slot(b);
         assert_eq!(s.nr_free(), 1);
-        assert_eq!(s.alloc_slot(10), Some(b));
+        assert_eq!(s.alloc_slot(10).map(|(slot, _)| slot), Some(b));
+    }
+
+    /// workingset_update_node() on the swap cache's leaves: a leaf joins the shadow-node
+    /// list when every entry it holds is a shadow (count == nr_values > 0), and leaves it
+    /// when it holds a folio again or nothing; a slot whose shadow was dropped is no entry.
+    #[test]
+    fn a_swap_leaf_joins_the_list_when_it_holds_shadows_only() {
+        let mut s = swap_of(128);
+        let slots: Vec<u32> = (0..64).map(|p| s.alloc_slot(p).unwrap().0).collect();
+        assert_eq!(slots, (0..64).collect::<Vec<_>>());
+        // 63 of 64 folios evicted: a folio is left in the leaf.
+        for &slot in &slots[..63] {
+            assert_eq!(s.set_shadow(slot, 1), ShadowNode::Unchanged);
+        }
+        // The last one: all 64 entries are shadows.
+        assert_eq!(s.set_shadow(63, 1), ShadowNode::Joined(0, 1));
+        assert!(s.leaf_shadow_only(0, 1));
+        // A swap-in puts a folio back: the leaf leaves the list, and the old stamp is stale.
+        assert_eq!(s.set_cached(5, 99), ShadowNode::Left);
+        assert!(!s.leaf_shadow_only(0, 1));
+        // Evicted again: it rejoins under a new stamp.
+        assert_eq!(s.set_shadow(5, 1), ShadowNode::Joined(0, 2));
+        // Dropping shadows one by one keeps it a shadow-only leaf until the last goes.
+        for slot in 0..63 {
+            assert_eq!(s.clear_shadow(slot), ShadowNode::Unchanged);
+        }
+        assert_eq!(s.clear_shadow(63), ShadowNode::Left);
+        // A slot without a shadow is no entry: freeing it changes nothing.
+        assert_eq!(s.free_slot(10), ShadowNode::Unchanged);
+        // The next leaf (slots 64..127) is untouched.
+        assert_eq!(s.alloc_slot(1).map(|(slot, _)| slot), Some(10));
+        let (c, n) = (s.alloc_slot(2).unwrap(), s.alloc_slot(3).unwrap());
+        assert_eq!((c.0, n.0), (64, 65));
+        assert_eq!(s.set_shadow(64, 1), ShadowNode::Unchanged);
+        // Freeing the folio's slot leaves shadows only: the leaf joins.
+        assert_eq!(s.free_slot(65), ShadowNode::Joined(1, 1));
     }
 }

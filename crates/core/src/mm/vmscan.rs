@@ -940,7 +940,7 @@ impl Sim {
                 if !mm.mem_cgroup_try_charge_swap(memcg) {
                     break 'f Fate::Activate;
                 }
-                let slot = match mm.swap.as_mut().and_then(|s| s.alloc_slot(pfn)) {
+                let slot = match mm.add_to_swap_cache(pfn) {
                     Some(s) => s,
                     None => {
                         mm.mem_cgroup_uncharge_swap(memcg);
@@ -1022,7 +1022,7 @@ impl Sim {
                 // unmapped the page): put_swap_folio() frees it with the cache's reference.
                 mm.delete_from_swap_cache(pfn);
             } else if pg.test(PG_SWAPCACHE) {
-                mm.swap.as_mut().unwrap().set_shadow(pg.private, shadow);
+                mm.swap_cache_set_shadow(pg.private, shadow);
                 mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, -1);
             } else {
                 mm.page_cache_store(pg.owner, pg.index, super::filemap::shadow_entry(shadow));

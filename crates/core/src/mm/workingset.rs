@@ -22,10 +22,12 @@
 //! node per 8 pages of the memcg's LRU and slab (count_shadow_nodes: 1/8 is the density
 //! below which the kernel gives up detecting every refault), counting
 //! WORKINGSET_NODERECLAIM; the refaults of their pages then go undetected.
-//! Simplified: one list per memcg (not per memcg and node); swap-cache shadows are not
-//! reclaimed (in 6.18 they live in the swap table, not in xarray nodes).
+//! The swap cache's leaves join the root's list where the version has them there
+//! (swap_shadow_nodes_shrinkable, swap_state.rs). Simplified: one list per memcg (not per
+//! memcg and node).
 
 use super::mm_types::{PG_ACTIVE, PG_WORKINGSET};
+use super::swap_state::SWAP_CACHE;
 use super::vmstat::NodeStat;
 use super::{LruvecId, MemcgId, Mm, Pfn};
 use crate::sim::Sim;
@@ -87,8 +89,9 @@ impl Mm {
     }
 
     /// shadow_lru_isolate() for up to `nr` of `m`'s oldest shadow nodes: their shadow
-    /// entries are dropped, the node is freed (its slab uncharged) and counted in
-    /// WORKINGSET_NODERECLAIM. Returns how many nodes were freed.
+    /// entries are dropped, the node is freed (a page-cache node's slab uncharged) and
+    /// counted in WORKINGSET_NODERECLAIM. The root's list also holds the swap cache's
+    /// leaves (swap_state.rs). Returns how many nodes were freed.
     pub fn scan_shadow_nodes(&mut self, m: MemcgId, nr: u64) -> u64 {
         let mut freed = 0;
         let mut scanned = 0;
@@ -96,29 +99,46 @@ impl Mm {
             let Some((file, leaf, gen)) = self.memcgs[m as usize].shadow_nodes.pop_front() else {
                 break;
             };
-            if !self.files[file as usize].leaf_shadow_only(leaf, gen) {
-                continue; // stale: the leaf holds a page again, or left and rejoined
+            if file == SWAP_CACHE {
+                if !self
+                    .swap
+                    .as_ref()
+                    .is_some_and(|s| s.leaf_shadow_only(leaf, gen))
+                {
+                    continue; // stale
+                }
+                self.swap_cache_drop_shadows(leaf);
+            } else {
+                if !self.files[file as usize].leaf_shadow_only(leaf, gen) {
+                    continue; // stale: the leaf holds a page again, or left and rejoined
+                }
+                self.page_cache_drop_shadows(file, leaf);
+                self.memcg_kmem_uncharge(
+                    m,
+                    super::memcontrol::XA_NODE_SIZE,
+                    super::memcontrol::KmemKind::SlabReclaimable,
+                );
             }
             scanned += 1;
-            let first = leaf << super::XA_CHUNK_SHIFT;
-            let end = (first + (1 << super::XA_CHUNK_SHIFT))
-                .min(self.files[file as usize].cache.len() as u32);
-            for i in first..end {
-                if self.files[file as usize].cache[i as usize] != 0 {
-                    self.page_cache_store(file, i, 0);
-                }
-            }
-            self.files[file as usize].xa_nodes[0][leaf as usize] = false;
-            self.memcg_kmem_uncharge(
-                m,
-                super::memcontrol::XA_NODE_SIZE,
-                super::memcontrol::KmemKind::SlabReclaimable,
-            );
             let lv = self.lruvec_of(m, 0) as usize;
             self.lruvecs[lv].mod_state(NodeStat::WorkingsetNodereclaim, 1);
             freed += 1;
         }
         freed
+    }
+
+    /// shadow_lru_isolate() of the page-cache leaf `leaf` of `file`: its shadows are
+    /// dropped and the node freed.
+    fn page_cache_drop_shadows(&mut self, file: u32, leaf: u32) {
+        let first = leaf << super::XA_CHUNK_SHIFT;
+        let end = (first + (1 << super::XA_CHUNK_SHIFT))
+            .min(self.files[file as usize].cache.len() as u32);
+        for i in first..end {
+            if self.files[file as usize].cache[i as usize] != 0 {
+                self.page_cache_store(file, i, 0);
+            }
+        }
+        self.files[file as usize].xa_nodes[0][leaf as usize] = false;
     }
 
     /// workingset_age_nonresident(): advance the clock of `lv` and every ancestor's lruvec on
