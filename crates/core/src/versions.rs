@@ -372,6 +372,20 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/lru_gen/protection.rs lru_gen_age_node" },
     },
     Rule {
+        name: "lru_note_cost_unlock_irq",
+        commit: "3865301dc58a \"mm: optimize lru_note_cost() by adding lru_note_cost_unlock_irq()\" (v6.17)",
+        has: [N, N, Y, Y],
+        what: "the putback's lru_lock hold goes on into lru_note_cost_unlock_irq, which records the first level's cost in it and ends it at once for a cost of 0; before, the caller unlocked and lru_note_cost took every level's lock whatever the cost",
+        effect: Effect::Rule { at: "mm/vmscan.rs putback_and_note_cost, mm/swap.rs lru_note_cost_unlock_irq" },
+    },
+    Rule {
+        name: "move_folios_to_lru_self_locking",
+        commit: "\"mm: vmscan: refactor move_folios_to_lru()\" (Eliminate Dying Memory Cgroup series, v7.0 or v7.1; mainline id not identified)",
+        has: [N, N, N, Y],
+        what: "move_folios_to_lru takes and releases lru_lock itself, one hold per non-empty list (shrink_active_list's l_active and l_inactive apart), and the caller takes the lruvec's lock again for lru_note_cost_unlock_irq, even for a cost of 0",
+        effect: Effect::Rule { at: "mm/vmscan.rs putback_and_note_cost" },
+    },
+    Rule {
         name: "rotation_cost",
         commit: "0538a82c39e9 \"mm: vmscan: make rotations a secondary factor in balancing anon vs file\" (v6.2)",
         has: [N, Y, Y, Y],
@@ -524,6 +538,12 @@ modeled_rules! {
     /// swap_shadow_nodes_shrinkable: the swap cache's leaves of shadows go on the root's
     /// shadow-node list.
     swap_shadow_nodes_shrinkable,
+    /// lru_note_cost_unlock_irq: the cost is noted in the putback's hold, a cost of 0 takes
+    /// no further lock (else every level's lock whatever the cost).
+    lru_note_cost_unlock_irq,
+    /// move_folios_to_lru_self_locking: one putback hold per non-empty list, then a fresh
+    /// hold for the cost.
+    move_folios_to_lru_self_locking,
 }
 
 impl Default for Rules {

@@ -252,3 +252,119 @@ fn an_mm_with_text_has_two_vmas_the_area_and_the_text_after_it() {
     assert_eq!(m.vma_bounds(600), (600, 614));
     assert_eq!(m.vma_bounds(613), (600, 614));
 }
+
+/// /a/b's 32 inactive file folios (clean, unmapped, unreferenced; the first `locked` of
+/// them locked, so shrink_folio_list keeps them) reclaimed by one shrink_lruvec of /a/b at
+/// priority 0 on the kernel `kernel` (a [kernel] table's lines). Returns the lru_lock
+/// acquisitions per call site and each level's file_cost (/a/b, /a, root).
+fn putback_holds(kernel: &str, locked: usize) -> (Vec<(Site, u64)>, [u64; 3]) {
+    putback_holds_of(kernel, locked, 0)
+}
+
+/// [`putback_holds`] of folios with the page flags `flags`.
+fn putback_holds_of(kernel: &str, locked: usize, flags: u16) -> (Vec<(Site, u64)>, [u64; 3]) {
+    use reclaimsim_core::mm::mm_types::PG_LOCKED;
+    let t = format!(
+        "duration = \"20s\"\n[machine]\ncpus = 2\nmemory_per_node = \"1G\"\n[kernel]\n{kernel}\n\
+         [[cgroup]]\npath = \"/a\"\n[[cgroup]]\npath = \"/a/b\"\n[[workload]]\ntype = \"usemem\"\n\
+         cgroup = \"/a/b\"\nsize = \"4K\"\nstart = \"10s\"\n"
+    );
+    let s = Sim::build(&Scenario::from_toml(&t).unwrap()).unwrap();
+    let (_, pfns) = s.fixture_file_folios(2, 0, 32, flags);
+    for &p in &pfns[..locked] {
+        s.mm.borrow_mut().pages[p as usize].set(PG_LOCKED);
+    }
+    let lv = {
+        let mut mm = s.mm.borrow_mut();
+        // Every level's hierarchical LRU size reads 32: lru_note_cost halves above 8.
+        mm.flush_stats(0);
+        mm.lruvec_of(2, 0)
+    };
+    let s2 = s.clone();
+    s.e.spawn(1000, 0, async move {
+        let mut sc = ScanControl::new(32, Some(2), false);
+        sc.priority = 0;
+        // prepare_scan_control's verdict when the inactive lists are low.
+        sc.may_deactivate = 3;
+        s2.shrink_lruvec(lv, &mut sc).await;
+    });
+    s.e.run_until(1_000_000, 1 << 20, &mut |_| true);
+    let mm = s.mm.borrow();
+    let cost = [2u16, 1, 0].map(|m| mm.lruvecs[mm.lruvec_of(m, 0) as usize].file_cost);
+    let sites =
+        s.e.lock_stats()
+            .iter()
+            .map(|x| (x.1, x.2.acquisitions))
+            .collect();
+    (sites, cost)
+}
+
+/// The lru_lock holds of shrink_inactive_list's putback and lru_note_cost, per version.
+/// Holds: isolation (shrink_inactive_list) in every version; the putback
+/// (move_folios_to_lru) before 7.x always, in 7.x (which locks inside move_folios_to_lru)
+/// only for a non-empty list, that is when folios were kept; then for the cost,
+/// nr_pageout * 32 + (scanned - reclaimed):
+/// - 6.1 and 6.12: lru_note_cost after the putback, one hold per level (3) whatever the
+///   cost;
+/// - 6.18 (lru_note_cost_unlock_irq): /a/b's level inside the putback hold; a cost of 0
+///   ends there, else /a and the root in their own holds (2);
+/// - 7.2 (7.3 without seed 000's vmstat_scan_cost; move_folios_to_lru_self_locking): the
+///   lruvec's lock taken again in shrink_lruvec, even at 0, then as 6.18;
+/// - 7.3: no cost hold at all.
+#[test]
+fn putback_and_lru_note_cost_take_each_versions_holds() {
+    let n =
+        |sites: &[(Site, u64)], site: Site| sites.iter().find(|x| x.0 == site).map_or(0, |x| x.1);
+    let v72 = "version = \"7.3\"\nrules.vmstat_scan_cost = false";
+    let cases = [
+        // (kernel, kept, [MoveFoliosToLru, ShrinkLruvec, LruNoteCost] holds, file_cost
+        // per level)
+        ("version = \"6.1\"", 0, [1, 0, 3], [0; 3]),
+        ("version = \"6.12\"", 0, [1, 0, 3], [0; 3]),
+        ("version = \"6.18\"", 0, [1, 0, 0], [0; 3]),
+        (v72, 0, [0, 1, 0], [0; 3]),
+        ("version = \"7.3\"", 0, [0, 0, 0], [0; 3]),
+        // 8 kept: 8 rotations of cost (none before 6.2's rotation_cost, 6.1), exactly the
+        // halving threshold, so every level keeps 8.
+        ("version = \"6.1\"", 8, [1, 0, 3], [0; 3]),
+        ("version = \"6.12\"", 8, [1, 0, 3], [8; 3]),
+        ("version = \"6.18\"", 8, [1, 0, 2], [8; 3]),
+        (v72, 8, [1, 1, 2], [8; 3]),
+        ("version = \"7.3\"", 8, [1, 0, 0], [0; 3]),
+    ];
+    for (kernel, locked, [putback, shrink_lruvec, note], cost) in cases {
+        let (sites, got) = putback_holds(kernel, locked);
+        let what = format!("{kernel:?} with {locked} kept: {sites:?}");
+        assert_eq!(n(&sites, Site::ShrinkInactiveList), 1, "{what}");
+        assert_eq!(n(&sites, Site::MoveFoliosToLru), putback, "{what}");
+        assert_eq!(n(&sites, Site::ShrinkLruvec), shrink_lruvec, "{what}");
+        assert_eq!(n(&sites, Site::LruNoteCost), note, "{what}");
+        assert_eq!(got, cost, "{what}");
+    }
+}
+
+/// shrink_active_list's holds: /a/b's 32 active file folios (no program text among them,
+/// so none rotates and l_active stays empty) all deactivated by one call. Isolation and
+/// one putback hold for both lists in 6.1 to 6.18 (6.1 and 6.12 note no cost without
+/// rotations; 6.18's lru_note_cost_unlock_irq ends the hold at a cost of 0); 7.2 puts
+/// back l_inactive in a hold of its own and takes the lock again for the cost (3); 7.3
+/// has no cost hold.
+#[test]
+fn shrink_active_list_takes_each_versions_holds() {
+    use reclaimsim_core::mm::mm_types::PG_ACTIVE;
+    let v72 = "version = \"7.3\"\nrules.vmstat_scan_cost = false";
+    for (kernel, holds) in [
+        ("version = \"6.1\"", 2),
+        ("version = \"6.12\"", 2),
+        ("version = \"6.18\"", 2),
+        (v72, 3),
+        ("version = \"7.3\"", 2),
+    ] {
+        let (sites, _) = putback_holds_of(kernel, 0, PG_ACTIVE);
+        let got: Vec<(Site, u64)> = sites
+            .into_iter()
+            .filter(|x| matches!(x.0, Site::ShrinkActiveList | Site::LruNoteCost))
+            .collect();
+        assert_eq!(got, vec![(Site::ShrinkActiveList, holds)], "{kernel:?}");
+    }
+}

@@ -416,46 +416,67 @@ impl Sim {
         }
     }
 
-    /// lru_note_cost_unlock_irq() walked up the hierarchy: record reclaim cost
-    /// (nr_io * SWAP_CLUSTER_MAX + nr_rotated) in `lv` and every ancestor lruvec, each under
-    /// its own lru_lock, halving both costs when they exceed a quarter of the level's LRU
-    /// size (lruvec_page_state, hierarchical and as fresh as the last flush).
-    ///
-    /// Simplified/structured as 7.x: the first level re-acquires the lock (it is not folded
-    /// into the putback hold as in 6.18); `first_site` names that acquisition (the seed 000
-    /// call sites), the parents count under lru_note_cost_unlock_irq.
+    /// lru_note_cost() from a caller holding no lru_lock: take `lv`'s lock at `site` and
+    /// record the cost as [`Sim::lru_note_cost_unlock_irq`] does. With seed 000's
+    /// `vmstat_scan_cost` producers only count (pgreclaim_pageout, pgrotate) and no lock is
+    /// taken; prepare_scan_control turns the counts into cost (a restore refault is
+    /// already counted in workingset_restore).
     pub async fn lru_note_cost(
         &self,
         lv: LruvecId,
         file: bool,
         nr_io: u64,
         nr_rotated: u64,
-        first_site: Site,
+        site: Site,
     ) {
         if self.v.vmstat_scan_cost {
-            // Seed 000: producers only count; prepare_scan_control turns the counts into
-            // cost. A restore refault is already counted in workingset_restore.
-            if first_site != Site::WorkingsetRefault {
-                use super::vmstat::NodeStat::*;
-                let mut mm = self.mm.borrow_mut();
-                let (po, rot) = if file {
-                    (PgreclaimPageoutFile, PgrotateFile)
-                } else {
-                    (PgreclaimPageoutAnon, PgrotateAnon)
-                };
-                mm.mod_lruvec_state(lv, po, nr_io);
-                mm.mod_lruvec_state(lv, rot, nr_rotated);
+            if site != Site::WorkingsetRefault {
+                self.count_reclaim_cost(lv, file, nr_io, nr_rotated);
             }
             return;
         }
+        self.lock_lruvec(lv, site).await;
+        self.lru_note_cost_unlock_irq(lv, file, nr_io, nr_rotated)
+            .await;
+    }
+
+    /// Seed 000's producers: the pages written and rotated, counted in the lruvec's
+    /// statistics for prepare_scan_control.
+    pub(crate) fn count_reclaim_cost(&self, lv: LruvecId, file: bool, nr_io: u64, nr_rotated: u64) {
+        use super::vmstat::NodeStat::*;
+        let mut mm = self.mm.borrow_mut();
+        let (po, rot) = if file {
+            (PgreclaimPageoutFile, PgrotateFile)
+        } else {
+            (PgreclaimPageoutAnon, PgrotateAnon)
+        };
+        mm.mod_lruvec_state(lv, po, nr_io);
+        mm.mod_lruvec_state(lv, rot, nr_rotated);
+    }
+
+    /// lru_note_cost_unlock_irq(), entered with `lv`'s lru_lock held: record the reclaim
+    /// cost (nr_io * SWAP_CLUSTER_MAX + nr_rotated) in `lv` and every ancestor lruvec,
+    /// releasing each level's lock and taking the next one's (site lru_note_cost_unlock_irq),
+    /// halving both costs when they exceed a quarter of the level's LRU size
+    /// (lruvec_page_state, hierarchical and as fresh as the last flush).
+    ///
+    /// With `lru_note_cost_unlock_irq` (6.17) a cost of 0 only releases the lock. Before,
+    /// lru_note_cost took every level's lock whatever the cost: 6.1's shrink_inactive_list,
+    /// whose cost is the pages written alone, walks the hierarchy after every chunk.
+    pub async fn lru_note_cost_unlock_irq(
+        &self,
+        lv: LruvecId,
+        file: bool,
+        nr_io: u64,
+        nr_rotated: u64,
+    ) {
         let cost = self.reclaim_cost(nr_io, nr_rotated);
-        if cost == 0 {
+        if cost == 0 && self.mm.borrow().rules.lru_note_cost_unlock_irq {
+            self.unlock_lruvec(lv);
             return;
         }
-        let mut cur = Some(lv);
-        let mut site = first_site;
-        while let Some(l) = cur {
-            self.lock_lruvec(l, site).await;
+        let mut l = lv;
+        loop {
             {
                 let mut mm = self.mm.borrow_mut();
                 let v = &mut mm.lruvecs[l as usize];
@@ -475,8 +496,11 @@ impl Sim {
                 }
             }
             self.unlock_lruvec(l);
-            site = Site::LruNoteCost;
-            cur = self.mm.borrow().parent_lruvec(l);
+            let Some(parent) = self.mm.borrow().parent_lruvec(l) else {
+                break;
+            };
+            self.lock_lruvec(parent, Site::LruNoteCost).await;
+            l = parent;
         }
     }
 

@@ -669,28 +669,104 @@ impl Sim {
                 hold.retain(|&pfn| !mm.pages[pfn as usize].test(PG_ACTIVE));
             }
         }
-        self.lock_lruvec(lv, Site::ShrinkActiveList).await;
-        let dead = {
-            let mut mm = self.mm.borrow_mut();
-            let mut dead = mm.pfn_vec();
-            mm.move_folios_to_lru(lv, &l_active, &mut dead);
-            let deactivated = mm.move_folios_to_lru(lv, &hold, &mut dead);
+        // move_folios_to_lru() of l_active and l_inactive, then lru_note_cost(lruvec, file,
+        // 0, nr_rotated): 6.1 records no rotations (none of its calls), 6.12 calls it only
+        // for rotations.
+        let note = PutbackNote {
+            nr_io: 0,
+            nr_rotated,
+            always: false,
+            putback_site: Site::ShrinkActiveList,
+            cost_site: Site::ShrinkActiveList,
+        };
+        self.putback_and_note_cost(lv, file, &[&l_active, &hold], note, |mm, moved| {
             mm.count_isolated(lv, file, -(taken as i64));
             let memcg = mm.lruvecs[lv as usize].memcg;
-            mm.count_event(VmEvent::Pgdeactivate, deactivated);
-            mm.count_memcg_event(memcg, VmEvent::Pgdeactivate, deactivated);
-            dead
-        };
-        self.e.charge(taken * self.c.list_op);
-        self.unlock_lruvec(lv);
+            mm.count_event(VmEvent::Pgdeactivate, moved[1]);
+            mm.count_memcg_event(memcg, VmEvent::Pgdeactivate, moved[1]);
+        })
+        .await;
         self.mm.borrow_mut().put_pfn_vec(hold);
         self.mm.borrow_mut().put_pfn_vec(l_active);
-        self.free_unref_folios(dead);
-        // lru_note_cost(lruvec, file, 0, nr_rotated): nothing to record without rotations.
-        if nr_rotated > 0 {
-            self.lru_note_cost(lv, file, 0, nr_rotated, Site::ShrinkActiveList)
-                .await;
+    }
+
+    /// move_folios_to_lru() of the isolated folios in `lists`, then lru_note_cost of the
+    /// pass, with the lru_lock holds each version takes for them:
+    ///
+    /// ```text
+    ///   6.1, 6.12  [putback, every list] then lru_note_cost: [level 0] [level 1] ...
+    ///              taken whatever the cost (`note.always`, else only for a cost above 0)
+    ///   6.18       [putback, every list + level 0] [level 1] ...    lru_note_cost_unlock_irq
+    ///              inside the putback hold; a cost of 0 ends the hold there
+    ///   7.2        [putback, list 1] [putback, list 2] [level 0] [level 1] ...
+    ///              move_folios_to_lru locks for itself, one hold per non-empty list; the
+    ///              lruvec's lock is taken again for the cost (at `note.cost_site`), even at 0
+    ///   seed 000   the putback holds of its version; the cost only counted
+    /// ```
+    /// `stats` counts the folios moved per list (under the putback hold in the kernel
+    /// before 7.x, after it since; counters either way). Folios that died while isolated
+    /// are freed after the putback.
+    async fn putback_and_note_cost(
+        &self,
+        lv: LruvecId,
+        file: bool,
+        lists: &[&[Pfn]],
+        note: PutbackNote,
+        stats: impl FnOnce(&mut Mm, [u64; 2]),
+    ) {
+        let (in_hold, self_locking) = {
+            let r = &self.mm.borrow().rules;
+            (
+                r.lru_note_cost_unlock_irq,
+                r.move_folios_to_lru_self_locking,
+            )
+        };
+        let putback_site = note.putback_site;
+        let mut moved = [0u64; 2];
+        let mut dead = self.mm.borrow_mut().pfn_vec();
+        let mut held = false;
+        for (i, list) in lists.iter().enumerate() {
+            if self_locking && list.is_empty() {
+                continue;
+            }
+            if !held {
+                self.lock_lruvec(lv, putback_site).await;
+                held = true;
+            }
+            moved[i] = self.mm.borrow_mut().move_folios_to_lru(lv, list, &mut dead);
+            self.e.charge(list.len() as u64 * self.c.list_op);
+            if self_locking {
+                self.unlock_lruvec(lv);
+                held = false;
+            }
         }
+        if !self_locking && !held {
+            // Before 7.x the putback takes its hold even for nothing to put back.
+            self.lock_lruvec(lv, putback_site).await;
+            held = true;
+        }
+        stats(&mut self.mm.borrow_mut(), moved);
+        let (nr_io, nr_rotated) = (note.nr_io, note.nr_rotated);
+        if self.v.vmstat_scan_cost {
+            if held {
+                self.unlock_lruvec(lv);
+            }
+            self.count_reclaim_cost(lv, file, nr_io, nr_rotated);
+        } else if self_locking {
+            self.lock_lruvec(lv, note.cost_site).await;
+            self.lru_note_cost_unlock_irq(lv, file, nr_io, nr_rotated)
+                .await;
+        } else if in_hold {
+            self.lru_note_cost_unlock_irq(lv, file, nr_io, nr_rotated)
+                .await;
+        } else {
+            self.unlock_lruvec(lv);
+            if note.always || self.reclaim_cost(nr_io, nr_rotated) > 0 {
+                self.lru_note_cost(lv, file, nr_io, nr_rotated, Site::LruNoteCost)
+                    .await;
+            }
+        }
+        self.free_unref_folios(dead);
     }
 
     /// shrink_inactive_list(): isolate a chunk of inactive folios, try to reclaim them,
@@ -757,15 +833,19 @@ impl Sim {
             return 0;
         }
         let stat = self.shrink_folio_list(&mut list, lv, sc).await;
-        self.lock_lruvec(lv, Site::MoveFoliosToLru).await;
-        let dead = {
-            let mut mm = self.mm.borrow_mut();
-            let mut dead = mm.pfn_vec();
-            mm.move_folios_to_lru(lv, &list, &mut dead);
+        let note = PutbackNote {
+            nr_io: stat.nr_pageout,
+            nr_rotated: scanned - stat.nr_reclaimed,
+            always: true,
+            putback_site: Site::MoveFoliosToLru,
+            cost_site: Site::ShrinkLruvec,
+        };
+        let item = sc.reclaimer_offset(&self.mm.borrow().rules).pgsteal();
+        let cgroup_reclaim = sc.cgroup_reclaim();
+        self.putback_and_note_cost(lv, file, &[&list], note, |mm, _| {
             mm.count_isolated(lv, file, -(taken as i64));
             let memcg = mm.lruvecs[lv as usize].memcg;
-            let item = sc.reclaimer_offset(&mm.rules).pgsteal();
-            mm.count_reclaim_event(memcg, item, stat.nr_reclaimed, !sc.cgroup_reclaim());
+            mm.count_reclaim_event(memcg, item, stat.nr_reclaimed, !cgroup_reclaim);
             mm.count_event(
                 if file {
                     VmEvent::PgstealFile
@@ -774,20 +854,9 @@ impl Sim {
                 },
                 stat.nr_reclaimed,
             );
-            dead
-        };
-        self.e.charge(list.len() as u64 * self.c.list_op);
-        self.unlock_lruvec(lv);
-        self.mm.borrow_mut().put_pfn_vec(list);
-        self.free_unref_folios(dead);
-        self.lru_note_cost(
-            lv,
-            file,
-            stat.nr_pageout,
-            scanned - stat.nr_reclaimed,
-            Site::ShrinkLruvec,
-        )
+        })
         .await;
+        self.mm.borrow_mut().put_pfn_vec(list);
         sc.nr_writeback += stat.nr_writeback;
         stat.nr_reclaimed
     }
@@ -1648,6 +1717,20 @@ impl Sim {
             }
         }
     }
+}
+
+/// What a putback notes of its pass (lru_note_cost's arguments), and the call sites of
+/// its holds.
+struct PutbackNote {
+    nr_io: u64,
+    nr_rotated: u64,
+    /// Before 6.17 the caller calls lru_note_cost whatever the cost (shrink_inactive_list),
+    /// or only for a cost above 0 (shrink_active_list's rotations).
+    always: bool,
+    /// The putback holds.
+    putback_site: Site,
+    /// 7.2's fresh hold for the cost.
+    cost_site: Site,
 }
 
 #[cfg(test)]
