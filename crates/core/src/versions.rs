@@ -372,6 +372,13 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/lru_gen/protection.rs lru_gen_age_node" },
     },
     Rule {
+        name: "mglru_type_selection_rework",
+        commit: "37a260870f2c \"mm/mglru: rework type selection\" (v6.14; the get_tier_idx gains from the same v6.14 series, their commit not identified)",
+        has: [N, N, Y, Y],
+        what: "isolate_folios takes the type get_type_to_scan's PID weighs over all tiers, and get_tier_idx weighs the set point 2 to 3; before, the obvious choice first (file at swappiness 0 or 1, anon when its oldest generation is older or at 200), then the PID over the two types' first tiers, which also sets the tier, and gains 1 to 2",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs isolate_folios" },
+    },
+    Rule {
         name: "lru_note_cost_unlock_irq",
         commit: "3865301dc58a \"mm: optimize lru_note_cost() by adding lru_note_cost_unlock_irq()\" (v6.17)",
         has: [N, N, Y, Y],
@@ -410,7 +417,7 @@ pub const RULES: &[Rule] = &[
         name: "mglru_workingset_rework",
         commit: "9cbfd1c3c83b, b1a71694fb00 \"mm/mglru: rework refault detection\", 798c0330c2ca and the rest of the v6.14 workingset protection series (several differences, to be split into rules when modeled)",
         has: [N, N, Y, Y],
-        what: "MGLRU's refs and tiers (refs counting PG_referenced, not PG_workingset; the eviction token's workingset bit), placement from max_seq, promotion at the second young sighting, as 6.14 made them; its refault side is modeled (mglru_refault_recent_window, mglru_refault_activate_in_fault, mglru_refault_restore_rework)",
+        what: "MGLRU's refs and tiers (refs counting PG_referenced, not PG_workingset; the eviction token's workingset bit), placement from max_seq, promotion at the second young sighting, as 6.14 made them; its refault side (mglru_refault_recent_window, mglru_refault_activate_in_fault, mglru_refault_restore_rework) and type selection (mglru_type_selection_rework) are modeled",
         effect: Effect::NotModeled,
     },
     Rule {
@@ -544,6 +551,9 @@ modeled_rules! {
     /// move_folios_to_lru_self_locking: one putback hold per non-empty list, then a fresh
     /// hold for the cost.
     move_folios_to_lru_self_locking,
+    /// mglru_type_selection_rework: isolate_folios' type from the PID over all tiers, tier
+    /// gains 2 to 3 (else the obvious choice first, first tiers, gains 1 to 2).
+    mglru_type_selection_rework,
 }
 
 impl Default for Rules {

@@ -301,22 +301,59 @@ impl Mm {
     }
 }
 
-/// get_tier_idx(): the highest tier eviction takes from. Tier 0 with gain 2 is the set
-/// point; tiers 1, 2, 3 in turn with gain 3 until one refaults more. The 3:2 weighing leaves
-/// room for noise, since folios of a higher tier were accessed at least twice as often and
-/// should refault more anyway. Returns that tier - 1 (3 when none does); tiers above it are
-/// protected.
-pub fn get_tier_idx(lrugen: &LruGenFolio, ty: usize) -> usize {
-    let sp = read_ctrl_pos(lrugen, ty, 0, 2);
+/// get_tier_idx(): the highest tier eviction takes from. Tier 0 is the set point, tiers 1,
+/// 2, 3 in turn the process variable until one refaults more, weighed 2 to 3 (since the
+/// 6.14 rework, `mglru_type_selection_rework`; 1 to 2 before), a margin for noise, since
+/// folios of a higher tier were accessed at least twice as often and should refault more
+/// anyway. Returns that tier - 1 (3 when none does); tiers above it are protected.
+pub fn get_tier_idx(lrugen: &LruGenFolio, ty: usize, rework: bool) -> usize {
+    let (sp_gain, pv_gain) = if rework { (2, 3) } else { (1, 2) };
+    let sp = read_ctrl_pos(lrugen, ty, 0, sp_gain);
     let mut tier = 1;
     while tier < MAX_NR_TIERS {
-        let pv = read_ctrl_pos(lrugen, ty, tier, 3);
+        let pv = read_ctrl_pos(lrugen, ty, tier, pv_gain);
         if !positive_ctrl_err(&sp, &pv) {
             break;
         }
         tier += 1;
     }
     tier - 1
+}
+
+/// isolate_folios()'s first choice before 6.14 (`mglru_type_selection_rework` off), and
+/// the tier when the choice gave one: the obvious type where there is one (file at
+/// swappiness 0 or 1, anon when its oldest generation is older than file's or at
+/// MAX_SWAPPINESS; never file for want of __GFP_IO, which the model's reclaimers all
+/// have), else get_type_to_scan's verdict on the two types' first tiers, weighed by
+/// swappiness and 200 - swappiness, which also gives the tier: the last of the chosen type
+/// before one that refaults more than the other type's first tier.
+pub fn first_type_to_scan_v612(lrugen: &LruGenFolio, swappiness: u32) -> (usize, Option<usize>) {
+    if swappiness == MIN_SWAPPINESS {
+        return (LRU_GEN_FILE, None);
+    }
+    if lrugen.min_seq[LRU_GEN_ANON] < lrugen.min_seq[LRU_GEN_FILE] {
+        return (LRU_GEN_ANON, None);
+    }
+    if swappiness == MIN_SWAPPINESS + 1 {
+        return (LRU_GEN_FILE, None);
+    }
+    if swappiness >= MAX_SWAPPINESS {
+        return (LRU_GEN_ANON, None);
+    }
+    let gain = [swappiness as u64, (MAX_SWAPPINESS - swappiness) as u64];
+    let sp = read_ctrl_pos(lrugen, LRU_GEN_ANON, 0, gain[LRU_GEN_ANON]);
+    let pv = read_ctrl_pos(lrugen, LRU_GEN_FILE, 0, gain[LRU_GEN_FILE]);
+    let ty = positive_ctrl_err(&sp, &pv) as usize;
+    let sp = read_ctrl_pos(lrugen, 1 - ty, 0, gain[1 - ty]);
+    let mut tier = 1;
+    while tier < MAX_NR_TIERS {
+        let pv = read_ctrl_pos(lrugen, ty, tier, gain[ty]);
+        if !positive_ctrl_err(&sp, &pv) {
+            break;
+        }
+        tier += 1;
+    }
+    (ty, Some(tier - 1))
 }
 
 /// get_type_to_scan(): the type eviction tries first. Swappiness 0 and 1 take file, 200
@@ -364,13 +401,22 @@ impl Mm {
         exact: bool,
         list: &mut Vec<Pfn>,
     ) -> Isolated {
-        let mut ty = get_type_to_scan(&self.lruvecs[lv as usize].lrugen, swappiness);
+        // Rule mglru_type_selection_rework (6.14): the PID's choice over all tiers; before,
+        // the obvious choice first, and the PID's over the first tiers.
+        let rework = self.rules.mglru_type_selection_rework;
+        let lrugen = &self.lruvecs[lv as usize].lrugen;
+        let (mut ty, mut first_tier) = if rework {
+            (get_type_to_scan(lrugen, swappiness), None)
+        } else {
+            first_type_to_scan_v612(lrugen, swappiness)
+        };
         let mut out = Isolated { ty, scanned: 0 };
         for _ in (0..ANON_AND_FILE).filter(|&t| type_is_evictable(t, swappiness)) {
-            let tier = if tiers {
-                get_tier_idx(&self.lruvecs[lv as usize].lrugen, ty)
-            } else {
-                MAX_NR_TIERS - 1
+            let lrugen = &self.lruvecs[lv as usize].lrugen;
+            let tier = match first_tier.take() {
+                _ if !tiers => MAX_NR_TIERS - 1,
+                Some(tier) => tier,
+                None => get_tier_idx(lrugen, ty, rework),
             };
             out.ty = ty;
             let pass = self.scan_folios(lv, sc, ty, tier, nr_to_scan, list);
@@ -1225,7 +1271,7 @@ start = "900s"
         let f = LRU_GEN_FILE;
         // No refaults anywhere: every tier is positive, tier_idx 3 (nothing protected).
         let mut g = LruGenFolio::init(true, 0);
-        assert_eq!(get_tier_idx(&g, f), 3);
+        assert_eq!(get_tier_idx(&g, f, true), 3);
         // Set point tier 0: refaulted 5 + 5 = 10, total 500 + 300 + 200 = 1000, gain 2.
         g.avg_refaulted[f][0] = 5;
         g.refaulted[0][f][0] = 5;
@@ -1240,22 +1286,122 @@ start = "900s"
         g.avg_total[f][1] = 50;
         g.protected[0][f][1] = 30;
         g.evicted[0][f][1] = 20;
-        assert_eq!(get_tier_idx(&g, f), 0);
-        assert_eq!(get_tier_idx(&g, LRU_GEN_ANON), 3, "types are separate");
+        assert_eq!(get_tier_idx(&g, f, true), 0);
+        assert_eq!(
+            get_tier_idx(&g, LRU_GEN_ANON, true),
+            3,
+            "types are separate"
+        );
         // Tier 1 down to 63 refaults: positive; tier 2 with 200 of 300:
         // 200 * 1064 * 2 = 425600 > 11 * 300 * 3 = 9900: negative, tier_idx 1.
         g.refaulted[0][f][1] = 33;
         g.refaulted[0][f][2] = 200;
         g.evicted[0][f][2] = 300;
-        assert_eq!(get_tier_idx(&g, f), 1);
+        assert_eq!(get_tier_idx(&g, f, true), 1);
         // Gains 2 (set point) against 3: sp = (0, 0): tier 1 with 64 refaults of T is
         // positive iff 64 * 64 * 2 = 8192 <= 3 * T, i.e. T >= 2731.
         let mut g = LruGenFolio::init(true, 0);
         g.refaulted[0][f][1] = 64;
         g.evicted[0][f][1] = 2731;
-        assert_eq!(get_tier_idx(&g, f), 3);
+        assert_eq!(get_tier_idx(&g, f, true), 3);
         g.evicted[0][f][1] = 2730;
-        assert_eq!(get_tier_idx(&g, f), 0);
+        assert_eq!(get_tier_idx(&g, f, true), 0);
+    }
+
+    /// Before 6.14 (mglru_type_selection_rework off) the gains are 1 (set point) to 2:
+    /// tier 0 with 100 refaults of 1000, tier 1 with 150 of 1000: 150 * 1064 * 1 = 159600
+    /// <= 101 * 1000 * 2 = 202000, positive (tiers 2 and 3 have no refaults): nothing
+    /// protected, tier_idx 3. With 2 to 3, 319200 > 303000: tier 1 protected, tier_idx 0.
+    #[test]
+    fn get_tier_idx_gains_before_and_after_6_14() {
+        let f = LRU_GEN_FILE;
+        let mut g = LruGenFolio::init(true, 0);
+        g.refaulted[0][f][0] = 100;
+        g.evicted[0][f][0] = 1000;
+        g.refaulted[0][f][1] = 150;
+        g.evicted[0][f][1] = 1000;
+        assert_eq!(get_tier_idx(&g, f, false), 3);
+        assert_eq!(get_tier_idx(&g, f, true), 0);
+    }
+
+    /// The PID counters of [`first_type_by_version`]: anon's first tier 0 refaults of 1000,
+    /// file's first tier 0 of 1000 and its third 500 of 1000.
+    fn file_refaults_in_tier_2() -> LruGenFolio {
+        let (a, f) = (LRU_GEN_ANON, LRU_GEN_FILE);
+        let mut g = LruGenFolio::init(true, 0);
+        g.evicted[0][a][0] = 1000;
+        g.evicted[0][f][0] = 1000;
+        g.refaulted[0][f][2] = 500;
+        g.evicted[0][f][2] = 1000;
+        g
+    }
+
+    /// isolate_folios' first type before 6.14: the obvious choices, then the PID on the
+    /// first tiers alone. At swappiness 60 (gains 60 for anon, 140 for file) file's first
+    /// tier has no refaults (fewer than MIN_LRU_BATCH: positive), so file; its tier 1 is
+    /// positive too, its tier 2 is not against anon's first tier (500 * 1064 * 60 >
+    /// 1 * 1000 * 140), so tier_idx 1. Since 6.14 (get_type_to_scan) every tier counts:
+    /// file's 500 of 2000 against anon's 0 of 1000, negative: anon.
+    #[test]
+    fn the_first_type_to_scan_before_6_14() {
+        let (a, f) = (LRU_GEN_ANON, LRU_GEN_FILE);
+        let mut g = file_refaults_in_tier_2();
+        assert_eq!(first_type_to_scan_v612(&g, 60), (f, Some(1)));
+        assert_eq!(get_type_to_scan(&g, 60), a);
+        // The obvious choices come first.
+        assert_eq!(first_type_to_scan_v612(&g, 0), (f, None));
+        assert_eq!(first_type_to_scan_v612(&g, 1), (f, None));
+        assert_eq!(first_type_to_scan_v612(&g, 200), (a, None));
+        // Anon's oldest generation older than file's: anon (except at swappiness 0).
+        g.min_seq = [3, 4];
+        assert_eq!(first_type_to_scan_v612(&g, 60), (a, None));
+        assert_eq!(first_type_to_scan_v612(&g, 1), (a, None));
+        assert_eq!(first_type_to_scan_v612(&g, 0), (f, None));
+    }
+
+    /// One evict_folios of /a's 100 anon and 100 file folios (zram, swappiness 60, aged
+    /// twice) with the PID counters of [`file_refaults_in_tier_2`]: (pgscan_file,
+    /// pgscan_anon).
+    fn first_type_by_version(version: &str, edit: fn(&mut Rules)) -> (u64, u64) {
+        let extra = format!("lru = \"mglru\"\nversion = \"{version}\"");
+        let s = crate::fixture::one_node_machine("64M", Some("64M"), &extra);
+        edit(&mut s.mm.borrow_mut().rules);
+        let lv = s.mm.borrow().lruvec_of(1, 0);
+        s.fixture_file_folios(1, 0, 100, 0);
+        s.fixture_anon_folios(1, 0, 100, false, 0);
+        crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+            let mut sc = ScanControl::new(1024, Some(1), false);
+            sc.priority = 4;
+            for _ in 0..2 {
+                let max_seq = s.mm.borrow().lruvecs[lv as usize].lrugen.max_seq;
+                assert!(
+                    s.try_to_inc_max_seq(lv, max_seq, 60, false, &mut sc.mm_walk)
+                        .await
+                );
+            }
+            {
+                let mut mm = s.mm.borrow_mut();
+                let g = &mut mm.lruvecs[lv as usize].lrugen;
+                assert_eq!(g.min_seq, [2, 2]);
+                let pid = file_refaults_in_tier_2();
+                (g.refaulted, g.evicted) = (pid.refaulted, pid.evicted);
+            }
+            s.evict_folios(64, lv, &mut sc, 60).await;
+        });
+        let mm = s.mm.borrow();
+        (
+            mm.events[VmEvent::PgscanFile as usize],
+            mm.events[VmEvent::PgscanAnon as usize],
+        )
+    }
+
+    #[test]
+    fn eviction_picks_its_type_by_the_versions_rule() {
+        // 6.12 scans file first, 6.18 anon; 64 folios of the type either way.
+        assert_eq!(first_type_by_version("6.12", as_is), (64, 0));
+        assert_eq!(first_type_by_version("6.18", as_is), (0, 64));
+        let rework = |r: &mut Rules| r.mglru_type_selection_rework = true;
+        assert_eq!(first_type_by_version("6.12", rework), (0, 64));
     }
 
     #[test]
