@@ -66,7 +66,8 @@ def test_the_report_heading_names_the_model_version():
 
 def test_an_ab_of_two_versions_names_the_rules_that_differ():
     # Between 6.12 and 6.18 the model's rules differ by MGLRU's aging rework, the three
-    # refault rules and the type selection of the workingset rework (6.14), the scan
+    # refault rules, the type selection and the protected folios' placement of the
+    # workingset rework (6.14), sort_folio's locked test (gone by 6.15), the scan
     # budget and proportional protection of af827e090489 (6.17), memory.stat's
     # pgscan_proactive split (6.15),
     # memory.reclaim's swappiness=max (6.16), lru_note_cost_unlock_irq (6.17) and 6.12's
@@ -81,7 +82,8 @@ def test_an_ab_of_two_versions_names_the_rules_that_differ():
         "mglru_aging_feedback_rework", "mglru_scan_budget_nr_to_scan", "mglru_proportional_protection",
         "pgscan_proactive", "memory_reclaim_swappiness_max", "mglru_refault_recent_window",
         "mglru_refault_activate_in_fault", "mglru_refault_restore_rework",
-        "swap_shadow_nodes_shrinkable", "lru_note_cost_unlock_irq", "mglru_type_selection_rework"}
+        "swap_shadow_nodes_shrinkable", "lru_note_cost_unlock_irq", "mglru_type_selection_rework",
+        "mglru_protected_to_head", "mglru_sort_locked_as_writeback"}
     assert names["mglru_aging_feedback_rework"][:2] == (False, True)
     assert names["pgscan_proactive"] == (False, True, "rule")
     assert names["swap_shadow_nodes_shrinkable"] == (True, False, "rule")

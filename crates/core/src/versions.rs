@@ -379,6 +379,20 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/lru_gen/eviction.rs isolate_folios" },
     },
     Rule {
+        name: "mglru_protected_to_head",
+        commit: "\"mm/mglru: rework workingset protection\" (v6.14 series; mainline id not identified)",
+        has: [N, N, Y, Y],
+        what: "sort_folio moves a protected folio to the head of the next generation; before, to its tail, so it is the first scanned once that generation is the oldest",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs sort_folio" },
+    },
+    Rule {
+        name: "mglru_sort_locked_as_writeback",
+        commit: "ended between v6.12 and v6.15 (the rewrite of sort_folio's writeback test; commit not identified)",
+        has: [Y, Y, N, N],
+        what: "sort_folio moves a locked folio on as one under writeback (next generation, PG_reclaim) instead of trying to isolate it",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs sort_folio_decide" },
+    },
+    Rule {
         name: "lru_note_cost_unlock_irq",
         commit: "3865301dc58a \"mm: optimize lru_note_cost() by adding lru_note_cost_unlock_irq()\" (v6.17)",
         has: [N, N, Y, Y],
@@ -417,7 +431,7 @@ pub const RULES: &[Rule] = &[
         name: "mglru_workingset_rework",
         commit: "9cbfd1c3c83b, b1a71694fb00 \"mm/mglru: rework refault detection\", 798c0330c2ca and the rest of the v6.14 workingset protection series (several differences, to be split into rules when modeled)",
         has: [N, N, Y, Y],
-        what: "MGLRU's refs and tiers (refs counting PG_referenced, not PG_workingset; the eviction token's workingset bit), placement from max_seq, promotion at the second young sighting, as 6.14 made them; its refault side (mglru_refault_recent_window, mglru_refault_activate_in_fault, mglru_refault_restore_rework) and type selection (mglru_type_selection_rework) are modeled",
+        what: "MGLRU's refs and tiers (refs counting PG_referenced, not PG_workingset; the eviction token's workingset bit), placement from max_seq, promotion at the second young sighting, as 6.14 made them (the placement of protected folios is modeled: mglru_protected_to_head); its refault side (mglru_refault_recent_window, mglru_refault_activate_in_fault, mglru_refault_restore_rework) and type selection (mglru_type_selection_rework) are modeled",
         effect: Effect::NotModeled,
     },
     Rule {
@@ -554,6 +568,12 @@ modeled_rules! {
     /// mglru_type_selection_rework: isolate_folios' type from the PID over all tiers, tier
     /// gains 2 to 3 (else the obvious choice first, first tiers, gains 1 to 2).
     mglru_type_selection_rework,
+    /// mglru_protected_to_head: sort_folio puts protected folios at the head of the next
+    /// generation (else its tail).
+    mglru_protected_to_head,
+    /// mglru_sort_locked_as_writeback: sort_folio moves locked folios on as under writeback
+    /// (6.1, 6.12).
+    mglru_sort_locked_as_writeback,
 }
 
 impl Default for Rules {

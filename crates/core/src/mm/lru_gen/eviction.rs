@@ -74,17 +74,19 @@ impl SortFolio {
 }
 
 /// sort_folio()'s decision, a pure function of the folio's flags and byte: `evictable` is
-/// folio_evictable(), `on_lru` whether the kernel's PG_lru is set (folio_test_lru, which
-/// under rule lru_batch_clears_pg_lru is clear while a batch holds the folio). The checks
-/// run in the kernel's order.
+/// folio_evictable(); the kernel's PG_lru is folio_test_lru (under rule
+/// lru_batch_clears_pg_lru clear while a batch holds the folio). The checks run in the
+/// kernel's order. Rule mglru_sort_locked_as_writeback (6.1, 6.12): a locked folio is
+/// sorted as one under writeback (moved on with PG_reclaim), not isolated.
 pub fn sort_folio_decide(
     lrugen: &LruGenFolio,
     page: &Page,
     byte: u8,
     tier_idx: usize,
     evictable: bool,
-    on_lru: bool,
+    rules: &Rules,
 ) -> SortFolio {
+    let on_lru = folio_test_lru(page, rules);
     let ty = folio_type(page);
     let refs = lru_refs(page, byte);
     let ws = page.test(PG_WORKINGSET);
@@ -108,7 +110,8 @@ pub fn sort_folio_decide(
     }
     let (dirty, writeback) = (page.test(PG_DIRTY), page.test(PG_WRITEBACK));
     let file_dirty = ty == LRU_GEN_FILE && dirty;
-    if writeback || file_dirty {
+    let locked = rules.mglru_sort_locked_as_writeback && page.test(PG_LOCKED);
+    if writeback || file_dirty || locked {
         return SortFolio::Writeback {
             file_taken: file_dirty,
             unqueued_dirty: file_dirty && !writeback,
@@ -128,9 +131,8 @@ pub fn sort_folio(
     rules: &Rules,
 ) -> SortFolio {
     let page = frames[pfn as usize];
-    let on_lru = folio_test_lru(&page, rules);
     let byte = frames.lru_gen[pfn as usize];
-    let verdict = sort_folio_decide(&lv.lrugen, &page, byte, tier_idx, evictable, on_lru);
+    let verdict = sort_folio_decide(&lv.lrugen, &page, byte, tier_idx, evictable, rules);
     match verdict {
         SortFolio::Unevictable => {
             lru_gen_del_folio(frames, lv, pfn, true);
@@ -139,8 +141,11 @@ pub fn sort_folio(
         }
         SortFolio::Promoted { gen } => gen_list_move(frames, &mut lv.lrugen, pfn, gen, false),
         SortFolio::Protected { tier } => {
+            // Rule mglru_protected_to_head (6.14): to the head of the next generation;
+            // before, to its tail, the first to be scanned once it is the oldest.
             let gen = folio_inc_gen(frames, lv, pfn, false);
-            gen_list_move(frames, &mut lv.lrugen, pfn, gen, false);
+            let tail = !rules.mglru_protected_to_head;
+            gen_list_move(frames, &mut lv.lrugen, pfn, gen, tail);
             if let Some(t) = tier {
                 let ty = folio_type(&page);
                 let hist = lru_hist_from_seq(lv.lrugen.min_seq[ty]);
@@ -1552,6 +1557,50 @@ start = "900s"
         assert!(should_run_aging_in_loop(&h, (60, true), 4));
     }
 
+    /// Before 6.14 sort_folio puts a protected folio at the tail of the next generation
+    /// (list_move_tail), since then at its head; and 6.1 and 6.12 sort a locked folio as
+    /// one under writeback (to the head of the next generation with PG_reclaim), where
+    /// later kernels isolate it.
+    #[test]
+    fn sort_folio_places_protected_and_locked_folios_by_version() {
+        let f_ = LRU_GEN_FILE;
+        let mut old = *DEFAULT_RULES;
+        assert!(old.set("mglru_protected_to_head", false));
+        assert!(old.set("mglru_sort_locked_as_writeback", true));
+        // pfn 1 and 2: refs maxed, protected; sorted 1 then 2 into gen 1 (list head first).
+        for (rules, want) in [(&*DEFAULT_RULES, vec![2, 1]), (&old, vec![1, 2])] {
+            let mut f = frames(&[FILE; 3]);
+            let mut lv = lruvec();
+            for pfn in 0..3 {
+                lru_gen_add_folio(&mut f, &mut lv, pfn, false, rules);
+            }
+            for pfn in [1usize, 2] {
+                f[pfn].set(PG_REFERENCED | PG_WORKINGSET);
+                f.lru_gen[pfn] |= 3 << LRU_REFS_PGOFF;
+            }
+            for pfn in [1, 2] {
+                let v = sort_folio(&mut f, &mut lv, pfn, (3, true), rules);
+                assert_eq!(v, SortFolio::Protected { tier: None });
+            }
+            assert_eq!(list(&f, &lv.lrugen.folios[1][f_]), want);
+            // pfn 0: clean, locked.
+            f[0].set(PG_LOCKED);
+            let v = sort_folio(&mut f, &mut lv, 0, (3, true), rules);
+            if std::ptr::eq(rules, &old) {
+                let wb = SortFolio::Writeback {
+                    file_taken: false,
+                    unqueued_dirty: false,
+                };
+                assert_eq!(v, wb);
+                assert!(f[0].test(PG_RECLAIM));
+                assert_eq!(list(&f, &lv.lrugen.folios[1][f_])[0], 0);
+            } else {
+                assert_eq!(v, SortFolio::Isolate);
+                assert!(!f[0].test(PG_RECLAIM));
+            }
+        }
+    }
+
     #[test]
     fn sort_folio_verdicts_and_moves() {
         let f_ = LRU_GEN_FILE;
@@ -1586,14 +1635,13 @@ start = "900s"
         assert!(batch_clears.set("lru_batch_clears_pg_lru", true));
         let decide_as = |f: &Frames, lv: &Lruvec, pfn: u32, tier_idx, evictable, r: &Rules| {
             let p = f[pfn as usize];
-            let on_lru = folio_test_lru(&p, r);
             sort_folio_decide(
                 &lv.lrugen,
                 &p,
                 f.lru_gen[pfn as usize],
                 tier_idx,
                 evictable,
-                on_lru,
+                r,
             )
         };
         let decide = |f: &Frames, lv: &Lruvec, pfn: u32, tier_idx, evictable| {
