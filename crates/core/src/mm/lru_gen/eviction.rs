@@ -1329,6 +1329,19 @@ start = "900s"
         assert_eq!(get_tier_idx(&g, f, true), 0);
     }
 
+    /// try_to_inc_max_seq twice at swappiness 60: from a fresh lruvec, max_seq 5 and both
+    /// types' oldest generation seq 2.
+    async fn age_twice(s: &Sim, lv: LruvecId, sc: &mut ScanControl) {
+        for _ in 0..2 {
+            let max_seq = s.mm.borrow().lruvecs[lv as usize].lrugen.max_seq;
+            assert!(
+                s.try_to_inc_max_seq(lv, max_seq, 60, false, &mut sc.mm_walk)
+                    .await
+            );
+        }
+        assert_eq!(s.mm.borrow().lruvecs[lv as usize].lrugen.min_seq, [2, 2]);
+    }
+
     /// The PID counters of [`first_type_by_version`]: anon's first tier 0 refaults of 1000,
     /// file's first tier 0 of 1000 and its third 500 of 1000.
     fn file_refaults_in_tier_2() -> LruGenFolio {
@@ -1377,17 +1390,10 @@ start = "900s"
         crate::fixture::run_probe(&s, 0, 0, move |s| async move {
             let mut sc = ScanControl::new(1024, Some(1), false);
             sc.priority = 4;
-            for _ in 0..2 {
-                let max_seq = s.mm.borrow().lruvecs[lv as usize].lrugen.max_seq;
-                assert!(
-                    s.try_to_inc_max_seq(lv, max_seq, 60, false, &mut sc.mm_walk)
-                        .await
-                );
-            }
+            age_twice(&s, lv, &mut sc).await;
             {
                 let mut mm = s.mm.borrow_mut();
                 let g = &mut mm.lruvecs[lv as usize].lrugen;
-                assert_eq!(g.min_seq, [2, 2]);
                 let pid = file_refaults_in_tier_2();
                 (g.refaulted, g.evicted) = (pid.refaulted, pid.evicted);
             }
@@ -1957,16 +1963,9 @@ start = "900s"
         crate::fixture::run_probe(&s, 0, 0, move |s| async move {
             let mut sc = ScanControl::new(1024, Some(1), false);
             sc.priority = 4;
-            for _ in 0..2 {
-                let max_seq = s.mm.borrow().lruvecs[lv as usize].lrugen.max_seq;
-                assert!(
-                    s.try_to_inc_max_seq(lv, max_seq, 60, false, &mut sc.mm_walk)
-                        .await
-                );
-            }
+            age_twice(&s, lv, &mut sc).await;
             {
                 let mut mm = s.mm.borrow_mut();
-                assert_eq!(mm.lruvecs[lv as usize].lrugen.min_seq, [2, 2]);
                 for &pfn in &files {
                     mm.pages[pfn as usize].set(PG_REFERENCED | PG_WORKINGSET);
                     set_byte_refs(&mut mm.pages, pfn, 3);
