@@ -385,6 +385,7 @@ impl XaLeaves {
 
     /// The entry at `index` changed from `old` to `new`, each given as (present, a
     /// shadow): workingset_update_node() on its leaf.
+    #[inline]
     pub fn update(&mut self, index: u32, old: (bool, bool), new: (bool, bool)) -> ShadowNode {
         let leaf = (index >> XA_CHUNK_SHIFT) as usize;
         let (c, v) = (&mut self.count[leaf], &mut self.values[leaf]);
