@@ -17,6 +17,13 @@ ones first, the table's current values for the rest (named in the entry's `sourc
 | zram_read | swap-in fault from zram | fault_entry, page_alloc, pte_map, swap_cache_op |
 | tlb_flush_ipi | one page zapped per madvise while a thread of the process runs on the other CPU | the same without that thread (its flush is local) |
 
+`perf_lock_record_event` is measured as is: `perf bench syscall basic` (a native getppid()
+loop) with `perf record` attached to syscalls:sys_enter_getppid under perf lock record's
+own options (`-R -m 1024 -c 1 --synth task --call-graph fp,8`), less the loop without it:
+what one tracepoint sample with its call chain costs the CPU that fires it
+(crates/core/src/engine/perf_lock.rs). Needs root and linux-perf; without them the entry
+keeps its default and the profile says why.
+
 The same shootdown benchmark gives `tlb_flush_ipi_target` as measured: what each
 shootdown takes from the CPU it interrupts. The thread spinning on the other CPU reads the
 clock in a loop and sums the gaps longer than 250 ns (time its CPU spent in the interrupt);
@@ -69,6 +76,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -95,7 +103,7 @@ _DERIVED = [
 # Figures that are cost-table entries as measured.
 _DIRECT = (
     "access_seq", "access_random", "page_zero", "file_read_hit", "cacheline_transfer", "atomic_rmw", "lock_uncontended",
-    "ssd_write_latency", "ssd_read_interval", "ssd_write_interval", "tlb_flush_ipi_target",
+    "ssd_write_latency", "ssd_read_interval", "ssd_write_interval", "tlb_flush_ipi_target", "perf_lock_record_event",
 )
 
 # Path figures kept as checks only, with the model's sum for the same path.
@@ -161,6 +169,14 @@ def measure(workdir: Path, cpus: tuple[int, int], quick: bool, say: Callable[[st
         notes.append(why)
     for f in swap_figs:
         figs[f["name"]] = f
+    say("a tracepoint sample under perf lock record's options (perf_lock_record_event)")
+    try:
+        from .perflock import event_cost
+
+        f = event_cost(*((100_000, 3) if quick else (1_000_000, 5)))
+        figs[f["name"]] = f
+    except (OSError, subprocess.TimeoutExpired) as e:
+        notes.append(f"perf_lock_record_event not measured: {e}")
     return figs, notes
 
 

@@ -256,6 +256,18 @@ class FiniteFloatRange(click.FloatRange):
         return super().convert(rv, param, ctx)
 
 
+def _observe_set(ctx, param, value):
+    return () if value is None else (f"observe={value}",)
+
+
+_observe_option = click.option(
+    "--observe", type=click.Choice(["none", "perf-lock", "perf-lock-bpf"]), callback=_observe_set,
+    help="Who watches lock contention (default: the scenario's observe, else none): perf-lock is "
+    "`perf lock record -a`, perf-lock-bpf `perf lock contention -b -a`; each traced event costs the "
+    "kernel what the cost table says, and the result shows what the observer reads beside the truth.",
+)
+
+
 def _json_option(what: str):
     return click.option(
         "--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), callback=_writable,
@@ -271,14 +283,16 @@ def _json_option(what: str):
 @click.option("--all", "show_all", is_flag=True, help="Print zero counters too, and each thread of workloads with more than 16.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
+@_observe_option
 @_costs_option
 @_max_memory_option
-def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, costs_sets, max_memory):
+def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, observe, costs_sets, max_memory):
     """Run SCENARIO (a TOML file, a JSON file as `validate` prints, or a built-in name; default: `default`)."""
     cb, prog = _progress_cb(no_progress)
     try:
         r = run_scenario(
-            scenario, seed=seed, overrides=sets + costs_sets, progress=cb, full_scale=full_scale, max_memory=max_memory
+            scenario, seed=seed, overrides=sets + observe + costs_sets, progress=cb, full_scale=full_scale,
+            max_memory=max_memory,
         )
     finally:
         if prog:
@@ -299,10 +313,11 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, cost
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--jobs", type=click.IntRange(1, 256), help="Parallel runs (default: CPUs).")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
+@_observe_option
 @_costs_option
 @_json_option("the comparison")
 @click.option("--html", "html_path", metavar="FILE", callback=_writable, help="Also write the comparison's plots as an HTML page (as `report` does).")
-def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_sets, json_path, html_path):
+def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, observe, costs_sets, json_path, html_path):
     """Run SCENARIO under variant sets A and B over several seeds and compare.
 
     Metrics (the names a sweep's columns have too, docs/results.md): /proc/vmstat names,
@@ -316,7 +331,9 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_se
     (mm_lru_insertion, mm_lru_insertion_dead, lru_add_dead_filtered), lru_add_dead_share,
     proactive_accuracy, proactive_latency_ns, proactive_ns_per_page; across cgroups
     cv:KEY@/glob* (stddev over mean, %) and sum:KEY@/glob*; add /s or /min for rates per
-    virtual second or minute.
+    virtual second or minute; perf.NAME of a lock value is what the observer reads
+    (perf.lock_wait_ns@CALLER, perf.lru_lock_wait_total_ns). An observed comparison
+    (--observe, or the scenario's observe) also runs the pair unobserved and prints it.
 
     A and B (--a/--b, or the scenario's [compare] a and b) are switches
     (rotation_cost=false) or scenario fields by their --set path (kernel.lru=mglru).
@@ -324,7 +341,7 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, costs_se
     from .compare import compare, format_compare
 
     c = compare(
-        scenario, a=a, b=b, seeds=seeds, overrides=sets + costs_sets, metrics=list(metrics) or None, jobs=jobs,
+        scenario, a=a, b=b, seeds=seeds, overrides=sets + observe + costs_sets, metrics=list(metrics) or None, jobs=jobs,
         full_scale=full_scale,
     )
     if json_path:

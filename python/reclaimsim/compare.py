@@ -116,60 +116,80 @@ def compare(
     check_metrics(sides[0], names)
     if base["seed"] + k - 1 >= 2**64:
         raise ScenarioError(f"compare: seeds {base['seed']} to {base['seed'] + k - 1}: a seed is at most 2^64 - 1")
-    jobs_in = [json.dumps({**d, "seed": base["seed"] + i}) for d in sides for i in range(k)]
-    texts = run_all(jobs_in, jobs or min(len(jobs_in), os.cpu_count() or 1))
-    results = [json.loads(t) for t in texts]
-    ra, rb = results[:k], results[k:]
-    out_metrics = []
-    for name in names:
-        xa = [metric(r, name) for r in ra]
-        xb = [metric(r, name) for r in rb]
-        out_metrics.append({"name": name, **ab_row(xa, xb)})
-    sites = sorted({l["caller"] for r in results for l in r["locks"]})
-    locks = []
-    for s in sites:
-        wa = mean_sd([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
-        wb = mean_sd([sum(l["total_wait_ns"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
-        aa = mean_sd([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in ra])[0]
-        ab = mean_sd([sum(l["acquisitions"] for l in r["locks"] if l["caller"] == s) for r in rb])[0]
-        locks.append(
-            {
-                "site": s,
-                "a_total_wait_ns": wa,
-                "b_total_wait_ns": wb,
-                "a_acquisitions": aa,
-                "b_acquisitions": ab,
-                "pct_change": pct_change(wa, wb),
-            }
-        )
-    locks.sort(key=lambda l: -max(l["a_total_wait_ns"], l["b_total_wait_ns"]))
-    return {
+    ra, rb = _run_sides(sides, base["seed"], k, jobs)
+    out = {
         "scenario": data.get("name") or str(scenario),
         "a": va,
         "b": vb,
         "seeds": k,
-        "metrics": out_metrics,
-        "locks": locks,
+        "metrics": _metric_rows(names, ra, rb),
+        "locks": _lock_rows(ra, rb),
         "rules": differing_rules(*norms),
     }
+    observe = base.get("observe", "none")
+    if observe != "none":
+        # The seed's figures are what its observer read; the kernel without one is the
+        # other half of the answer: the same pair, unobserved.
+        out["observe"] = observe
+        plain = [{**d, "observe": "none"} for d in sides]
+        ua, ub = _run_sides(plain, base["seed"], k, jobs)
+        truth = list(dict.fromkeys(n.removeprefix("perf.") for n in names))
+        out["unobserved"] = {"metrics": _metric_rows(truth, ua, ub), "locks": _lock_rows(ua, ub)}
+    return out
+
+
+def _run_sides(sides: list[dict], seed: int, k: int, jobs: int | None) -> tuple[list[dict], list[dict]]:
+    """Each side's results over seeds seed..seed+k-1."""
+    jobs_in = [json.dumps({**d, "seed": seed + i}) for d in sides for i in range(k)]
+    texts = run_all(jobs_in, jobs or min(len(jobs_in), os.cpu_count() or 1))
+    results = [json.loads(t) for t in texts]
+    return results[:k], results[k:]
+
+
+def _metric_rows(names: list[str], ra: list[dict], rb: list[dict]) -> list[dict]:
+    return [{"name": n, **ab_row([metric(r, n) for r in ra], [metric(r, n) for r in rb])} for n in names]
+
+
+def _lock_rows(ra: list[dict], rb: list[dict]) -> list[dict]:
+    """Per call site, the mean over seeds of each side's total wait and acquisitions (all
+    locks at the site); of an observed run, also what the observer read."""
+    def mean(rs, s, col, observed=False):
+        pick = (lambda l: l["observed"][col]) if observed else (lambda l: l[col])
+        return mean_sd([sum(pick(l) for l in r["locks"] if l["caller"] == s) for r in rs])[0]
+
+    observed = any("observed" in l for r in ra + rb for l in r["locks"])
+    locks = []
+    for s in sorted({l["caller"] for r in ra + rb for l in r["locks"]}):
+        wa, wb = mean(ra, s, "total_wait_ns"), mean(rb, s, "total_wait_ns")
+        row = {
+            "site": s,
+            "a_total_wait_ns": wa,
+            "b_total_wait_ns": wb,
+            "a_acquisitions": mean(ra, s, "acquisitions"),
+            "b_acquisitions": mean(rb, s, "acquisitions"),
+            "pct_change": pct_change(wa, wb),
+        }
+        if observed:
+            oa, ob = mean(ra, s, "total_wait_ns", True), mean(rb, s, "total_wait_ns", True)
+            row["observed"] = {
+                "a_total_wait_ns": oa,
+                "b_total_wait_ns": ob,
+                "a_contended": mean(ra, s, "contended", True),
+                "b_contended": mean(rb, s, "contended", True),
+                "pct_change": pct_change(oa, ob),
+            }
+        locks.append(row)
+    locks.sort(key=lambda l: -max(l["a_total_wait_ns"], l["b_total_wait_ns"]))
+    return locks
 
 
 def format_compare(c: dict) -> str:
     sw = lambda v: ",".join(f"{k}={json.dumps(x)}" for k, x in v.items()) or "(upstream)"
-    w = max([32] + [len(m["name"]) for m in c["metrics"]])
-    lines = [
-        f"# compare {c['scenario']}: A = {sw(c['a'])}  B = {sw(c['b'])}  seeds = {c['seeds']}",
-        "",
-        f"{'metric':<{w}} {'A mean':>14} {'± std':>10} {'B mean':>14} {'± std':>10} {'%change':>9} {'p':>8}",
-    ]
-    for m in c["metrics"]:
-        pct = "n/a" if m["pct_change"] is None else f"{m['pct_change']:+.2f}%"
-        p = "-" if m.get("p_value") is None else f"{m['p_value']:.2g}"
-        mark = " *" if m["significant"] else ""
-        lines.append(
-            f"{m['name']:<{w}} {fmt_num(m['a_mean']):>14} {fmt_num(m['a_std']):>10} {fmt_num(m['b_mean']):>14} "
-            f"{fmt_num(m['b_std']):>10} {pct:>9} {p:>8}{mark}"
-        )
+    lines = [f"# compare {c['scenario']}: A = {sw(c['a'])}  B = {sw(c['b'])}  seeds = {c['seeds']}", ""]
+    observe = c.get("observe")
+    if observe:
+        lines += [f"observed by {observe} (perf.* metrics: what it reads); the unobserved kernel follows", ""]
+    lines += _metric_table(c["metrics"])
     lines += [
         "",
         f"* = significant: Welch's t-test p < {ALPHA}, or samples that do not vary and differ (p -); "
@@ -177,12 +197,48 @@ def format_compare(c: dict) -> str:
     ]
     rules = format_differing_rules(c.get("rules", []))
     lines += [""] + rules if rules else []
-    lines += ["", "## lock contention: total wait (mean over seeds)"]
-    lines.append(f"{'caller':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} {'A acq':>12} {'B acq':>12}")
-    for l in c["locks"]:
-        pct = "n/a" if l["pct_change"] is None else f"{l['pct_change']:+.2f}%"
-        lines.append(
-            f"{l['site']:<28} {fmt_ns(l['a_total_wait_ns']):>12} {fmt_ns(l['b_total_wait_ns']):>12} {pct:>9} "
-            f"{l['a_acquisitions']:>12.0f} {l['b_acquisitions']:>12.0f}"
-        )
+    if observe:
+        lines += ["", f"## lock contention as {observe} reads it: total wait of the traced waiters (mean over seeds)"]
+        lines.append(f"{'caller':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} {'A contended':>12} {'B contended':>12}")
+        for l in c["locks"]:
+            o = l["observed"]
+            lines.append(
+                f"{l['site']:<28} {fmt_ns(o['a_total_wait_ns']):>12} {fmt_ns(o['b_total_wait_ns']):>12} "
+                f"{_pct(o['pct_change']):>9} {o['a_contended']:>12.0f} {o['b_contended']:>12.0f}"
+            )
+        lines += ["", f"## lock contention under {observe}, every waiter (mean over seeds)"]
+    else:
+        lines += ["", "## lock contention: total wait (mean over seeds)"]
+    lines += _lock_table(c["locks"])
+    u = c.get("unobserved")
+    if u:
+        lines += ["", "## the same pair unobserved (observe = none)", ""] + _metric_table(u["metrics"])
+        lines += ["", "## lock contention unobserved: total wait (mean over seeds)"] + _lock_table(u["locks"])
     return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.2f}%"
+
+
+def _metric_table(rows: list[dict]) -> list[str]:
+    w = max([32] + [len(m["name"]) for m in rows])
+    lines = [f"{'metric':<{w}} {'A mean':>14} {'± std':>10} {'B mean':>14} {'± std':>10} {'%change':>9} {'p':>8}"]
+    for m in rows:
+        p = "-" if m.get("p_value") is None else f"{m['p_value']:.2g}"
+        mark = " *" if m["significant"] else ""
+        lines.append(
+            f"{m['name']:<{w}} {fmt_num(m['a_mean']):>14} {fmt_num(m['a_std']):>10} {fmt_num(m['b_mean']):>14} "
+            f"{fmt_num(m['b_std']):>10} {_pct(m['pct_change']):>9} {p:>8}{mark}"
+        )
+    return lines
+
+
+def _lock_table(locks: list[dict]) -> list[str]:
+    lines = [f"{'caller':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} {'A acq':>12} {'B acq':>12}"]
+    for l in locks:
+        lines.append(
+            f"{l['site']:<28} {fmt_ns(l['a_total_wait_ns']):>12} {fmt_ns(l['b_total_wait_ns']):>12} "
+            f"{_pct(l['pct_change']):>9} {l['a_acquisitions']:>12.0f} {l['b_acquisitions']:>12.0f}"
+        )
+    return lines

@@ -745,6 +745,15 @@ def kernel_run(
             swap.close()
         ws.remove()
     sim_locks: list = []
+    if perf_lock:
+        # The model observed as the kernel was: perf lock record's samples cost its traced
+        # waiters what they cost the kernel's (engine/perf_lock.rs).
+        model["observe"] = "perf-lock"
+        notes.append("the model ran observed by perf lock record as the kernel was (observe = perf-lock)")
+        if perflock.paravirt_spinlocks():
+            # A KVM guest's __pv_queued_spin_lock_slowpath traces its first waiter too.
+            model["machine"]["paravirt_spinlocks"] = True
+            notes.append("this kernel uses paravirtual spinlocks (KVM guest): every waiter is traced, on both sides")
     sims = simulate(model, reps, progress, locks=sim_locks)
     extra = {}
     if perf_lock:

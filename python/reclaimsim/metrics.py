@@ -22,8 +22,12 @@ from ._core import ScenarioError
 
 # Per-caller lock values, LOCK_FIELD@CALLER: LOCK is `lock` (every lock taken at CALLER)
 # or a lock's name (`lru_lock`, `cost_lock`); FIELD names the lock table's column.
-_LOCK_KEY = re.compile(r"(lock|\w+_lock)_(wait_ns|hold_ns|acquisitions)")
-_LOCK_FIELDS = {"wait_ns": "total_wait_ns", "hold_ns": "total_hold_ns", "acquisitions": "acquisitions"}
+_LOCK_KEY = re.compile(r"(lock|\w+_lock)_(wait_ns|hold_ns|acquisitions|contended)")
+_LOCK_FIELDS = {
+    "wait_ns": "total_wait_ns", "hold_ns": "total_hold_ns", "acquisitions": "acquisitions", "contended": "contended",
+}
+# What `perf lock contention` reads of an observed run (`perf.NAME`): waits and contentions.
+_PERF_TOTALS = ("lock_wait_total_ns", "lru_lock_wait_total_ns")
 
 
 def metric(r: dict, name: str) -> float:
@@ -44,7 +48,12 @@ def metric(r: dict, name: str) -> float:
     lru_add folios that were dead when inserted); across cgroups, `cv:KEY@/glob*` (the
     population stddev over the mean of memory.stat KEY over the cgroups whose path matches
     the glob, in percent: seed 001's fairness) and `sum:KEY@/glob*`; any of them with `/s`
-    (per virtual second) or `/min` (per virtual minute)."""
+    (per virtual second) or `/min` (per virtual minute). `perf.NAME` is what the run's
+    observer (`observe`, not `none`) reads of lock value NAME: the waits and contentions of
+    the traced acquisitions only (`perf.lock_wait_ns@CALLER`, `perf.lock_contended@CALLER`,
+    `perf.lru_lock_wait_total_ns`)."""
+    if name.startswith("perf."):
+        return _observed(r, name)
     secs = r["end_ns"] / 1e9
     for agg in ("cv:", "sum:"):
         if name.startswith(agg):
@@ -140,6 +149,29 @@ def metric(r: dict, name: str) -> float:
     )
 
 
+def _observed(r: dict, name: str) -> float:
+    """`perf.NAME`: lock value NAME as the run's observer reads it (each lock row's
+    `observed` columns in place of the truth)."""
+    inner = name[len("perf."):]
+    observe = (r.get("scenario") or {}).get("observe", "none")
+    if observe == "none":
+        raise ScenarioError(
+            f"metric {name!r}: the run is not observed (observe = none); perf.* metrics need "
+            "observe = perf-lock or perf-lock-bpf (--observe)"
+        )
+    base = re.sub(r"/(s|min)$", "", inner)
+    key = base.partition("@")[0]
+    lock = _LOCK_KEY.fullmatch(key)
+    if not (base in _PERF_TOTALS or (lock and "@" in base and lock[2] in ("wait_ns", "contended"))):
+        raise ScenarioError(
+            f"metric {name!r}: perf lock contention reads waits and contentions only: "
+            "perf.lock_wait_ns@CALLER, perf.lock_contended@CALLER (or one lock's, perf.lru_lock_wait_ns@CALLER), "
+            "perf.lock_wait_total_ns, perf.lru_lock_wait_total_ns"
+        )
+    view = {**r, "locks": [{"name": l["name"], "caller": l["caller"], **l["observed"]} for l in r["locks"]]}
+    return metric(view, inner)
+
+
 def _across_cgroups(r: dict, name: str, agg: str, spec: str) -> float:
     """`cv` or `sum` of a memory.stat key over the cgroups matching a path glob."""
     import fnmatch
@@ -193,6 +225,12 @@ def values(r: dict) -> dict[str, Any]:
             out[key] = out.get(key, 0) + lk[col]
         total += lk["total_wait_ns"]
     out["lock_wait_total_ns"] = total
+    for lk in r["locks"]:
+        # An observed run: what perf lock contention read, beside the truth above.
+        if "observed" in lk:
+            for col, field in (("total_wait_ns", "wait_ns"), ("contended", "contended")):
+                key = f"perf.{lk['name']}_{field}@{lk['caller']}"
+                out[key] = out.get(key, 0) + lk["observed"][col]
     return out
 
 

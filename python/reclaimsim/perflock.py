@@ -72,6 +72,68 @@ def unavailable() -> str | None:
     return None
 
 
+# perf lock record's options (tools/perf/builtin-lock.c, __cmd_record): every event a
+# sample with its raw data and an 8-frame frame-pointer call chain of kernel and user frames.
+RECORD_OPTIONS = ["-R", "-m", "1024", "-c", "1", "--synth", "task", "--call-graph", "fp,8"]
+# A tracepoint that a process can hit at will: `perf bench syscall basic` loops on
+# getppid(), each call firing it once.
+PROBE_EVENT = "syscalls:sys_enter_getppid"
+_USECS = re.compile(r"([\d.]+)\s+usecs/op")
+
+
+def event_cost(calls: int = 1_000_000, reps: int = 5) -> dict:
+    """What one tracepoint sample costs the CPU that fires it under perf lock record's
+    options (the `perf_lock_record_event` entry): `perf bench syscall basic` (a native
+    getppid() loop) with `perf record -e PROBE_EVENT RECORD_OPTIONS` attached, less the
+    same loop without it, the two alternated `reps` times (medians). The lock tracepoints
+    fire only under contention, which a process cannot cause on demand; the sample's path
+    (perf_tp_event, the call chain, the ring buffer) is the same for any tracepoint, and
+    the loop's user stack is shallow, as a C workload's is. Returns a calibrate figure
+    ({name, ns, how, ops, spread}); raises OSError when perf cannot record."""
+    import tempfile
+
+    why = unavailable()
+    if why:
+        raise OSError(why)
+    if not Path(f"/sys/kernel/tracing/events/{PROBE_EVENT.replace(':', '/')}").exists():
+        raise OSError(f"the kernel has no {PROBE_EVENT} tracepoint")
+    loop = ["perf", "bench", "syscall", "basic", "--loop", str(calls)]
+    bare, traced = [], []
+    with tempfile.TemporaryDirectory(prefix="reclaimsim-perf-") as d:
+        rec = ["perf", "record", "-q", "-o", f"{d}/probe.data", "-e", PROBE_EVENT, *RECORD_OPTIONS, "--", *loop]
+        for _ in range(reps):
+            for cmd, out in ((loop, bare), (rec, traced)):
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+                m = _USECS.search(p.stdout)
+                if p.returncode != 0 or not m:
+                    raise OSError(f"{' '.join(cmd[:4])} failed: {(p.stderr or p.stdout).strip()[-300:]}")
+                out.append(float(m[1]) * 1000)
+    b, t = statistics.median(bare), statistics.median(traced)
+    spread = max((max(x) - min(x)) / statistics.median(x) for x in (bare, traced))
+    return {
+        "name": "perf_lock_record_event",
+        "ns": t - b,
+        "ops": calls,
+        "spread": spread,
+        "how": (
+            f"perf bench syscall basic (getppid) under perf record -e {PROBE_EVENT} {' '.join(RECORD_OPTIONS)}, "
+            f"{t:.0f} ns per call, less without it, {b:.0f} ns"
+        ),
+    }
+
+
+def paravirt_spinlocks(log: str | None = None) -> bool:
+    """Does the running kernel use paravirtual spinlocks (a KVM guest whose boot log says
+    "kvm-guest: PV spinlocks enabled")? Then every waiter is queued and traced
+    (`machine.paravirt_spinlocks`). `log` is the kernel log's text (default: `dmesg`)."""
+    if log is None:
+        try:
+            log = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return "PV spinlocks enabled" in log
+
+
 class Recorder:
     """`perf lock record -a` from start() to stop(); stop() returns the contention rows."""
 
@@ -151,6 +213,9 @@ def side_by_side(kernel_reps: list[list[dict]], sim_runs: list[list[dict]]) -> l
             out[n] = (statistics.fmean(cont), statistics.fmean(wait))
         return out
 
+    # An observed model run (observe = perf-lock) has what its perf lock would read beside
+    # the truth: the kernel's side is what perf read, so the model's is too.
+    sim_runs = [[{**r, **r["observed"]} if "observed" in r else r for r in rows] for rows in sim_runs]
     k = per_rep(kernel_reps, "symbol") if kernel_reps else {}
     s = per_rep(sim_runs, "caller") if sim_runs else {}
     sites = {name: [name] for name in s}
@@ -174,7 +239,7 @@ def side_by_side(kernel_reps: list[list[dict]], sim_runs: list[list[dict]]) -> l
 
 def format_rows(rows: list[dict], limit: int = 25) -> list[str]:
     lines = [
-        "## lock contention per caller (kernel: perf lock contention, mean per rep; model: its lock table, virtual time)",
+        "## lock contention per caller (kernel: perf lock contention, mean per rep; model: what its perf lock reads, virtual time)",
         f"{'caller':<32} {'kernel contended':>16} {'kernel wait ms':>15} {'sim contended':>14} {'sim wait ms':>12}",
     ]
     for r in rows[:limit]:

@@ -76,7 +76,21 @@ def format_result(r: Result, show_all: bool = False) -> str:
         out("### memory.events")
         for k, v in c["memory.events"].items():
             out(f"{k} {v}")
-    out("\n## lock contention (perf lock contention columns)")
+    observe = r.scenario.get("observe", "none")
+    if observe != "none":
+        # What the observer prints: the traced waiters only (the pending-bit spinner is not).
+        out(f"\n## lock contention as {observe} reads it (perf lock contention columns)")
+        out(f"{'contended':>10} {'total wait':>12} {'max wait':>12} {'avg wait':>12} {'type':>12}   caller")
+        for l in sorted(r.locks, key=lambda l: -l["observed"]["total_wait_ns"]):
+            o = l["observed"]
+            if o["contended"] or show_all:
+                out(
+                    f"{o['contended']:>10} {fmt_ns(o['total_wait_ns']):>12} {fmt_ns(o['max_wait_ns']):>12} "
+                    f"{fmt_ns(o['avg_wait_ns']):>12} {'spinlock':>12}   {l['caller']} ({l['name']})"
+                )
+        out(f"\n## lock contention under {observe}, every waiter (the truth of this observed run)")
+    else:
+        out("\n## lock contention (perf lock contention columns)")
     out(f"{'contended':>10} {'total wait':>12} {'max wait':>12} {'avg wait':>12} {'type':>12}   caller")
     for l in r.locks:
         out(

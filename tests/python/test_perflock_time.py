@@ -73,6 +73,16 @@ def test_a_site_reported_under_the_function_taking_its_lock_joins_that_row():
     assert rows2["lru_add_drain_cpu"]["sim_wait_ns"] == 3_000 and rows2["folio_batch_move_lru"]["sim_wait_ns"] == 500
 
 
+def test_an_observed_model_run_shows_what_its_perf_lock_read():
+    # kernel-run --perf-lock runs the model observed: its rows carry the truth and, under
+    # `observed`, the traced waiters only, which is what the kernel's side is.
+    kernel = [{"symbol": "shrink_node", "contended": 3, "total_wait_ns": 90}]
+    sim = [{"caller": "shrink_node", "contended": 40, "total_wait_ns": 4_000,
+            "observed": {"contended": 2, "total_wait_ns": 70, "max_wait_ns": 50}}]
+    row = perflock.side_by_side([kernel], [sim])[0]
+    assert (row["sim_contended"], row["sim_wait_ns"]) == (2, 70)
+
+
 def test_time_rows_of_a_workload_come_from_its_longest_thread():
     procs = [
         {"workload": 0, "threads": [{"accesses": 1000, "major_faults": 10, "minor_faults": 5, "elapsed_ns": 2_000_000_000},

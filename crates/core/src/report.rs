@@ -327,25 +327,33 @@ impl Report {
                 "memory.events": events,
             }));
         }
-        // perf lock contention
+        // perf lock contention: every acquisition's wait (the truth); observed, also what
+        // the observer reads (the traced acquisitions only, engine/perf_lock.rs).
+        let observed = !sim.e.observe().is_none();
         let mut locks: Vec<(u64, Value)> = sim
             .e
             .lock_stats()
             .into_iter()
             .map(|(class, site, s)| {
-                (
-                    s.total_wait,
-                    json!({
-                        "name": class.name(),
-                        "caller": site.name(),
-                        "acquisitions": s.acquisitions,
-                        "contended": s.contended,
-                        "total_wait_ns": s.total_wait,
-                        "max_wait_ns": s.max_wait,
-                        "avg_wait_ns": s.total_wait.checked_div(s.contended).unwrap_or(0),
-                        "total_hold_ns": s.total_hold,
-                    }),
-                )
+                let mut row = json!({
+                    "name": class.name(),
+                    "caller": site.name(),
+                    "acquisitions": s.acquisitions,
+                    "contended": s.contended,
+                    "total_wait_ns": s.total_wait,
+                    "max_wait_ns": s.max_wait,
+                    "avg_wait_ns": s.total_wait.checked_div(s.contended).unwrap_or(0),
+                    "total_hold_ns": s.total_hold,
+                });
+                if observed {
+                    row["observed"] = json!({
+                        "contended": s.traced,
+                        "total_wait_ns": s.traced_wait,
+                        "max_wait_ns": s.traced_max_wait,
+                        "avg_wait_ns": s.traced_wait.checked_div(s.traced).unwrap_or(0),
+                    });
+                }
+                (s.total_wait, row)
             })
             .collect();
         locks.sort_by_key(|l| std::cmp::Reverse(l.0));

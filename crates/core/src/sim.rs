@@ -137,6 +137,16 @@ impl Sim {
                 atomic_rmw: costs.atomic_rmw,
             },
             cpu_node.clone(),
+        )
+        .with_observer(
+            sc.observe,
+            crate::engine::perf_lock::TraceCost::of(
+                sc.observe,
+                costs.perf_lock_record_event,
+                costs.perf_lock_bpf_begin,
+                costs.perf_lock_bpf_end,
+            ),
+            m.paravirt_spinlocks,
         );
         let lowmem = node_pages * nodes as u64;
         let mfk = sc

@@ -132,6 +132,19 @@ cost_table! {
     walk_pte = 4;
     /// MGLRU page-table walk: visiting one PTE table (its PMD entry, the Bloom filter test).
     walk_pmd = 60;
+    /// One lock:contention_begin or contention_end sample as `perf lock record` takes it
+    /// (`-c 1 --call-graph fp,8`: the raw data, up to 8 kernel and user frames, the ring
+    /// buffer's write), paid by the CPU that fires it when the scenario observes with
+    /// `perf-lock` (engine/perf_lock.rs). About 1-5 us by machine and stack;
+    /// `reclaimsim calibrate` measures it on a syscall tracepoint with the same options.
+    perf_lock_record_event = 1_500;
+    /// `perf lock contention -b`'s BPF program on contention_begin (the stack, by
+    /// bpf_get_stackid, and a timestamp in a map), outside the hold. An order of
+    /// magnitude, not a measurement: a BPF stack walk of 8 frames and two map updates.
+    perf_lock_bpf_begin = 500;
+    /// `perf lock contention -b`'s BPF program on contention_end (look up the begin,
+    /// add the wait to the caller's entry), inside the hold. An order of magnitude.
+    perf_lock_bpf_end = 150;
 }
 
 impl CostTable {

@@ -32,6 +32,7 @@ pub mod blk;
 pub mod blkdev;
 pub mod cost;
 pub mod cost_profile;
+pub mod perf_lock;
 pub mod rng;
 pub mod streams;
 
@@ -42,6 +43,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+use perf_lock::{joins_mcs_queue, Observe, TraceCost};
 
 /// Virtual time [ns].
 pub type Time = u64;
@@ -155,6 +158,22 @@ pub struct SiteStats {
     /// Time the lock was held by acquisitions at this site, from the moment the holder
     /// had it (after the lock word's transfer) to its release (lockstat's holdtime).
     pub total_hold: Time,
+    /// Acquisitions that fired lock:contention_begin/end (perf_lock.rs), their waits
+    /// (what `perf lock contention` reads) and the longest; counted only when observed.
+    pub traced: u64,
+    pub traced_wait: Time,
+    pub traced_max_wait: Time,
+}
+
+/// An acquirer queued behind the holder.
+struct Waiter {
+    task: TaskId,
+    /// When it called lock() (its wait counts from here).
+    arrived: Time,
+    site: Site,
+    cpu: u32,
+    /// It went to the MCS queue while observed: contention_end fires once it has the lock.
+    traced: bool,
 }
 
 struct LockState {
@@ -162,10 +181,15 @@ struct LockState {
     held: bool,
     /// Virtual time of the last release.
     free_at: Time,
-    /// CPU that last wrote the lock word.
+    /// CPU that last wrote the lock word (the holder's, or the last holder's).
     last_cpu: u32,
-    /// FIFO of (task, arrival time, site).
-    waiters: VecDeque<(TaskId, Time, Site)>,
+    /// The CPU of the holder before that one.
+    prev_cpu: u32,
+    /// When the holder (or the last holder) was given the lock: its predecessor's release,
+    /// or its arrival at a free lock.
+    granted_at: Time,
+    /// FIFO of the acquirers waiting.
+    waiters: VecDeque<Waiter>,
     /// The current holder's site and when it got the lock.
     holder: (Site, Time),
 }
@@ -283,6 +307,11 @@ pub struct Engine {
     locks: RefCell<Vec<LockState>>,
     stats: RefCell<Vec<SiteStats>>,
     costs: EngineCosts,
+    /// Who observes lock contention, and what each traced event costs (perf_lock.rs).
+    observe: Observe,
+    trace: TraceCost,
+    /// The slow path is __pv_queued_spin_lock_slowpath (a guest's): no pending spinner.
+    paravirt: bool,
     /// Node of every CPU id, to tell local from remote cache-line transfers.
     topology: Topology,
     /// The running `run_until`'s tick, callable from inside a poll ([`Engine::work_point`]).
@@ -337,6 +366,9 @@ impl Engine {
                 LockClass::ALL.len() * Site::ALL.len()
             ]),
             costs,
+            observe: Observe::None,
+            trace: TraceCost::default(),
+            paravirt: false,
             topology: topology.into(),
             tick_fn: Cell::new(None),
             work_left: Cell::new(u64::MAX),
@@ -351,6 +383,19 @@ impl Engine {
             spawned: Cell::new(0),
             lock_acquisitions: Cell::new(0),
         }
+    }
+
+    /// Observe lock contention as `observe` does, each traced event costing `trace`; with
+    /// `paravirt`, on a guest's paravirtual spinlocks.
+    pub fn with_observer(mut self, observe: Observe, trace: TraceCost, paravirt: bool) -> Self {
+        self.observe = observe;
+        self.trace = trace;
+        self.paravirt = paravirt;
+        self
+    }
+
+    pub fn observe(&self) -> Observe {
+        self.observe
     }
 
     // -----------------------------------------------------------------------------------
@@ -824,13 +869,15 @@ impl Engine {
             held: false,
             free_at: 0,
             last_cpu: u32::MAX,
+            prev_cpu: u32::MAX,
+            granted_at: 0,
             waiters: VecDeque::new(),
             holder: (Site::ALL[0], 0),
         });
         (l.len() - 1) as LockId
     }
 
-    fn record(&self, class: LockClass, site: Site, wait: Time) {
+    fn record(&self, class: LockClass, site: Site, wait: Time, traced: bool) {
         let mut s = self.stats.borrow_mut();
         let st = &mut s[class as usize * Site::ALL.len() + site as usize];
         st.acquisitions += 1;
@@ -838,6 +885,11 @@ impl Engine {
             st.contended += 1;
             st.total_wait += wait;
             st.max_wait = st.max_wait.max(wait);
+        }
+        if traced {
+            st.traced += 1;
+            st.traced_wait += wait;
+            st.traced_max_wait = st.traced_max_wait.max(wait);
         }
         self.lock_acquisitions.set(self.lock_acquisitions.get() + 1);
     }
@@ -850,32 +902,68 @@ impl Engine {
         }
     }
 
+    /// Does an acquirer on `cpu` arriving at `now` go to the MCS queue (and fire
+    /// contention_begin/end)? The lock is busy when held, or released in the acquirer's
+    /// future; its owner at `now` is the holder, unless the holder was itself still waiting
+    /// then (it was given the lock after `now`), in which case it was its predecessor.
+    fn joins_queue(&self, l: &LockState, now: Time, cpu: u32) -> bool {
+        if !l.held && l.free_at <= now {
+            return false;
+        }
+        let queued = l.waiters.iter().map(|w| w.cpu);
+        if l.granted_at <= now {
+            joins_mcs_queue(cpu, l.last_cpu, queued, self.paravirt)
+        } else {
+            let waiting = std::iter::once(l.last_cpu).chain(queued);
+            joins_mcs_queue(cpu, l.prev_cpu, waiting, self.paravirt)
+        }
+    }
+
     /// Acquire a spinlock at `site` (models spin_lock_irq). A synchronization point.
+    /// Observed (perf_lock.rs), an acquirer that goes to the MCS queue first pays the
+    /// contention_begin event, then queues; once it has the lock it pays contention_end
+    /// inside the hold.
     pub async fn lock(&self, lock: LockId, site: Site) {
         self.sync().await;
         let me = self.cur.get();
         self.tasks.borrow_mut()[me as usize].irq_off += 1;
+        let arrived = self.now();
+        let traced = self.observe != Observe::None
+            && self.joins_queue(&self.locks.borrow()[lock as usize], arrived, self.cpu());
+        if traced && self.trace.begin > 0 {
+            self.charge(self.trace.begin);
+            self.sync().await;
+        }
         let (now, cpu) = (self.now(), self.cpu());
         let outcome = {
             let mut ls = self.locks.borrow_mut();
             let l = &mut ls[lock as usize];
             if l.held {
-                l.waiters.push_back((me, now, site));
+                l.waiters.push_back(Waiter {
+                    task: me,
+                    arrived,
+                    site,
+                    cpu,
+                    traced,
+                });
                 None
             } else {
                 let start = now.max(l.free_at);
                 let c = self.line_cost(l.last_cpu, cpu) + self.costs.lock_uncontended;
                 l.held = true;
+                l.prev_cpu = l.last_cpu;
                 l.last_cpu = cpu;
+                l.granted_at = start;
                 l.holder = (site, start + c);
-                Some((l.class, start - now, start + c))
+                Some((l.class, start, start + c))
             }
         };
         match outcome {
-            Some((class, wait, t)) => {
-                self.record(class, site, wait);
-                self.set_clock(me, t);
-                if wait > 0 {
+            Some((class, start, t)) => {
+                self.record(class, site, start - arrived, traced);
+                let end = if traced { self.trace.end } else { 0 };
+                self.set_clock(me, t + end);
+                if start > now {
                     // We jumped forward: let tasks now behind us run first (we hold the lock,
                     // so they queue behind us, which is their arrival order).
                     self.sync().await;
@@ -901,12 +989,13 @@ impl Engine {
                 now.saturating_sub(since);
             drop(st);
             match l.waiters.pop_front() {
-                Some((w, arrived, site)) => {
-                    let wcpu = self.tasks.borrow()[w as usize].cpu;
-                    let c = self.line_cost(l.last_cpu, wcpu) + self.costs.lock_uncontended;
-                    l.last_cpu = wcpu;
-                    l.holder = (site, now.max(arrived) + c);
-                    Some((l.class, w, arrived, site, c))
+                Some(w) => {
+                    let c = self.line_cost(l.last_cpu, w.cpu) + self.costs.lock_uncontended;
+                    l.prev_cpu = l.last_cpu;
+                    l.last_cpu = w.cpu;
+                    l.granted_at = now.max(w.arrived);
+                    l.holder = (w.site, l.granted_at + c);
+                    Some((l.class, w, c))
                 }
                 None => {
                     l.held = false;
@@ -915,12 +1004,13 @@ impl Engine {
                 }
             }
         };
-        if let Some((class, w, arrived, site, c)) = next {
-            let start = now.max(arrived);
-            self.record(class, site, start - arrived);
-            self.set_clock(w, start + c);
-            self.tasks.borrow_mut()[w as usize].granted = true;
-            self.enqueue(w);
+        if let Some((class, w, c)) = next {
+            let start = now.max(w.arrived);
+            self.record(class, w.site, start - w.arrived, w.traced);
+            let end = if w.traced { self.trace.end } else { 0 };
+            self.set_clock(w.task, start + c + end);
+            self.tasks.borrow_mut()[w.task as usize].granted = true;
+            self.enqueue(w.task);
         }
         // spin_unlock_irq: interrupts back on, and the handlers that waited run now.
         let pending = {
@@ -1156,22 +1246,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn lock_waiters_queue_in_arrival_order_and_wait_is_recorded() {
-        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+    type LockTable = Vec<(LockClass, Site, SiteStats)>;
+
+    /// cpu0 takes the lock at 0 and holds it across a sleep of `hold`; each of `arrivals`
+    /// (cpu, time) then takes it and holds it 50 ns. Returns when each had the lock (cpu0:
+    /// when it let go) in that order, and the lock table.
+    fn contend(e: Rc<Engine>, hold: u64, arrivals: &[(u32, u64)]) -> (Vec<(u32, Time)>, LockTable) {
         let l = e.new_lock(LockClass::LruLock);
         let order = Rc::new(RefCell::new(Vec::new()));
-        // cpu0 takes the lock at t=0 and holds it for 1000 ns across a yield.
         {
             let (e2, o2) = (e.clone(), order.clone());
             e.spawn(0, 0, async move {
                 e2.lock(l, Site::ShrinkInactiveList).await;
-                e2.sleep(1000).await;
+                e2.sleep(hold).await;
                 o2.borrow_mut().push((0u32, e2.now()));
                 e2.unlock(l);
             });
         }
-        for (cpu, t) in [(2u32, 300u64), (1, 200)] {
+        for &(cpu, t) in arrivals {
             let (e2, o2) = (e.clone(), order.clone());
             e.spawn(t, cpu, async move {
                 e2.lock(l, Site::MoveFoliosToLru).await;
@@ -1182,10 +1274,16 @@ mod tests {
         }
         e.run_until(100_000, 1 << 20, &mut |_| true);
         let o = order.borrow().clone();
+        (o, e.lock_stats())
+    }
+
+    #[test]
+    fn lock_waiters_queue_in_arrival_order_and_wait_is_recorded() {
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let (o, st) = contend(e, 1000, &[(2, 300), (1, 200)]);
         assert_eq!(o.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2]);
         // cpu1 arrived at 200, got it at 1010 (+ line transfer 100 + lock 10).
         assert_eq!(o[1].1, 1010 + 110);
-        let st = e.lock_stats();
         let m = st
             .iter()
             .find(|(_, s, _)| *s == Site::MoveFoliosToLru)
@@ -1205,6 +1303,93 @@ mod tests {
             .unwrap()
             .2;
         assert_eq!(first.total_hold, 1000);
+    }
+
+    fn perf_lock_engine(paravirt: bool) -> Rc<Engine> {
+        let trace = TraceCost {
+            begin: 1000,
+            end: 1000,
+        };
+        Rc::new(Engine::new(costs(), vec![0; 64]).with_observer(Observe::PerfLock, trace, paravirt))
+    }
+
+    /// `contend` observed by perf lock (each event 1000 ns): cpu1 arrives at 200, cpu2 at
+    /// 300. The times cpu1 and cpu2 had the lock, and the stats of their site.
+    fn observed_three_cpus(hold: u64) -> (Vec<(u32, Time)>, SiteStats) {
+        let (o, st) = contend(perf_lock_engine(false), hold, &[(1, 200), (2, 300)]);
+        let m = st
+            .iter()
+            .find(|(_, s, _)| *s == Site::MoveFoliosToLru)
+            .unwrap()
+            .2;
+        (o[1..].to_vec(), m)
+    }
+
+    #[test]
+    fn the_pending_spinner_is_untraced_and_a_queued_waiter_pays_both_events() {
+        // cpu1 finds only the owner: it spins on the pending bit, untraced, and gets the
+        // lock at cpu0's release (1010) plus the handoff (110), as unobserved. cpu2 finds
+        // cpu1 waiting: contention_begin (1000) before it queues, so at 1300 the lock is
+        // free (cpu1 left at 1170): trylock at 1300, +110, then contention_end inside the
+        // hold: it runs its section at 2410 and leaves at 2460.
+        let (o, m) = observed_three_cpus(1000);
+        assert_eq!(o, vec![(1, 1120), (2, 2410)]);
+        assert_eq!((m.acquisitions, m.contended, m.traced), (2, 2, 1));
+        assert_eq!(m.total_wait, (1010 - 200) + (1300 - 300));
+        assert_eq!((m.traced_wait, m.traced_max_wait), (1000, 1000));
+        // cpu1 50 ns; cpu2 from 1410 to 2460: the end event is inside its hold.
+        assert_eq!(m.total_hold, 50 + 1050);
+    }
+
+    #[test]
+    fn a_traced_waiter_handed_the_lock_pays_contention_end_inside_the_hold() {
+        // cpu0 holds until 5010: cpu2 queues at 1300 behind cpu1, which leaves at 5170;
+        // cpu2 gets it then, +110, +1000 for contention_end.
+        let (o, m) = observed_three_cpus(5000);
+        assert_eq!(o, vec![(1, 5120), (2, 5170 + 110 + 1000)]);
+        assert_eq!(m.total_wait, (5010 - 200) + (5170 - 300));
+        assert_eq!((m.traced, m.traced_wait), (1, 5170 - 300));
+        assert_eq!(m.total_hold, 50 + 1050);
+    }
+
+    /// `tasks` tasks on two CPUs take one lock 50 times each, holding it 300 ns.
+    fn two_cpus_in_turns(paravirt: bool, tasks: u32) -> SiteStats {
+        let e = perf_lock_engine(paravirt);
+        let l = e.new_lock(LockClass::LruLock);
+        for i in 0..tasks {
+            let e2 = e.clone();
+            e.spawn(i as u64 * 7, i % 2, async move {
+                for _ in 0..50 {
+                    e2.lock(l, Site::LruAddDrainCpu).await;
+                    e2.charge(300);
+                    e2.unlock(l);
+                    e2.charge(20);
+                }
+            });
+        }
+        e.run_until(10_000_000, 1 << 20, &mut |_| true);
+        let m = e.lock_stats()[0].2;
+        assert_eq!(m.acquisitions, 50 * tasks as u64);
+        assert!(
+            m.contended > 25 * tasks as u64,
+            "the tasks did contend: {m:?}"
+        );
+        m
+    }
+
+    #[test]
+    fn on_two_cpus_no_waiter_is_ever_traced() {
+        // The only waiter the kernel can have is the other CPU's pending spinner.
+        let m = two_cpus_in_turns(false, 4);
+        assert_eq!((m.traced, m.traced_wait), (0, 0));
+    }
+
+    #[test]
+    fn on_paravirt_spinlocks_every_waiter_is_traced() {
+        // __pv_queued_spin_lock_slowpath has no pending spinner: whoever waits, queues.
+        // (One task per CPU: tasks sharing a CPU cannot both be inside a spinlock.)
+        let m = two_cpus_in_turns(true, 2);
+        assert_eq!((m.traced, m.traced_wait), (m.contended, m.total_wait));
     }
 
     #[test]

@@ -66,6 +66,14 @@ pub struct Scenario {
     pub machine: Machine,
     #[serde(default)]
     pub kernel: Kernel,
+    /// Who observes lock contention during the run: `none`, `perf-lock` (`perf lock
+    /// record -a`) or `perf-lock-bpf` (`perf lock contention -b -a`); each traced event
+    /// costs what the cost table says, where the kernel pays it (engine/perf_lock.rs).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::engine::perf_lock::Observe::is_none"
+    )]
+    pub observe: crate::engine::perf_lock::Observe,
     /// The seed-patch switches of this run (variant.rs); defaults are upstream.
     #[serde(default)]
     pub variants: crate::variant::Variants,

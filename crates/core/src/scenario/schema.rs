@@ -21,6 +21,12 @@ pub struct Machine {
     /// class for the cost table. Below `costs_profile` and `[costs]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The kernel runs as a KVM guest with paravirtual spinlocks (its boot log says
+    /// "kvm-guest: PV spinlocks enabled"): __pv_queued_spin_lock_slowpath queues every
+    /// waiter, so each one fires the contention tracepoints an observer counts
+    /// (engine/perf_lock.rs). Only what is traced changes; waiting is modeled as native.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paravirt_spinlocks: bool,
 }
 
 pub(crate) fn one() -> u32 {
