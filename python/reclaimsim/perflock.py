@@ -189,11 +189,22 @@ class Recorder:
         self.path.unlink(missing_ok=True)
 
 
-# Model sites whose lock the kernel takes inside a function that a build may leave out of
-# line: when perf reports that function and never the site itself, the site's figures join
-# the function's row. This machine's 6.18 reports folio_batch_move_lru for the drains of
-# lru_add_drain_cpu, where the seed 000 host's build reports lru_add_drain_cpu+0x34.
-TAKEN_IN = {"lru_add_drain_cpu": "folio_batch_move_lru"}
+# Model sites that perf may report under another function: the one that takes the lock,
+# where a build leaves it out of line, or the one a site's function is inlined into. When
+# perf reports that function and never the site itself, the site's figures join the
+# function's row. This machine's 6.18 reports folio_batch_move_lru for the drains of
+# lru_add_drain_cpu, where the seed 000 host's build reports lru_add_drain_cpu+0x34, and
+# lru_note_cost_refault for workingset_refault's cost (the seed's: workingset_refault+0x167);
+# both builds inline shrink_inactive_list (one call site, in shrink_list, itself inlined)
+# into shrink_lruvec, so its isolation and, before 7.x's self-locking putback
+# (move_folios_to_lru_self_locking), its putback are shrink_lruvec's (the seed's
+# shrink_lruvec+0x770 is that function's lock for lru_note_cost_unlock_irq).
+TAKEN_IN = {
+    "lru_add_drain_cpu": "folio_batch_move_lru",
+    "workingset_refault": "lru_note_cost_refault",
+    "shrink_inactive_list": "shrink_lruvec",
+    "move_folios_to_lru": "shrink_lruvec",
+}
 
 
 def side_by_side(kernel_reps: list[list[dict]], sim_runs: list[list[dict]]) -> list[dict]:

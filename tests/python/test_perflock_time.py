@@ -83,6 +83,17 @@ def test_an_observed_model_run_shows_what_its_perf_lock_read():
     assert (row["sim_contended"], row["sim_wait_ns"]) == (2, 70)
 
 
+def test_sites_inlined_into_shrink_lruvec_join_its_row():
+    # shrink_inactive_list is inlined into shrink_lruvec: perf names shrink_lruvec for its
+    # isolation and putback (and for the cost lock, the model's own shrink_lruvec site).
+    kernel = [{"symbol": "shrink_lruvec", "contended": 37, "total_wait_ns": 115_000}]
+    sim = [{"caller": "shrink_inactive_list", "contended": 730, "total_wait_ns": 1_198_000},
+           {"caller": "move_folios_to_lru", "contended": 328, "total_wait_ns": 548_000}]
+    rows = {r["caller"]: r for r in perflock.side_by_side([kernel], [sim])}
+    assert set(rows) == {"shrink_lruvec"}
+    assert (rows["shrink_lruvec"]["sim_contended"], rows["shrink_lruvec"]["sim_wait_ns"]) == (1058, 1_746_000)
+
+
 def test_time_rows_of_a_workload_come_from_its_longest_thread():
     procs = [
         {"workload": 0, "threads": [{"accesses": 1000, "major_faults": 10, "minor_faults": 5, "elapsed_ns": 2_000_000_000},
