@@ -16,7 +16,8 @@ from ._core import ScenarioError
 from .batch import probe, result_text, run_all
 from .metrics import metric
 from .scenario import apply_side, compare_table, load_scenario, parse_switches, quoted
-from .versions import differing_rules, format_differing_rules
+from .perflock import perf_caller
+from .versions import differing_rules, format_differing_rules, rules_in_force
 from .stats import ALPHA, ab_row, fmt_ns, fmt_num, mean_sd, pct_change
 
 DEFAULT_METRICS = [
@@ -123,7 +124,7 @@ def compare(
         "b": vb,
         "seeds": k,
         "metrics": _metric_rows(names, ra, rb),
-        "locks": _lock_rows(ra, rb),
+        "locks": _lock_rows(ra, rb, norms),
         "rules": differing_rules(*norms),
     }
     observe = base.get("observe", "none")
@@ -134,7 +135,7 @@ def compare(
         plain = [{**d, "observe": "none"} for d in sides]
         ua, ub = _run_sides(plain, base["seed"], k, jobs)
         truth = list(dict.fromkeys(n.removeprefix("perf.") for n in names))
-        out["unobserved"] = {"metrics": _metric_rows(truth, ua, ub), "locks": _lock_rows(ua, ub)}
+        out["unobserved"] = {"metrics": _metric_rows(truth, ua, ub), "locks": _lock_rows(ua, ub, norms)}
     return out
 
 
@@ -150,9 +151,11 @@ def _metric_rows(names: list[str], ra: list[dict], rb: list[dict]) -> list[dict]
     return [{"name": n, **ab_row([metric(r, n) for r in ra], [metric(r, n) for r in rb])} for n in names]
 
 
-def _lock_rows(ra: list[dict], rb: list[dict]) -> list[dict]:
+def _lock_rows(ra: list[dict], rb: list[dict], norms: list[dict]) -> list[dict]:
     """Per call site, the mean over seeds of each side's total wait and acquisitions (all
-    locks at the site); of an observed run, also what the observer read."""
+    locks at the site), and the caller perf names for it on each side's kernel (`norms`:
+    the sides' validated scenarios); of an observed run, also what the observer read."""
+    rules = [rules_in_force(n) for n in norms]
     def mean(rs, s, col, observed=False):
         pick = (lambda l: l["observed"][col]) if observed else (lambda l: l[col])
         return mean_sd([sum(pick(l) for l in r["locks"] if l["caller"] == s) for r in rs])[0]
@@ -161,8 +164,10 @@ def _lock_rows(ra: list[dict], rb: list[dict]) -> list[dict]:
     locks = []
     for s in sorted({l["caller"] for r in ra + rb for l in r["locks"]}):
         wa, wb = mean(ra, s, "total_wait_ns"), mean(rb, s, "total_wait_ns")
+        callers = dict.fromkeys(perf_caller(s, r) for r in rules)
         row = {
             "site": s,
+            "perf_caller": " / ".join(callers),
             "a_total_wait_ns": wa,
             "b_total_wait_ns": wb,
             "a_acquisitions": mean(ra, s, "acquisitions"),
@@ -199,12 +204,15 @@ def format_compare(c: dict) -> str:
     lines += [""] + rules if rules else []
     if observe:
         lines += ["", f"## lock contention as {observe} reads it: total wait of the traced waiters (mean over seeds)"]
-        lines.append(f"{'caller':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} {'A contended':>12} {'B contended':>12}")
+        lines.append(
+            f"{'caller (as perf names it)':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} "
+            f"{'A contended':>12} {'B contended':>12}   model site"
+        )
         for l in c["locks"]:
             o = l["observed"]
             lines.append(
-                f"{l['site']:<28} {fmt_ns(o['a_total_wait_ns']):>12} {fmt_ns(o['b_total_wait_ns']):>12} "
-                f"{_pct(o['pct_change']):>9} {o['a_contended']:>12.0f} {o['b_contended']:>12.0f}"
+                f"{_caller(l):<28} {fmt_ns(o['a_total_wait_ns']):>12} {fmt_ns(o['b_total_wait_ns']):>12} "
+                f"{_pct(o['pct_change']):>9} {o['a_contended']:>12.0f} {o['b_contended']:>12.0f}   {l['site']}"
             )
         lines += ["", f"## lock contention under {observe}, every waiter (mean over seeds)"]
     else:
@@ -234,11 +242,18 @@ def _metric_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _caller(l: dict) -> str:
+    return l.get("perf_caller", l["site"])
+
+
 def _lock_table(locks: list[dict]) -> list[str]:
-    lines = [f"{'caller':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} {'A acq':>12} {'B acq':>12}"]
+    lines = [
+        f"{'caller (as perf names it)':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} {'A acq':>12} {'B acq':>12}"
+        "   model site"
+    ]
     for l in locks:
         lines.append(
-            f"{l['site']:<28} {fmt_ns(l['a_total_wait_ns']):>12} {fmt_ns(l['b_total_wait_ns']):>12} "
-            f"{_pct(l['pct_change']):>9} {l['a_acquisitions']:>12.0f} {l['b_acquisitions']:>12.0f}"
+            f"{_caller(l):<28} {fmt_ns(l['a_total_wait_ns']):>12} {fmt_ns(l['b_total_wait_ns']):>12} "
+            f"{_pct(l['pct_change']):>9} {l['a_acquisitions']:>12.0f} {l['b_acquisitions']:>12.0f}   {l['site']}"
         )
     return lines

@@ -207,6 +207,25 @@ TAKEN_IN = {
 }
 
 
+def perf_caller(site: str, rules: dict[str, bool]) -> str:
+    """The caller `perf lock contention` names for the model's lock site `site` on a kernel
+    with `rules` in force (versions.rules_in_force): the first frame outside the lock
+    functions, after inlining, where that is not the site's own name. shrink_inactive_list
+    has one call site (shrink_list, itself inlined into shrink_lruvec) and is inlined
+    there in every build seen (this machine's 6.18, seed 000's 7.x, whose
+    shrink_lruvec+0x770 is its lock for lru_note_cost_unlock_irq): its isolation, and its
+    putback until move_folios_to_lru takes the lock for itself
+    (`move_folios_to_lru_self_locking`), are shrink_lruvec's. The other sites are named
+    after the function perf names (prepare_scan_control's snapshot is `shrink_node`);
+    where a build leaves the function that takes a lock out of line, kernel-run joins
+    the rows (TAKEN_IN)."""
+    if site == "shrink_inactive_list":
+        return "shrink_lruvec"
+    if site == "move_folios_to_lru" and not rules.get("move_folios_to_lru_self_locking"):
+        return "shrink_lruvec"
+    return site
+
+
 def side_by_side(kernel_reps: list[list[dict]], sim_runs: list[list[dict]]) -> list[dict]:
     """Per caller: the kernel's mean per rep (rows of one symbol summed) beside the model's
     mean per run (its lock rows of that call site summed over lock classes). A kernel

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .perflock import perf_caller
 from .stats import fmt_ns
+from .versions import rules_in_force
 
 
 class Result:
@@ -77,6 +79,13 @@ def format_result(r: Result, show_all: bool = False) -> str:
         for k, v in c["memory.events"].items():
             out(f"{k} {v}")
     observe = r.scenario.get("observe", "none")
+    rules = rules_in_force(r.scenario)
+
+    def caller(l: dict) -> str:
+        # As perf names it on this kernel, with the model's site where that differs.
+        c = perf_caller(l["caller"], rules)
+        return c if c == l["caller"] else f"{c} [model: {l['caller']}]"
+
     if observe != "none":
         # What the observer prints: the traced waiters only (the pending-bit spinner is not).
         out(f"\n## lock contention as {observe} reads it (perf lock contention columns)")
@@ -86,7 +95,7 @@ def format_result(r: Result, show_all: bool = False) -> str:
             if o["contended"] or show_all:
                 out(
                     f"{o['contended']:>10} {fmt_ns(o['total_wait_ns']):>12} {fmt_ns(o['max_wait_ns']):>12} "
-                    f"{fmt_ns(o['avg_wait_ns']):>12} {'spinlock':>12}   {l['caller']} ({l['name']})"
+                    f"{fmt_ns(o['avg_wait_ns']):>12} {'spinlock':>12}   {caller(l)} ({l['name']})"
                 )
         out(f"\n## lock contention under {observe}, every waiter (the truth of this observed run)")
     else:
@@ -95,7 +104,7 @@ def format_result(r: Result, show_all: bool = False) -> str:
     for l in r.locks:
         out(
             f"{l['contended']:>10} {fmt_ns(l['total_wait_ns']):>12} {fmt_ns(l['max_wait_ns']):>12} "
-            f"{fmt_ns(l['avg_wait_ns']):>12} {'spinlock':>12}   {l['caller']} ({l['name']}, {l['acquisitions']} acquisitions)"
+            f"{fmt_ns(l['avg_wait_ns']):>12} {'spinlock':>12}   {caller(l)} ({l['name']}, {l['acquisitions']} acquisitions)"
         )
     out("\n## workloads")
     out(f"{'name':<12} {'type':<10} {'cgroup':<16} {'tasks':>5} {'accesses':>12} {'hits':>12} {'misses':>10} {'accesses/s':>14}")

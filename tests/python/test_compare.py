@@ -75,7 +75,7 @@ def test_compare_cli_json_and_errors(tmp_path):
     assert [(r["name"], r["kind"], r["a"], r["b"]) for r in c["rules"]] == [("lru_add_dead_filter", "switch", False, True)]
     assert set(c["metrics"][0]) == {"name", "a_mean", "a_std", "b_mean", "b_std", "pct_change", "significant", "p_value"}
     assert c["locks"] and set(c["locks"][0]) == {
-        "site", "a_total_wait_ns", "b_total_wait_ns", "a_acquisitions", "b_acquisitions", "pct_change"}
+        "site", "perf_caller", "a_total_wait_ns", "b_total_wait_ns", "a_acquisitions", "b_acquisitions", "pct_change"}
     bad = subprocess.run(
         [sys.executable, "-m", "reclaimsim.cli", "compare", "seed-003", "--b", "no_such_switch=true"],
         capture_output=True, text=True,

@@ -92,3 +92,23 @@ def test_on_paravirt_spinlocks_the_first_waiter_is_traced_too():
     contended = sum(l["contended"] for l in r.locks)
     traced = sum(l["observed"]["contended"] for l in r.locks)
     assert contended > 100 and 0.9 * contended <= traced <= contended, (traced, contended)
+
+
+@pytest.mark.parametrize("version, putback", [("6.18", "shrink_lruvec"), ("7.3", "move_folios_to_lru")])
+def test_perf_names_the_inlined_callers_by_version(version, putback):
+    # shrink_inactive_list is inlined into shrink_lruvec: its isolation is shrink_lruvec's,
+    # and so is its putback until 7.x's move_folios_to_lru takes lru_lock for itself.
+    import json
+
+    from reclaimsim import _core
+    from reclaimsim.perflock import perf_caller
+    from reclaimsim.scenario import load_scenario
+    from reclaimsim.versions import rules_in_force
+
+    norm = json.loads(_core.validate_json(json.dumps(load_scenario("default", [f"kernel.version={version}"]))))
+    rules = rules_in_force(norm)
+    assert perf_caller("shrink_inactive_list", rules) == "shrink_lruvec"
+    assert perf_caller("move_folios_to_lru", rules) == putback
+    assert perf_caller("shrink_node", rules) == "shrink_node"
+    # The rule alone moves it, whatever the version.
+    assert perf_caller("move_folios_to_lru", {**rules, "move_folios_to_lru_self_locking": version == "6.18"}) != putback
