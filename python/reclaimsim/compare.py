@@ -127,7 +127,8 @@ def compare(
         "locks": _lock_rows(ra, rb, norms),
         "rules": differing_rules(*norms),
     }
-    observe = base.get("observe", "none")
+    observe = {n.get("observe", "none") for n in norms}
+    observe = observe.pop() if len(observe) == 1 else "none"  # the observer itself A/B'd: no pass without it
     if observe != "none":
         # The seed's figures are what its observer read; the kernel without one is the
         # other half of the answer: the same pair, unobserved.
@@ -160,7 +161,7 @@ def _lock_rows(ra: list[dict], rb: list[dict], norms: list[dict]) -> list[dict]:
         pick = (lambda l: l["observed"][col]) if observed else (lambda l: l[col])
         return mean_sd([sum(pick(l) for l in r["locks"] if l["caller"] == s) for r in rs])[0]
 
-    observed = any("observed" in l for r in ra + rb for l in r["locks"])
+    observed = all("observed" in l for r in ra + rb for l in r["locks"])
     locks = []
     for s in sorted({l["caller"] for r in ra + rb for l in r["locks"]}):
         wa, wb = mean(ra, s, "total_wait_ns"), mean(rb, s, "total_wait_ns")
@@ -202,7 +203,7 @@ def format_compare(c: dict) -> str:
     ]
     rules = format_differing_rules(c.get("rules", []))
     lines += [""] + rules if rules else []
-    if observe:
+    if observe and all("observed" in l for l in c["locks"]):
         lines += ["", f"## lock contention as {observe} reads it: total wait of the traced waiters (mean over seeds)"]
         lines.append(
             f"{'caller (as perf names it)':<28} {'A wait':>12} {'B wait':>12} {'%change':>9} "
