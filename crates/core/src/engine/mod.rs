@@ -1305,18 +1305,23 @@ mod tests {
         assert_eq!(first.total_hold, 1000);
     }
 
+    fn observed_engine(observe: Observe, begin: u64, end: u64, paravirt: bool) -> Rc<Engine> {
+        let trace = TraceCost { begin, end };
+        Rc::new(Engine::new(costs(), vec![0; 64]).with_observer(observe, trace, paravirt))
+    }
+
     fn perf_lock_engine(paravirt: bool) -> Rc<Engine> {
-        let trace = TraceCost {
-            begin: 1000,
-            end: 1000,
-        };
-        Rc::new(Engine::new(costs(), vec![0; 64]).with_observer(Observe::PerfLock, trace, paravirt))
+        observed_engine(Observe::PerfLock, 1000, 1000, paravirt)
     }
 
     /// `contend` observed by perf lock (each event 1000 ns): cpu1 arrives at 200, cpu2 at
     /// 300. The times cpu1 and cpu2 had the lock, and the stats of their site.
     fn observed_three_cpus(hold: u64) -> (Vec<(u32, Time)>, SiteStats) {
-        let (o, st) = contend(perf_lock_engine(false), hold, &[(1, 200), (2, 300)]);
+        observed_three_cpus_by(perf_lock_engine(false), hold)
+    }
+
+    fn observed_three_cpus_by(e: Rc<Engine>, hold: u64) -> (Vec<(u32, Time)>, SiteStats) {
+        let (o, st) = contend(e, hold, &[(1, 200), (2, 300)]);
         let m = st
             .iter()
             .find(|(_, s, _)| *s == Site::MoveFoliosToLru)
@@ -1339,6 +1344,18 @@ mod tests {
         assert_eq!((m.traced_wait, m.traced_max_wait), (1000, 1000));
         // cpu1 50 ns; cpu2 from 1410 to 2460: the end event is inside its hold.
         assert_eq!(m.total_hold, 50 + 1050);
+    }
+
+    #[test]
+    fn perf_lock_bpf_pays_the_stack_before_queueing_and_little_inside() {
+        // As the first case, with perf lock contention -b's programs: 1000 ns at
+        // contention_begin (the stack), 200 at contention_end. cpu2 takes the free lock at
+        // 1300, +110, and runs its section after the end program, at 1610.
+        let e = observed_engine(Observe::PerfLockBpf, 1000, 200, false);
+        let (o, m) = observed_three_cpus_by(e, 1000);
+        assert_eq!(o, vec![(1, 1120), (2, 1410 + 200)]);
+        assert_eq!((m.traced, m.traced_wait), (1, 1300 - 300));
+        assert_eq!(m.total_hold, 50 + (200 + 50));
     }
 
     #[test]
