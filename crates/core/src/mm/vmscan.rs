@@ -351,17 +351,13 @@ impl Mm {
             denominator = ap + fp;
             ScanBalance::Fract
         };
-        let (min, low) = self.mem_cgroup_protection(sc.target_memcg(), memcg);
         let mut nr = [0u64; 4];
         for lru in EVICTABLE_LRUS {
             let file = is_file_lru(lru);
             let lruvec_size = self.lruvecs[lv as usize].lru_size(lru);
             // Scan pressure falls with the protected share of the usage; a floor of
             // SWAP_CLUSTER_MAX keeps reclaim moving when just above the protection.
-            let usage = self.memcgs[memcg as usize].usage;
-            let (mut scan, low_skipped) =
-                apply_proportional_protection(lruvec_size, min, low, usage, sc.memcg_low_reclaim);
-            sc.memcg_low_skipped |= low_skipped;
+            let mut scan = self.apply_proportional_protection(lv, sc, lruvec_size);
             scan >>= sc.priority;
             scan = match balance {
                 ScanBalance::Equal => scan,
@@ -523,12 +519,32 @@ impl Mm {
     }
 }
 
-/// apply_proportional_protection(): shared by get_scan_count and, since v6.16, MGLRU's
-/// get_nr_to_scan (lru_gen/eviction.rs): scale `scan` down by the protected share of the memcg's usage.
-/// memory.low counts unless this is the pass that overrides it (`memcg_low_reclaim`) or min
-/// is larger; then memory.min. At least SWAP_CLUSTER_MAX stays. Returns the scaled count
-/// and whether memory.low was honoured (sc->memcg_low_skipped = 1).
-pub fn apply_proportional_protection(
+impl Mm {
+    /// apply_proportional_protection(): shared by get_scan_count and, since v6.16, MGLRU's
+    /// get_nr_to_scan (lru_gen/eviction.rs): `scan` pages of lruvec `lv` scaled down by the
+    /// protected share of its memcg's usage (`protected_scan`), sc->memcg_low_skipped set
+    /// when memory.low was what counted.
+    pub fn apply_proportional_protection(
+        &self,
+        lv: LruvecId,
+        sc: &mut ScanControl,
+        scan: u64,
+    ) -> u64 {
+        let memcg = self.lruvecs[lv as usize].memcg;
+        let (min, low) = self.mem_cgroup_protection(sc.target_memcg(), memcg);
+        let usage = self.memcgs[memcg as usize].usage;
+        let (n, low_skipped) = protected_scan(scan, min, low, usage, sc.memcg_low_reclaim);
+        sc.memcg_low_skipped |= low_skipped;
+        n
+    }
+}
+
+/// apply_proportional_protection()'s arithmetic: scale `scan` down by the protected share
+/// of the memcg's usage. memory.low counts unless this is the pass that overrides it
+/// (`memcg_low_reclaim`) or min is larger; then memory.min. At least SWAP_CLUSTER_MAX
+/// stays. Returns the scaled count and whether memory.low was honoured
+/// (sc->memcg_low_skipped = 1).
+pub fn protected_scan(
     scan: u64,
     min: u64,
     low: u64,
@@ -1770,37 +1786,19 @@ mod tests {
     }
 
     #[test]
-    fn apply_proportional_protection_cases() {
+    fn protected_scan_cases() {
         // No protection: unchanged.
-        assert_eq!(
-            apply_proportional_protection(1000, 0, 0, 1000, false),
-            (1000, false)
-        );
+        assert_eq!(protected_scan(1000, 0, 0, 1000, false), (1000, false));
         // memory.low 500 of usage 1000: 1000 - 1000 * 500 / 1001 = 1000 - 499 = 501.
-        assert_eq!(
-            apply_proportional_protection(1000, 0, 500, 1000, false),
-            (501, true)
-        );
+        assert_eq!(protected_scan(1000, 0, 500, 1000, false), (501, true));
         // low equal to min: min counts, low is not reported skipped: 1000 - 499 = 501.
-        assert_eq!(
-            apply_proportional_protection(1000, 500, 500, 1000, false),
-            (501, false)
-        );
+        assert_eq!(protected_scan(1000, 500, 500, 1000, false), (501, false));
         // The low-overriding pass uses min (0): unchanged, low not skipped.
-        assert_eq!(
-            apply_proportional_protection(1000, 0, 500, 1000, true),
-            (1000, false)
-        );
+        assert_eq!(protected_scan(1000, 0, 500, 1000, true), (1000, false));
         // min 900 of 1000: 40 - 40 * 900 / 1001 = 40 - 35 = 5, raised to SWAP_CLUSTER_MAX.
-        assert_eq!(
-            apply_proportional_protection(40, 900, 0, 1000, false),
-            (32, false)
-        );
+        assert_eq!(protected_scan(40, 900, 0, 1000, false), (32, false));
         // Usage below protection counts as the protection: 1000 - 1000 * 800 / 801 = 1.
-        assert_eq!(
-            apply_proportional_protection(1000, 800, 0, 10, false),
-            (32, false)
-        );
+        assert_eq!(protected_scan(1000, 800, 0, 10, false), (32, false));
     }
 
     #[test]

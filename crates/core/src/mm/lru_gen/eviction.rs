@@ -31,7 +31,7 @@ use super::*;
 use crate::engine::Site;
 use crate::mm::mmzone::Lruvec;
 use crate::mm::swap::folio_test_lru;
-use crate::mm::vmscan::{apply_proportional_protection, ScanControl};
+use crate::mm::vmscan::ScanControl;
 use crate::mm::vmstat::{NodeStat, VmEvent};
 use crate::mm::{LruvecId, MemcgId, Mm, Pfn, DEF_PRIORITY};
 use crate::sim::Sim;
@@ -681,33 +681,16 @@ impl Sim {
         let verdict = {
             let mm = self.mm.borrow();
             let memcg = mm.lruvecs[lv as usize].memcg;
-            let target = sc.target_memcg();
-            let below_min = mm.mem_cgroup_below_min(target, memcg);
-            let (min, low) = mm.mem_cgroup_protection(target, memcg);
-            let usage = mm.memcgs[memcg as usize].usage;
-            let low_reclaim = sc.memcg_low_reclaim;
-            let mut low_skipped = false;
-            let rules = mm.rules;
-            let v = get_nr_to_scan_decide(
+            let below_min = mm.mem_cgroup_below_min(sc.target_memcg(), memcg);
+            let priority = sc.priority;
+            get_nr_to_scan_decide(
                 &mm.lruvecs[lv as usize].lrugen,
-                (swappiness, rules.mglru_aging_feedback_rework),
+                (swappiness, mm.rules.mglru_aging_feedback_rework),
                 below_min,
                 true,
-                sc.priority,
-                |nr| {
-                    // Rule mglru_proportional_protection (v6.17): before it, MGLRU
-                    // scanned a protected memcg's whole size.
-                    if !rules.mglru_proportional_protection {
-                        return nr;
-                    }
-                    let (n, skipped) =
-                        apply_proportional_protection(nr, min, low, usage, low_reclaim);
-                    low_skipped = skipped;
-                    n
-                },
-            );
-            sc.memcg_low_skipped |= low_skipped;
-            v
+                priority,
+                |nr| mm.lru_gen_proportional_protection(lv, sc, nr),
+            )
         };
         match verdict {
             NrToScan::Stop => None,
@@ -723,6 +706,18 @@ impl Sim {
                 }
             }
         }
+    }
+}
+
+impl Mm {
+    /// MGLRU's call of apply_proportional_protection() in get_nr_to_scan, under rule
+    /// mglru_proportional_protection (v6.17); before it, MGLRU scanned a protected memcg's
+    /// whole size.
+    fn lru_gen_proportional_protection(&self, lv: LruvecId, sc: &mut ScanControl, nr: u64) -> u64 {
+        if !self.rules.mglru_proportional_protection {
+            return nr;
+        }
+        self.apply_proportional_protection(lv, sc, nr)
     }
 }
 
@@ -910,20 +905,9 @@ impl Sim {
         swappiness: u32,
     ) -> u64 {
         let mm = self.mm.borrow();
-        let memcg = mm.lruvecs[lv as usize].memcg;
         let size =
             super::protection::lruvec_evictable_size(&mm.lruvecs[lv as usize].lrugen, swappiness);
-        let size = if mm.rules.mglru_proportional_protection {
-            let (min, low) = mm.mem_cgroup_protection(sc.target_memcg(), memcg);
-            let usage = mm.memcgs[memcg as usize].usage;
-            let (n, skipped) =
-                apply_proportional_protection(size, min, low, usage, sc.memcg_low_reclaim);
-            sc.memcg_low_skipped |= skipped;
-            n
-        } else {
-            size
-        };
-        size >> sc.priority.clamp(0, 63)
+        mm.lru_gen_proportional_protection(lv, sc, size) >> sc.priority.clamp(0, 63)
     }
 
     /// shrink_one(): one memcg's lruvec in shrink_many. Below memory.min (as
