@@ -24,6 +24,14 @@ what one tracepoint sample with its call chain costs the CPU that fires it
 (crates/core/src/engine/perf_lock.rs). Needs root and linux-perf; without them the entry
 keeps its default and the profile says why.
 
+Three checks time contended lines: one thread per CPU, all doing a lock xadd on the same
+one, two or four lines in turn (`contended_line_1`, `contended_lines_2`,
+`contended_lines_4`: wall time over all threads' rounds). The model's cache lines are
+independent FIFO servers, under which a second line in a saturated loop would cost the
+loop little; what it costs is the coupling between lines (a line's home agent, the
+interconnect) that the model does not have. With two CPUs there is no queue behind a
+line, only a ping-pong: the figures need a machine with the cores to say more.
+
 The same shootdown benchmark gives `tlb_flush_ipi_target` as measured: what each
 shootdown takes from the CPU it interrupts. The thread spinning on the other CPU reads the
 clock in a loop and sums the gaps longer than 250 ns (time its CPU spent in the interrupt);
@@ -112,6 +120,12 @@ _CHECKS = {
     "zap_path": ("pte_unmap", "page_free"),
 }
 
+
+# Contended lines (crates/host/src/calibrate.rs, contended_lines): every CPU on one, two,
+# four shared lines in turn; kept as checks. The model's lines are independent servers,
+# so a second line in the round should cost little; what it costs here is the coupling
+# the model lacks. On two CPUs they are a ping-pong, with no queue behind a line.
+_LINE_CHECKS = ("contended_line_1", "contended_lines_2", "contended_lines_4")
 
 # The device's read latency from each of the two CPUs: kept as checks, and their
 # difference is ssd_remote_wakeup (see the module's text).
@@ -349,6 +363,9 @@ def derive(figs: dict, base: dict[str, int]) -> tuple[dict, dict]:
     for _, path, _ in _DERIVED:
         if path in figs:
             checks[path] = {"ns": max(round(figs[path]["ns"]), 1), "source": f"measured: {how(figs[path])}"}
+    for name in _LINE_CHECKS:
+        if name in figs:
+            checks[name] = {"ns": max(round(figs[name]["ns"]), 1), "source": f"measured: {how(figs[name])}"}
     if all(n in figs for n in _PER_CPU_READS):
         for name in _PER_CPU_READS:
             checks[name] = {"ns": max(round(figs[name]["ns"]), 1), "source": f"measured: {how(figs[name])}"}

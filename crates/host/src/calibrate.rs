@@ -715,11 +715,81 @@ fn on_two_cpus(
 /// the reclaim-bound run's workers, would inherit the pinning).
 pub fn cache_lines(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
     let saved = affinity::allowed_cpus();
-    let r = cache_lines_pinned(a, b, s);
+    let r = cache_lines_pinned(a, b, s).and_then(|mut out| {
+        out.extend(contended_lines(&saved, s)?);
+        Ok(out)
+    });
     if !saved.is_empty() {
         affinity::set_allowed(&saved);
     }
     r
+}
+
+/// One thread per CPU of `cpus`, all started together, each doing `n` rounds of a lock
+/// xadd on each of `k` shared lines (own 128-byte slots) in turn: the wall time until
+/// the last one is done [ns], and the rounds of all threads. With every thread on the
+/// same line(s) each line is a saturated server; a second line in the round costs the
+/// hot path what the lines' coupling costs (a line's home agent, the interconnect), which
+/// independent servers in series would not.
+fn lines_in_turn(cpus: &[u32], k: usize, n: u64) -> Result<(f64, u64), String> {
+    let lines: Arc<Vec<Line>> = Arc::new((0..k).map(|_| Line(AtomicU64::new(0))).collect());
+    let ready = Arc::new(Line(AtomicU64::new(0)));
+    let threads = cpus.len() as u64;
+    let deadline = Instant::now() + SPIN_LIMIT;
+    let handles: Vec<_> = cpus
+        .iter()
+        .map(|&cpu| {
+            let (lines, ready) = (lines.clone(), ready.clone());
+            std::thread::spawn(move || -> Result<(Instant, Instant), String> {
+                affinity::pin_thread(cpu);
+                ready.0.fetch_add(1, Ordering::AcqRel);
+                spin_until(&ready.0, threads, deadline)?;
+                let start = Instant::now();
+                for _ in 0..n {
+                    for l in lines.iter() {
+                        l.0.fetch_add(1, Ordering::AcqRel);
+                    }
+                }
+                Ok((start, Instant::now()))
+            })
+        })
+        .collect();
+    let mut span: Option<(Instant, Instant)> = None;
+    for h in handles {
+        let (a, b) = h
+            .join()
+            .map_err(|_| "benchmark thread panicked".to_string())??;
+        span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+    }
+    // From the first thread's start, once all had checked in, to the last one's end.
+    let (first, last) = span.ok_or("no CPU to run on")?;
+    Ok((last.duration_since(first).as_nanos() as f64, n * threads))
+}
+
+/// Contended lines: `lines_in_turn` over one, two and four lines, on every CPU this
+/// process may use. Kept as checks (calibrate.py): the model's lines are independent
+/// servers, and these figures say how far that holds here. On two CPUs they are a
+/// ping-pong, with no queue of waiters behind a line.
+fn contended_lines(cpus: &[u32], s: Sizes) -> Result<Vec<Figure>, String> {
+    let cpus: Vec<u32> = if cpus.is_empty() {
+        vec![0]
+    } else {
+        cpus.to_vec()
+    };
+    let mut out = Vec::new();
+    for (k, name) in [
+        (1, "contended_line_1"),
+        (2, "contended_lines_2"),
+        (4, "contended_lines_4"),
+    ] {
+        let r = repeat(s.reps, || lines_in_turn(&cpus, k, s.pingpongs))?;
+        let how = format!(
+            "{} threads, one per CPU, each doing a lock xadd on each of the same {k} shared line(s) in turn: wall time over all threads' rounds (1 / their throughput; with one line, its time per operation)",
+            cpus.len()
+        );
+        out.push(figure(name, r, &how));
+    }
+    Ok(out)
 }
 
 fn cache_lines_pinned(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
@@ -1081,7 +1151,10 @@ mod bench_smoke {
                     "zap_page_shared_path",
                     "tlb_flush_ipi_target",
                     "atomic_rmw",
-                    "lock_uncontended"
+                    "lock_uncontended",
+                    "contended_line_1",
+                    "contended_lines_2",
+                    "contended_lines_4"
                 ]
             );
         }
