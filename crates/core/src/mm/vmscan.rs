@@ -524,6 +524,7 @@ impl Mm {
     /// get_nr_to_scan (lru_gen/eviction.rs): `scan` pages of lruvec `lv` scaled down by the
     /// protected share of its memcg's usage (`protected_scan`), sc->memcg_low_skipped set
     /// when memory.low was what counted.
+    #[inline]
     pub fn apply_proportional_protection(
         &self,
         lv: LruvecId,
