@@ -121,6 +121,13 @@ def _unpacked_kernel(d: Path) -> Kernel:
     return Kernel(image, release, mods if has_mods else None, config if config.exists() else None)
 
 
+def check_kernel_file(spec: str | None) -> None:
+    """Refuse a `--kernel` file that is not a bzImage before anything else is checked or
+    fetched (bad input first, then missing tools); Debian's names are checked when fetched."""
+    if spec not in (None, "debian") and spec not in debkernels.KERNELS:
+        user_kernel(spec)
+
+
 def user_kernel(image: str) -> Kernel:
     """A bzImage given with --kernel; its .config beside it (IMAGE.config, as kernel-build
     writes it) if there is one. Such a kernel must have what the runner needs built in."""
@@ -746,6 +753,7 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     """kernel-run's report, with the kernel side from a VM and per-cgroup rows; the model
     runs as the booted kernel's version, or as `kernel_version` (model_of_kernel)."""
     norm, nprocs, notes = prepare(scenario)
+    check_kernel_file(kernel_image)
     check_prerequisites()
     notes.extend(remove_stale_scratch())
     kernel = resolve_kernel(kernel_image, progress)
