@@ -157,6 +157,7 @@ def _lock_rows(ra: list[dict], rb: list[dict], norms: list[dict]) -> list[dict]:
     locks at the site), and the caller perf names for it on each side's kernel (`norms`:
     the sides' validated scenarios); of an observed run, also what the observer read."""
     rules = [rules_in_force(n) for n in norms]
+
     def mean(rs, s, col, observed=False):
         pick = (lambda l: l["observed"][col]) if observed else (lambda l: l[col])
         return mean_sd([sum(pick(l) for l in r["locks"] if l["caller"] == s) for r in rs])[0]

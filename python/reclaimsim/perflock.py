@@ -199,11 +199,15 @@ class Recorder:
 # into shrink_lruvec, so its isolation and, before 7.x's self-locking putback
 # (move_folios_to_lru_self_locking), its putback are shrink_lruvec's (the seed's
 # shrink_lruvec+0x770 is that function's lock for lru_note_cost_unlock_irq).
+# Functions inlined into their caller in every build seen (perf_caller).
+INLINED = {"shrink_inactive_list": "shrink_lruvec"}
+
 TAKEN_IN = {
     "lru_add_drain_cpu": "folio_batch_move_lru",
     "workingset_refault": "lru_note_cost_refault",
-    "shrink_inactive_list": "shrink_lruvec",
-    "move_folios_to_lru": "shrink_lruvec",
+    "shrink_inactive_list": INLINED["shrink_inactive_list"],
+    # 6.x's putback lock, taken in shrink_inactive_list (the host's version).
+    "move_folios_to_lru": INLINED["shrink_inactive_list"],
 }
 
 
@@ -219,11 +223,9 @@ def perf_caller(site: str, rules: dict[str, bool]) -> str:
     after the function perf names (prepare_scan_control's snapshot is `shrink_node`);
     where a build leaves the function that takes a lock out of line, kernel-run joins
     the rows (TAKEN_IN)."""
-    if site == "shrink_inactive_list":
-        return "shrink_lruvec"
     if site == "move_folios_to_lru" and not rules.get("move_folios_to_lru_self_locking"):
-        return "shrink_lruvec"
-    return site
+        site = "shrink_inactive_list"  # the lock is taken there, before the call
+    return INLINED.get(site, site)
 
 
 def side_by_side(kernel_reps: list[list[dict]], sim_runs: list[list[dict]]) -> list[dict]:

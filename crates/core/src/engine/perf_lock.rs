@@ -49,23 +49,8 @@ pub enum Observe {
 }
 
 impl Observe {
-    pub const ALL: [Observe; 3] = [Observe::None, Observe::PerfLock, Observe::PerfLockBpf];
-
-    /// The name a scenario and `--observe` use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Observe::None => "none",
-            Observe::PerfLock => "perf-lock",
-            Observe::PerfLockBpf => "perf-lock-bpf",
-        }
-    }
-
     pub fn is_none(&self) -> bool {
         *self == Observe::None
-    }
-
-    pub fn from_name(s: &str) -> Option<Observe> {
-        Observe::ALL.into_iter().find(|o| o.name() == s)
     }
 }
 
@@ -130,10 +115,17 @@ mod tests {
 
     #[test]
     fn observe_names_round_trip_and_costs_follow_the_mode() {
-        for o in Observe::ALL {
-            assert_eq!(Observe::from_name(o.name()), Some(o));
+        // The names a scenario and --observe use (cli.py's choices).
+        for (o, name) in [
+            (Observe::None, "none"),
+            (Observe::PerfLock, "perf-lock"),
+            (Observe::PerfLockBpf, "perf-lock-bpf"),
+        ] {
+            let quoted = format!("\"{name}\"");
+            assert_eq!(serde_json::to_string(&o).unwrap(), quoted);
+            assert_eq!(serde_json::from_str::<Observe>(&quoted).unwrap(), o);
         }
-        assert_eq!(Observe::from_name("perf"), None);
+        assert!(serde_json::from_str::<Observe>("\"perf\"").is_err());
         assert_eq!(
             TraceCost::of(Observe::None, 5, 3, 2),
             TraceCost { begin: 0, end: 0 }

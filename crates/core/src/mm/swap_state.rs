@@ -24,6 +24,7 @@
 //! counted.
 
 use super::mm_types::PG_SWAPCACHE;
+use super::swapfile::SwapInfo;
 use super::vmstat::NodeStat;
 use super::{Mm, Pfn, ShadowNode};
 
@@ -58,24 +59,21 @@ impl Mm {
         Some(slot)
     }
 
+    /// One store to the slot table of a swap that exists (a swap entry or a swap-cache
+    /// folio implies it), then its leaf's place on the shadow-node list.
+    fn swap_cache_store(&mut self, store: impl FnOnce(&mut SwapInfo) -> ShadowNode) {
+        let node = store(self.swap.as_mut().expect("a swap cache store without swap"));
+        self.swap_update_node(node);
+    }
+
     /// add_to_swap_cache() on swap-in: `pfn` takes the slot's place in the swap cache.
     pub fn swap_cache_add_swapin(&mut self, slot: u32, pfn: Pfn) {
-        let node = self
-            .swap
-            .as_mut()
-            .expect("swap entry without swap")
-            .set_cached(slot, pfn);
-        self.swap_update_node(node);
+        self.swap_cache_store(|s| s.set_cached(slot, pfn));
     }
 
     /// __delete_from_swap_cache() with a shadow: reclaim evicted the slot's folio.
     pub fn swap_cache_set_shadow(&mut self, slot: u32, shadow: u64) {
-        let node = self
-            .swap
-            .as_mut()
-            .expect("swap cache without swap")
-            .set_shadow(slot, shadow);
-        self.swap_update_node(node);
+        self.swap_cache_store(|s| s.set_shadow(slot, shadow));
     }
 
     /// swap_free() of a slot's last user: the slot and its shadow go.
