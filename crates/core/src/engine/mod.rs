@@ -902,8 +902,8 @@ impl Engine {
         }
     }
 
-    /// Does an acquirer on `cpu` arriving at `now` go to the MCS queue (and fire
-    /// contention_begin/end)? The lock is busy when held, or released in the acquirer's
+    /// queued_spin_lock_slowpath()'s choice (perf_lock.rs): does an acquirer on `cpu`
+    /// arriving at `now` go to the MCS queue (and fire contention_begin/end)? The lock is busy when held, or released in the acquirer's
     /// future; its owner at `now` is the holder, unless the holder was itself still waiting
     /// then (it was given the lock after `now`), in which case it was its predecessor.
     fn joins_queue(&self, l: &LockState, now: Time, cpu: u32) -> bool {
@@ -1399,6 +1399,24 @@ mod tests {
         // The only waiter the kernel can have is the other CPU's pending spinner.
         let m = two_cpus_in_turns(false, 4);
         assert_eq!((m.traced, m.traced_wait), (0, 0));
+    }
+
+    #[test]
+    fn a_lock_found_free_is_never_traced_even_on_paravirt_spinlocks() {
+        // cpu0 takes and drops the lock at once; cpu1 comes at 1000 to a free lock
+        // (released at 30): the fast path, no slow path, nothing traced or waited.
+        let e = perf_lock_engine(true);
+        let l = e.new_lock(LockClass::LruLock);
+        for (cpu, t) in [(0u32, 0u64), (1, 1000)] {
+            let e2 = e.clone();
+            e.spawn(t, cpu, async move {
+                e2.lock(l, Site::LruAddDrainCpu).await;
+                e2.unlock(l);
+            });
+        }
+        e.run_until(100_000, 1 << 20, &mut |_| true);
+        let m = e.lock_stats()[0].2;
+        assert_eq!((m.acquisitions, m.contended, m.traced), (2, 0, 0));
     }
 
     #[test]
