@@ -26,11 +26,14 @@ keeps its default and the profile says why.
 
 Three checks time contended lines: one thread per CPU, all doing a lock xadd on the same
 one, two or four lines in turn (`contended_line_1`, `contended_lines_2`,
-`contended_lines_4`: wall time over all threads' rounds). The model's cache lines are
-independent FIFO servers, under which a second line in a saturated loop would cost the
-loop little; what it costs is the coupling between lines (a line's home agent, the
-interconnect) that the model does not have. With two CPUs there is no queue behind a
-line, only a ping-pong: the figures need a machine with the cores to say more.
+`contended_lines_4`: wall time over all threads' rounds). Independent line servers
+would take two lines in turn at one line's pace; what a second line costs more is the
+coupling between lines, which the model has as a home agent per node
+(crates/core/src/engine/coherence.rs). On a host whose CPUs span two or more nodes,
+`home_agent_occupancy` is derived from the two (`home_agent`: the round past one line's
+pace, per cross-node transfer); on one node nothing crosses and the entry keeps its
+default, said in the profile. With two CPUs there is no queue behind a line, only a
+ping-pong: the figures need a machine with the cores to say more.
 
 The same shootdown benchmark gives `tlb_flush_ipi_target` as measured: what each
 shootdown takes from the CPU it interrupts. The thread spinning on the other CPU reads the
@@ -122,10 +125,67 @@ _CHECKS = {
 
 
 # Contended lines (crates/host/src/calibrate.rs, contended_lines): every CPU on one, two,
-# four shared lines in turn; kept as checks. The model's lines are independent servers,
-# so a second line in the round should cost little; what it costs here is the coupling
-# the model lacks. On two CPUs they are a ping-pong, with no queue behind a line.
+# four shared lines in turn; kept as checks. Independent line servers would serve two
+# lines in turn at one line's pace; what a second line costs more is the coupling of lines
+# (engine/coherence.rs), which `home_agent_occupancy` gives where the host has two or more
+# nodes. On two CPUs they are a ping-pong, with no queue behind a line.
 _LINE_CHECKS = ("contended_line_1", "contended_lines_2", "contended_lines_4")
+# Two lines in turn within this share of one line's time per round: no coupling measured.
+_COUPLING_NOISE = 0.10
+
+
+def cross_node_share(cpu_nodes: list[int]) -> float:
+    """The share of a saturated line's handoffs that cross nodes when one thread per CPU
+    of `cpu_nodes` (each CPU's node) takes it in no particular order: the chance that two
+    threads drawn at random sit on different nodes, 1 - sum of each node's share squared."""
+    n = len(cpu_nodes)
+    if n == 0:
+        return 0.0
+    return 1.0 - sum((cpu_nodes.count(x) / n) ** 2 for x in set(cpu_nodes))
+
+
+def home_agent(figs: dict, cpu_nodes: list[int]) -> tuple[dict | None, str | None]:
+    """`home_agent_occupancy` from the contended-line checks: (entry, note).
+
+    Under the model (engine/coherence.rs) N threads on two lines of one node in turn take
+    a round at one line's pace t1 unless the home agent, occupied h by each of the round's
+    2r cross-node transfers (r: cross_node_share), is slower: t2 = max(t1, 2 r h). So a
+    round t2 measured past t1 (by more than the noise) gives h = t2 / (2 r), and one within
+    it says the lines do not couple (0). One node: nothing crosses, nothing to measure."""
+    if not all(n in figs for n in _LINE_CHECKS[:2]):
+        return None, None
+    r = cross_node_share(cpu_nodes)
+    if len(set(cpu_nodes)) < 2 or r <= 0:
+        return None, (
+            "home_agent_occupancy not measured: the CPUs used are on one node, so no line "
+            "transfer crosses nodes (the contended-line checks stay as checks)"
+        )
+    t1, t2 = figs[_LINE_CHECKS[0]]["ns"], figs[_LINE_CHECKS[1]]["ns"]
+    nodes = len(set(cpu_nodes))
+    head = (
+        f"derived: {len(cpu_nodes)} threads on {nodes} nodes (cross-node share of handoffs "
+        f"r = {r:.3f}); two lines in turn {t2:.0f} ns a round, one line {t1:.0f} ns"
+    )
+    if t2 <= t1 * (1 + _COUPLING_NOISE):
+        return {"ns": 0, "source": f"{head}: within {_COUPLING_NOISE:.0%}, so no shared agent (0)"}, None
+    h = t2 / (2 * r)
+    return {"ns": max(round(h), 1), "source": f"{head}: t2 / (2 r) = {h:.0f} ns (engine/coherence.rs)"}, None
+
+
+def _cpu_nodes() -> list[int]:
+    """The node of each CPU this process may run on (sysfs; node 0 for all without it)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    node_of: dict[int, int] = {}
+    for d in Path("/sys/devices/system/node").glob("node[0-9]*"):
+        try:
+            text = (d / "cpulist").read_text().strip()
+        except OSError:
+            continue
+        for part in filter(None, text.split(",")):
+            lo, _, hi = part.partition("-")
+            for c in range(int(lo), int(hi or lo) + 1):
+                node_of[c] = int(d.name[4:])
+    return [node_of.get(c, 0) for c in allowed]
 
 # The device's read latency from each of the two CPUs: kept as checks, and their
 # difference is ssd_remote_wakeup (see the module's text).
@@ -393,6 +453,11 @@ def remote_wakeup(a: dict, b: dict) -> dict:
 def profile(figs: dict, notes: list[str], workdir: Path) -> dict:
     """The cost profile (a dict tomli_w writes) of a calibration on this machine."""
     costs, checks = derive(figs, _defaults())
+    agent, why = home_agent(figs, _cpu_nodes())
+    if agent is not None:
+        costs["home_agent_occupancy"] = agent
+    if why:
+        notes = [*notes, why]
     host = platform.node() or "host"
     when = datetime.date.today().isoformat()
     desc = (

@@ -196,3 +196,34 @@ def test_the_reclaim_bound_case_runs_to_its_end_where_populating_it_is_oom_kille
     assert len(faulted.oom_kills) == 0
     assert faulted.workloads[0]["accesses"] == 3 * (64 << 20) // 4096
     assert len(run(prefault=True).oom_kills) == 1
+
+
+def test_cross_node_share_is_the_chance_two_random_threads_sit_on_different_nodes():
+    from reclaimsim.calibrate import cross_node_share
+
+    assert cross_node_share([0, 0, 0, 0]) == 0.0
+    assert cross_node_share([0, 0, 1, 1]) == 0.5
+    assert cross_node_share([0, 1, 2, 3]) == 0.75
+    # 3 of 4 on node 0: 1 - (9/16 + 1/16)
+    assert cross_node_share([0, 0, 0, 1]) == pytest.approx(6 / 16)
+
+
+def test_home_agent_occupancy_is_the_round_past_one_lines_pace_per_cross_node_transfer():
+    from reclaimsim.calibrate import home_agent
+
+    # Two nodes, half the handoffs cross (r = 0.5): a round of two lines at 1000 ns
+    # against one line's 200 is the agent's: h = 1000 / (2 * 0.5).
+    entry, note = home_agent({"contended_line_1": fig(200), "contended_lines_2": fig(1000)}, [0, 0, 1, 1])
+    assert entry["ns"] == 1000 and note is None
+    assert "r = 0.500" in entry["source"]
+    # Four nodes (r = 0.75): 900 / 1.5.
+    entry, _ = home_agent({"contended_line_1": fig(200), "contended_lines_2": fig(900)}, [0, 1, 2, 3])
+    assert entry["ns"] == 600
+    # Within 10% of one line's pace: the lines do not couple.
+    entry, _ = home_agent({"contended_line_1": fig(200), "contended_lines_2": fig(219)}, [0, 0, 1, 1])
+    assert entry["ns"] == 0
+    # One node: nothing crosses, nothing measured, and the profile is told why.
+    entry, note = home_agent({"contended_line_1": fig(200), "contended_lines_2": fig(1000)}, [0, 0])
+    assert entry is None and "one node" in note
+    # Without the checks, nothing.
+    assert home_agent({}, [0, 1]) == (None, None)

@@ -135,6 +135,7 @@ impl Sim {
                 cacheline_transfer: costs.cacheline_transfer,
                 cacheline_transfer_remote: costs.cacheline_transfer_remote,
                 atomic_rmw: costs.atomic_rmw,
+                home_agent_occupancy: costs.home_agent_occupancy,
             },
             cpu_node.clone(),
         )

@@ -103,6 +103,12 @@ cost_table! {
     cacheline_transfer_remote = 200;
     /// An atomic read-modify-write on a local line.
     atomic_rmw = 8;
+    /// What one transfer of a line between CPUs of two nodes occupies the home agent of
+    /// the line's node (its directory and snoops), during which the agent serves no other
+    /// line of that node (engine/coherence.rs). 0: no shared agent, every line an
+    /// independent server. No built-in figure: no published measurement of that capacity
+    /// was found; a host with two or more nodes gives it from calibrate's contended lines.
+    home_agent_occupancy = 0;
     /// One per-CPU statistics update.
     stat_update = 3;
     /// Adding a folio to or removing it from the swap cache, slot allocation included.

@@ -30,6 +30,7 @@
 
 pub mod blk;
 pub mod blkdev;
+pub mod coherence;
 pub mod cost;
 pub mod cost_profile;
 pub mod perf_lock;
@@ -41,9 +42,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
+pub use coherence::{CacheLine, Topology, Transfer};
 use perf_lock::{joins_mcs_queue, Observe, TraceCost};
 
 /// Virtual time [ns].
@@ -217,67 +218,6 @@ struct ReadyKey {
     task: TaskId,
 }
 
-/// A cache line shared between CPUs: the CPU that last wrote it, and until when it is busy
-/// moving to or being written by its current owner.
-#[derive(Debug, Clone, Copy)]
-pub struct CacheLine {
-    owner: u32,
-    busy_until: Time,
-}
-
-impl Default for CacheLine {
-    fn default() -> Self {
-        CacheLine {
-            owner: u32::MAX,
-            busy_until: 0,
-        }
-    }
-}
-
-/// The node of every CPU id: what tells a local cache-line transfer from a remote one,
-/// shared (not copied) by the engine's locks and lines and by the LRU lists' lines
-/// (mm/lru_lines.rs).
-#[derive(Debug, Clone, Default)]
-pub struct Topology(Rc<[u32]>);
-
-/// Where a line a CPU writes comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transfer {
-    /// The writer wrote it last, or nobody did (a cold line is charged nothing extra).
-    None,
-    /// Another CPU of the writer's node wrote it last.
-    Local,
-    /// A CPU of another node wrote it last.
-    Remote,
-}
-
-impl Topology {
-    /// A line last written by `from` (`u32::MAX`: by nobody) and now written by `to`.
-    #[inline]
-    pub fn transfer(&self, from: u32, to: u32) -> Transfer {
-        if from == to || from == u32::MAX {
-            Transfer::None
-        } else if self.0.get(from as usize) == self.0.get(to as usize) {
-            Transfer::Local
-        } else {
-            Transfer::Remote
-        }
-    }
-}
-
-impl From<Vec<u32>> for Topology {
-    fn from(cpu_node: Vec<u32>) -> Self {
-        Topology(cpu_node.into())
-    }
-}
-
-impl std::ops::Deref for Topology {
-    type Target = [u32];
-    fn deref(&self) -> &[u32] {
-        &self.0
-    }
-}
-
 /// Costs the engine itself charges (a copy of the relevant cost-table entries).
 #[derive(Debug, Clone, Copy)]
 pub struct EngineCosts {
@@ -285,6 +225,9 @@ pub struct EngineCosts {
     pub cacheline_transfer: u64,
     pub cacheline_transfer_remote: u64,
     pub atomic_rmw: u64,
+    /// What each cross-node transfer of a line occupies its home node's agent [ns]; 0:
+    /// lines are independent (coherence.rs).
+    pub home_agent_occupancy: u64,
 }
 
 /// The executor and its synchronization primitives.
@@ -314,6 +257,8 @@ pub struct Engine {
     paravirt: bool,
     /// Node of every CPU id, to tell local from remote cache-line transfers.
     topology: Topology,
+    /// When each node's home agent is free again (coherence.rs).
+    home_agents: RefCell<Vec<Time>>,
     /// The running `run_until`'s tick, callable from inside a poll ([`Engine::work_point`]).
     tick_fn: Cell<Option<TickFn>>,
     /// Work units (polls and work points) left before the next tick, and the period.
@@ -348,6 +293,7 @@ fn noop_waker() -> Waker {
 
 impl Engine {
     pub fn new(costs: EngineCosts, topology: impl Into<Topology>) -> Self {
+        let topology = topology.into();
         Engine {
             tasks: RefCell::new(Vec::new()),
             futures: RefCell::new(Vec::new()),
@@ -369,7 +315,8 @@ impl Engine {
             observe: Observe::None,
             trace: TraceCost::default(),
             paravirt: false,
-            topology: topology.into(),
+            home_agents: RefCell::new(vec![0; topology.nodes()]),
+            topology,
             tick_fn: Cell::new(None),
             work_left: Cell::new(u64::MAX),
             tick_every: Cell::new(u64::MAX),
@@ -838,27 +785,6 @@ impl Engine {
     }
 
     // -----------------------------------------------------------------------------------
-    // Cache lines and atomics
-    // -----------------------------------------------------------------------------------
-
-    /// An atomic read-modify-write of `line` by the current CPU; returns its cost [ns].
-    ///
-    /// A line serves one writer at a time: a writer that finds it busy (another CPU's
-    /// transfer or RMW in progress) waits, then pays the transfer from the previous owner
-    /// (local or remote node) and the RMW. Many CPUs writing one line thus serialize, which
-    /// is what makes shared counters and lock words expensive at scale.
-    /// Not a yield point: callers charge the cost (and sync where the kernel path would).
-    #[inline]
-    pub fn rmw_line(&self, line: &mut CacheLine) -> u64 {
-        let (now, cpu) = (self.now(), self.cpu());
-        let start = now.max(line.busy_until);
-        let done = start + self.line_cost(line.owner, cpu) + self.costs.atomic_rmw;
-        line.busy_until = done;
-        line.owner = cpu;
-        done - now
-    }
-
-    // -----------------------------------------------------------------------------------
     // Spinlocks
     // -----------------------------------------------------------------------------------
 
@@ -892,14 +818,6 @@ impl Engine {
             st.traced_max_wait = st.traced_max_wait.max(wait);
         }
         self.lock_acquisitions.set(self.lock_acquisitions.get() + 1);
-    }
-
-    fn line_cost(&self, last_cpu: u32, cpu: u32) -> u64 {
-        match self.topology.transfer(last_cpu, cpu) {
-            Transfer::None => 0,
-            Transfer::Local => self.costs.cacheline_transfer,
-            Transfer::Remote => self.costs.cacheline_transfer_remote,
-        }
     }
 
     /// queued_spin_lock_slowpath()'s choice (perf_lock.rs): does an acquirer on `cpu`
@@ -1120,6 +1038,7 @@ mod tests {
             cacheline_transfer: 100,
             cacheline_transfer_remote: 200,
             atomic_rmw: 5,
+            home_agent_occupancy: 0,
         }
     }
 

@@ -117,7 +117,8 @@ impl Lruvec {
             prefetch_cursor: [NIL; EVICTABLE_LRUS.len()],
             prefetch_ahead: [0; EVICTABLE_LRUS.len()],
             lrugen: crate::mm::lru_gen::LruGenFolio::new(),
-            stat_lines: Default::default(),
+            stat_lines: [[crate::engine::CacheLine::homed(node); 2];
+                crate::mm::memcontrol::NR_STAT_LINES],
         }
     }
 

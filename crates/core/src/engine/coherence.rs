@@ -1,0 +1,275 @@
+//! Cache coherence: what a write to a shared line costs, and what couples two lines.
+//!
+//! Shared counters (a memcg's page counter, the batched statistics' atomics, rstat's
+//! stats_updates) are lines that many CPUs write. A line holds one writer at a time: a
+//! writer that finds it busy (another CPU's transfer or atomic in progress) waits, then
+//! takes it from its last writer, from a CPU of its own node (`cacheline_transfer`) or
+//! of another (`cacheline_transfer_remote`), and does the atomic (`atomic_rmw`). Each
+//! line is thus a FIFO server, and many CPUs on one line serialize.
+//!
+//! Independent servers are not enough for a hot path that writes two contended lines in
+//! turn: two work-conserving queues in series have the throughput of the slower one, so
+//! the first line spaces the writers out and the second serves them as they arrive (one
+//! transfer more, no second queue). Seed 004 measured the opposite: a second root atomic
+//! per statistics spill cost a 192-thread, four-socket Skylake-SP about a quarter of its
+//! page-fault throughput. What couples lines on such a machine:
+//!
+//! - **The home agent.** A line lives in one node's memory, and a transfer between CPUs
+//!   of different nodes is ordered by the home agent (the directory and snoop logic) of
+//!   that node: it is occupied by the transfer for `home_agent_occupancy` nanoseconds,
+//!   and every line homed on the node queues there with it. Two hot lines homed on one
+//!   node then share one server's capacity, where two lines on two nodes do not. A line's
+//!   home is the node its memory was allocated on: [`CacheLine::homed`] (a lruvec's
+//!   lines live on its node, as kzalloc_node puts struct mem_cgroup_per_node; a memcg's
+//!   own lines on node 0, where the model creates every memcg).
+//!
+//! Simplifications:
+//! - One agent per node. Skylake-SP spreads the home function over its caching/home
+//!   agents by address hash, so two lines of one node may well be served by different
+//!   slices; one agent per node is the coarsest reading, and its occupancy is what a
+//!   measurement of two lines in turn across sockets would give (calibrate's
+//!   `contended_lines_2` against `contended_line_1` on a host with two or more nodes).
+//! - Only cross-node transfers occupy the agent; a transfer inside one node (its caching
+//!   agents resolve it) and a line with no previous writer do not.
+//! - Lock words (Engine::lock) pay the transfer of their last holder but do not occupy
+//!   an agent; the lists' lines (mm/lru_lines.rs) count transfers inside lock holds.
+//! - The agent serves requests in the order the engine runs them (the conservative
+//!   synchronization order), as the lines themselves do.
+//! - SMT siblings are not modeled: every CPU id is a core of its own.
+//!
+//! A profile without a figure (every built-in one today: no published measurement of a
+//! home agent's capacity was found) leaves `home_agent_occupancy` at 0, and the lines are
+//! independent as before.
+
+use super::{Engine, Time};
+use std::rc::Rc;
+
+/// A cache line shared between CPUs: the CPU that last wrote it, the node whose memory
+/// it lives in, and until when it is busy moving to or being written by its owner.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheLine {
+    owner: u32,
+    home: u32,
+    busy_until: Time,
+}
+
+impl Default for CacheLine {
+    /// A line of node 0's memory that nobody has written.
+    fn default() -> Self {
+        CacheLine::homed(0)
+    }
+}
+
+impl CacheLine {
+    /// A line of `node`'s memory that nobody has written.
+    pub fn homed(node: u32) -> Self {
+        CacheLine {
+            owner: u32::MAX,
+            home: node,
+            busy_until: 0,
+        }
+    }
+}
+
+/// The node of every CPU id: what tells a local cache-line transfer from a remote one,
+/// shared (not copied) by the engine's locks and lines and by the LRU lists' lines
+/// (mm/lru_lines.rs).
+#[derive(Debug, Clone, Default)]
+pub struct Topology(Rc<[u32]>);
+
+/// Where a line a CPU writes comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// The writer wrote it last, or nobody did (a cold line is charged nothing extra).
+    None,
+    /// Another CPU of the writer's node wrote it last.
+    Local,
+    /// A CPU of another node wrote it last.
+    Remote,
+}
+
+impl Topology {
+    /// A line last written by `from` (`u32::MAX`: by nobody) and now written by `to`.
+    #[inline]
+    pub fn transfer(&self, from: u32, to: u32) -> Transfer {
+        if from == to || from == u32::MAX {
+            Transfer::None
+        } else if self.0.get(from as usize) == self.0.get(to as usize) {
+            Transfer::Local
+        } else {
+            Transfer::Remote
+        }
+    }
+
+    /// How many nodes the CPU ids name (the highest node plus one).
+    pub fn nodes(&self) -> usize {
+        self.0.iter().max().map_or(1, |&n| n as usize + 1)
+    }
+}
+
+impl From<Vec<u32>> for Topology {
+    fn from(cpu_node: Vec<u32>) -> Self {
+        Topology(cpu_node.into())
+    }
+}
+
+impl std::ops::Deref for Topology {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        &self.0
+    }
+}
+
+impl Engine {
+    /// An atomic read-modify-write of `line` by the current CPU; returns its cost [ns].
+    ///
+    /// The writer waits for the line to be free, then, for a transfer from a CPU of
+    /// another node, for the home agent of the line's node (occupied
+    /// `home_agent_occupancy` by each such transfer), then pays the transfer (local or
+    /// remote) and the RMW. Many CPUs writing one line thus serialize, and lines homed on
+    /// one node share its agent (the module's text).
+    /// Not a yield point: callers charge the cost (and sync where the kernel path would).
+    #[inline]
+    pub fn rmw_line(&self, line: &mut CacheLine) -> u64 {
+        let (now, cpu) = (self.now(), self.cpu());
+        let mut start = now.max(line.busy_until);
+        let transfer = self.topology.transfer(line.owner, cpu);
+        if transfer == Transfer::Remote && self.costs.home_agent_occupancy > 0 {
+            start = self.home_agent_grant(line.home, start);
+        }
+        let done = start + self.transfer_cost(transfer) + self.costs.atomic_rmw;
+        line.busy_until = done;
+        line.owner = cpu;
+        done - now
+    }
+
+    /// The home agent of `node` takes a transfer that asks for it at `at`: when it starts
+    /// serving it (it serves one at a time, each for `home_agent_occupancy`).
+    fn home_agent_grant(&self, node: u32, at: Time) -> Time {
+        let mut agents = self.home_agents.borrow_mut();
+        let Some(free_at) = agents.get_mut(node as usize) else {
+            return at;
+        };
+        let grant = at.max(*free_at);
+        *free_at = grant + self.costs.home_agent_occupancy;
+        grant
+    }
+
+    /// What a transfer of a line last written by `last_cpu` to `cpu` costs [ns].
+    pub(super) fn line_cost(&self, last_cpu: u32, cpu: u32) -> u64 {
+        self.transfer_cost(self.topology.transfer(last_cpu, cpu))
+    }
+
+    fn transfer_cost(&self, t: Transfer) -> u64 {
+        match t {
+            Transfer::None => 0,
+            Transfer::Local => self.costs.cacheline_transfer,
+            Transfer::Remote => self.costs.cacheline_transfer_remote,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineCosts;
+    use std::cell::RefCell;
+
+    // Local transfer 100, remote 200, atomic 5; the home agent occupied 300 per
+    // cross-node transfer.
+    const H: u64 = 300;
+
+    fn engine(occupancy: u64) -> Rc<Engine> {
+        let costs = EngineCosts {
+            lock_uncontended: 10,
+            cacheline_transfer: 100,
+            cacheline_transfer_remote: 200,
+            atomic_rmw: 5,
+            home_agent_occupancy: occupancy,
+        };
+        // CPUs 0 and 1 on node 0, 2 and 3 on node 1.
+        Rc::new(Engine::new(costs, vec![0, 0, 1, 1]))
+    }
+
+    /// Each (time, cpu, line) writes `line` once; the cost each write returned, in order.
+    fn writes(e: &Rc<Engine>, lines: Vec<CacheLine>, w: &[(Time, u32, usize)]) -> Vec<u64> {
+        let lines = Rc::new(RefCell::new(lines));
+        let out = Rc::new(RefCell::new(vec![0; w.len()]));
+        for (i, &(at, cpu, l)) in w.iter().enumerate() {
+            let (e2, lines, out) = (e.clone(), lines.clone(), out.clone());
+            e.spawn(at, cpu, async move {
+                let c = e2.rmw_line(&mut lines.borrow_mut()[l]);
+                out.borrow_mut()[i] = c;
+            });
+        }
+        e.run_until(1_000_000, 1, &mut |_| true);
+        let v = out.borrow().clone();
+        v
+    }
+
+    #[test]
+    fn a_line_costs_its_transfer_and_the_atomic_and_serves_one_writer_at_a_time() {
+        let e = engine(0);
+        // Cold: the atomic only (5). cpu1 (same node) at 10: 100 + 5. cpu2 (other
+        // node) at 10 as well, after cpu1 by CPU order: waits for cpu1's write to end
+        // at 115, then 200 + 5: done at 320, 310 after it asked.
+        let c = writes(
+            &e,
+            vec![CacheLine::default()],
+            &[(0, 0, 0), (10, 1, 0), (10, 2, 0)],
+        );
+        assert_eq!(c, vec![5, 105, 310]);
+    }
+
+    #[test]
+    fn two_lines_homed_on_one_node_queue_at_its_agent_and_on_two_nodes_do_not() {
+        // Node 0's CPUs write both lines first (cold), then at 1000 node 1's CPUs write
+        // one each: two cross-node transfers at the same instant.
+        let w = [(0, 0, 0), (0, 1, 1), (1000, 2, 0), (1000, 3, 1)];
+        // Both lines of node 0: cpu2 is granted the agent at 1000 (200 + 5); cpu3 waits
+        // for the agent until 1000 + H, then 200 + 5.
+        let same = writes(&engine(H), vec![CacheLine::homed(0); 2], &w);
+        assert_eq!(same, vec![5, 5, 205, H + 205]);
+        // One line on each node: two agents, neither waits.
+        let two = writes(
+            &engine(H),
+            vec![CacheLine::homed(0), CacheLine::homed(1)],
+            &w,
+        );
+        assert_eq!(two, vec![5, 5, 205, 205]);
+        // Both lines of node 1, written from node 1 first and then from node 0: node 1's
+        // agent is the one that queues.
+        let w1 = [(0, 2, 0), (0, 3, 1), (1000, 0, 0), (1000, 1, 1)];
+        let node1 = writes(&engine(H), vec![CacheLine::homed(1); 2], &w1);
+        assert_eq!(node1, vec![5, 5, 205, H + 205]);
+        // No agent (occupancy 0): independent lines, whatever their home.
+        let none = writes(&engine(0), vec![CacheLine::homed(0); 2], &w);
+        assert_eq!(none, vec![5, 5, 205, 205]);
+    }
+
+    #[test]
+    fn an_agent_serves_one_cross_node_transfer_per_occupancy_so_one_node_serves_half_of_two() {
+        // Four lines, last written on node 0 (cpu0, cold, one after the other), then all
+        // four written at 5000 from node 1 (cpu2 and cpu3, two lines each, in turn).
+        let mut w: Vec<(Time, u32, usize)> = (0..4).map(|l| (l as Time * 10, 0, l)).collect();
+        w.extend([(5000, 2, 0), (5000, 3, 1), (5001, 2, 2), (5001, 3, 3)]);
+        let last = |c: &[u64]| (4..8).map(|i| w[i].0 + c[i]).max().unwrap();
+        // All four homed on node 0: grants at 5000, +H, +2H, +3H; the last done
+        // 5000 + 3H + 205.
+        let one = writes(&engine(H), vec![CacheLine::homed(0); 4], &w);
+        assert_eq!(last(&one), 5000 + 3 * H + 205);
+        // Two on each node: each agent takes two, the second at +H.
+        let homes = [0, 1, 0, 1].map(CacheLine::homed).to_vec();
+        let two = writes(&engine(H), homes, &w);
+        assert_eq!(last(&two), 5000 + H + 205);
+    }
+
+    #[test]
+    fn a_transfer_inside_a_node_never_waits_for_the_agent() {
+        // cpu2 takes node 0's line at 1000 (the agent busy until 1000 + H); cpu3, on
+        // cpu2's node, takes it next: a local transfer, after cpu2's write ends at 1205.
+        let w = [(0, 0, 0), (1000, 2, 0), (1010, 3, 0)];
+        let c = writes(&engine(H), vec![CacheLine::homed(0)], &w);
+        assert_eq!(c, vec![5, 205, 1205 - 1010 + 105]);
+    }
+}
