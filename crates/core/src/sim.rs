@@ -175,7 +175,7 @@ impl Sim {
                 pfmemalloc_wait: Default::default(),
                 reclaim_wait_isolated: Default::default(),
                 memcg_lru: Default::default(),
-                memcg_lru_lock: e.new_lock(crate::engine::LockClass::MemcgLruLock),
+                memcg_lru_lock: e.new_lock(crate::engine::LockClass::MemcgLruLock, n as u32),
                 kswapd_failures: 0,
             });
         }
@@ -218,8 +218,8 @@ impl Sim {
         let mut lruvecs = Vec::new();
         for mc in memcgs.iter_mut() {
             for n in 0..nodes {
-                let lock = e.new_lock(crate::engine::LockClass::LruLock);
-                let cost_lock = e.new_lock(crate::engine::LockClass::CostLock);
+                let lock = e.new_lock(crate::engine::LockClass::LruLock, n as u32);
+                let cost_lock = e.new_lock(crate::engine::LockClass::CostLock, n as u32);
                 lruvecs.push(Lruvec::new(mc.id, n as u32, lock, cost_lock));
                 mc.lruvecs.push((lruvecs.len() - 1) as u32);
             }

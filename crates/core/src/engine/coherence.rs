@@ -31,8 +31,10 @@
 //!   `contended_lines_2` against `contended_line_1` on a host with two or more nodes).
 //! - Only cross-node transfers occupy the agent; a transfer inside one node (its caching
 //!   agents resolve it) and a line with no previous writer do not.
-//! - Lock words (Engine::lock) pay the transfer of their last holder but do not occupy
-//!   an agent; the lists' lines (mm/lru_lines.rs) count transfers inside lock holds.
+//! - A lock word (Engine::lock, homed on its lruvec's or node's node) occupies the agent
+//!   as a line does; the time it queues there is part of the acquisition, not a wait for
+//!   the holder (perf lock would not see it). The lists' lines (mm/lru_lines.rs) count
+//!   transfers inside lock holds and occupy no agent.
 //! - The agent serves requests in the order the engine runs them (the conservative
 //!   synchronization order), as the lines themselves do.
 //! - SMT siblings are not modeled: every CPU id is a core of its own.
@@ -155,9 +157,17 @@ impl Engine {
         grant
     }
 
-    /// What a transfer of a line last written by `last_cpu` to `cpu` costs [ns].
-    pub(super) fn line_cost(&self, last_cpu: u32, cpu: u32) -> u64 {
-        self.transfer_cost(self.topology.transfer(last_cpu, cpu))
+    /// What taking a lock word homed on `home`, last written by `last_cpu`, costs `cpu`
+    /// from `at` [ns]: the transfer, after the home agent for one across nodes. Part of
+    /// the acquisition, not of the wait for the holder.
+    pub(super) fn lock_word_cost(&self, last_cpu: u32, cpu: u32, home: u32, at: Time) -> u64 {
+        let transfer = self.topology.transfer(last_cpu, cpu);
+        let queued = if transfer == Transfer::Remote && self.costs.home_agent_occupancy > 0 {
+            self.home_agent_grant(home, at) - at
+        } else {
+            0
+        };
+        queued + self.transfer_cost(transfer)
     }
 
     fn transfer_cost(&self, t: Transfer) -> u64 {
@@ -262,6 +272,46 @@ mod tests {
         let homes = [0, 1, 0, 1].map(CacheLine::homed).to_vec();
         let two = writes(&engine(H), homes, &w);
         assert_eq!(last(&two), 5000 + H + 205);
+    }
+
+    /// cpu1 writes a line homed on `line_home` at 0 and cpu0 takes and drops a lock of
+    /// node 0 at 0; at 1000 cpu2 writes the line and cpu3 takes the lock (both from node
+    /// 1). Returns when cpu3 held the lock, and the contentions recorded.
+    fn lock_after_line(line_home: u32) -> (Time, u64) {
+        use crate::engine::{LockClass, Site};
+        let e = engine(H);
+        let l = e.new_lock(LockClass::LruLock, 0);
+        let line = Rc::new(RefCell::new(CacheLine::homed(line_home)));
+        let held = Rc::new(RefCell::new(0));
+        for (at, cpu) in [(0, 1), (1000, 2)] {
+            let (e2, line) = (e.clone(), line.clone());
+            e.spawn(at, cpu, async move {
+                let c = e2.rmw_line(&mut line.borrow_mut());
+                e2.charge(c);
+            });
+        }
+        for (at, cpu) in [(0, 0), (1000, 3)] {
+            let (e2, held) = (e.clone(), held.clone());
+            e.spawn(at, cpu, async move {
+                e2.lock(l, Site::ShrinkInactiveList).await;
+                *held.borrow_mut() = e2.now();
+                e2.unlock(l);
+            });
+        }
+        e.run_until(1_000_000, 1, &mut |_| true);
+        let contended = e.lock_stats().iter().map(|(_, _, s)| s.contended).sum();
+        let t = *held.borrow();
+        (t, contended)
+    }
+
+    #[test]
+    fn a_lock_word_queues_at_its_nodes_agent_as_part_of_the_acquisition() {
+        // The line's transfer takes node 0's agent at 1000 until 1000 + H; the lock word,
+        // also node 0's and last written on node 0, waits for it, then 200 + 10 (lock).
+        // No holder was in the way: no contention recorded.
+        assert_eq!(lock_after_line(0), (1000 + H + 210, 0));
+        // The line homed on node 1: node 0's agent is free.
+        assert_eq!(lock_after_line(1), (1000 + 210, 0));
     }
 
     #[test]

@@ -193,6 +193,8 @@ struct LockState {
     waiters: VecDeque<Waiter>,
     /// The current holder's site and when it got the lock.
     holder: (Site, Time),
+    /// The node whose memory holds the lock word (its home agent: coherence.rs).
+    home: u32,
 }
 
 struct TaskState {
@@ -788,7 +790,8 @@ impl Engine {
     // Spinlocks
     // -----------------------------------------------------------------------------------
 
-    pub fn new_lock(&self, class: LockClass) -> LockId {
+    /// A spinlock of `class` whose word lives in `home`'s memory.
+    pub fn new_lock(&self, class: LockClass, home: u32) -> LockId {
         let mut l = self.locks.borrow_mut();
         l.push(LockState {
             class,
@@ -799,6 +802,7 @@ impl Engine {
             granted_at: 0,
             waiters: VecDeque::new(),
             holder: (Site::ALL[0], 0),
+            home,
         });
         (l.len() - 1) as LockId
     }
@@ -867,7 +871,8 @@ impl Engine {
                 None
             } else {
                 let start = now.max(l.free_at);
-                let c = self.line_cost(l.last_cpu, cpu) + self.costs.lock_uncontended;
+                let c = self.lock_word_cost(l.last_cpu, cpu, l.home, start)
+                    + self.costs.lock_uncontended;
                 l.held = true;
                 l.prev_cpu = l.last_cpu;
                 l.last_cpu = cpu;
@@ -908,7 +913,9 @@ impl Engine {
             drop(st);
             match l.waiters.pop_front() {
                 Some(w) => {
-                    let c = self.line_cost(l.last_cpu, w.cpu) + self.costs.lock_uncontended;
+                    let at = now.max(w.arrived);
+                    let c = self.lock_word_cost(l.last_cpu, w.cpu, l.home, at)
+                        + self.costs.lock_uncontended;
                     l.prev_cpu = l.last_cpu;
                     l.last_cpu = w.cpu;
                     l.granted_at = now.max(w.arrived);
@@ -1116,7 +1123,7 @@ mod tests {
     #[test]
     fn a_lock_holder_takes_its_interrupts_after_the_release() {
         let e = Rc::new(Engine::new(costs(), vec![0; 64]));
-        let lock = e.new_lock(LockClass::LruLock);
+        let lock = e.new_lock(LockClass::LruLock, 0);
         let log = Rc::new(RefCell::new(Vec::new()));
         // Task A on CPU 0 takes the lock at 0 (a cold line: 10 ns) and holds it until
         // 1000, yielding inside the hold. Task B interrupts it for 500 at 100. Task C on
@@ -1171,7 +1178,7 @@ mod tests {
     /// (cpu, time) then takes it and holds it 50 ns. Returns when each had the lock (cpu0:
     /// when it let go) in that order, and the lock table.
     fn contend(e: Rc<Engine>, hold: u64, arrivals: &[(u32, u64)]) -> (Vec<(u32, Time)>, LockTable) {
-        let l = e.new_lock(LockClass::LruLock);
+        let l = e.new_lock(LockClass::LruLock, 0);
         let order = Rc::new(RefCell::new(Vec::new()));
         {
             let (e2, o2) = (e.clone(), order.clone());
@@ -1291,7 +1298,7 @@ mod tests {
     /// `tasks` tasks on two CPUs take one lock 50 times each, holding it 300 ns.
     fn two_cpus_in_turns(paravirt: bool, tasks: u32) -> SiteStats {
         let e = perf_lock_engine(paravirt);
-        let l = e.new_lock(LockClass::LruLock);
+        let l = e.new_lock(LockClass::LruLock, 0);
         for i in 0..tasks {
             let e2 = e.clone();
             e.spawn(i as u64 * 7, i % 2, async move {
@@ -1325,7 +1332,7 @@ mod tests {
         // cpu0 takes and drops the lock at once; cpu1 comes at 1000 to a free lock
         // (released at 30): the fast path, no slow path, nothing traced or waited.
         let e = perf_lock_engine(true);
-        let l = e.new_lock(LockClass::LruLock);
+        let l = e.new_lock(LockClass::LruLock, 0);
         for (cpu, t) in [(0u32, 0u64), (1, 1000)] {
             let e2 = e.clone();
             e.spawn(t, cpu, async move {
@@ -1349,7 +1356,7 @@ mod tests {
     #[test]
     fn holder_running_ahead_makes_later_acquirer_wait() {
         let e = Rc::new(Engine::new(costs(), vec![0; 64]));
-        let l = e.new_lock(LockClass::LruLock);
+        let l = e.new_lock(LockClass::LruLock, 0);
         let got = Rc::new(Cell::new(0));
         {
             let e2 = e.clone();
@@ -1377,8 +1384,8 @@ mod tests {
     #[test]
     fn hold_time_is_recorded_under_the_lock_class_and_site() {
         let e = Rc::new(Engine::new(costs(), vec![0; 64]));
-        let lru = e.new_lock(LockClass::LruLock);
-        let cost = e.new_lock(LockClass::CostLock);
+        let lru = e.new_lock(LockClass::LruLock, 0);
+        let cost = e.new_lock(LockClass::CostLock, 0);
         let e2 = e.clone();
         e.spawn(0, 0, async move {
             e2.lock(cost, Site::PrepareScanControl).await;
