@@ -83,7 +83,8 @@ def test_an_ab_of_two_versions_names_the_rules_that_differ():
         "pgscan_proactive", "memory_reclaim_swappiness_max", "mglru_refault_recent_window",
         "mglru_refault_activate_in_fault", "mglru_refault_restore_rework",
         "swap_shadow_nodes_shrinkable", "lru_note_cost_unlock_irq", "mglru_type_selection_rework",
-        "mglru_protected_to_head", "mglru_sort_locked_as_writeback"}
+        "mglru_protected_to_head", "mglru_sort_locked_as_writeback", "mglru_placement_from_max_seq",
+        "mglru_rejected_active_if_oldest"}
     assert names["mglru_aging_feedback_rework"][:2] == (False, True)
     assert names["pgscan_proactive"] == (False, True, "rule")
     assert names["swap_shadow_nodes_shrinkable"] == (True, False, "rule")

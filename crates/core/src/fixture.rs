@@ -36,12 +36,18 @@ impl Sim {
     }
 
     /// Link a set-up folio at the head of its lruvec's list and flush the statistics.
+    /// On MGLRU the folios are placed as lru_gen_folio_seq places them (an unreferenced
+    /// page-cache folio in the oldest generation) on every kernel version, so that a test
+    /// of a later path starts from the same lists whatever version it runs; a test of the
+    /// placement itself calls lru_gen_folio_seq.
     fn fixture_link(&self, pfns: &[Pfn]) {
         let now = self.e.now();
         let mut mm = self.mm.borrow_mut();
+        let placement = std::mem::replace(&mut mm.rules.mglru_placement_from_max_seq, true);
         for &pfn in pfns {
             mm.lruvec_add_folio(pfn);
         }
+        mm.rules.mglru_placement_from_max_seq = placement;
         mm.flush_stats(now);
     }
 

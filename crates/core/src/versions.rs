@@ -386,6 +386,20 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/lru_gen/eviction.rs sort_folio" },
     },
     Rule {
+        name: "mglru_placement_from_max_seq",
+        commit: "\"mm/mglru: rework workingset protection\" (v6.14 series; mainline id not identified: lru_gen_add_folio's placement became lru_gen_folio_seq)",
+        has: [N, N, Y, Y],
+        what: "a folio added to the lists is placed from max_seq (PG_active: second youngest, youngest with PG_workingset; otherwise the oldest, second oldest with PG_workingset, never below min_seq); before, PG_active went to the youngest and any other page-cache or swap-cache folio to min_seq + 1 (min_seq when rotated at writeback end or with only MIN_NR_GENS + 1 generations), PG_workingset unread",
+        effect: Effect::Rule { at: "mm/lru_gen/folio.rs lru_gen_folio_seq" },
+    },
+    Rule {
+        name: "mglru_rejected_active_if_oldest",
+        commit: "\"mm/mglru: rework workingset protection\" (v6.14 series; mainline id not identified: evict_folios' putback asks lru_gen_folio_seq)",
+        has: [N, N, Y, Y],
+        what: "evict_folios sets PG_active on a folio shrink_folio_list kept only when lru_gen_folio_seq would add it to the oldest generation, clearing its refs and PG_referenced, and retries referenced and locked folios too; before, every kept folio not retried got PG_active and lost its refs, PG_referenced and PG_workingset, and a referenced or locked one was not retried",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs evict_folios_retries, evict_folios_keep_off_oldest" },
+    },
+    Rule {
         name: "mglru_sort_locked_as_writeback",
         commit: "ended between v6.12 and v6.15 (the rewrite of sort_folio's writeback test; commit not identified)",
         has: [Y, Y, N, N],
@@ -431,7 +445,7 @@ pub const RULES: &[Rule] = &[
         name: "mglru_workingset_rework",
         commit: "9cbfd1c3c83b, b1a71694fb00 \"mm/mglru: rework refault detection\", 798c0330c2ca and the rest of the v6.14 workingset protection series (several differences, to be split into rules when modeled)",
         has: [N, N, Y, Y],
-        what: "MGLRU's refs and tiers (refs counting PG_referenced, not PG_workingset; the eviction token's workingset bit), placement from max_seq, promotion at the second young sighting, as 6.14 made them (the placement of protected folios is modeled: mglru_protected_to_head); its refault side (mglru_refault_recent_window, mglru_refault_activate_in_fault, mglru_refault_restore_rework) and type selection (mglru_type_selection_rework) are modeled",
+        what: "MGLRU's refs and tiers (refs counting PG_referenced, not PG_workingset; the eviction token's workingset bit) and promotion at the second young sighting, as 6.14 made them (the placement of added and protected folios is modeled: mglru_placement_from_max_seq, mglru_protected_to_head); its refault side (mglru_refault_recent_window, mglru_refault_activate_in_fault, mglru_refault_restore_rework) and type selection (mglru_type_selection_rework) are modeled",
         effect: Effect::NotModeled,
     },
     Rule {
@@ -574,6 +588,12 @@ modeled_rules! {
     /// mglru_sort_locked_as_writeback: sort_folio moves locked folios on as under writeback
     /// (6.1, 6.12).
     mglru_sort_locked_as_writeback,
+    /// mglru_placement_from_max_seq: lru_gen_folio_seq places an added folio from max_seq
+    /// and reads PG_workingset (else lru_gen_add_folio's 6.1-6.12 placement).
+    mglru_placement_from_max_seq,
+    /// mglru_rejected_active_if_oldest: evict_folios activates a kept folio only if it
+    /// would land in the oldest generation (else every one, losing PG_workingset).
+    mglru_rejected_active_if_oldest,
 }
 
 impl Default for Rules {

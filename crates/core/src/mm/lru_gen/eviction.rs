@@ -537,12 +537,7 @@ impl Sim {
         let mut keep = mm.pfn_vec();
         for &pfn in list.iter().rev() {
             let p = mm.pages[pfn as usize];
-            let retry = !skip_retry
-                && !p.test(PG_ACTIVE)
-                && !mm.folio_mapped(pfn)
-                && !p.test(PG_DIRTY)
-                && !p.test(PG_WRITEBACK);
-            if retry {
+            if evict_folios_retries(&p, mm.folio_mapped(pfn), skip_retry, &mm.rules) {
                 clean.push(pfn);
                 continue;
             }
@@ -592,17 +587,42 @@ impl Sim {
     }
 }
 
+/// evict_folios()' retry test for a folio shrink_folio_list kept: one that is inactive,
+/// unmapped, clean and not under writeback may have missed folio_rotate_reclaimable and
+/// gets a second pass (not after the second). Without rule mglru_rejected_active_if_oldest
+/// (6.1, 6.12) a referenced or locked folio is no candidate either.
+pub fn evict_folios_retries(
+    page: &Page,
+    mapped: bool,
+    skip_retry: bool,
+    rules: &crate::versions::Rules,
+) -> bool {
+    let mut no = PG_ACTIVE | PG_DIRTY | PG_WRITEBACK;
+    if !rules.mglru_rejected_active_if_oldest {
+        no |= PG_REFERENCED | PG_LOCKED;
+    }
+    !skip_retry && !mapped && !page.test(no)
+}
+
 /// evict_folios()' putback step for a folio shrink_folio_list kept (after the retry
 /// check): if it would be added back to the oldest generation (lru_gen_folio_seq with
 /// reclaiming false equals the type's min_seq, both read at that moment), clear its refs
 /// flags and set PG_active so that it lands in a young generation instead. Returns whether
 /// it did. The kernel does this without the lru_lock.
+/// Without rule mglru_rejected_active_if_oldest (6.1, 6.12) every kept folio is treated
+/// so, losing PG_workingset too (that LRU_REFS_FLAGS held it).
 pub fn evict_folios_keep_off_oldest(
     frames: &mut Frames,
     lrugen: &LruGenFolio,
     pfn: Pfn,
     rules: &crate::versions::Rules,
 ) -> bool {
+    if !rules.mglru_rejected_active_if_oldest {
+        clear_refs_flags(frames, pfn);
+        frames[pfn as usize].clear(PG_WORKINGSET);
+        frames[pfn as usize].set(PG_ACTIVE);
+        return true;
+    }
     let page = frames[pfn as usize];
     let min_seq = lrugen.min_seq[folio_type(&page)];
     if lru_gen_folio_seq(lrugen, &page, false, rules) != min_seq {
@@ -1589,6 +1609,60 @@ start = "900s"
                 assert!(!f[0].test(PG_RECLAIM));
             }
         }
+    }
+
+    #[test]
+    fn a_kept_folio_before_6_14_is_always_activated_and_a_referenced_or_locked_one_not_retried() {
+        use crate::versions::KernelVersion;
+        let (v6_12, v6_18) = (
+            Rules::of(KernelVersion::V6_12),
+            Rules::of(KernelVersion::V6_18),
+        );
+        // evict_folios' retry test: (flags, mapped, skip_retry) -> (6.12, 6.18).
+        for (flags, mapped, skip, r12, r18) in [
+            (FILE, false, false, true, true),
+            (FILE | PG_REFERENCED, false, false, false, true),
+            (FILE | PG_LOCKED, false, false, false, true),
+            (FILE | PG_ACTIVE, false, false, false, false),
+            (FILE | PG_DIRTY, false, false, false, false),
+            (FILE | PG_WRITEBACK, false, false, false, false),
+            (FILE, true, false, false, false),
+            (FILE, false, true, false, false),
+        ] {
+            let p = page(flags);
+            assert_eq!(
+                evict_folios_retries(&p, mapped, skip, &v6_12),
+                r12,
+                "6.12 {flags:#x}"
+            );
+            assert_eq!(
+                evict_folios_retries(&p, mapped, skip, &v6_18),
+                r18,
+                "6.18 {flags:#x}"
+            );
+        }
+        // The putback: max_seq 7, min_seq 4 for both types. A swap-cache folio with
+        // PG_workingset, PG_referenced and refs 2 would land at 7 - 3 + 1 = 5 on 6.18,
+        // not the oldest: left alone. On 6.12 it is activated and loses all three.
+        let mut g = LruGenFolio::init(true, 0);
+        g.max_seq = 7;
+        g.min_seq = [4, 4];
+        let ws = ANON | PG_SWAPCACHE | PG_WORKINGSET | PG_REFERENCED;
+        let mut f = frames(&[ws, ws, ANON | PG_SWAPCACHE | PG_WORKINGSET]);
+        for pfn in 0..3 {
+            super::super::folio::set_byte_refs(&mut f, pfn, 2);
+        }
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 0, &v6_18));
+        assert_eq!((f[0].flags, folio_lru_refs(&f, 0)), (ws, 3));
+        assert!(evict_folios_keep_off_oldest(&mut f, &g, 1, &v6_12));
+        assert_eq!(f[1].flags, ANON | PG_SWAPCACHE | PG_ACTIVE);
+        assert_eq!(super::super::folio::byte_refs(f.lru_gen[1]), 0);
+        // On 6.18 without PG_referenced... still PG_workingset: 5, left alone; a plain
+        // swap-cache folio lands at 4 = min_seq: activated, refs cleared, nothing else.
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 2, &v6_18));
+        let mut f = frames(&[ANON | PG_SWAPCACHE | PG_REFERENCED]);
+        assert!(evict_folios_keep_off_oldest(&mut f, &g, 0, &v6_18));
+        assert_eq!(f[0].flags, ANON | PG_SWAPCACHE | PG_ACTIVE);
     }
 
     #[test]

@@ -212,12 +212,18 @@ pub fn lru_gen_update_size(lv: &mut Lruvec, ty: usize, old: Option<usize>, new: 
 ///   PG_workingset (or, with rule mglru_placement_referenced of 7.2, PG_referenced).
 ///
 /// The result is never below the type's min_seq (a narrow window clamps "oldest" up).
+///
+/// Without rule mglru_placement_from_max_seq (6.1, 6.12): lru_gen_add_folio's placement,
+/// [`lru_gen_add_folio_seq_v61`].
 pub fn lru_gen_folio_seq(
     lrugen: &LruGenFolio,
     page: &Page,
     reclaiming: bool,
     rules: &Rules,
 ) -> u64 {
+    if !rules.mglru_placement_from_max_seq {
+        return lru_gen_add_folio_seq_v61(lrugen, page, reclaiming);
+    }
     let ws = page.test(PG_WORKINGSET) as u64;
     // Rule mglru_placement_referenced (7.2): PG_referenced lifts a cache folio too.
     let lift = (page.test(PG_WORKINGSET)
@@ -235,6 +241,26 @@ pub fn lru_gen_folio_seq(
     };
     // max_seq >= MIN_NR_GENS + 1 and gen <= MAX_NR_GENS: no underflow.
     (lrugen.max_seq + 1 - gen).max(lrugen.min_seq[folio_type(page)])
+}
+
+/// lru_gen_add_folio()'s placement before v6.14 (6.1 to 6.12): PG_active to the youngest
+/// generation; anon not in the swap cache, or PG_reclaim with dirty or writeback, to the
+/// second youngest; rotated at writeback end (`reclaiming`), or with no more than
+/// MIN_NR_GENS + 1 generations of the type, to the oldest (min_seq); anything else to
+/// the second oldest. PG_workingset and PG_referenced are not read.
+fn lru_gen_add_folio_seq_v61(lrugen: &LruGenFolio, page: &Page, reclaiming: bool) -> u64 {
+    let min_seq = lrugen.min_seq[folio_type(page)];
+    if page.test(PG_ACTIVE) {
+        lrugen.max_seq
+    } else if (!page.is_file_lru() && !page.test(PG_SWAPCACHE))
+        || (page.test(PG_RECLAIM) && (page.test(PG_DIRTY) || page.test(PG_WRITEBACK)))
+    {
+        lrugen.max_seq - 1
+    } else if reclaiming || min_seq + MIN_NR_GENS >= lrugen.max_seq {
+        min_seq
+    } else {
+        min_seq + 1
+    }
 }
 
 /// list_add(): link at the head (young end).
@@ -455,6 +481,58 @@ mod tests {
             lru_gen_folio_seq(&g, &page(ANON | PG_SWAPCACHE | PG_REFERENCED), false, &only),
             5,
             "the rule alone"
+        );
+    }
+
+    #[test]
+    fn placement_before_6_14_is_lru_gen_add_folios() {
+        // max_seq 7, min_seq anon 4 (window 4), file 5 (window 3: min_seq + MIN_NR_GENS
+        // >= max_seq, so the "second oldest" case goes to the oldest). 6.12's
+        // lru_gen_add_folio: active -> max_seq; anon outside the swap cache or PG_reclaim
+        // with dirty/writeback -> max_seq - 1; reclaiming or a narrow window -> min_seq;
+        // else min_seq + 1. PG_workingset and PG_referenced are never read.
+        let mut g = LruGenFolio::init(true, 0);
+        g.max_seq = 7;
+        g.min_seq = [4, 5];
+        let v6_12 = Rules::of(crate::versions::KernelVersion::V6_12);
+        let v6_1 = Rules::of(crate::versions::KernelVersion::V6_1);
+        let seq = |flags, reclaiming| lru_gen_folio_seq(&g, &page(flags), reclaiming, &v6_12);
+        assert_eq!(seq(FILE | PG_ACTIVE, false), 7);
+        assert_eq!(seq(FILE | PG_ACTIVE | PG_WORKINGSET, false), 7);
+        assert_eq!(seq(ANON | PG_ACTIVE, true), 7, "active before reclaiming");
+        assert_eq!(seq(ANON, false), 6);
+        assert_eq!(
+            seq(ANON, true),
+            6,
+            "anon outside the swap cache before reclaiming"
+        );
+        assert_eq!(seq(FILE | PG_RECLAIM | PG_WRITEBACK, false), 6);
+        assert_eq!(seq(ANON | PG_SWAPCACHE, true), 4);
+        assert_eq!(seq(ANON | PG_SWAPCACHE, false), 5);
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_WORKINGSET, false), 5);
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_REFERENCED, false), 5);
+        // File: window 3, so the oldest even when not reclaiming.
+        assert_eq!(seq(FILE, false), 5);
+        assert_eq!(seq(FILE | PG_WORKINGSET, false), 5);
+        // 6.1 places the same way.
+        assert_eq!(
+            lru_gen_folio_seq(&g, &page(ANON | PG_SWAPCACHE), false, &v6_1),
+            5
+        );
+        // The rule alone, on 6.18: that version's placement (the other test's 4 and 6).
+        let mut only = Rules::of(crate::versions::KernelVersion::V6_18);
+        assert_eq!(
+            lru_gen_folio_seq(&g, &page(ANON | PG_SWAPCACHE), false, &only),
+            4
+        );
+        assert!(only.set("mglru_placement_from_max_seq", false));
+        assert_eq!(
+            lru_gen_folio_seq(&g, &page(ANON | PG_SWAPCACHE), false, &only),
+            5
+        );
+        assert_eq!(
+            lru_gen_folio_seq(&g, &page(FILE | PG_ACTIVE), false, &only),
+            7
         );
     }
 
