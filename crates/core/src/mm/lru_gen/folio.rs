@@ -507,6 +507,10 @@ mod tests {
             "anon outside the swap cache before reclaiming"
         );
         assert_eq!(seq(FILE | PG_RECLAIM | PG_WRITEBACK, false), 6);
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_RECLAIM | PG_DIRTY, false), 6);
+        // PG_reclaim alone, or dirty alone: the default case.
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_RECLAIM, false), 5);
+        assert_eq!(seq(ANON | PG_SWAPCACHE | PG_DIRTY, false), 5);
         assert_eq!(seq(ANON | PG_SWAPCACHE, true), 4);
         assert_eq!(seq(ANON | PG_SWAPCACHE, false), 5);
         assert_eq!(seq(ANON | PG_SWAPCACHE | PG_WORKINGSET, false), 5);
