@@ -1644,9 +1644,7 @@ start = "900s"
         // The putback: max_seq 7, min_seq 4 for both types. A swap-cache folio with
         // PG_workingset, PG_referenced and refs 2 would land at 7 - 3 + 1 = 5 on 6.18,
         // not the oldest: left alone. On 6.12 it is activated and loses all three.
-        let mut g = LruGenFolio::init(true, 0);
-        g.max_seq = 7;
-        g.min_seq = [4, 4];
+        let g = window([4, 4]);
         let ws = ANON | PG_SWAPCACHE | PG_WORKINGSET | PG_REFERENCED;
         let mut f = frames(&[ws, ws, ANON | PG_SWAPCACHE | PG_WORKINGSET]);
         for pfn in 0..3 {

@@ -432,9 +432,7 @@ mod tests {
         // max_seq 7, min_seq anon 4 (window 4), file 5 (window 3). seq = max_seq - gen + 1
         // with gen 2 - ws when active, 4 when reclaiming, 2 for anon outside the swap cache
         // or reclaim+dirty/writeback, else 4 - ws; then max(seq, min_seq[type]).
-        let mut g = LruGenFolio::init(true, 0);
-        g.max_seq = 7;
-        g.min_seq = [4, 5];
+        let g = window([4, 5]);
         let v6_18 = Rules::of(crate::versions::KernelVersion::V6_18);
         let v7_3 = Rules::of(crate::versions::KernelVersion::V7_3);
         let seq = |flags, reclaiming| lru_gen_folio_seq(&g, &page(flags), reclaiming, &v6_18);
@@ -491,9 +489,7 @@ mod tests {
         // lru_gen_add_folio: active -> max_seq; anon outside the swap cache or PG_reclaim
         // with dirty/writeback -> max_seq - 1; reclaiming or a narrow window -> min_seq;
         // else min_seq + 1. PG_workingset and PG_referenced are never read.
-        let mut g = LruGenFolio::init(true, 0);
-        g.max_seq = 7;
-        g.min_seq = [4, 5];
+        let g = window([4, 5]);
         let v6_12 = Rules::of(crate::versions::KernelVersion::V6_12);
         let v6_1 = Rules::of(crate::versions::KernelVersion::V6_1);
         let seq = |flags, reclaiming| lru_gen_folio_seq(&g, &page(flags), reclaiming, &v6_12);

@@ -415,6 +415,14 @@ mod test_util {
     pub(super) const ANON: u16 = PG_SWAPBACKED | PG_ALLOCATED;
     pub(super) const FILE: u16 = PG_ALLOCATED;
 
+    /// Generations max_seq 7, min_seq [anon, file] as given (the placement tests' window).
+    pub(super) fn window(min_seq: [u64; ANON_AND_FILE]) -> LruGenFolio {
+        let mut g = LruGenFolio::init(true, 0);
+        g.max_seq = 7;
+        g.min_seq = min_seq;
+        g
+    }
+
     /// An enabled lruvec with its initial window (max_seq 3, min_seq 0 and 0).
     pub(super) fn lruvec() -> Lruvec {
         let mut lv = Lruvec::new(0, 0, 0, 0);
