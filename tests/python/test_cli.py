@@ -165,8 +165,8 @@ def test_versions_lists_the_kernels_and_a_versions_rules_with_their_commits():
     bad = cli("versions", "5.4")
     assert bad.returncode == 2 and "allowed: 6.1, 6.12, 6.18, 7.3" in bad.stderr
     # A rule the registry lists but the model does not have is refused by name.
-    r = cli("validate", "default", "--set", "kernel.rules.mglru_workingset_rework=true")
-    assert r.returncode == 2 and "kernel.rules.mglru_workingset_rework" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = cli("validate", "default", "--set", "kernel.rules.reclaim_slab_credit=true")
+    assert r.returncode == 2 and "kernel.rules.reclaim_slab_credit" in r.stderr and len(r.stderr.splitlines()) == 1
     # validate prints the resolved version.
     v = cli("validate", "default", "--set", "kernel.version=6.12")
     assert v.returncode == 0 and '"version": "6.12"' in v.stdout, v.stderr

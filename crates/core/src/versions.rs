@@ -396,7 +396,7 @@ pub const RULES: &[Rule] = &[
         name: "mglru_rejected_active_if_oldest",
         commit: "\"mm/mglru: rework workingset protection\" (v6.14 series; mainline id not identified: evict_folios' putback asks lru_gen_folio_seq)",
         has: [N, N, Y, Y],
-        what: "evict_folios sets PG_active on a folio shrink_folio_list kept only when lru_gen_folio_seq would add it to the oldest generation, clearing its refs and PG_referenced, and retries referenced and locked folios too; before, every kept folio not retried got PG_active and lost its refs, PG_referenced and PG_workingset, and a referenced or locked one was not retried",
+        what: "evict_folios sets PG_active on a folio shrink_folio_list kept only when lru_gen_folio_seq would add it to the oldest generation, clearing its refs and PG_referenced, and retries referenced and locked folios too; before, every kept folio not retried got PG_active and lost its refs, PG_referenced and PG_workingset, except one whose write pageout started (PG_reclaim, dirty or under writeback), which kept them and got PG_referenced back for PG_workingset, and a referenced or locked one was not retried",
         effect: Effect::Rule { at: "mm/lru_gen/eviction.rs evict_folios_retries, evict_folios_keep_off_oldest" },
     },
     Rule {
@@ -442,11 +442,18 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Switch,
     },
     Rule {
-        name: "mglru_workingset_rework",
-        commit: "9cbfd1c3c83b, b1a71694fb00 \"mm/mglru: rework refault detection\", 798c0330c2ca and the rest of the v6.14 workingset protection series (several differences, to be split into rules when modeled)",
+        name: "mglru_tiers_rework",
+        commit: "\"mm/mglru: rework workingset protection\" (v6.14 series; mainline id not identified: folio_lru_refs, lru_tier_from_refs and LRU_REFS_FLAGS changed together)",
         has: [N, N, Y, Y],
-        what: "MGLRU's refs and tiers (refs counting PG_referenced, not PG_workingset; the eviction token's workingset bit) and promotion at the second young sighting, as 6.14 made them (the placement of added and protected folios is modeled: mglru_placement_from_max_seq, mglru_protected_to_head); its refault side (mglru_refault_recent_window, mglru_refault_activate_in_fault, mglru_refault_restore_rework) and type selection (mglru_type_selection_rework) are modeled",
-        effect: Effect::NotModeled,
+        what: "a folio's refs count PG_referenced as the first access (refs = counter + 1 with PG_referenced, else 0) and PG_workingset alone marks the last tier; LRU_REFS_FLAGS leave PG_workingset, isolate_folio keeps PG_referenced, inc_min_seq counts what it moves as protected, and the eviction token's workingset bit is PG_workingset; before, refs were the counter plus PG_workingset (tier order_base_2(refs + 1)), an access set PG_referenced, then PG_workingset, then the counter, every refs reset cleared PG_workingset too, isolate_folio cleared PG_referenced, inc_min_seq counted nothing, sort_folio counted a maxed folio as protected, and the token's workingset bit was refs != 0",
+        effect: Effect::Rule { at: "mm/lru_gen/folio.rs folio_lru_refs, lru_gen_inc_refs; aging.rs folio_inc_gen, inc_min_seq; eviction.rs sort_folio_decide, isolate_folio; workingset.rs lru_gen_eviction, lru_gen_refault_decide" },
+    },
+    Rule {
+        name: "mglru_promote_second_sighting",
+        commit: "\"mm/mglru: rework workingset protection\" (v6.14 series; mainline id not identified: lru_gen_set_refs replaced the classic reference check under MGLRU)",
+        has: [N, N, Y, Y],
+        what: "a young PTE found by the page-table walk, look-around or eviction's rmap walk only sets PG_referenced the first time (lru_gen_set_refs, folio_update_gen) and promotes or activates the second time; before, folio_update_gen promoted at the first young PTE (an isolated folio got PG_referenced), look-around activated a folio of an older generation at once, shrink_folio_list kept a mapped folio with PG_referenced, and folio_check_references took its classic form (activate on a second reference, else keep with PG_referenced)",
+        effect: Effect::Rule { at: "mm/lru_gen/aging.rs folio_update_gen; walk.rs walk_update_folio, lru_gen_check_references; mm/vmscan.rs shrink_one_folio" },
     },
     Rule {
         name: "reclaim_slab_credit",
@@ -594,6 +601,12 @@ modeled_rules! {
     /// mglru_rejected_active_if_oldest: evict_folios activates a kept folio only if it
     /// would land in the oldest generation (else every one, losing PG_workingset).
     mglru_rejected_active_if_oldest,
+    /// mglru_tiers_rework: refs count PG_referenced first, PG_workingset is the last tier
+    /// (else 6.12's: refs = counter + PG_workingset, tier order_base_2(refs + 1)).
+    mglru_tiers_rework,
+    /// mglru_promote_second_sighting: a young PTE promotes at its second sighting (else at
+    /// the first; the classic folio_check_references under MGLRU).
+    mglru_promote_second_sighting,
 }
 
 impl Default for Rules {

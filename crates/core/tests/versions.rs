@@ -116,7 +116,7 @@ fn each_mglru_rule_alone_moves_a_run_that_takes_its_path() {
     // touches of more anon than fits (swap-ins through the swap cache, rmap sightings,
     // refaults in faults: SWAPIN); zipf reads (refaults outside faults, protected
     // folios: READS); memory.reclaim of a memcg (cgroup reclaim: CGROUP_RECLAIM).
-    let cases: [(&str, &str, bool); 16] = [
+    let cases: [(&str, &str, bool); 18] = [
         (&*MGLRU, "mglru_aging_feedback_rework", false),
         (&*MGLRU, "mglru_scan_budget_nr_to_scan", false),
         (&*MGLRU, "mglru_proportional_protection", false),
@@ -133,6 +133,8 @@ fn each_mglru_rule_alone_moves_a_run_that_takes_its_path() {
         (&*SWAPIN, "mglru_refault_restore_rework", false),
         (&*READS, "mglru_refault_activate_in_fault", false),
         (&*READS, "mglru_protect_counts_activate", true),
+        (&*READS, "mglru_tiers_rework", false),
+        (&*SWAPIN, "mglru_promote_second_sighting", false),
     ];
     for (t, name, on) in cases {
         let base = run(t, "6.18", &[]);
@@ -237,7 +239,7 @@ fn the_lru_batches_of_6_1_hold_15_folios() {
 fn rules_outside_the_registry_or_not_modeled_are_refused() {
     for (name, want) in [
         ("no_such_rule", "no such rule"),
-        ("mglru_workingset_rework", "does not have yet"),
+        ("reclaim_slab_credit", "does not have yet"),
     ] {
         let t = MGLRU
             .replace("VERSION", "6.12")

@@ -192,7 +192,7 @@ impl Mm {
     /// With MGLRU the access only counts toward the folio's tier (lru_gen_inc_refs).
     pub fn folio_mark_accessed(&mut self, pfn: Pfn, cpu: u32) -> bool {
         if self.lru_gen_enabled() {
-            super::lru_gen::lru_gen_inc_refs(&mut self.pages, pfn);
+            super::lru_gen::lru_gen_inc_refs(&mut self.pages, pfn, &self.rules);
             return false;
         }
         let p = self.pages[pfn as usize];
@@ -368,7 +368,8 @@ impl Sim {
                 if !mm.rules.mglru_fault_add_active_workingset_only || p.test(PG_WORKINGSET) {
                     mm.pages[pfn as usize].set(PG_ACTIVE);
                 } else if !p.test(PG_REFERENCED) {
-                    super::lru_gen::lru_gen_inc_refs(&mut mm.pages, pfn);
+                    let rules = mm.rules;
+                    super::lru_gen::lru_gen_inc_refs(&mut mm.pages, pfn, &rules);
                 }
             }
         }

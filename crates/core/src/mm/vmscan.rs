@@ -936,6 +936,17 @@ impl Sim {
         stat
     }
 
+    /// shrink_folio_list's keep_locked for a folio folio_update_gen tried to promote (6.1,
+    /// 6.12: MGLRU on, rule mglru_promote_second_sighting off): mapped, with PG_referenced.
+    /// Checked before the writeback handling and the reference check, as the kernel does.
+    fn lru_gen_tried_to_promote(&self, pfn: Pfn) -> bool {
+        let mm = self.mm.borrow();
+        mm.lru_gen_enabled()
+            && !mm.rules.mglru_promote_second_sighting
+            && mm.pages[pfn as usize].test(PG_REFERENCED)
+            && mm.folio_mapped(pfn)
+    }
+
     /// One folio of shrink_folio_list; true if it was freed.
     async fn shrink_one_folio(
         &self,
@@ -953,6 +964,12 @@ impl Sim {
             /// Kept under writeback, its write held in the reclaimer's plug.
             KeepPlugged,
             Free,
+        }
+        // 6.1 and 6.12 under MGLRU (rule mglru_promote_second_sighting off): a mapped folio
+        // a page-table walk or look-around found young while it was isolated
+        // (folio_update_gen "tried to promote" it: PG_referenced) is kept, unlocked.
+        if self.lru_gen_tried_to_promote(pfn) {
+            return false;
         }
         // Case 3 of the writeback handling: cgroup v1 limit reclaim meets a folio whose
         // writeback it started (PG_reclaim from pageout) and waits for it, then goes on
@@ -1000,6 +1017,7 @@ impl Sim {
                         break 'f Fate::Keep;
                     }
                     FolioRef::Reclaim => false,
+                    FolioRef::ReclaimClean => true,
                 }
             } else {
                 // folio_check_references(), classic
@@ -1753,6 +1771,35 @@ struct PutbackNote {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mapped_folio_met_young_while_isolated_is_kept_before_6_14() {
+        // shrink_folio_list's "folio_update_gen() tried to promote this page?" (6.1, 6.12
+        // with MGLRU): a mapped folio with PG_referenced is kept. Not on 6.18 (rule
+        // mglru_promote_second_sighting), not with the classic LRU, not without
+        // PG_referenced, not once unmapped.
+        let kept = |lru: &str, version: &str, referenced: bool, mapped: bool| {
+            let extra = format!("lru = \"{lru}\"\nversion = \"{version}\"");
+            let s = crate::fixture::one_node_machine("64M", Some("64M"), &extra);
+            let (mmid, pfns) = s.fixture_anon_folios(1, 0, 1, false, 0);
+            {
+                let mut mm = s.mm.borrow_mut();
+                if referenced {
+                    mm.pages[pfns[0] as usize].set(PG_REFERENCED);
+                }
+                if !mapped {
+                    mm.mms[mmid as usize].ptes[0] = 0;
+                }
+            }
+            s.lru_gen_tried_to_promote(pfns[0])
+        };
+        assert!(kept("mglru", "6.12", true, true));
+        assert!(kept("mglru", "6.1", true, true));
+        assert!(!kept("mglru", "6.18", true, true));
+        assert!(!kept("classic", "6.12", true, true));
+        assert!(!kept("mglru", "6.12", false, true));
+        assert!(!kept("mglru", "6.12", true, false));
+    }
 
     #[test]
     fn reclaim_flushes_the_memcg_statistics_on_6_1_even_right_after_a_periodic_flush() {

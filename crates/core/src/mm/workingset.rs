@@ -158,8 +158,13 @@ impl Mm {
     pub fn workingset_eviction(&mut self, pfn: Pfn, target: MemcgId) -> u64 {
         if self.lru_gen_enabled() {
             let lv = self.folio_lruvec(pfn);
-            let Mm { pages, lruvecs, .. } = self;
-            return super::lru_gen::lru_gen_eviction(pages, &mut lruvecs[lv as usize], pfn);
+            let Mm {
+                pages,
+                lruvecs,
+                rules,
+                ..
+            } = self;
+            return super::lru_gen::lru_gen_eviction(pages, &mut lruvecs[lv as usize], pfn, rules);
         }
         let node = self.pfn_node(pfn);
         let lv = self.lruvec_of(target, node);

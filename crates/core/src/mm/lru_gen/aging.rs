@@ -30,17 +30,30 @@ use crate::engine::Site;
 use crate::mm::mmzone::{Lruvec, LRU_INACTIVE_FILE};
 use crate::mm::{LruvecId, Mm, Pfn, NIL};
 use crate::sim::Sim;
+use crate::versions::Rules;
 
-/// folio_update_gen() (the page-table walk found a young PTE): like lru_gen_set_refs, a
-/// folio seen for the first time only gets PG_referenced. Otherwise its gen counter is set
-/// to `gen` (the walk's max_seq generation) without moving it on the lists, its refs flags
-/// are cleared and PG_workingset set. Returns the previous generation, or None when only
-/// PG_referenced was set or the folio is off the MGLRU lists (isolated). The caller
-/// accounts the move (update_batch_size, or lru_gen_update_size under the lru_lock); the
-/// folio stays physically on its old list until eviction or inc_min_seq sorts it.
-pub fn folio_update_gen(frames: &mut Frames, pfn: Pfn, gen: usize) -> Option<usize> {
+/// folio_update_gen() (the page-table walk found a young PTE). Rule
+/// mglru_promote_second_sighting (6.14): like lru_gen_set_refs, a folio seen for the first
+/// time only gets PG_referenced; otherwise its gen counter is set to `gen` (the walk's
+/// max_seq generation) without moving it on the lists, its refs flags are cleared and
+/// PG_workingset set. Before it (6.1, 6.12) the first sighting promotes, clearing the refs
+/// flags (PG_workingset among them), and an isolated folio gets PG_referenced for
+/// shrink_folio_list. Returns the previous generation, or None when only PG_referenced
+/// was set or the folio is off the MGLRU lists (isolated). The caller accounts the move
+/// (update_batch_size, or lru_gen_update_size under the lru_lock); the folio stays
+/// physically on its old list until eviction or inc_min_seq sorts it.
+pub fn folio_update_gen(frames: &mut Frames, pfn: Pfn, gen: usize, rules: &Rules) -> Option<usize> {
     debug_assert!(gen < MAX_NR_GENS as usize);
     let page = frames[pfn as usize];
+    if !rules.mglru_promote_second_sighting {
+        let Some(old) = folio_lru_gen(frames, pfn) else {
+            frames[pfn as usize].set(PG_REFERENCED);
+            return None;
+        };
+        set_byte_gen(frames, pfn, Some(gen));
+        clear_refs_flags(frames, pfn, rules);
+        return Some(old);
+    }
     if !page.test(PG_REFERENCED) && !page.test(PG_WORKINGSET) {
         set_byte_refs(frames, pfn, 0);
         frames[pfn as usize].set(PG_REFERENCED);
@@ -48,17 +61,23 @@ pub fn folio_update_gen(frames: &mut Frames, pfn: Pfn, gen: usize) -> Option<usi
     }
     let old = folio_lru_gen(frames, pfn)?;
     set_byte_gen(frames, pfn, Some(gen));
-    clear_refs_flags(frames, pfn);
+    clear_refs_flags(frames, pfn, rules);
     frames[pfn as usize].set(PG_WORKINGSET);
     Some(old)
 }
 
 /// folio_inc_gen() (eviction's protection, inc_min_seq's folding): move a folio of the
 /// oldest generation to the next one, clearing its refs flags (so lru_gen_inc_refs starts
-/// over) and, when `reclaiming`, setting PG_reclaim so folio_end_writeback rotates it. A
+/// over; PG_workingset too before 6.14, rule mglru_tiers_rework) and, when `reclaiming`, setting PG_reclaim so folio_end_writeback rotates it. A
 /// folio the page-table walk already promoted keeps its generation. Returns the new
 /// generation; the caller moves the folio to that list. Caller holds lru_lock.
-pub fn folio_inc_gen(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming: bool) -> usize {
+pub fn folio_inc_gen(
+    frames: &mut Frames,
+    lv: &mut Lruvec,
+    pfn: Pfn,
+    reclaiming: bool,
+    rules: &Rules,
+) -> usize {
     let ty = folio_type(&frames[pfn as usize]);
     let old_gen = lru_gen_from_seq(lv.lrugen.min_seq[ty]);
     let cur = folio_lru_gen(frames, pfn);
@@ -73,7 +92,7 @@ pub fn folio_inc_gen(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming:
     }
     let new_gen = (old_gen + 1) % MAX_NR_GENS as usize;
     set_byte_gen(frames, pfn, Some(new_gen));
-    clear_refs_flags(frames, pfn);
+    clear_refs_flags(frames, pfn, rules);
     if reclaiming {
         frames[pfn as usize].set(PG_RECLAIM);
     }
@@ -84,13 +103,20 @@ pub fn folio_inc_gen(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming:
 /// inc_min_seq(): retire the oldest generation of `ty` (its window is MAX_NR_GENS and
 /// aging needs a slot). Its folios are moved, from the tail, to the tail of the next
 /// generation (or of the one the walk promoted them to), each counted as protected except
-/// those whose tier bits are all set (refs 4 and workingset, lazily promoted). A type that
+/// those whose tier bits are all set (refs 4 and workingset, lazily promoted); before 6.14
+/// (rule mglru_tiers_rework) none is counted. A type that
 /// is not evictable at this swappiness keeps its folios where they are; they end up in the
 /// new youngest generation (the kernel accepts this cold/hot inversion). Then the
 /// controller carries over and min_seq advances. Returns false, with min_seq unchanged,
 /// after moving MAX_LRU_BATCH folios: the caller drops the lru_lock, reschedules and
 /// retries (inc_max_seq's restart). Caller holds lru_lock.
-pub fn inc_min_seq(frames: &mut Frames, lv: &mut Lruvec, ty: usize, swappiness: u32) -> bool {
+pub fn inc_min_seq(
+    frames: &mut Frames,
+    lv: &mut Lruvec,
+    ty: usize,
+    swappiness: u32,
+    rules: &Rules,
+) -> bool {
     let hist = lru_hist_from_seq(lv.lrugen.min_seq[ty]);
     let old_gen = lru_gen_from_seq(lv.lrugen.min_seq[ty]);
     if type_is_evictable(ty, swappiness) {
@@ -102,11 +128,11 @@ pub fn inc_min_seq(frames: &mut Frames, lv: &mut Lruvec, ty: usize, swappiness: 
             }
             let page = frames[pfn as usize];
             debug_assert!(!page.test(PG_UNEVICTABLE) && !page.test(PG_ACTIVE));
-            let refs = lru_refs(&page, frames.lru_gen[pfn as usize]);
+            let refs = lru_refs(&page, frames.lru_gen[pfn as usize], rules);
             let ws = page.test(PG_WORKINGSET);
-            let new_gen = folio_inc_gen(frames, lv, pfn, false);
+            let new_gen = folio_inc_gen(frames, lv, pfn, false, rules);
             gen_list_move(frames, &mut lv.lrugen, pfn, new_gen, true);
-            if refs + ws as usize != REFS_MAXED {
+            if rules.mglru_tiers_rework && refs + ws as usize != REFS_MAXED {
                 lv.lrugen.protected[hist][ty][lru_tier_from_refs(refs, ws)] += 1;
             }
             remaining -= 1;
@@ -181,12 +207,15 @@ pub fn inc_max_seq(
     seq: u64,
     swappiness: u32,
     now: u64,
+    rules: &Rules,
 ) -> IncMaxSeq {
     if seq != lv.lrugen.max_seq {
         return IncMaxSeq::Stale;
     }
     for ty in 0..ANON_AND_FILE {
-        if get_nr_gens(&lv.lrugen, ty) == MAX_NR_GENS && !inc_min_seq(frames, lv, ty, swappiness) {
+        if get_nr_gens(&lv.lrugen, ty) == MAX_NR_GENS
+            && !inc_min_seq(frames, lv, ty, swappiness, rules)
+        {
             return IncMaxSeq::Busy;
         }
     }
@@ -244,8 +273,20 @@ impl Sim {
             let r = {
                 let now = self.e.now();
                 let mut mm = self.mm.borrow_mut();
-                let Mm { pages, lruvecs, .. } = &mut *mm;
-                inc_max_seq(pages, &mut lruvecs[lv as usize], seq, swappiness, now)
+                let Mm {
+                    pages,
+                    lruvecs,
+                    rules,
+                    ..
+                } = &mut *mm;
+                inc_max_seq(
+                    pages,
+                    &mut lruvecs[lv as usize],
+                    seq,
+                    swappiness,
+                    now,
+                    rules,
+                )
             };
             self.e.charge(self.c.shrink_lruvec_setup);
             self.unlock_lruvec(lv);
@@ -272,7 +313,7 @@ mod tests {
     fn update_gen_promotes_only_on_second_sighting() {
         let mut f = frames(&[FILE, FILE]);
         f.lru_gen[0] = 1 + 1; // gen 1
-        assert_eq!(folio_update_gen(&mut f, 0, 3), None);
+        assert_eq!(folio_update_gen(&mut f, 0, 3, &DEFAULT_RULES), None);
         assert!(f[0].test(PG_REFERENCED));
         assert_eq!(
             folio_lru_gen(&f, 0),
@@ -280,14 +321,61 @@ mod tests {
             "first sighting does not move it"
         );
         f.lru_gen[0] |= 1 << LRU_REFS_PGOFF;
-        assert_eq!(folio_update_gen(&mut f, 0, 3), Some(1));
+        assert_eq!(folio_update_gen(&mut f, 0, 3, &DEFAULT_RULES), Some(1));
         assert_eq!(folio_lru_gen(&f, 0), Some(3));
         assert!(f[0].test(PG_WORKINGSET) && !f[0].test(PG_REFERENCED));
         assert_eq!(byte_refs(f.lru_gen[0]), 0);
         // Referenced but isolated (gen 0 in the byte): nothing to promote.
         f[1].set(PG_REFERENCED);
-        assert_eq!(folio_update_gen(&mut f, 1, 3), None);
+        assert_eq!(folio_update_gen(&mut f, 1, 3, &DEFAULT_RULES), None);
         assert_eq!(f.lru_gen[1], 0);
+    }
+
+    #[test]
+    fn update_gen_before_6_14_promotes_at_the_first_sighting() {
+        // 6.12's folio_update_gen: a folio on the lists moves to the walk's generation at
+        // its first young PTE, losing its refs counter, PG_referenced and PG_workingset;
+        // an isolated one (no gen) only gets PG_referenced, for shrink_folio_list.
+        let r = v6_12();
+        let mut f = frames(&[FILE, FILE | PG_REFERENCED | PG_WORKINGSET, ANON]);
+        f.lru_gen[0] = 1 + 1; // gen 1, never referenced
+        assert_eq!(folio_update_gen(&mut f, 0, 3, &r), Some(1));
+        assert_eq!(folio_lru_gen(&f, 0), Some(3));
+        assert!(!f[0].test(PG_REFERENCED | PG_WORKINGSET));
+        f.lru_gen[1] = (2 << LRU_REFS_PGOFF) + 1; // gen 0, counter 2
+        assert_eq!(folio_update_gen(&mut f, 1, 3, &r), Some(0));
+        assert_eq!(
+            (folio_lru_gen(&f, 1), byte_refs(f.lru_gen[1])),
+            (Some(3), 0)
+        );
+        assert!(!f[1].test(PG_REFERENCED | PG_WORKINGSET));
+        assert_eq!(folio_update_gen(&mut f, 2, 3, &r), None);
+        assert!(f[2].test(PG_REFERENCED) && f.lru_gen[2] == 0);
+    }
+
+    #[test]
+    fn inc_min_seq_before_6_14_counts_no_protection_and_clears_workingset() {
+        // 6.12's inc_min_seq folds the oldest generation without counting protected
+        // folios, and its folio_inc_gen clears PG_workingset with the other refs flags.
+        let f_ = LRU_GEN_FILE;
+        let r = v6_12();
+        let mut f = frames(&[FILE, FILE, FILE]);
+        let mut lv = lruvec();
+        for pfn in 0..3 {
+            lru_gen_add_folio(&mut f, &mut lv, pfn, false, &r);
+        }
+        f[1].set(PG_REFERENCED | PG_WORKINGSET);
+        f.lru_gen[1] |= 2 << LRU_REFS_PGOFF;
+        // All three in one generation (6.12 places them at min_seq + 1); make it the oldest.
+        let gen = folio_lru_gen(&f, 0).unwrap();
+        lv.lrugen.min_seq[f_] = gen as u64;
+        lv.lrugen.avg_total[f_] = [9; 4];
+        assert!(inc_min_seq(&mut f, &mut lv, f_, 60, &r));
+        // Nothing protected: the carry-over only halves the averages, 9 / 2 = 4.
+        assert_eq!(lv.lrugen.avg_total[f_], [4; 4]);
+        assert!(!f[1].test(PG_REFERENCED | PG_WORKINGSET));
+        assert_eq!(byte_refs(f.lru_gen[1]), 0);
+        assert_eq!(list(&f, &lv.lrugen.folios[(gen + 1) % 4][f_]).len(), 3);
     }
 
     #[test]
@@ -298,7 +386,7 @@ mod tests {
         lru_gen_add_folio(&mut f, &mut lv, 0, false, &DEFAULT_RULES);
         lru_gen_add_folio(&mut f, &mut lv, 1, false, &DEFAULT_RULES);
         f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
-        assert_eq!(folio_inc_gen(&mut f, &mut lv, 0, true), 1);
+        assert_eq!(folio_inc_gen(&mut f, &mut lv, 0, true, &DEFAULT_RULES), 1);
         assert_eq!(folio_lru_gen(&f, 0), Some(1));
         assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_RECLAIM));
         assert_eq!(byte_refs(f.lru_gen[0]), 0);
@@ -307,11 +395,11 @@ mod tests {
         assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
         // A folio the walk promoted to gen 3 keeps it and nothing is counted.
         f.lru_gen[1] = (f.lru_gen[1] & !LRU_GEN_MASK) | 4;
-        assert_eq!(folio_inc_gen(&mut f, &mut lv, 1, false), 3);
+        assert_eq!(folio_inc_gen(&mut f, &mut lv, 1, false, &DEFAULT_RULES), 3);
         assert_eq!(lv.lrugen.nr_pages[0][1], 1);
         // With min_seq 1 (window 3), gen 1 -> gen 2 is a move from inactive to active.
         lv.lrugen.min_seq = [1, 1];
-        assert_eq!(folio_inc_gen(&mut f, &mut lv, 0, false), 2);
+        assert_eq!(folio_inc_gen(&mut f, &mut lv, 0, false, &DEFAULT_RULES), 2);
         assert_eq!(lv.nr[LRU_INACTIVE_FILE], 1);
         assert_eq!(lv.nr[LRU_INACTIVE_FILE + 1], 1);
     }
@@ -333,7 +421,10 @@ mod tests {
         f.lru_gen[4] |= 1 << LRU_REFS_PGOFF;
         // Averages of 9 make the protected counts visible after the carry-over halves.
         lv.lrugen.avg_total[f_] = [9; 4];
-        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 100), IncMaxSeq::Done);
+        assert_eq!(
+            inc_max_seq(&mut f, &mut lv, 3, 60, 100, &DEFAULT_RULES),
+            IncMaxSeq::Done
+        );
         // Both windows were 4: anon gen 0 empty -> min 1; file gen 0 folded into gen 1
         // from the tail, each to the tail: gen 1 = 2, 1, 3, 4.
         assert_eq!(lv.lrugen.min_seq, [1, 1]);
@@ -352,10 +443,16 @@ mod tests {
         assert_eq!(lv.nr[LRU_INACTIVE_FILE + 1], 0);
         assert_eq!(lv.lrugen.timestamps, [100, 0, 0, 0]);
         // A stale seq does nothing.
-        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 150), IncMaxSeq::Stale);
+        assert_eq!(
+            inc_max_seq(&mut f, &mut lv, 3, 60, 150, &DEFAULT_RULES),
+            IncMaxSeq::Stale
+        );
         assert_eq!(lv.lrugen.max_seq, 4);
         // Again at seq 4: windows 4 again; file gen 1 -> gen 2 from the tail: 4, 3, 1, 2.
-        assert_eq!(inc_max_seq(&mut f, &mut lv, 4, 60, 200), IncMaxSeq::Done);
+        assert_eq!(
+            inc_max_seq(&mut f, &mut lv, 4, 60, 200, &DEFAULT_RULES),
+            IncMaxSeq::Done
+        );
         assert_eq!(lv.lrugen.min_seq, [2, 2]);
         assert_eq!(lv.lrugen.max_seq, 5);
         assert_eq!(list(&f, &lv.lrugen.folios[2][f_]), vec![4, 3, 1, 2]);
@@ -373,7 +470,10 @@ mod tests {
         lru_gen_add_folio(&mut f, &mut lv, 0, false, &DEFAULT_RULES);
         lru_gen_add_folio(&mut f, &mut lv, 1, false, &DEFAULT_RULES);
         assert_eq!(lv.nr[LRU_INACTIVE_ANON], 1);
-        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 0, 7), IncMaxSeq::Done);
+        assert_eq!(
+            inc_max_seq(&mut f, &mut lv, 3, 0, 7, &DEFAULT_RULES),
+            IncMaxSeq::Done
+        );
         // Anon's min_seq advanced without moving the folio; it is now in gen 0 = seq 4,
         // the youngest: prev = gen 2 (0 pages), next = gen 0 (1 page), delta -1 makes it
         // active.
@@ -396,11 +496,17 @@ mod tests {
         for pfn in 0..n as u32 {
             lru_gen_add_folio(&mut f, &mut lv, pfn, false, &DEFAULT_RULES);
         }
-        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 0), IncMaxSeq::Busy);
+        assert_eq!(
+            inc_max_seq(&mut f, &mut lv, 3, 60, 0, &DEFAULT_RULES),
+            IncMaxSeq::Busy
+        );
         assert_eq!(lv.lrugen.min_seq, [1, 0]);
         assert_eq!(lv.lrugen.max_seq, 3);
         assert_eq!(lv.lrugen.nr_pages[1][LRU_GEN_FILE], n as i64);
-        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 0), IncMaxSeq::Done);
+        assert_eq!(
+            inc_max_seq(&mut f, &mut lv, 3, 60, 0, &DEFAULT_RULES),
+            IncMaxSeq::Done
+        );
         assert_eq!(lv.lrugen.min_seq, [1, 1]);
         // All 4096 counted as protected in tier 0, then halved: 2048.
         assert_eq!(lv.lrugen.avg_total[LRU_GEN_FILE][0], 2048);

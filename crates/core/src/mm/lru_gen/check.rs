@@ -254,10 +254,16 @@ mod tests {
         check_lru_gen(&f, &lv, false).unwrap();
         // Through inc_max_seq twice (gen 0 folded, the promoted folio sorted to gen 3).
         let (mut f, mut lv) = valid_state();
-        assert_eq!(inc_max_seq(&mut f, &mut lv, 3, 60, 1), IncMaxSeq::Done);
+        assert_eq!(
+            inc_max_seq(&mut f, &mut lv, 3, 60, 1, &DEFAULT_RULES),
+            IncMaxSeq::Done
+        );
         check_lru_gen(&f, &lv, false).unwrap();
         assert_eq!(list(&f, &lv.lrugen.folios[3][LRU_GEN_FILE]), vec![2]);
-        assert_eq!(inc_max_seq(&mut f, &mut lv, 4, 60, 2), IncMaxSeq::Done);
+        assert_eq!(
+            inc_max_seq(&mut f, &mut lv, 4, 60, 2, &DEFAULT_RULES),
+            IncMaxSeq::Done
+        );
         check_lru_gen(&f, &lv, false).unwrap();
         // min_seq 2 and 2, max_seq 5: files 0, 1 and anon 3 in gen 2, file 2 in gen 3.
         assert_eq!(

@@ -88,9 +88,9 @@ pub fn sort_folio_decide(
 ) -> SortFolio {
     let on_lru = folio_test_lru(page, rules);
     let ty = folio_type(page);
-    let refs = lru_refs(page, byte);
+    let refs = lru_refs(page, byte, rules);
     let ws = page.test(PG_WORKINGSET);
-    let tier = lru_tier_from_refs(refs, ws);
+    let tier = refs_tier(refs, ws, rules);
     if !evictable {
         return SortFolio::Unevictable;
     }
@@ -99,10 +99,18 @@ pub fn sort_folio_decide(
         Some(gen) if gen != min_gen => return SortFolio::Promoted { gen },
         _ => {}
     }
-    let maxed = refs + ws as usize == REFS_MAXED;
+    // Rule mglru_tiers_rework (6.14): every tier bit set is refs 4 with PG_workingset, and
+    // such a folio is not counted; before, refs 4 (the counter full with PG_workingset),
+    // counted like the others.
+    let maxed = if rules.mglru_tiers_rework {
+        refs + ws as usize == REFS_MAXED
+    } else {
+        refs == 1 << LRU_REFS_WIDTH
+    };
     if tier > tier_idx || maxed {
+        let counted = !maxed || !rules.mglru_tiers_rework;
         return SortFolio::Protected {
-            tier: (!maxed).then_some(tier),
+            tier: counted.then_some(tier),
         };
     }
     if !on_lru {
@@ -122,7 +130,9 @@ pub fn sort_folio_decide(
 
 /// sort_folio(): decide (see `sort_folio_decide`) and carry it out on the lists, except the
 /// UNEVICTABLE_PGCULLED event and the sc->nr counts, which are the caller's. `evictable` is
-/// folio_evictable(). Caller holds lru_lock.
+/// folio_evictable(). Caller holds lru_lock. A protected folio of tier t counts in
+/// protected[hist][type][t]; 6.1 and 6.12 store it at [t - 1] and read that for tier t
+/// (their protected tiers are never 0), the same sums.
 pub fn sort_folio(
     frames: &mut Frames,
     lv: &mut Lruvec,
@@ -143,7 +153,7 @@ pub fn sort_folio(
         SortFolio::Protected { tier } => {
             // Rule mglru_protected_to_head (6.14): to the head of the next generation;
             // before, to its tail, the first to be scanned once it is the oldest.
-            let gen = folio_inc_gen(frames, lv, pfn, false);
+            let gen = folio_inc_gen(frames, lv, pfn, false, rules);
             let tail = !rules.mglru_protected_to_head;
             gen_list_move(frames, &mut lv.lrugen, pfn, gen, tail);
             if let Some(t) = tier {
@@ -153,11 +163,11 @@ pub fn sort_folio(
             }
         }
         SortFolio::Ineligible => {
-            let gen = folio_inc_gen(frames, lv, pfn, false);
+            let gen = folio_inc_gen(frames, lv, pfn, false, rules);
             gen_list_move(frames, &mut lv.lrugen, pfn, gen, true);
         }
         SortFolio::Writeback { .. } => {
-            let gen = folio_inc_gen(frames, lv, pfn, true);
+            let gen = folio_inc_gen(frames, lv, pfn, true, rules);
             gen_list_move(frames, &mut lv.lrugen, pfn, gen, false);
         }
         SortFolio::Isolate => {}
@@ -171,8 +181,9 @@ pub fn sort_folio(
 /// (PG_DYING); when PG_lru cannot be cleared ([`folio_test_lru`]: not PG_LRU, or, under
 /// rule lru_batch_clears_pg_lru, held by a per-CPU batch). Otherwise PG_LRU is cleared and
 /// PG_ISOLATED set (the isolation reference), the refs counter is dropped unless
-/// PG_referenced, PG_reclaim is cleared, and the folio leaves MGLRU as reclaiming (no
-/// PG_active). "Anon" is swap-backed here (no lazyfree). Caller holds lru_lock; MGLRU does
+/// PG_referenced (before 6.14, rule mglru_tiers_rework, PG_workingset with it, and
+/// PG_referenced is then cleared for shrink_folio_list), PG_reclaim is cleared, and the
+/// folio leaves MGLRU as reclaiming (no PG_active). "Anon" is swap-backed here (no lazyfree). Caller holds lru_lock; MGLRU does
 /// not count NR_ISOLATED_*.
 pub fn isolate_folio(
     frames: &mut Frames,
@@ -192,6 +203,14 @@ pub fn isolate_folio(
     let p = &mut frames[pfn as usize];
     p.clear(PG_LRU | PG_RECLAIM);
     p.set(PG_ISOLATED);
+    if !rules.mglru_tiers_rework {
+        // 6.1, 6.12: without PG_referenced the refs flags go (PG_workingset among them);
+        // PG_referenced is cleared for shrink_folio_list either way.
+        if !page.test(PG_REFERENCED) {
+            p.clear(PG_WORKINGSET);
+        }
+        p.clear(PG_REFERENCED);
+    }
     if !page.test(PG_REFERENCED) {
         set_byte_refs(frames, pfn, 0);
     }
@@ -610,25 +629,33 @@ pub fn evict_folios_retries(
 /// flags and set PG_active so that it lands in a young generation instead. Returns whether
 /// it did. The kernel does this without the lru_lock.
 /// Without rule mglru_rejected_active_if_oldest (6.1, 6.12) every kept folio is treated
-/// so, losing PG_workingset too (that LRU_REFS_FLAGS held it).
+/// so, losing PG_workingset too (that LRU_REFS_FLAGS held it), except one with PG_reclaim
+/// that is dirty or under writeback (pageout started its write): it keeps its flags and,
+/// with PG_workingset, gets back the PG_referenced isolate_folio cleared.
 pub fn evict_folios_keep_off_oldest(
     frames: &mut Frames,
     lrugen: &LruGenFolio,
     pfn: Pfn,
     rules: &crate::versions::Rules,
 ) -> bool {
+    let page = frames[pfn as usize];
     if !rules.mglru_rejected_active_if_oldest {
-        clear_refs_flags(frames, pfn);
+        if page.test(PG_RECLAIM) && page.test(PG_DIRTY | PG_WRITEBACK) {
+            if page.test(PG_WORKINGSET) {
+                frames[pfn as usize].set(PG_REFERENCED);
+            }
+            return false;
+        }
+        clear_refs_flags(frames, pfn, rules);
         frames[pfn as usize].clear(PG_WORKINGSET);
         frames[pfn as usize].set(PG_ACTIVE);
         return true;
     }
-    let page = frames[pfn as usize];
     let min_seq = lrugen.min_seq[folio_type(&page)];
     if lru_gen_folio_seq(lrugen, &page, false, rules) != min_seq {
         return false;
     }
-    clear_refs_flags(frames, pfn);
+    clear_refs_flags(frames, pfn, rules);
     frames[pfn as usize].set(PG_ACTIVE);
     true
 }
@@ -1651,7 +1678,7 @@ start = "900s"
             super::super::folio::set_byte_refs(&mut f, pfn, 2);
         }
         assert!(!evict_folios_keep_off_oldest(&mut f, &g, 0, &v6_18));
-        assert_eq!((f[0].flags, folio_lru_refs(&f, 0)), (ws, 3));
+        assert_eq!((f[0].flags, folio_lru_refs(&f, 0, &DEFAULT_RULES)), (ws, 3));
         assert!(evict_folios_keep_off_oldest(&mut f, &g, 1, &v6_12));
         assert_eq!(f[1].flags, ANON | PG_SWAPCACHE | PG_ACTIVE);
         assert_eq!(super::super::folio::byte_refs(f.lru_gen[1]), 0);
@@ -1678,7 +1705,7 @@ start = "900s"
         }
         // pfn 0: promoted by the walk to gen 3 (accounted as reset_batch_size would).
         f[0].set(PG_REFERENCED);
-        assert_eq!(folio_update_gen(&mut f, 0, 3), Some(0));
+        assert_eq!(folio_update_gen(&mut f, 0, 3, &DEFAULT_RULES), Some(0));
         lru_gen_update_size(&mut lv, f_, Some(0), Some(3));
         // pfn 1: refs 3 (tier 2); pfn 2: refs 4 + workingset; pfn 3: in a batch;
         // pfn 4 dirty; pfn 5 dirty under writeback; pfn 6 anon under writeback; pfn 7
@@ -1831,6 +1858,72 @@ start = "900s"
         g.min_seq[LRU_GEN_FILE] = 1;
         assert!(evict_folios_keep_off_oldest(&mut f, &g, 1, &DEFAULT_RULES));
         assert!(f[1].test(PG_ACTIVE));
+    }
+
+    #[test]
+    fn isolation_and_putback_before_6_14_move_pg_referenced() {
+        // 6.12's isolate_folio: a referenced folio keeps its counter and PG_workingset but
+        // loses PG_referenced (shrink_folio_list must not read it as a second reference);
+        // an unreferenced one loses the counter and PG_workingset too.
+        let r = v6_12();
+        let mut f = frames(&[FILE | PG_REFERENCED | PG_WORKINGSET, FILE | PG_WORKINGSET]);
+        let mut lv = lruvec();
+        lru_gen_add_folio(&mut f, &mut lv, 0, false, &r);
+        lru_gen_add_folio(&mut f, &mut lv, 1, false, &r);
+        f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
+        f.lru_gen[1] |= 2 << LRU_REFS_PGOFF;
+        assert!(isolate_folio(&mut f, &mut lv, 0, true, &r));
+        assert!(isolate_folio(&mut f, &mut lv, 1, true, &r));
+        assert_eq!(f[0].flags & (PG_REFERENCED | PG_WORKINGSET), PG_WORKINGSET);
+        assert_eq!(f.lru_gen[0], 2 << LRU_REFS_PGOFF);
+        assert_eq!(
+            (f[1].test(PG_REFERENCED | PG_WORKINGSET), f.lru_gen[1]),
+            (false, 0)
+        );
+        // 6.12's evict_folios: a kept folio whose write pageout started (PG_reclaim, under
+        // writeback) keeps its generation flags, PG_referenced restored for PG_workingset,
+        // and no PG_active; any other kept folio gets PG_active and loses them all.
+        let g = LruGenFolio::init(true, 0);
+        let mut f = frames(&[
+            ANON | PG_SWAPCACHE | PG_RECLAIM | PG_WRITEBACK | PG_WORKINGSET,
+            ANON | PG_SWAPCACHE | PG_RECLAIM | PG_WRITEBACK,
+            ANON | PG_SWAPCACHE | PG_WORKINGSET | PG_REFERENCED,
+        ]);
+        f.lru_gen[0] = 1 << LRU_REFS_PGOFF;
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 0, &r));
+        assert!(f[0].test(PG_REFERENCED | PG_WORKINGSET) && !f[0].test(PG_ACTIVE));
+        assert_eq!(byte_refs(f.lru_gen[0]), 1);
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 1, &r));
+        assert!(!f[1].test(PG_REFERENCED | PG_ACTIVE));
+        assert!(evict_folios_keep_off_oldest(&mut f, &g, 2, &r));
+        assert_eq!(f[2].flags, ANON | PG_SWAPCACHE | PG_ACTIVE);
+        // 6.18 asks lru_gen_folio_seq instead: the written folio is left as it is.
+        let mut f = frames(&[ANON | PG_SWAPCACHE | PG_RECLAIM | PG_WRITEBACK | PG_WORKINGSET]);
+        assert!(!evict_folios_keep_off_oldest(&mut f, &g, 0, &DEFAULT_RULES));
+        assert!(!f[0].test(PG_REFERENCED));
+    }
+
+    #[test]
+    fn sort_folio_before_6_14_protects_refs_4_and_counts_it() {
+        // 6.12: refs = counter + PG_workingset, tier order_base_2(refs + 1); a folio with
+        // refs 4 (counter 3 and PG_workingset) is protected whatever tier_idx and counted
+        // in its tier, 3 (6.18 does not count a maxed folio). Counter 2 with PG_workingset
+        // is refs 3, tier 2: protected above tier_idx 1, isolated at tier_idx 2.
+        let r = v6_12();
+        let g = LruGenFolio::init(true, 0);
+        let page = |fl: u16| frames(&[fl])[0];
+        let ws = page(FILE | PG_LRU | PG_WORKINGSET);
+        let gen0 = 1u8; // gen 0, the oldest
+        let byte = |c: u8| gen0 | c << LRU_REFS_PGOFF;
+        let d = |byte: u8, tier_idx: usize| sort_folio_decide(&g, &ws, byte, tier_idx, true, &r);
+        assert_eq!(d(byte(3), 3), SortFolio::Protected { tier: Some(3) });
+        assert_eq!(d(byte(2), 1), SortFolio::Protected { tier: Some(2) });
+        assert_eq!(d(byte(2), 2), SortFolio::Isolate);
+        // Without PG_workingset, counter 1: refs 1, tier 1.
+        let plain = page(FILE | PG_LRU);
+        let d = |byte: u8, tier_idx: usize| sort_folio_decide(&g, &plain, byte, tier_idx, true, &r);
+        assert_eq!(d(byte(1), 0), SortFolio::Protected { tier: Some(1) });
+        assert_eq!(d(byte(1), 1), SortFolio::Isolate);
     }
 
     /// What one try_to_shrink_lruvec of /a's lruvec did (see `shrink_a`).

@@ -18,6 +18,12 @@
 //! ```
 //! Each change is a read-modify-write of that byte, where the kernel loops on cmpxchg.
 //!
+//! Before 6.14 (6.1, 6.12; rule mglru_tiers_rework) the same bits count differently: the
+//! second access sets PG_workingset and the counter counts the third to fifth, so
+//! folio_lru_refs is the counter plus PG_workingset and the tier order_base_2(refs + 1);
+//! both encodings put a folio read N times in tier order_base_2(N). Resets of the refs
+//! then clear PG_workingset too (it was one of LRU_REFS_FLAGS).
+//!
 //! Simplified: every folio is one page (every size delta is 1), in one zone; the
 //! compatibility sizes also go to `Lruvec::nr`, where the kernel's __update_lru_size
 //! updates the lruvec and zone counters but not the memcg per-zone LRU sizes.
@@ -61,11 +67,16 @@ pub(super) fn set_byte_refs(frames: &mut Frames, pfn: Pfn, refs: u8) {
     *b = (*b & !LRU_REFS_MASK) | ((refs << LRU_REFS_PGOFF) & LRU_REFS_MASK);
 }
 
-/// Clear LRU_REFS_FLAGS: the refs counter and PG_referenced.
+/// Clear LRU_REFS_FLAGS: the refs counter and PG_referenced. Rule mglru_tiers_rework
+/// (6.14): before it (6.1, 6.12) PG_workingset was one of LRU_REFS_FLAGS and went too.
 #[inline]
-pub(super) fn clear_refs_flags(frames: &mut Frames, pfn: Pfn) {
+pub(super) fn clear_refs_flags(frames: &mut Frames, pfn: Pfn, rules: &Rules) {
     set_byte_refs(frames, pfn, 0);
-    frames[pfn as usize].clear(PG_REFERENCED);
+    let mut flags = PG_REFERENCED;
+    if !rules.mglru_tiers_rework {
+        flags |= PG_WORKINGSET;
+    }
+    frames[pfn as usize].clear(flags);
 }
 
 /// folio_lru_gen(): the folio's generation, None (the kernel's -1) when it is not on an
@@ -75,10 +86,15 @@ pub fn folio_lru_gen(frames: &Frames, pfn: Pfn) -> Option<usize> {
     byte_gen(frames.lru_gen[pfn as usize])
 }
 
-/// folio_lru_refs() on a page and its byte: accesses through file descriptors, counting
-/// PG_referenced as the first; 0 when PG_referenced is clear (the counter is then stale).
+/// folio_lru_refs() on a page and its byte. Rule mglru_tiers_rework (6.14): the accesses
+/// through file descriptors, counting PG_referenced as the first; 0 when PG_referenced is
+/// clear (the counter is then stale). Before it (6.1, 6.12): the accesses beyond the first,
+/// the counter plus PG_workingset (which the second access set).
 #[inline]
-pub fn lru_refs(page: &Page, byte: u8) -> usize {
+pub fn lru_refs(page: &Page, byte: u8, rules: &Rules) -> usize {
+    if !rules.mglru_tiers_rework {
+        return byte_refs(byte) as usize + page.test(PG_WORKINGSET) as usize;
+    }
     if !page.test(PG_REFERENCED) {
         return 0;
     }
@@ -87,11 +103,33 @@ pub fn lru_refs(page: &Page, byte: u8) -> usize {
 
 /// folio_lru_refs(): see `lru_refs`.
 #[inline]
-pub fn folio_lru_refs(frames: &Frames, pfn: Pfn) -> usize {
-    lru_refs(&frames[pfn as usize], frames.lru_gen[pfn as usize])
+pub fn folio_lru_refs(frames: &Frames, pfn: Pfn, rules: &Rules) -> usize {
+    lru_refs(&frames[pfn as usize], frames.lru_gen[pfn as usize], rules)
 }
 
-/// lru_tier_from_refs(): workingset folios are in the last tier, the rest in
+/// The tier of a folio whose folio_lru_refs() is `refs` (lru_tier_from_refs with the
+/// workingset bit as the version reads it): see `lru_tier_from_refs` (rule
+/// mglru_tiers_rework, 6.14) and `lru_tier_from_refs_v612` (before).
+#[inline]
+pub fn refs_tier(refs: usize, workingset: bool, rules: &Rules) -> usize {
+    if rules.mglru_tiers_rework {
+        lru_tier_from_refs(refs, workingset)
+    } else {
+        lru_tier_from_refs_v612(refs)
+    }
+}
+
+/// order_base_2(n) = ceil(log2(n)), and 0 for n <= 1.
+#[inline]
+fn order_base_2(n: usize) -> usize {
+    if n <= 1 {
+        0
+    } else {
+        (usize::BITS - (n - 1).leading_zeros()) as usize
+    }
+}
+
+/// lru_tier_from_refs() since 6.14: workingset folios are in the last tier, the rest in
 /// order_base_2(refs): refs 0 and 1 -> 0, 2 -> 1, 3 and 4 -> 2.
 #[inline]
 pub fn lru_tier_from_refs(refs: usize, workingset: bool) -> usize {
@@ -99,31 +137,44 @@ pub fn lru_tier_from_refs(refs: usize, workingset: bool) -> usize {
     if workingset {
         return MAX_NR_TIERS - 1;
     }
-    // order_base_2(n) = ceil(log2(n)), and 0 for n <= 1.
-    if refs <= 1 {
-        0
-    } else {
-        (usize::BITS - (refs - 1).leading_zeros()) as usize
-    }
+    order_base_2(refs)
+}
+
+/// lru_tier_from_refs() before 6.14 (6.1, 6.12), whose refs count the accesses beyond the
+/// first: order_base_2(refs + 1), so refs 0 -> 0, 1 -> 1, 2 and 3 -> 2, 4 -> 3.
+#[inline]
+pub fn lru_tier_from_refs_v612(refs: usize) -> usize {
+    debug_assert!(refs <= 1 << LRU_REFS_WIDTH);
+    order_base_2(refs + 1)
 }
 
 /// lru_gen_inc_refs() (folio_mark_accessed with MGLRU, mm/swap.c): one access through a
-/// file descriptor. The first sets PG_referenced (and restarts the counter), the next three
-/// step the counter, and the one after that sets PG_workingset. Unevictable folios are
-/// left alone. No lock: the kernel does it with atomic flag operations.
-pub fn lru_gen_inc_refs(frames: &mut Frames, pfn: Pfn) {
+/// file descriptor. Rule mglru_tiers_rework (6.14): the first sets PG_referenced (and
+/// restarts the counter), the next three step the counter, and the one after that sets
+/// PG_workingset. Before it (6.1 and 6.12's folio_inc_refs): the first sets PG_referenced,
+/// the second PG_workingset, the next three step the counter. Unevictable folios are left
+/// alone. No lock: the kernel does it with atomic flag operations.
+pub fn lru_gen_inc_refs(frames: &mut Frames, pfn: Pfn, rules: &Rules) {
     let page = frames[pfn as usize];
     if page.test(PG_UNEVICTABLE) {
         return;
     }
     if !page.test(PG_REFERENCED) {
-        set_byte_refs(frames, pfn, 0);
+        if rules.mglru_tiers_rework {
+            set_byte_refs(frames, pfn, 0);
+        }
         frames[pfn as usize].set(PG_REFERENCED);
+        return;
+    }
+    if !rules.mglru_tiers_rework && !page.test(PG_WORKINGSET) {
+        frames[pfn as usize].set(PG_WORKINGSET);
         return;
     }
     let refs = byte_refs(frames.lru_gen[pfn as usize]);
     if refs == (1 << LRU_REFS_WIDTH) - 1 {
-        frames[pfn as usize].set(PG_WORKINGSET);
+        if rules.mglru_tiers_rework {
+            frames[pfn as usize].set(PG_WORKINGSET);
+        }
         return;
     }
     set_byte_refs(frames, pfn, refs + 1);
@@ -144,11 +195,11 @@ pub fn lru_gen_set_refs(frames: &mut Frames, pfn: Pfn, rules: &Rules) -> bool {
         frames[pfn as usize].set(PG_REFERENCED);
         return false;
     }
-    if rules.mglru_set_refs_mark_accessed && folio_lru_refs(frames, pfn) <= 1 {
-        lru_gen_inc_refs(frames, pfn);
+    if rules.mglru_set_refs_mark_accessed && folio_lru_refs(frames, pfn, rules) <= 1 {
+        lru_gen_inc_refs(frames, pfn, rules);
         return true;
     }
-    clear_refs_flags(frames, pfn);
+    clear_refs_flags(frames, pfn, rules);
     frames[pfn as usize].set(PG_WORKINGSET);
     true
 }
@@ -626,11 +677,18 @@ mod tests {
         }
         // folio_lru_refs: the counter only counts with PG_referenced.
         let refs_byte = 3 << LRU_REFS_PGOFF;
-        assert_eq!(lru_refs(&page(FILE), refs_byte), 0);
-        assert_eq!(lru_refs(&page(FILE | PG_REFERENCED), 0), 1);
-        assert_eq!(lru_refs(&page(FILE | PG_REFERENCED), refs_byte), 4);
+        assert_eq!(lru_refs(&page(FILE), refs_byte, &DEFAULT_RULES), 0);
+        assert_eq!(lru_refs(&page(FILE | PG_REFERENCED), 0, &DEFAULT_RULES), 1);
         assert_eq!(
-            lru_refs(&page(FILE | PG_REFERENCED), 1 << LRU_REFS_PGOFF | 2),
+            lru_refs(&page(FILE | PG_REFERENCED), refs_byte, &DEFAULT_RULES),
+            4
+        );
+        assert_eq!(
+            lru_refs(
+                &page(FILE | PG_REFERENCED),
+                1 << LRU_REFS_PGOFF | 2,
+                &DEFAULT_RULES
+            ),
             2
         );
     }
@@ -643,9 +701,9 @@ mod tests {
         f.lru_gen[0] = 2 << LRU_REFS_PGOFF | 3; // a stale counter and gen 2
         let mut seen = vec![];
         for _ in 0..6 {
-            lru_gen_inc_refs(&mut f, 0);
+            lru_gen_inc_refs(&mut f, 0, &DEFAULT_RULES);
             let ws = f[0].test(PG_WORKINGSET);
-            seen.push((folio_lru_refs(&f, 0), ws));
+            seen.push((folio_lru_refs(&f, 0, &DEFAULT_RULES), ws));
         }
         assert_eq!(
             seen,
@@ -665,7 +723,7 @@ mod tests {
         );
         // Unevictable folios are not counted.
         let mut u = frames(&[FILE | PG_UNEVICTABLE]);
-        lru_gen_inc_refs(&mut u, 0);
+        lru_gen_inc_refs(&mut u, 0, &DEFAULT_RULES);
         assert!(!u[0].test(PG_REFERENCED));
     }
 
@@ -696,13 +754,19 @@ mod tests {
         // First sighting as before: PG_referenced, counter 0 (refs 1), keep.
         assert!(!lru_gen_set_refs(&mut f, 0, &v7_3));
         assert_eq!(
-            (folio_lru_refs(&f, 0), f[0].test(PG_WORKINGSET)),
+            (
+                folio_lru_refs(&f, 0, &DEFAULT_RULES),
+                f[0].test(PG_WORKINGSET)
+            ),
             (1, false)
         );
         // Second: refs 1 -> the counter steps (refs 2), no PG_workingset, activate.
         assert!(lru_gen_set_refs(&mut f, 0, &v7_3));
         assert_eq!(
-            (folio_lru_refs(&f, 0), f[0].test(PG_WORKINGSET)),
+            (
+                folio_lru_refs(&f, 0, &DEFAULT_RULES),
+                f[0].test(PG_WORKINGSET)
+            ),
             (2, false)
         );
         // Third: refs 2 > 1 -> refs flags cleared, PG_workingset.
@@ -743,5 +807,54 @@ mod tests {
         lru_gen_list_splice(&mut f, &mut lv.lrugen, 0, &[0, 1]);
         assert_eq!(list(&f, &lv.lrugen.folios[0][1]), vec![1, 0, 3, 2]);
         assert_eq!(lv.lrugen.folios[0][1].tail, 2);
+    }
+
+    #[test]
+    fn n_accesses_land_in_tier_order_base_2_of_n_in_both_encodings() {
+        // include/linux/mmzone.h (6.1 to 6.18): "A page accessed N times through file
+        // descriptors is in tier order_base_2(N)", capped at MAX_NR_TIERS - 1 = 3: N = 0..=8
+        // gives 0, 0, 1, 2, 2, 3, 3, 3, 3. The two encodings get there differently: 6.18
+        // counts PG_referenced as the first access and sets PG_workingset at the fifth;
+        // 6.12 sets PG_workingset at the second and counts the rest beyond it.
+        let want_tier = [0, 0, 1, 2, 2, 3, 3, 3, 3];
+        // (rules, folio_lru_refs after N accesses, N at which PG_workingset appears)
+        let v6_18 = *DEFAULT_RULES;
+        let cases = [
+            (v6_18, [0, 1, 2, 3, 4, 4, 4, 4, 4], 5),
+            (v6_12(), [0, 0, 1, 2, 3, 4, 4, 4, 4], 2),
+        ];
+        for (rules, want_refs, ws_at) in cases {
+            let mut f = frames(&[FILE]);
+            for n in 0..=8usize {
+                if n > 0 {
+                    lru_gen_inc_refs(&mut f, 0, &rules);
+                }
+                let refs = folio_lru_refs(&f, 0, &rules);
+                let ws = f[0].test(PG_WORKINGSET);
+                assert_eq!(refs, want_refs[n], "{rules:?} N={n}");
+                assert_eq!(ws, n >= ws_at, "N={n}");
+                assert_eq!(refs_tier(refs, ws, &rules), want_tier[n], "N={n}");
+            }
+        }
+        // 6.12's tier of refs 0..=4: order_base_2(refs + 1) = 0, 1, 2, 2, 3.
+        let t: Vec<usize> = (0..=4).map(lru_tier_from_refs_v612).collect();
+        assert_eq!(t, [0, 1, 2, 2, 3]);
+        // An unevictable folio is left alone by both.
+        let mut f = frames(&[FILE | PG_UNEVICTABLE]);
+        lru_gen_inc_refs(&mut f, 0, &v6_12());
+        assert!(!f[0].test(PG_REFERENCED));
+    }
+
+    #[test]
+    fn refs_flags_before_6_14_hold_pg_workingset() {
+        // LRU_REFS_FLAGS: 6.18 PG_referenced (and the counter), 6.12 PG_workingset too.
+        for (rules, ws_left) in [(*DEFAULT_RULES, true), (v6_12(), false)] {
+            let mut f = frames(&[FILE | PG_REFERENCED | PG_WORKINGSET]);
+            f.lru_gen[0] = 3 << LRU_REFS_PGOFF;
+            clear_refs_flags(&mut f, 0, &rules);
+            assert_eq!(byte_refs(f.lru_gen[0]), 0);
+            assert!(!f[0].test(PG_REFERENCED));
+            assert_eq!(f[0].test(PG_WORKINGSET), ws_left);
+        }
     }
 }

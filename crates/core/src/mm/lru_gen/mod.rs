@@ -415,6 +415,11 @@ mod test_util {
     pub(super) const ANON: u16 = PG_SWAPBACKED | PG_ALLOCATED;
     pub(super) const FILE: u16 = PG_ALLOCATED;
 
+    /// The rules of Linux 6.12 (the refs encoding and promotion before 6.14).
+    pub(super) fn v6_12() -> crate::versions::Rules {
+        crate::versions::Rules::of(crate::versions::KernelVersion::V6_12)
+    }
+
     /// Generations max_seq 7, min_seq [anon, file] as given (the placement tests' window).
     pub(super) fn window(min_seq: [u64; ANON_AND_FILE]) -> LruGenFolio {
         let mut g = LruGenFolio::init(true, 0);

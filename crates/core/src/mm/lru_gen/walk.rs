@@ -163,6 +163,11 @@ pub fn reset_batch_size(walk: &mut LruGenMmWalk, lv: &mut Lruvec) {
 /// generation) and batch the move; without one (lru_gen_look_around from an rmap walk
 /// without an mm walk), lru_gen_set_refs, and if that says activate and the folio is on
 /// the lists in another generation, return true: the caller calls folio_activate.
+/// Without rule mglru_promote_second_sighting (6.1, 6.12, where lru_gen_look_around does
+/// this inline) no lru_gen_set_refs: an isolated folio gets PG_referenced, one on the
+/// lists in another generation is activated at once. Simplified: 6.1 promotes in place
+/// under the lru_lock, as with a walk, when 15 or more folios of the window are to be
+/// activated; here each is activated.
 pub fn walk_update_folio(
     frames: &mut Frames,
     walk: Option<&mut LruGenMmWalk>,
@@ -173,13 +178,20 @@ pub fn walk_update_folio(
     let ty = folio_type(&frames[pfn as usize]);
     match walk {
         Some(w) => {
-            if let Some(old) = folio_update_gen(frames, pfn, new_gen) {
+            if let Some(old) = folio_update_gen(frames, pfn, new_gen, rules) {
                 if old != new_gen {
                     update_batch_size(w, ty, old, new_gen);
                 }
             }
             false
         }
+        None if !rules.mglru_promote_second_sighting => match folio_lru_gen(frames, pfn) {
+            None => {
+                frames[pfn as usize].set(PG_REFERENCED);
+                false
+            }
+            Some(old) => old != new_gen,
+        },
         None => {
             lru_gen_set_refs(frames, pfn, rules)
                 && folio_lru_gen(frames, pfn).is_some_and(|old| old != new_gen)
@@ -475,13 +487,17 @@ pub enum FolioRef {
     Activate,
     Keep,
     Reclaim,
+    /// FOLIOREF_RECLAIM_CLEAN: reclaim if clean (the classic form's referenced file
+    /// folio), a dirty one is kept for writeback.
+    ReclaimClean,
 }
 
 impl Sim {
     /// folio_check_references() with MGLRU: folio_referenced, whose rmap step
     /// (folio_referenced_one, once per mapping) runs lru_gen_look_around on each young PTE
     /// in that mapping's page table (unless `mglru_look_around` is off), then no young
-    /// PTE: reclaim; else lru_gen_set_refs decides between activate and keep.
+    /// PTE: reclaim; else lru_gen_set_refs decides between activate and keep (6.1 and
+    /// 6.12, rule mglru_promote_second_sighting off: `folio_check_references_v612`).
     /// `with_walk`: the reclaimer has an mm_walk (`ScanControl::mm_walk`: kswapd, proactive
     /// reclaim, or any reclaimer after its aging walked page tables), so the look-around
     /// promotes in place instead of queueing activations.
@@ -508,16 +524,42 @@ impl Sim {
         for p in activate {
             self.folio_activate(p).await;
         }
+        let mut mm = self.mm.borrow_mut();
+        let rules = mm.rules;
+        if !rules.mglru_promote_second_sighting {
+            return folio_check_references_v612(&mut mm, pfn, young);
+        }
         if young == 0 {
             return FolioRef::Reclaim;
         }
-        let mut mm = self.mm.borrow_mut();
-        let rules = mm.rules;
         if lru_gen_set_refs(&mut mm.pages, pfn, &rules) {
             FolioRef::Activate
         } else {
             FolioRef::Keep
         }
+    }
+}
+
+/// folio_check_references() after its rmap walk found `young` young PTEs, as 6.1 and 6.12
+/// run it under MGLRU (without rule mglru_promote_second_sighting): the classic verdict.
+/// PG_referenced is tested and cleared (isolate_folio cleared it, so it is set only when a
+/// page-table walk or another folio's look-around met this one while isolated); a young
+/// PTE sets it again and activates the folio if it was set, if several PTEs were young, or
+/// if it is a program's text; else the folio is kept for another trip. No young PTE:
+/// reclaim, clean only for a referenced file folio.
+fn folio_check_references_v612(mm: &mut Mm, pfn: Pfn, young: u32) -> FolioRef {
+    let referenced_folio = mm.pages[pfn as usize].test_clear(PG_REFERENCED);
+    if young > 0 {
+        mm.pages[pfn as usize].set(PG_REFERENCED);
+        if referenced_folio || young > 1 || mm.folio_exec(pfn) {
+            return FolioRef::Activate;
+        }
+        return FolioRef::Keep;
+    }
+    if referenced_folio && mm.pages[pfn as usize].is_file_lru() {
+        FolioRef::ReclaimClean
+    } else {
+        FolioRef::Reclaim
     }
 }
 
@@ -661,5 +703,96 @@ mod tests {
         for &p in &pfns[1..] {
             assert!(mm.pages[p as usize].test(PG_WORKINGSET), "pfn {p}");
         }
+    }
+
+    /// folio_check_references() on page 0 of eight page-cache folios of one file, on
+    /// Linux 6.12 with MGLRU and no mm_walk: `mappers` processes map the file, every PTE
+    /// young when `young`, page 0 with PG_referenced when `referenced`. Returns the verdict,
+    /// page 0's PG_referenced after it, and the folios queued for activation on CPU 0.
+    fn check_v612(exec: bool, mappers: u32, young: bool, referenced: bool) -> Checked {
+        use crate::fixture::Mapped;
+        let extra = "lru = \"mglru\"\nversion = \"6.12\"";
+        let s = crate::fixture::one_node_machine("64M", None, extra);
+        let how = Mapped {
+            exec,
+            mappers,
+            young,
+        };
+        let (_, _, pfns) = s.fixture_mapped_file_folios(1, 0, 8, how, 0);
+        let p0 = pfns[0];
+        if referenced {
+            s.mm.borrow_mut().pages[p0 as usize].set(PG_REFERENCED);
+        }
+        let verdict = std::rc::Rc::new(std::cell::Cell::new(None));
+        let v = verdict.clone();
+        crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+            v.set(Some(s.lru_gen_check_references(p0, false).await));
+        });
+        let mm = s.mm.borrow();
+        for &p in &pfns[1..] {
+            assert!(!mm.pages[p as usize].test(PG_REFERENCED | PG_WORKINGSET));
+        }
+        Checked {
+            verdict: verdict.get().unwrap(),
+            referenced: mm.pages[p0 as usize].test(PG_REFERENCED),
+            activated: mm.batches[0].lru_activate.len(),
+        }
+    }
+
+    #[derive(Debug, PartialEq, Eq)]
+    struct Checked {
+        verdict: FolioRef,
+        referenced: bool,
+        activated: usize,
+    }
+
+    #[test]
+    fn check_references_before_6_14_takes_the_classic_verdict() {
+        let c = |verdict, referenced, activated| Checked {
+            verdict,
+            referenced,
+            activated,
+        };
+        // 6.12 (folio_check_references, classic form, under MGLRU): young in two
+        // mappings activates at the first sighting; the look-around (pages 1..8 young in
+        // both tables, in an older generation than max_seq's) queues the seven neighbours
+        // for activation at once, once per table (folio_activate queues a folio already
+        // queued; the drain activates it once), leaving their flags alone (6.18 marks them
+        // at the first sighting and activates them at the second).
+        let two = check_v612(false, 2, true, false);
+        assert_eq!(two, c(FolioRef::Activate, true, 14));
+        // One young PTE: kept for another trip, PG_referenced set; a second reference
+        // (PG_referenced already set) or a program's text activates. No young PTE:
+        // reclaim, clean only for a referenced file folio; PG_referenced is tested and
+        // cleared. (exec, young, referenced) -> (verdict, PG_referenced after, queued)
+        let table = [
+            ((false, true, false), (FolioRef::Keep, true, 7)),
+            ((false, true, true), (FolioRef::Activate, true, 7)),
+            ((true, true, false), (FolioRef::Activate, true, 7)),
+            ((false, false, true), (FolioRef::ReclaimClean, false, 0)),
+            ((false, false, false), (FolioRef::Reclaim, false, 0)),
+        ];
+        for ((exec, young, referenced), (verdict, r, n)) in table {
+            let got = check_v612(exec, 1, young, referenced);
+            assert_eq!(got, c(verdict, r, n), "{exec} {young} {referenced}");
+        }
+    }
+
+    #[test]
+    fn look_around_without_a_walk_before_6_14() {
+        // 6.12's lru_gen_look_around without an mm_walk: an isolated folio (no gen) gets
+        // PG_referenced; one on the lists in another generation is to be activated at its
+        // first sighting, its flags left alone; one in max_seq's generation is left alone.
+        let r = v6_12();
+        let mut f = frames(&[FILE, FILE, FILE]);
+        f.lru_gen[1] = 1 + 1; // gen 1
+        f.lru_gen[2] = 3 + 1; // gen 3 = max_seq's
+        assert!(!walk_update_folio(&mut f, None, 0, 3, &r));
+        assert!(f[0].test(PG_REFERENCED));
+        assert!(walk_update_folio(&mut f, None, 1, 3, &r));
+        assert!(!f[1].test(PG_REFERENCED | PG_WORKINGSET));
+        assert_eq!(folio_lru_gen(&f, 1), Some(1));
+        assert!(!walk_update_folio(&mut f, None, 2, 3, &r));
+        assert!(!f[2].test(PG_REFERENCED));
     }
 }

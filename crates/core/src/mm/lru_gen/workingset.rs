@@ -20,7 +20,8 @@
 //! `lru_gen_refault_decide` or `lru_gen_test_recent` (docs/versions.md): before 6.14 a
 //! refault was recent only at the min_seq it was evicted at, every recent one counted an
 //! activation, and one in a fault or with refs at the top was restored with every refs
-//! bit; 6.1 counted only recent refaults and its activations in sort_folio.
+//! bit; 6.1 counted only recent refaults and its activations in sort_folio. Before 6.14 the
+//! token's refs also counted PG_workingset, and its workingset bit meant refs != 0.
 //!
 //! Simplified: the decision (`lru_gen_refault_decide`) and its effect
 //! (`lru_gen_refault_apply`) are split so that the caller counts the lruvec items; the
@@ -44,15 +45,20 @@ pub const LRU_GEN_TOKEN_SEQ_MASK: u64 = EVICTION_MASK >> LRU_REFS_WIDTH;
 /// lruvec); it is packed with that lruvec's memcg id and node and PG_workingset exactly as
 /// `workingset::pack_shadow` packs a classic eviction timestamp, so unpack_shadow reads the
 /// same fields back. No nonresident_age is aged. The kernel does this without the lru_lock
-/// (the counter is atomic).
-pub fn lru_gen_eviction(frames: &Frames, lv: &mut Lruvec, pfn: Pfn) -> u64 {
+/// (the counter is atomic). Rule mglru_tiers_rework (6.14): before it (6.1, 6.12) refs
+/// are the counter plus PG_workingset, and the shadow's workingset bit is refs != 0.
+pub fn lru_gen_eviction(frames: &Frames, lv: &mut Lruvec, pfn: Pfn, rules: &Rules) -> u64 {
     let page = frames[pfn as usize];
     let ty = folio_type(&page);
-    let refs = folio_lru_refs(frames, pfn);
-    let ws = page.test(PG_WORKINGSET);
+    let refs = folio_lru_refs(frames, pfn, rules);
+    let ws = if rules.mglru_tiers_rework {
+        page.test(PG_WORKINGSET)
+    } else {
+        refs != 0
+    };
     let min_seq = lv.lrugen.min_seq[ty];
     let token = (min_seq << LRU_REFS_WIDTH) | refs.saturating_sub(1) as u64;
-    lv.lrugen.evicted[lru_hist_from_seq(min_seq)][ty][lru_tier_from_refs(refs, ws)] += 1;
+    lv.lrugen.evicted[lru_hist_from_seq(min_seq)][ty][refs_tier(refs, ws, rules)] += 1;
     pack_shadow(lv.memcg, lv.node, token, ws)
 }
 
@@ -137,9 +143,9 @@ impl LruGenRefault {
 ///   gets every refs bit and PG_workingset and counts WORKINGSET_RESTORE; no other gets
 ///   its refs back.
 ///
-/// Simplified: the token and the tiers are 6.14's on every version (before, the shadow's
-/// workingset bit was "refs != 0" and refs counted PG_workingset: rule
-/// mglru_workingset_rework, not modeled).
+/// - mglru_tiers_rework (6.14): before it the refs are the token's counter plus the
+///   shadow's workingset bit (which lru_gen_eviction set for refs != 0), its tier
+///   order_base_2(refs + 1).
 pub fn lru_gen_refault_decide(
     shadow: u64,
     same_lruvec: bool,
@@ -149,7 +155,15 @@ pub fn lru_gen_refault_decide(
 ) -> LruGenRefault {
     let (_, _, token, workingset) = unpack_shadow(shadow);
     let recent = same_lruvec && lru_gen_test_recent(token, seqs.0, seqs.1, rules);
-    let refs = (token & ((1 << LRU_REFS_WIDTH) - 1)) as usize + 1;
+    let counter = (token & ((1 << LRU_REFS_WIDTH) - 1)) as usize;
+    let refs = counter + 1;
+    // Rule mglru_tiers_rework: before 6.14 the refs are the counter plus the shadow's
+    // workingset bit, tiered as order_base_2(refs + 1).
+    let tier = if rules.mglru_tiers_rework {
+        lru_tier_from_refs(refs, workingset)
+    } else {
+        lru_tier_from_refs_v612(counter + workingset as usize)
+    };
     let activate = if !rules.mglru_refault_counts_all {
         false
     } else if !rules.mglru_refault_activate_in_fault {
@@ -170,7 +184,7 @@ pub fn lru_gen_refault_decide(
     LruGenRefault {
         count_refault: same_lruvec && (recent || rules.mglru_refault_counts_all),
         recent,
-        tier: lru_tier_from_refs(refs, workingset),
+        tier,
         activate,
         restore,
         refs_counter,
@@ -224,14 +238,17 @@ mod tests {
         f.lru_gen[2] = 3 << LRU_REFS_PGOFF;
         let mut lv = Lruvec::new(5, 1, 0, 0);
         lv.lrugen.min_seq[f_] = 9;
-        let s = lru_gen_eviction(&f, &mut lv, 0);
+        let s = lru_gen_eviction(&f, &mut lv, 0, &DEFAULT_RULES);
         assert_eq!(s, 39_845_970);
         assert_eq!(unpack_shadow(s), (5, 1, 38, false));
         assert_eq!(lv.lrugen.evicted[0][f_], [0, 0, 1, 0], "refs 3: tier 2");
         // refs 0 stores 0 (max(refs - 1, 0)); workingset with refs 4 stores 3, tier 3.
-        assert_eq!(unpack_shadow(lru_gen_eviction(&f, &mut lv, 1)).2, 36);
         assert_eq!(
-            unpack_shadow(lru_gen_eviction(&f, &mut lv, 2)),
+            unpack_shadow(lru_gen_eviction(&f, &mut lv, 1, &DEFAULT_RULES)).2,
+            36
+        );
+        assert_eq!(
+            unpack_shadow(lru_gen_eviction(&f, &mut lv, 2, &DEFAULT_RULES)),
             (5, 1, 39, true)
         );
         assert_eq!(lv.lrugen.evicted[0][f_], [1, 0, 1, 1]);
@@ -244,7 +261,7 @@ mod tests {
         // 2^40 + 9 packs to 9 (the shadow keeps 42 bits of token), max_seq 2^40 + 12
         // compares as 12.
         lv.lrugen.min_seq[f_] = (1 << 40) + 9;
-        let (_, _, token, _) = unpack_shadow(lru_gen_eviction(&f, &mut lv, 0));
+        let (_, _, token, _) = unpack_shadow(lru_gen_eviction(&f, &mut lv, 0, &DEFAULT_RULES));
         assert_eq!(token, 38);
         assert!(lru_gen_test_recent(
             token,
@@ -347,6 +364,43 @@ mod tests {
         let mut only = Rules::of(KernelVersion::V6_18);
         only.set("mglru_refault_activate_workingset", true);
         assert!(!lru_gen_refault_decide(plain, true, (12, 9), true, &only).activate);
+    }
+
+    #[test]
+    fn eviction_token_before_6_14_counts_pg_workingset_in_refs() {
+        // 6.12's lru_gen_eviction: refs = counter + PG_workingset, token = min_seq << 2 |
+        // max(refs - 1, 0), the shadow's workingset bit refs != 0, evicted in tier
+        // order_base_2(refs + 1). File min_seq 9 of memcg 5 on node 1.
+        let r = v6_12();
+        let f_ = LRU_GEN_FILE;
+        let mut f = frames(&[FILE | PG_WORKINGSET, FILE, FILE | PG_WORKINGSET]);
+        f.lru_gen[0] = 2 << LRU_REFS_PGOFF; // refs 3: token 9 << 2 | 2 = 38, tier 2
+        f.lru_gen[1] = 1 << LRU_REFS_PGOFF; // refs 1: token 36, workingset bit set, tier 1
+                                            // pfn 2: refs 1 from PG_workingset alone: token 36, workingset bit, tier 1.
+        let mut lv = Lruvec::new(5, 1, 0, 0);
+        lv.lrugen.min_seq[f_] = 9;
+        let tokens: Vec<_> = (0..3)
+            .map(|pfn| unpack_shadow(lru_gen_eviction(&f, &mut lv, pfn, &r)))
+            .collect();
+        assert_eq!(
+            tokens,
+            [(5, 1, 38, true), (5, 1, 36, true), (5, 1, 36, true)]
+        );
+        assert_eq!(lv.lrugen.evicted[0][f_], [0, 2, 1, 0]);
+        // A folio with no refs at all: token 36 and no workingset bit, tier 0.
+        let plain = frames(&[FILE]);
+        let s = lru_gen_eviction(&plain, &mut lv, 0, &r);
+        assert_eq!(unpack_shadow(s), (5, 1, 36, false));
+        assert_eq!(lv.lrugen.evicted[0][f_], [1, 2, 1, 0]);
+        // At refault the tier comes back from the token: counter + bit = the evicted refs.
+        for (pfn, tier) in [(0, 2), (1, 1)] {
+            let s = lru_gen_eviction(&f, &mut lv, pfn, &r);
+            assert_eq!(
+                lru_gen_refault_decide(s, true, (10, 9), false, &r).tier,
+                tier
+            );
+        }
+        assert_eq!(lru_gen_refault_decide(s, true, (10, 9), false, &r).tier, 0);
     }
 
     #[test]
