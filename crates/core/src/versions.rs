@@ -372,6 +372,13 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/lru_gen/protection.rs lru_gen_age_node" },
     },
     Rule {
+        name: "mglru_v61_look_around_in_place",
+        commit: "ended between v6.1 and v6.12 (lru_gen_look_around without an mm_walk stopped taking lru_lock; commit not identified)",
+        has: [Y, N, N, N],
+        what: "6.1's lru_gen_look_around without an mm_walk activates the window's folios of older generations through folio_activate only when fewer than PAGEVEC_SIZE (15) are to be promoted; with more it takes the lru_lock and promotes them in place (folio_update_gen, lru_gen_update_size), counting no PGACTIVATE; later kernels always activate each",
+        effect: Effect::Rule { at: "mm/lru_gen/walk.rs lru_gen_look_around" },
+    },
+    Rule {
         name: "mglru_type_selection_rework",
         commit: "37a260870f2c \"mm/mglru: rework type selection\" (v6.14; the get_tier_idx gains from the same v6.14 series, their commit not identified)",
         has: [N, N, Y, Y],
@@ -577,6 +584,9 @@ modeled_rules! {
     mglru_v61_should_abort_scan,
     /// mglru_v61_kswapd_ages_memcgs: kswapd's lru_gen_age_node ages memcgs (6.1).
     mglru_v61_kswapd_ages_memcgs,
+    /// mglru_v61_look_around_in_place: look-around without a walk promotes 15 or more
+    /// folios in place under the lru_lock instead of activating each (6.1).
+    mglru_v61_look_around_in_place,
     /// swap_shadow_nodes_shrinkable: the swap cache's leaves of shadows go on the root's
     /// shadow-node list.
     swap_shadow_nodes_shrinkable,

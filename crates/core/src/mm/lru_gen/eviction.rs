@@ -1897,6 +1897,12 @@ start = "900s"
         assert!(!f[1].test(PG_REFERENCED | PG_ACTIVE));
         assert!(evict_folios_keep_off_oldest(&mut f, &g, 2, &r));
         assert_eq!(f[2].flags, ANON | PG_SWAPCACHE | PG_ACTIVE);
+        // Dirty without PG_reclaim (no write started), or PG_reclaim alone: activated.
+        for fl in [PG_DIRTY, PG_RECLAIM] {
+            let mut f = frames(&[ANON | PG_SWAPCACHE | PG_WORKINGSET | fl]);
+            assert!(evict_folios_keep_off_oldest(&mut f, &g, 0, &r));
+            assert_eq!(f[0].flags, ANON | PG_SWAPCACHE | PG_ACTIVE | fl);
+        }
         // 6.18 asks lru_gen_folio_seq instead: the written folio is left as it is.
         let mut f = frames(&[ANON | PG_SWAPCACHE | PG_RECLAIM | PG_WRITEBACK | PG_WORKINGSET]);
         assert!(!evict_folios_keep_off_oldest(&mut f, &g, 0, &DEFAULT_RULES));

@@ -29,7 +29,7 @@
 use super::*;
 use crate::engine::Site;
 use crate::mm::mmzone::Lruvec;
-use crate::mm::{LruvecId, Mm, Pfn, PTRS_PER_PTE};
+use crate::mm::{LruvecId, Mm, Pfn, PAGEVEC_SIZE, PTRS_PER_PTE};
 use crate::sim::Sim;
 
 // ---------------------------------------------------------------------------------------
@@ -165,9 +165,8 @@ pub fn reset_batch_size(walk: &mut LruGenMmWalk, lv: &mut Lruvec) {
 /// the lists in another generation, return true: the caller calls folio_activate.
 /// Without rule mglru_promote_second_sighting (6.1, 6.12, where lru_gen_look_around does
 /// this inline) no lru_gen_set_refs: an isolated folio gets PG_referenced, one on the
-/// lists in another generation is activated at once. Simplified: 6.1 promotes in place
-/// under the lru_lock, as with a walk, when 15 or more folios of the window are to be
-/// activated; here each is activated.
+/// lists in another generation is activated at once (6.1 promotes them in place instead
+/// when 15 or more are: `Mm::look_around_promote_in_place`).
 pub fn walk_update_folio(
     frames: &mut Frames,
     walk: Option<&mut LruGenMmWalk>,
@@ -431,6 +430,7 @@ impl Mm {
         let max_seq = self.lruvecs[lv as usize].lrugen.max_seq;
         let gen = lru_gen_from_seq(max_seq);
         let mut walk = with_walk.then(|| LruGenMmWalk::new(max_seq, 0, false));
+        let queued = activate.len();
         let mut young = 1u64;
         for v in start..end {
             let e = self.mms[mmid as usize].ptes[v as usize];
@@ -450,9 +450,39 @@ impl Mm {
         if let Some(w) = walk.as_mut() {
             reset_batch_size(w, &mut self.lruvecs[lv as usize]);
         }
+        if self.rules.mglru_v61_look_around_in_place && activate.len() - queued >= PAGEVEC_SIZE {
+            self.look_around_promote_in_place(lv, gen, activate, queued);
+        }
         if suitable_to_scan(end - start, young) {
             let key = get_item_key(mmid, pmd as u32);
             update_bloom_filter(&mut self.mm_state[lv as usize], max_seq, key);
+        }
+    }
+}
+
+impl Mm {
+    /// 6.1's lru_gen_look_around without an mm_walk, once PAGEVEC_SIZE or more folios of
+    /// the window are to be promoted (rule mglru_v61_look_around_in_place): under the
+    /// lru_lock, folio_update_gen moves each to `gen` (max_seq's) in place, its sizes
+    /// through lru_gen_update_size, instead of queueing `activate[queued..]` for
+    /// folio_activate (no PGACTIVATE). Simplified: the lru_lock taken under the PTL costs
+    /// nothing here.
+    fn look_around_promote_in_place(
+        &mut self,
+        lv: LruvecId,
+        gen: usize,
+        activate: &mut Vec<Pfn>,
+        queued: usize,
+    ) {
+        let rules = self.rules;
+        let (pages, l) = (&mut self.pages, &mut self.lruvecs[lv as usize]);
+        for pfn in activate.drain(queued..) {
+            let ty = folio_type(&pages[pfn as usize]);
+            if let Some(old) = folio_update_gen(pages, pfn, gen, &rules) {
+                if old != gen {
+                    lru_gen_update_size(l, ty, Some(old), Some(gen));
+                }
+            }
         }
     }
 }
@@ -794,5 +824,45 @@ mod tests {
         assert_eq!(folio_lru_gen(&f, 1), Some(1));
         assert!(!walk_update_folio(&mut f, None, 2, 3, &r));
         assert!(!f[2].test(PG_REFERENCED));
+    }
+
+    #[test]
+    fn look_around_on_6_1_promotes_fifteen_or_more_in_place() {
+        // Page 0 of `n` page-cache folios of one file, mapped by one process, every PTE
+        // young, checked by eviction without an mm_walk: the look-around finds the n - 1
+        // neighbours young in an older generation. 6.1 activates them through
+        // folio_activate when fewer than 15, else moves them to max_seq's generation in
+        // place (queueing none); 6.12 always queues them.
+        use crate::fixture::Mapped;
+        let run = |version: &str, n: u32| {
+            let extra = format!("lru = \"mglru\"\nversion = \"{version}\"");
+            let s = crate::fixture::one_node_machine("64M", None, &extra);
+            let how = Mapped {
+                exec: false,
+                mappers: 1,
+                young: true,
+            };
+            let (_, _, pfns) = s.fixture_mapped_file_folios(1, 0, n, how, 0);
+            let p0 = pfns[0];
+            crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+                s.lru_gen_check_references(p0, false).await;
+            });
+            let mm = s.mm.borrow();
+            let lv = mm.lruvec_of(1, 0) as usize;
+            let g = &mm.lruvecs[lv].lrugen;
+            let young = lru_gen_from_seq(g.max_seq);
+            let promoted = pfns[1..]
+                .iter()
+                .filter(|&&p| folio_lru_gen(&mm.pages, p) == Some(young))
+                .count();
+            (
+                mm.batches[0].lru_activate.len(),
+                promoted,
+                g.nr_pages[young][LRU_GEN_FILE],
+            )
+        };
+        assert_eq!(run("6.1", 15), (14, 0, 0));
+        assert_eq!(run("6.1", 16), (0, 15, 15));
+        assert_eq!(run("6.12", 16), (15, 0, 0));
     }
 }
