@@ -68,9 +68,10 @@ pub fn folio_update_gen(frames: &mut Frames, pfn: Pfn, gen: usize, rules: &Rules
 
 /// folio_inc_gen() (eviction's protection, inc_min_seq's folding): move a folio of the
 /// oldest generation to the next one, clearing its refs flags (so lru_gen_inc_refs starts
-/// over; PG_workingset too before 6.14, rule mglru_tiers_rework) and, when `reclaiming`, setting PG_reclaim so folio_end_writeback rotates it. A
-/// folio the page-table walk already promoted keeps its generation. Returns the new
-/// generation; the caller moves the folio to that list. Caller holds lru_lock.
+/// over; PG_workingset too before 6.14, rule mglru_tiers_rework) and, when `reclaiming`,
+/// setting PG_reclaim so folio_end_writeback rotates it. A folio the page-table walk
+/// already promoted keeps its generation. Returns the new generation; the caller moves the
+/// folio to that list. Caller holds lru_lock.
 pub fn folio_inc_gen(
     frames: &mut Frames,
     lv: &mut Lruvec,
@@ -104,9 +105,9 @@ pub fn folio_inc_gen(
 /// aging needs a slot). Its folios are moved, from the tail, to the tail of the next
 /// generation (or of the one the walk promoted them to), each counted as protected except
 /// those whose tier bits are all set (refs 4 and workingset, lazily promoted); before 6.14
-/// (rule mglru_tiers_rework) none is counted. A type that
-/// is not evictable at this swappiness keeps its folios where they are; they end up in the
-/// new youngest generation (the kernel accepts this cold/hot inversion). Then the
+/// (rule mglru_tiers_rework) none is counted. A type that is not evictable at this
+/// swappiness keeps its folios where they are; they end up in the new youngest
+/// generation (the kernel accepts this cold/hot inversion). Then the
 /// controller carries over and min_seq advances. Returns false, with min_seq unchanged,
 /// after moving MAX_LRU_BATCH folios: the caller drops the lru_lock, reschedules and
 /// retries (inc_max_seq's restart). Caller holds lru_lock.

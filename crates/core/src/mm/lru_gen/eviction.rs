@@ -183,8 +183,8 @@ pub fn sort_folio(
 /// PG_ISOLATED set (the isolation reference), the refs counter is dropped unless
 /// PG_referenced (before 6.14, rule mglru_tiers_rework, PG_workingset with it, and
 /// PG_referenced is then cleared for shrink_folio_list), PG_reclaim is cleared, and the
-/// folio leaves MGLRU as reclaiming (no PG_active). "Anon" is swap-backed here (no lazyfree). Caller holds lru_lock; MGLRU does
-/// not count NR_ISOLATED_*.
+/// folio leaves MGLRU as reclaiming (no PG_active). "Anon" is swap-backed here (no
+/// lazyfree). Caller holds lru_lock; MGLRU does not count NR_ISOLATED_*.
 pub fn isolate_folio(
     frames: &mut Frames,
     lv: &mut Lruvec,

@@ -374,9 +374,11 @@ mod tests {
         let r = v6_12();
         let f_ = LRU_GEN_FILE;
         let mut f = frames(&[FILE | PG_WORKINGSET, FILE, FILE | PG_WORKINGSET]);
-        f.lru_gen[0] = 2 << LRU_REFS_PGOFF; // refs 3: token 9 << 2 | 2 = 38, tier 2
-        f.lru_gen[1] = 1 << LRU_REFS_PGOFF; // refs 1: token 36, workingset bit set, tier 1
-                                            // pfn 2: refs 1 from PG_workingset alone: token 36, workingset bit, tier 1.
+        // pfn 0: refs 3 (counter 2 + PG_workingset): token 9 << 2 | 2 = 38, tier 2;
+        // pfn 1: refs 1 (counter 1): token 36, workingset bit set, tier 1;
+        // pfn 2: refs 1 from PG_workingset alone: token 36, workingset bit, tier 1.
+        f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
+        f.lru_gen[1] = 1 << LRU_REFS_PGOFF;
         let mut lv = Lruvec::new(5, 1, 0, 0);
         lv.lrugen.min_seq[f_] = 9;
         let tokens: Vec<_> = (0..3)
