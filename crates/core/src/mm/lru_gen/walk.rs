@@ -832,14 +832,15 @@ mod tests {
         // young, checked by eviction without an mm_walk: the look-around finds the n - 1
         // neighbours young in an older generation. 6.1 activates them through
         // folio_activate when fewer than 15, else moves them to max_seq's generation in
-        // place (queueing none); 6.12 always queues them.
+        // place (queueing none); 6.12 always queues them. The count is per window: with
+        // two mappings, 8 folios give two windows of 7, each activated.
         use crate::fixture::Mapped;
-        let run = |version: &str, n: u32| {
+        let run = |version: &str, n: u32, mappers: u32| {
             let extra = format!("lru = \"mglru\"\nversion = \"{version}\"");
             let s = crate::fixture::one_node_machine("64M", None, &extra);
             let how = Mapped {
                 exec: false,
-                mappers: 1,
+                mappers,
                 young: true,
             };
             let (_, _, pfns) = s.fixture_mapped_file_folios(1, 0, n, how, 0);
@@ -855,14 +856,20 @@ mod tests {
                 .iter()
                 .filter(|&&p| folio_lru_gen(&mm.pages, p) == Some(young))
                 .count();
+            let pgactivate = mm.events[crate::mm::vmstat::VmEvent::Pgactivate as usize];
             (
                 mm.batches[0].lru_activate.len(),
                 promoted,
                 g.nr_pages[young][LRU_GEN_FILE],
+                pgactivate,
             )
         };
-        assert_eq!(run("6.1", 15), (14, 0, 0));
-        assert_eq!(run("6.1", 16), (0, 15, 15));
-        assert_eq!(run("6.12", 16), (15, 0, 0));
+        // (queued for activation, neighbours in max_seq's generation, its size, PGACTIVATE)
+        assert_eq!(run("6.1", 15, 1), (14, 0, 0, 0));
+        // In place: no PGACTIVATE (15 activations would fill 6.1's 15-folio batch, drain
+        // it and count 15).
+        assert_eq!(run("6.1", 16, 1), (0, 15, 15, 0));
+        assert_eq!(run("6.12", 16, 1), (15, 0, 0, 0));
+        assert_eq!(run("6.1", 8, 2), (14, 0, 0, 0));
     }
 }
