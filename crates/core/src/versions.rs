@@ -450,14 +450,14 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "mglru_tiers_rework",
-        commit: "\"mm/mglru: rework workingset protection\" (v6.14 series; mainline id not identified: folio_lru_refs, lru_tier_from_refs and LRU_REFS_FLAGS changed together)",
+        commit: "\"mm/mglru: rework workingset protection\" (Yu Zhao, patch 6/7 of the v6.14 MGLRU series posted 2024-12-07; mainline id not identified: folio_lru_refs, lru_tier_from_refs and LRU_REFS_FLAGS changed together)",
         has: [N, N, Y, Y],
         what: "a folio's refs count PG_referenced as the first access (refs = counter + 1 with PG_referenced, else 0) and PG_workingset alone marks the last tier; LRU_REFS_FLAGS leave PG_workingset, isolate_folio keeps PG_referenced, inc_min_seq counts what it moves as protected, and the eviction token's workingset bit is PG_workingset; before, refs were the counter plus PG_workingset (tier order_base_2(refs + 1)), an access set PG_referenced, then PG_workingset, then the counter, every refs reset cleared PG_workingset too, isolate_folio cleared PG_referenced, inc_min_seq counted nothing, sort_folio counted a maxed folio as protected, and the token's workingset bit was refs != 0",
         effect: Effect::Rule { at: "mm/lru_gen/folio.rs folio_lru_refs, lru_gen_inc_refs; aging.rs folio_inc_gen, inc_min_seq; eviction.rs sort_folio_decide, isolate_folio; workingset.rs lru_gen_eviction, lru_gen_refault_decide" },
     },
     Rule {
         name: "mglru_promote_second_sighting",
-        commit: "\"mm/mglru: rework workingset protection\" (v6.14 series; mainline id not identified: lru_gen_set_refs replaced the classic reference check under MGLRU)",
+        commit: "\"mm/mglru: rework workingset protection\" (Yu Zhao, patch 6/7 of the v6.14 MGLRU series posted 2024-12-07; mainline id not identified: lru_gen_set_refs replaced the classic reference check under MGLRU)",
         has: [N, N, Y, Y],
         what: "a young PTE found by the page-table walk, look-around or eviction's rmap walk only sets PG_referenced the first time (lru_gen_set_refs, folio_update_gen) and promotes or activates the second time; before, folio_update_gen promoted at the first young PTE (an isolated folio got PG_referenced), look-around activated a folio of an older generation at once, shrink_folio_list kept a mapped folio with PG_referenced, and folio_check_references took its classic form (activate on a second reference, else keep with PG_referenced)",
         effect: Effect::Rule { at: "mm/lru_gen/aging.rs folio_update_gen; walk.rs walk_update_folio, lru_gen_check_references; mm/vmscan.rs shrink_one_folio" },
