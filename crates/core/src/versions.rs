@@ -379,6 +379,13 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/lru_gen/walk.rs lru_gen_look_around" },
     },
     Rule {
+        name: "mglru_v61_look_around_sees_target",
+        commit: "ended between v6.1 and v6.12 (lru_gen_look_around came to clear the young bit it was called for and return whether it was set; commit not identified)",
+        has: [Y, N, N, N],
+        what: "6.1's folio_referenced_one calls lru_gen_look_around while the folio's own PTE is still young, so the window's scan meets the folio being reclaimed, isolated, and sets its PG_referenced; folio_check_references then reads a second reference and activates it (PGACTIVATE) where 6.12 keeps it for another trip",
+        effect: Effect::Rule { at: "mm/lru_gen/walk.rs lru_gen_check_references" },
+    },
+    Rule {
         name: "mglru_type_selection_rework",
         commit: "37a260870f2c \"mm/mglru: rework type selection\" (v6.14; the get_tier_idx gains from the same v6.14 series, their commit not identified)",
         has: [N, N, Y, Y],
@@ -587,6 +594,9 @@ modeled_rules! {
     /// mglru_v61_look_around_in_place: look-around without a walk promotes 15 or more
     /// folios in place under the lru_lock instead of activating each (6.1).
     mglru_v61_look_around_in_place,
+    /// mglru_v61_look_around_sees_target: 6.1's look-around runs before the folio's own
+    /// young bit is cleared and marks the folio PG_referenced.
+    mglru_v61_look_around_sees_target,
     /// swap_shadow_nodes_shrinkable: the swap cache's leaves of shadows go on the root's
     /// shadow-node list.
     swap_shadow_nodes_shrinkable,

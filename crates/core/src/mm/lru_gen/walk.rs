@@ -547,6 +547,14 @@ impl Sim {
                     mm.lru_gen_look_around(lv, mmid, vpn, with_walk, &mut activate);
                     self.e.charge(MIN_LRU_BATCH * self.c.walk_pte);
                 }
+                // Rule mglru_v61_look_around_sees_target: 6.1's folio_referenced_one runs
+                // the look-around before it clears the young bit, so the window's scan
+                // meets the folio itself, isolated: PG_referenced.
+                if mm.rules.mglru_v61_look_around_sees_target
+                    && folio_lru_gen(&mm.pages, pfn).is_none()
+                {
+                    mm.pages[pfn as usize].set(PG_REFERENCED);
+                }
             }
             mm.put_pfn_vec(young_mms);
             young
@@ -737,12 +745,23 @@ mod tests {
 
     /// folio_check_references() on page 0 of eight page-cache folios of one file, on
     /// Linux 6.12 with MGLRU and no mm_walk: `mappers` processes map the file, every PTE
-    /// young when `young`, page 0 with PG_referenced when `referenced`. Returns the verdict,
+    /// young when `young`, page 0 isolated, then given PG_referenced when `referenced`. Returns the verdict,
     /// page 0's PG_referenced after it, and the folios queued for activation on CPU 0.
     fn check_v612(exec: bool, mappers: u32, young: bool, referenced: bool) -> Checked {
+        check_refs("6.12", exec, mappers, young, referenced)
+    }
+
+    /// `check_v612` on another version.
+    fn check_refs(
+        version: &str,
+        exec: bool,
+        mappers: u32,
+        young: bool,
+        referenced: bool,
+    ) -> Checked {
         use crate::fixture::Mapped;
-        let extra = "lru = \"mglru\"\nversion = \"6.12\"";
-        let s = crate::fixture::one_node_machine("64M", None, extra);
+        let extra = format!("lru = \"mglru\"\nversion = \"{version}\"");
+        let s = crate::fixture::one_node_machine("64M", None, &extra);
         let how = Mapped {
             exec,
             mappers,
@@ -750,8 +769,22 @@ mod tests {
         };
         let (_, _, pfns) = s.fixture_mapped_file_folios(1, 0, 8, how, 0);
         let p0 = pfns[0];
-        if referenced {
-            s.mm.borrow_mut().pages[p0 as usize].set(PG_REFERENCED);
+        {
+            // Eviction checks an isolated folio (isolate_folio, as scan_folios does).
+            let mut mm = s.mm.borrow_mut();
+            let lv = mm.lruvec_of(1, 0) as usize;
+            let rules = mm.rules;
+            let Mm { pages, lruvecs, .. } = &mut *mm;
+            assert!(super::super::eviction::isolate_folio(
+                pages,
+                &mut lruvecs[lv],
+                p0,
+                true,
+                &rules
+            ));
+            if referenced {
+                pages[p0 as usize].set(PG_REFERENCED);
+            }
         }
         let verdict = std::rc::Rc::new(std::cell::Cell::new(None));
         let v = verdict.clone();
@@ -871,5 +904,32 @@ mod tests {
         assert_eq!(run("6.1", 16, 1), (0, 15, 15, 0));
         assert_eq!(run("6.12", 16, 1), (15, 0, 0, 0));
         assert_eq!(run("6.1", 8, 2), (14, 0, 0, 0));
+    }
+
+    #[test]
+    fn look_around_on_6_1_marks_the_folio_it_was_called_for() {
+        // 6.1's folio_referenced_one runs lru_gen_look_around before clearing the young
+        // bit: the window's scan meets page 0 itself, off the lists, and sets its
+        // PG_referenced, which folio_check_references then reads as a second reference:
+        // one young PTE activates (6.12 keeps it). The look-around still queues the
+        // seven neighbours. Rule mglru_v61_look_around_sees_target.
+        let c = |verdict, referenced, activated| Checked {
+            verdict,
+            referenced,
+            activated,
+        };
+        assert_eq!(
+            check_refs("6.1", false, 1, true, false),
+            c(FolioRef::Activate, true, 7)
+        );
+        assert_eq!(
+            check_refs("6.12", false, 1, true, false),
+            c(FolioRef::Keep, true, 7)
+        );
+        // Not young: no look-around, nothing marked.
+        assert_eq!(
+            check_refs("6.1", false, 1, false, false),
+            c(FolioRef::Reclaim, false, 0)
+        );
     }
 }
