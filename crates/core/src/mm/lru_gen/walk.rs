@@ -530,7 +530,10 @@ impl Sim {
     /// 6.12, rule mglru_promote_second_sighting off: `folio_check_references_v612`).
     /// `with_walk`: the reclaimer has an mm_walk (`ScanControl::mm_walk`: kswapd, proactive
     /// reclaim, or any reclaimer after its aging walked page tables), so the look-around
-    /// promotes in place instead of queueing activations.
+    /// promotes in place instead of queueing activations. On 6.1 (rule
+    /// mglru_v61_look_around_sees_target) the look-around runs before the folio's own
+    /// young bit is cleared and marks the isolated folio PG_referenced. Simplified: the
+    /// model clears that bit first and marks the folio after the window's scan.
     pub(crate) async fn lru_gen_check_references(&self, pfn: Pfn, with_walk: bool) -> FolioRef {
         let mut activate = Vec::new();
         let young = {
