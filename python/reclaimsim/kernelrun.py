@@ -35,7 +35,7 @@ from .versions import model_of_kernel
 from . import _core, safefs
 from .batch import die_with_parent
 from .safefs import RunDir, stale_pid
-from .sidebyside import KernelRunError, assemble, kernel_counters, simulate, workload_names
+from .sidebyside import KernelRunError, assemble, kernel_counters, per_access, simulate, workload_names
 from .term import printable
 
 # ---------------------------------------------------------------------------------------
@@ -689,7 +689,8 @@ def kernel_run(
         check_swapfile(swapfile)
     cg = check_host()
     notes = cg.notes
-    model = json.loads(_core.validate_json(json.dumps(model_of_kernel(scenario, os.uname().release, notes, kernel_version))))
+    model = model_of_kernel(scenario, os.uname().release, notes, kernel_version)
+    model = json.loads(_core.validate_json(json.dumps(per_access(model, notes))))
     notes.extend(remove_stale(cg, (Path("/var/tmp"), Path("/dev/shm"), parent)))
     pins: dict = {}
     if pin:

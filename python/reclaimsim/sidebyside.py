@@ -62,6 +62,20 @@ def per_thread_counters(threads: list[dict]) -> dict[str, int]:
     return out
 
 
+def per_access(model: dict, notes: list) -> dict:
+    """The model side of kernel-run replays each access, as the kernel sees them: a
+    workload with access_model = "sampled" runs per access there (docs/model.md, "Sampled
+    access"), said in `notes`."""
+    for w in model.get("workload", []):
+        if w.get("access_model") == "sampled":
+            w["access_model"] = "per_access"
+            notes.append(
+                f"workload {w.get('name', w.get('type'))}: its model side ran per access "
+                "(access_model = \"sampled\" draws no access sequence to replay)"
+            )
+    return model
+
+
 def workload_names(scenario: dict) -> list[str]:
     """Each workload's name in the time rows: its `name`, else its type and index
     (`usemem0`), the name the simulator's own reports give it."""

@@ -43,7 +43,7 @@ from . import _core
 from .versions import model_of_kernel
 from . import debkernels
 from .debpkg import cache_dir
-from .sidebyside import KernelRunError, assemble, kernel_counters, simulate, workload_names
+from .sidebyside import KernelRunError, assemble, kernel_counters, per_access, simulate, workload_names
 from . import safefs
 from .batch import child_of_this_process
 from .safefs import RunDir, replace_atomically
@@ -757,7 +757,8 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     check_prerequisites()
     notes.extend(remove_stale_scratch())
     kernel = resolve_kernel(kernel_image, progress)
-    model = json.loads(_core.validate_json(json.dumps(model_of_kernel(scenario, kernel.release, notes, kernel_version))))
+    model = model_of_kernel(scenario, kernel.release, notes, kernel_version)
+    model = json.loads(_core.validate_json(json.dumps(per_access(model, notes))))
     after = reclaim_timing(model, timing, notes, progress)
     doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after)
     notes.append(f"accel: {doc['accel_how']}")

@@ -169,6 +169,12 @@ impl Mm {
             }
         }
         self.check_fork_sharing()?;
+        for (i, m) in self.mms.iter().enumerate() {
+            if let (true, Some(sa)) = (m.alive, m.sampled.as_deref()) {
+                sa.check(&m.ptes, &m.wrprotect)
+                    .map_err(|e| format!("mm {i}: {e}"))?;
+            }
+        }
         for &m in self.memcg_preorder.iter() {
             if m == 0 {
                 continue;

@@ -105,9 +105,11 @@ impl Sim {
                 // folio's mapcount counts the parent's PTE and the child's.
                 *mm.shared_mapcount.entry(pte::pfn(v)).or_insert(1) += 1;
                 mm.mms[parent as usize].set_wrprotect(vpn as u32, true);
+                mm.mms[parent as usize].sampled_note(vpn as u32);
                 let c = &mut mm.mms[child as usize];
                 c.ptes[vpn] = v & !pte::YOUNG;
                 c.set_wrprotect(vpn as u32, true);
+                c.sampled_note(vpn as u32);
                 c.rss += 1;
             } else if pte::is_swap(v) {
                 // copy_nonpresent_pte(): one more reference on the slot.
@@ -115,6 +117,7 @@ impl Sim {
                 s.swap_duplicate(pte::slot(v), 1, 1);
                 let c = &mut mm.mms[child as usize];
                 c.ptes[vpn] = v;
+                c.sampled_note(vpn as u32);
                 c.swapents += 1;
             } else {
                 continue;

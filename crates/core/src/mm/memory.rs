@@ -46,6 +46,7 @@ impl Mm {
         let m = &mut self.mms[mmid as usize];
         m.ptes[vpn as usize] = pte::mk_present(pfn, true, write);
         m.set_wrprotect(vpn, wrprotect);
+        m.sampled_note(vpn);
         m.rss += 1;
         m.pmd_mkyoung(vpn);
         if first {
@@ -257,6 +258,7 @@ impl Sim {
             return None;
         }
         mm.mms[mmid as usize].ptes[vpn as usize] = pte::mk_present(pfn, true, write);
+        mm.mms[mmid as usize].sampled_note(vpn);
         mm.mms[mmid as usize].pmd_mkyoung(vpn);
         mm.pages[pfn as usize].private += 1;
         let lv = mm.folio_lruvec(pfn) as usize;
@@ -518,6 +520,7 @@ impl Sim {
             let m = &mut mm.mms[mmid as usize];
             m.ptes[vpn as usize] |= pte::YOUNG | pte::DIRTY;
             m.set_wrprotect(vpn, false);
+            m.sampled_note(vpn);
             self.e.charge(self.c.pte_map);
             return Fault::Minor;
         }
@@ -627,6 +630,7 @@ impl Sim {
                     continue;
                 }
                 let v = std::mem::take(slot);
+                mm.mms[mmid as usize].sampled_note(vpn);
                 if pte::present(v) && mm.pages[pte::pfn(v) as usize].is_file_lru() {
                     // A shared file page: unmap it; it stays in the page cache.
                     let pfn = pte::pfn(v);

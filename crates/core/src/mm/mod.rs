@@ -25,6 +25,7 @@
 //! | `oom_kill.rs`    | mm/oom_kill.c                  | victim selection and teardown                       |
 //! | `lru_lines.rs`   | (none: the cache lines of list operations) | which CPU last wrote each line under lru_lock |
 //! | `check.rs`       | (none: VM_BUG_ON-style checks) | the model's invariants, in one pass                 |
+//! | `sampled_access.rs` | (none: the MMU's accessed bits) | a memoryless workload's young bits, drawn when read |
 //!
 //! The block layer's plug (block/blk-core.c), which reclaim uses, is `engine/blk.rs`.
 //!
@@ -45,6 +46,7 @@ pub mod mmzone;
 pub mod oom_kill;
 pub mod page_alloc;
 pub mod rmap;
+pub mod sampled_access;
 pub mod swap;
 pub mod swap_state;
 pub mod swapfile;
@@ -128,6 +130,9 @@ pub struct MmStruct {
     /// bit; meaningful while the PTE is present). Empty for an mm never forked, whose
     /// anonymous PTEs are all writable.
     pub wrprotect: Vec<u64>,
+    /// The area's accessed bits drawn when read, for a usemem area with
+    /// `access_model = "sampled"` (sampled_access.rs); None for every other area.
+    pub sampled: Option<Box<sampled_access::SampledArea>>,
 }
 
 /// A process's executable text: pages `base..base + pages` of its PTEs map pages
@@ -163,6 +168,25 @@ impl MmStruct {
             forks: Vec::new(),
             fork_parent: None,
             wrprotect: Vec::new(),
+            sampled: None,
+        }
+    }
+
+    /// Bring the accessed bits of pages `[lo, hi)` of a sampled area up to date before
+    /// the kernel reads them (sampled_access.rs); nothing for any other area.
+    #[inline]
+    pub fn sampled_sync(&mut self, lo: u32, hi: u32) {
+        if let Some(sa) = self.sampled.as_deref_mut() {
+            sa.sync(lo, hi, &mut self.ptes, &self.wrprotect, &mut self.pmd_young);
+        }
+    }
+
+    /// The PTE at `vpn` or its write protection changed: a sampled area keeps its
+    /// faulting pages (sampled_access.rs); nothing for any other area.
+    #[inline]
+    pub fn sampled_note(&mut self, vpn: u32) {
+        if let Some(sa) = self.sampled.as_deref_mut() {
+            sa.note(vpn, &mut self.ptes, &self.wrprotect, &mut self.pmd_young);
         }
     }
 

@@ -95,6 +95,7 @@ impl Mm {
                 break;
             }
             let mmid = self.folio_rmap_mm(pfn, k);
+            self.mms[mmid as usize].sampled_sync(vpn as u32, vpn as u32 + 1);
             let pte_v = &mut self.mms[mmid as usize].ptes[vpn];
             if pte::present(*pte_v) && pte::pfn(*pte_v) == pfn {
                 left -= 1;
@@ -257,6 +258,7 @@ impl Sim {
                 continue;
             }
             mm.mms[mmid as usize].ptes[vpn] = 0;
+            mm.mms[mmid as usize].sampled_note(vpn as u32);
             mm.lruvecs[lvf].mod_state(NodeStat::NrFileMapped, -1);
             self.e.charge(self.c.pte_unmap);
             self.set_tlb_ubc_flush_pending(ubc, &mm.mms[mmid as usize], mmid, false);
@@ -289,6 +291,7 @@ impl Sim {
                 continue;
             }
             mm.mms[mmid].ptes[vpn] = pte::mk_swap(slot);
+            mm.mms[mmid].sampled_note(vpn as u32);
             mm.mms[mmid].rss -= 1;
             mm.mms[mmid].swapents += 1;
             if v & pte::DIRTY != 0 {

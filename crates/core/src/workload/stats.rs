@@ -118,6 +118,15 @@ impl Tally {
         }
     }
 
+    /// Add `n` to counter `f` of this tally and of its workload's (a sampled chunk's
+    /// writes).
+    pub(crate) fn add(&self, f: fn(&Tally) -> &Cell<u64>, n: u64) {
+        f(self).set(f(self).get() + n);
+        if let Some(p) = &self.parent {
+            f(p).set(f(p).get() + n);
+        }
+    }
+
     /// Set counter `f` of this tally and of its workload's (a one-thread workload's
     /// gauge).
     pub(crate) fn set(&self, f: fn(&Tally) -> &Cell<u64>, v: u64) {

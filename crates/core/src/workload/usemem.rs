@@ -19,6 +19,7 @@ use crate::budget::{Terms, CACHE_BYTES, PTE_BYTES};
 use crate::engine::rng::{self, Rng};
 use crate::error::Result;
 use crate::mm::mm_types::pte;
+use crate::mm::sampled_access::{SampledArea, CHUNK_SHIFT, SAMPLED_BYTES_PER_PAGE};
 use crate::mm::{prefetch, File, MemcgId, MmStruct};
 use crate::scenario::{
     one, one_u64, yes, Dur, Scenario, Size, MAX_AREA_PAGES, MAX_DURATION, PAGE_SIZE,
@@ -97,6 +98,32 @@ pub struct Usemem {
     /// workload's memcg, out of its reclaim's reach.
     #[serde(default = "no_text")]
     pub text: Size,
+    /// How the random passes' writes are simulated: `per_access` (default), each write an
+    /// event that sets its PTE's bits; `sampled`, the writes that do not fault only counted,
+    /// and the young bits they set drawn when the kernel reads them (mm/sampled_access.rs,
+    /// docs/model.md "Sampled access"). Needs `random = true`, `mapping` anon or shmem, no
+    /// `text` and no `unmap`; kernel-run's model side runs per access.
+    /// (Left out of the echoed scenario when per_access, so that results of scenarios
+    /// older than the field keep their bytes.)
+    #[serde(default, skip_serializing_if = "AccessModel::is_per_access")]
+    pub access_model: AccessModel,
+}
+
+/// How a usemem thread's random writes are simulated (`access_model`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessModel {
+    /// One event per write.
+    #[default]
+    PerAccess,
+    /// Only the faulting writes are events; the others' bits are drawn when read.
+    Sampled,
+}
+
+impl AccessModel {
+    fn is_per_access(&self) -> bool {
+        *self == AccessModel::PerAccess
+    }
 }
 
 fn no_text() -> Size {
@@ -202,6 +229,22 @@ impl Usemem {
                 "0 bytes per second: allowed 1 or more; to run without a limit (fio's rate = 0), leave `rate` out",
             ));
         }
+        if self.access_model == AccessModel::Sampled {
+            let why = if !self.random {
+                Some("random = false: a sequential pass is not a memoryless draw; allowed with random = true")
+            } else if self.mapping == MappingKind::SharedFile {
+                Some("mapping = \"shared_file\": writeback write-protects its PTEs; allowed with mapping anon or shmem")
+            } else if self.text.0 != 0 {
+                Some("text > 0: every write runs the text, whose reclaim the next write sees; allowed with text = 0")
+            } else if self.unmap {
+                Some("unmap = true: the passes remap the area; allowed with unmap = false")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(cx.err("access_model", format!("\"sampled\" with {why}")));
+            }
+        }
         if !self.rate_catch_up && self.rate.is_none() {
             return Err(cx.err(
                 "rate_catch_up",
@@ -250,6 +293,14 @@ impl Workload for Usemem {
             cx.at("size"),
             (p as f64 * per) as u64,
         );
+        if self.access_model == AccessModel::Sampled {
+            let q = self.processes as u64 * self.size.pages();
+            terms.add(
+                format!("sampled access state of workload[{i}] ({q} pages)"),
+                cx.at("access_model"),
+                (q as f64 * SAMPLED_BYTES_PER_PAGE) as u64,
+            );
+        }
         if self.mapping == MappingKind::SharedFile {
             terms.add(
                 format!("page-cache index of workload[{i}] (shared_file, {p} pages)"),
@@ -369,6 +420,71 @@ impl Pace {
         }
         None
     }
+
+    /// The floor of one page's interval [ns].
+    pub fn interval(&self) -> u64 {
+        PAGE_SIZE * 1_000_000_000 / self.bytes_per_s
+    }
+
+    /// When the access `done` bytes into the schedule is due.
+    fn due(&self, done: u64) -> u64 {
+        self.start.saturating_add(
+            (done as u128 * 1_000_000_000 / self.bytes_per_s as u128).min(u64::MAX as u128) as u64,
+        )
+    }
+
+    /// `k` accesses of `cost` [ns] each, the first starting at `now`, each followed by the
+    /// pace's wait: when the next access may start. The same as `k` rounds of `now +=
+    /// cost` and [`Pace::after_access`] (a test compares them), in constant time: after
+    /// the first access the due times step by `fp` or `fp + 1` ns (`fp` = the floor of a
+    /// page's interval), so either each access waits for its due time or none does.
+    /// Rounds run one by one only where `fp` equals `cost`, where the two alternate.
+    pub fn run(&mut self, mut now: u64, k: u64, cost: u64) -> u64 {
+        if k == 0 {
+            return now;
+        }
+        now += cost;
+        if let Some(due) = self.after_access(now) {
+            now = due;
+        }
+        let k = k - 1;
+        if k == 0 {
+            return now;
+        }
+        let fp = PAGE_SIZE * 1_000_000_000 / self.bytes_per_s;
+        let all = k.saturating_mul(PAGE_SIZE);
+        if self.catch_up {
+            // now_i = max(now_{i-1} + cost, due_i): the latest of the unpaced run and each
+            // due time plus the accesses after it, which is the last one's when the due
+            // times step by at least `cost`, else the first one's.
+            let tail = if fp >= cost {
+                self.due(self.done + all)
+            } else {
+                self.due(self.done + PAGE_SIZE) + (k - 1) * cost
+            };
+            self.done += all;
+            return (now + k * cost).max(tail);
+        }
+        if fp > cost {
+            // Each access waits for its due time; the schedule never restarts.
+            self.done += all;
+            return self.due(self.done);
+        }
+        if fp < cost {
+            // Each access ends at or past its due time: the schedule restarts every time.
+            now += k * cost;
+            self.start = now;
+            self.done = 0;
+            return now;
+        }
+        for _ in 0..k {
+            now += cost;
+            if let Some(due) = self.after_access(now) {
+                now = due;
+            }
+        }
+        now
+    }
 }
 
 /// Pages [lo, hi) of a usemem process that thread `t` of `threads` owns.
@@ -423,6 +539,17 @@ impl UsememSeq {
 
     pub fn span(&self) -> (u32, u32) {
         (self.lo, self.hi)
+    }
+
+    /// Whether the prefault walk and the `fill` pass are over (only passes remain).
+    fn setup_done(&self) -> bool {
+        self.prefault.is_none_or(|v| v >= self.hi) && self.fill.is_none_or(|v| v >= self.hi)
+    }
+
+    /// The random writes of the passes not started yet (None: unbounded, `repeat = 0`).
+    fn random_writes_left(&self) -> Option<u64> {
+        let per_pass = (self.hi - self.lo) as u64 * (PAGE_SIZE / 8);
+        (self.repeat != 0).then(|| self.repeat.saturating_sub(self.pass) * per_pass)
     }
 }
 
@@ -607,6 +734,23 @@ fn spawn_usemem_threads(
     first_stream: u64,
     start_at: u64,
 ) {
+    if u.access_model == AccessModel::Sampled {
+        let pages = u.size.pages() as u32;
+        let spans = (0..u.threads)
+            .map(|t| {
+                let rng = rng::stream(s.seed, first_stream + t as u64);
+                (usemem_span(pages, u.threads, t), rng)
+            })
+            .collect();
+        let mut mm = s.mm.borrow_mut();
+        let m = &mut mm.mms[mmid as usize];
+        m.sampled = Some(Box::new(SampledArea::new(
+            pages,
+            spans,
+            &m.ptes,
+            &m.wrprotect,
+        )));
+    }
     let live = Rc::new(Cell::new(u.threads));
     for t in 0..u.threads {
         let sim = s.clone();
@@ -617,19 +761,21 @@ fn spawn_usemem_threads(
         let cpu = cpus[t as usize];
         s.live_tasks.set(s.live_tasks.get() + 1);
         let id = s.e.spawn_tagged(start_at, cpu, mmid, async move {
-            usemem_thread(&sim, wi, &spec, mmid, seq, stream, &live).await;
+            usemem_thread(&sim, wi, &spec, (mmid, t), seq, stream, &live).await;
         });
         s.mm.borrow_mut().mms[mmid as usize].tasks.push(id);
     }
 }
 
-/// One usemem thread of process `mmid`: its accesses until the sequence, its `runtime`
-/// or the run ends or the process is killed, each followed by the pace's wait.
+/// One usemem thread (thread `ti` of process `mmid`): its accesses until the sequence,
+/// its `runtime` or the run ends or the process is killed, each followed by the pace's
+/// wait. With `access_model = "sampled"` the passes after the prefault or fill are
+/// [`sampled_passes`].
 async fn usemem_thread(
     s: &Sim,
     wi: usize,
     spec: &Usemem,
-    mmid: u32,
+    (mmid, ti): (u32, u32),
     seq: UsememSeq,
     stream: u64,
     live: &Cell<u32>,
@@ -641,11 +787,23 @@ async fn usemem_thread(
     let deadline = spec.runtime.map_or(u64::MAX, |d| start.saturating_add(d.0));
     let mut pace = spec.pace(start);
     let mut work = Work::default();
-    let mut ahead = Ahead::new(seq, if spec.random { LOOKAHEAD } else { 1 });
-    while let Some(a) = ahead.next(s, mmid) {
+    let sampled = spec.access_model == AccessModel::Sampled;
+    let depth = if spec.random && !sampled {
+        LOOKAHEAD
+    } else {
+        1
+    };
+    let mut ahead = Ahead::new(seq, depth);
+    let mut passes_left = sampled;
+    while !(sampled && ahead.seq.setup_done()) {
+        let Some(a) = ahead.next(s, mmid) else {
+            passes_left = false;
+            break;
+        };
         s.record_access(stream, a);
         let alive = usemem_access(s, &mut r, &t, mmid, a).await;
         if !alive || s.e.now() + r.pending >= deadline || work.done(s) {
+            passes_left = false;
             break;
         }
         if let Some(due) = pace
@@ -656,9 +814,142 @@ async fn usemem_thread(
             s.e.sleep(due - s.e.now()).await;
         }
     }
+    if passes_left {
+        let left = ahead.seq.random_writes_left();
+        let mut th = SampledRun {
+            r: &mut r,
+            t: &t,
+            mmid,
+            ti: ti as usize,
+            pace: pace.as_mut(),
+            deadline,
+        };
+        th.passes(s, left).await;
+    }
     r.flush(s);
     thread_done(s, &th);
     thread_exit(s, wi, start, mmid, live).await;
+}
+
+/// A usemem thread's random passes with `access_model = "sampled"` (mm/sampled_access.rs):
+/// the writes that do not fault are counted in chunks, their time charged (and paced) as
+/// the per-access loop charges it, and their young bits left to be drawn when the kernel
+/// reads them; the faulting writes run one by one as [`touch`]es.
+struct SampledRun<'a> {
+    r: &'a mut Runner,
+    t: &'a Tally,
+    mmid: u32,
+    ti: usize,
+    pace: Option<&'a mut Pace>,
+    deadline: u64,
+}
+
+impl SampledRun<'_> {
+    /// The passes' `left` writes (None: unbounded) until the thread's `runtime` or the
+    /// run ends or the process is killed.
+    async fn passes(&mut self, s: &Sim, mut left: Option<u64>) {
+        let cost = s.c.access_random;
+        loop {
+            let now = s.e.now() + self.r.pending;
+            let horizon = self.deadline.min(s.end);
+            if left == Some(0) || now >= horizon {
+                return;
+            }
+            let Some((k, fault)) = self.chunk(s, horizon - now, left) else {
+                return;
+            };
+            self.t.add(|t| &t.accesses, k);
+            self.t.add(|t| &t.hits, k);
+            left = left.map(|l| l - k);
+            self.advance(s, k, cost).await;
+            if fault && left != Some(0) {
+                let vpn = {
+                    let mut mm = s.mm.borrow_mut();
+                    let sa = mm.mms[self.mmid as usize].sampled.as_deref_mut();
+                    let sa = sa.expect("a sampled thread's area is sampled");
+                    let vpn = sa.faulting_page(self.ti);
+                    if vpn.is_some() {
+                        sa.threads[self.ti].drawn += 1;
+                    }
+                    vpn
+                };
+                if let Some(vpn) = vpn {
+                    left = left.map(|l| l - 1);
+                    if !touch(s, self.r, self.t, self.mmid, vpn, cost).await {
+                        return;
+                    }
+                    self.pace_wait(s).await;
+                }
+            }
+            if s.e.now() + self.r.pending >= self.deadline || !s.e.work_points(k + 1) {
+                return;
+            }
+        }
+    }
+
+    /// The next chunk's writes that do not fault, committed to the thread's draw count,
+    /// and whether a faulting write ends it; None when the process was killed. A chunk is
+    /// at most `n >> CHUNK_SHIFT` writes and, at the pace's or the cost's rate, about
+    /// `within` ns.
+    fn chunk(&mut self, s: &Sim, within: u64, left: Option<u64>) -> Option<(u64, bool)> {
+        let mut mm = s.mm.borrow_mut();
+        let m = &mut mm.mms[self.mmid as usize];
+        if !m.alive {
+            return None;
+        }
+        let sa = m
+            .sampled
+            .as_deref_mut()
+            .expect("a sampled thread's area is sampled");
+        let th = &sa.threads[self.ti];
+        let n = (th.hi - th.lo) as u64;
+        let per_write = self
+            .pace
+            .as_ref()
+            .map_or(0, |p| p.interval())
+            .max(s.c.access_random)
+            .max(1);
+        let mut k = (n >> CHUNK_SHIFT)
+            .max(1)
+            .min(within.div_ceil(per_write))
+            .min(left.unwrap_or(u64::MAX));
+        let mut fault = false;
+        if let Some(g) = sa.draws_before_fault(self.ti) {
+            if g < k {
+                k = g;
+                fault = true;
+            }
+        }
+        sa.threads[self.ti].drawn += k;
+        Some((k, fault))
+    }
+
+    /// Charge `k` writes of `cost` each, with the pace's waits between them.
+    async fn advance(&mut self, s: &Sim, k: u64, cost: u64) {
+        if k == 0 {
+            return;
+        }
+        let next = self
+            .pace
+            .as_mut()
+            .map(|p| p.run(s.e.now() + self.r.pending, k, cost));
+        self.r.tick(s, k * cost).await;
+        if let Some(next) = next {
+            if next > s.e.now() + self.r.pending {
+                self.r.flush(s);
+                s.e.sleep(next - s.e.now()).await;
+            }
+        }
+    }
+
+    /// The pace's wait after one write.
+    async fn pace_wait(&mut self, s: &Sim) {
+        let now = s.e.now() + self.r.pending;
+        if let Some(due) = self.pace.as_mut().and_then(|p| p.after_access(now)) {
+            self.r.flush(s);
+            s.e.sleep(due - s.e.now()).await;
+        }
+    }
 }
 
 /// One access of a usemem thread; false when the process was killed.
@@ -744,5 +1035,63 @@ fn prefetch_swap_entry(s: &Sim, mmid: u32, vpn: u32) {
                 sw.prefetch(pte::slot(v));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Pace::run's k accesses at once end where k rounds of the per-access loop do
+        /// (`now += cost`, then after_access's wait), and leave the pace in the same
+        /// state: open and closed loops, paces slower and faster than the cost, a thread
+        /// behind or ahead of its schedule.
+        #[test]
+        fn k_accesses_at_once_are_k_accesses_one_by_one(
+            bytes_per_s in prop_oneof![1u64..100_000_000, 4096u64..10_000_000_000],
+            cost in 0u64..5_000,
+            start in 0u64..1_000_000,
+            now in 0u64..2_000_000,
+            done_before in 0u64..50,
+            k in 0u64..3_000,
+            catch_up in any::<bool>(),
+        ) {
+            let mut a = Pace::new(start, bytes_per_s, catch_up);
+            for _ in 0..done_before {
+                a.after_access(now);
+            }
+            let mut b = a.clone();
+            let mut t = now;
+            for _ in 0..k {
+                t += cost;
+                if let Some(due) = a.after_access(t) {
+                    t = due;
+                }
+            }
+            prop_assert_eq!(b.run(now, k, cost), t);
+            prop_assert_eq!((b.start, b.done), (a.start, a.done));
+        }
+    }
+
+    #[test]
+    fn a_pace_within_a_nanosecond_of_the_cost_alternates_and_run_follows_it() {
+        // 4096 bytes at 3e9 B/s: a page every 1365.33 ns, due steps of 1365 or 1366 ns;
+        // with cost 1365 a closed loop restarts on the 1365 steps and waits on the
+        // others: the case Pace::run takes round by round.
+        let (mut a, mut b) = (
+            Pace::new(0, 3_000_000_000, false),
+            Pace::new(0, 3_000_000_000, false),
+        );
+        let mut t = 0;
+        for _ in 0..1000 {
+            t += 1365;
+            if let Some(d) = a.after_access(t) {
+                t = d;
+            }
+        }
+        assert_eq!(b.run(0, 1000, 1365), t);
+        assert_eq!((a.start, a.done), (b.start, b.done));
     }
 }

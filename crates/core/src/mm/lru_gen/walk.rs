@@ -236,6 +236,7 @@ impl Mm {
         let new_gen = lru_gen_from_seq(walk.seq);
         let start = pmd * PTRS_PER_PTE;
         let end = (start + PTRS_PER_PTE).min(self.mms[mmid as usize].ptes.len());
+        self.mms[mmid as usize].sampled_sync(start as u32, end as u32);
         let mut scan = PteScan { total: 0, young: 0 };
         for vpn in start..end {
             scan.total += 1;
@@ -280,6 +281,8 @@ impl Mm {
 
     /// pmdp_test_and_clear_young() on the non-leaf PMD entry of table `pmd`.
     fn pmd_test_and_clear_young(&mut self, mmid: u32, pmd: usize) -> bool {
+        let start = (pmd * PTRS_PER_PTE) as u32;
+        self.mms[mmid as usize].sampled_sync(start, start + PTRS_PER_PTE as u32);
         let w = &mut self.mms[mmid as usize].pmd_young[pmd / 64];
         let young = *w & (1 << (pmd % 64)) != 0;
         *w &= !(1 << (pmd % 64));
@@ -432,6 +435,7 @@ impl Mm {
         let mut walk = with_walk.then(|| LruGenMmWalk::new(max_seq, 0, false));
         let queued = activate.len();
         let mut young = 1u64;
+        self.mms[mmid as usize].sampled_sync(start as u32, end as u32);
         for v in start..end {
             let e = self.mms[mmid as usize].ptes[v as usize];
             if !pte::present(e) || e & pte::YOUNG == 0 {
