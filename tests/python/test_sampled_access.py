@@ -1,20 +1,22 @@
 """access_model = "sampled" against per-access runs: an equivalence test, not a failure to
 reject (docs/model.md, "Sampled access"; docs/testing.md).
 
-The same scenarios run per access and sampled, over seeds 1..N each (N = 3 here, 20 with
-`bash scripts/test --slow`). For each metric, two one-sided Welch t-tests (TOST) on the
-logarithm of the counts ask whether the sampled mean is within the margin of the
-per-access one: H0 is |mean(log sampled) - mean(log per access)| >= log(1 + margin), and
-rejecting it at 5% says the two are equivalent within the margin. Holm's correction runs
-over every metric of every scenario at once (the family is the whole table).
+Three scenario shapes on each LRU (seed 001's proactive reclaim over eight memcgs, direct
+reclaim under a memcg limit, seed 000's copy-on-write workers under a limit) run per
+access and sampled, over seeds 1..N each (N = 3 here, 20 with `bash scripts/test
+--slow`). Run i of each side has seed i; for each metric, two one-sided t-tests (TOST) on
+the per-seed log ratios sampled / per access ask whether their mean is within the
+margin: H0 is |mean log ratio| >= log(1 + margin), and rejecting it at 5% says the two
+are equivalent within the margin. Holm's correction runs over every metric of every
+scenario at once (the family is the whole table).
 
 The margins, fixed before any run was looked at and not to be widened to make a run pass:
 - whole-run counts (/proc/vmstat's pgscan_anon, pgsteal_anon, workingset_refault_anon,
   pswpin): 5%;
-- each memcg's pgsteal: 10% (a memcg's share of a reclaim is a few thousand pages).
-With 3 seeds the test has power only where runs vary little between seeds (the scenarios
-below vary by 0.1-3% from seed to seed on those metrics); 20 seeds narrow it to what the
-mode's approximations (docs/model.md) allow.
+- each memcg's pgsteal: 10% (one memcg's share of the reclaim).
+The pairing matters: under a memcg limit the classic LRU's counts move by 20-25% from seed
+to seed, in both modes alike (the seed's statistics-flush phase sets the regime), while a
+seed's two runs differ by well under 1%.
 """
 
 from __future__ import annotations
@@ -63,12 +65,65 @@ def proactive(lru: str) -> dict:
     }
 
 
+def limit(lru: str) -> dict:
+    """Direct reclaim under a memcg limit: eight paced writers of random pages over 128M
+    of anonymous memory in a 100M memcg (swap-outs and refaults all the way)."""
+    return {
+        "name": f"sampled-eq-limit-{lru}",
+        "duration": "3s",
+        "kernel": {"lru": lru},
+        "machine": {"cpus": 10, "memory_per_node": "2G", "swap": {"size": "1G", "device": "zram"}},
+        "cgroup": [{"path": "/a", "memory": {"max": "100M"}}],
+        "workload": [
+            {
+                "type": "usemem",
+                "name": "u",
+                "cgroup": "/a",
+                "processes": 8,
+                "size": "16M",
+                "random": True,
+                "repeat": 0,
+                "rate": "128M",
+            }
+        ],
+    }
+
+
+def cow(lru: str) -> dict:
+    """Seed 000's shape (usemem --prealloc --prefault --random): four workers forked from
+    a populating parent write their copy-on-write pages under a 100M limit, so writes
+    fault on write-protected PTEs as well as on swapped ones."""
+    return {
+        "name": f"sampled-eq-cow-{lru}",
+        "duration": "2s",
+        "kernel": {"lru": lru},
+        "machine": {"cpus": 8, "memory_per_node": "2G", "swap": {"size": "1G", "device": "zram"}},
+        "cgroup": [{"path": "/a", "memory": {"max": "100M"}}],
+        "workload": [
+            {
+                "type": "usemem",
+                "name": "u",
+                "cgroup": "/a",
+                "processes": 4,
+                "size": "32M",
+                "prealloc": True,
+                "prefault": True,
+                "random": True,
+                "repeat": 0,
+                "rate": "256M",
+            }
+        ],
+    }
+
+
 def metrics(result: dict) -> dict[str, float]:
-    """The compared counts of one run: /proc/vmstat's and each memcg's pgsteal."""
+    """The compared counts of one run: /proc/vmstat's and, where the scenario has memcgs
+    /m0../m7, each one's pgsteal."""
     stat = {c["path"]: c["memory.stat"] for c in result["cgroups"]}
     out = {k: result["vmstat"][k] for k in WHOLE_RUN}
     for i in range(MEMCGS):
-        out[f"pgsteal@/m{i}"] = stat[f"/m{i}"]["pgsteal"]
+        if f"/m{i}" in stat:
+            out[f"pgsteal@/m{i}"] = stat[f"/m{i}"]["pgsteal"]
     return out
 
 
@@ -77,19 +132,20 @@ def margin(metric: str) -> float:
 
 
 def tost_p(a: list[float], b: list[float], delta: float) -> float:
-    """The TOST p-value that mean(log b) - mean(log a) lies within +-log(1 + delta):
-    the larger of the two one-sided Welch tests' p-values."""
-    la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
-    d = sum(lb) / len(lb) - sum(la) / len(la)
-    va = stats.tvar(la) / len(la)
-    vb = stats.tvar(lb) / len(lb)
-    se = math.sqrt(va + vb)
+    """The paired TOST p-value that the mean of log(b_i / a_i) lies within
+    +-log(1 + delta): the larger of the two one-sided t-tests' p-values (n - 1 degrees of
+    freedom). Run i of each side has seed i, so the pair shares every random stream but
+    the writers' (the statistics flush's phase, the memcg LRU's bins, the swap device's
+    placement), and the regime those set: the pairing takes it out of the comparison."""
+    d = [math.log(y / x) for x, y in zip(a, b)]
+    n = len(d)
+    mean = sum(d) / n
+    se = math.sqrt(stats.tvar(d) / n)
     bound = math.log(1 + delta)
     if se == 0:
-        return 0.0 if abs(d) < bound else 1.0
-    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
-    p_low = stats.t.sf((d + bound) / se, df)  # H0: d <= -bound
-    p_high = stats.t.cdf((d - bound) / se, df)  # H0: d >= +bound
+        return 0.0 if abs(mean) < bound else 1.0
+    p_low = stats.t.sf((mean + bound) / se, n - 1)  # H0: mean <= -bound
+    p_high = stats.t.cdf((mean - bound) / se, n - 1)  # H0: mean >= +bound
     return max(p_low, p_high)
 
 
@@ -116,11 +172,15 @@ def runs(scenario: dict, model: str) -> list[dict[str, float]]:
 
 
 def test_tost_and_holm_by_hand():
-    # Equal samples, spread 1%: equivalent within 5% at once with 3 per side (d = 0,
-    # se = 0.008, t = 6.1 on 4 df: p = 0.002); a 10% shift is not.
-    a = [100.0, 101.0, 99.0]
-    assert tost_p(a, a, 0.05) < 0.01
-    assert tost_p(a, [x * 1.10 for x in a], 0.05) > 0.5
+    # Pairs whose log ratios are +1%, -1%, 0: mean 0, sd 0.01, se 0.0058; against
+    # log(1.05) = 0.0488 t = 8.45 on 2 degrees of freedom: p = 0.0069 (1 - 1/2 (1 +
+    # t / sqrt(2 + t^2)) for 2 df). Shifted by 10% the mean is log(1.1) = 0.0953, past
+    # the bound: p > 1/2.
+    a = [100.0, 100.0, 100.0]
+    b = [100 * math.exp(0.01), 100 * math.exp(-0.01), 100.0]
+    t = math.log(1.05) / (0.01 / math.sqrt(3))
+    assert tost_p(a, b, 0.05) == pytest.approx(0.5 * (1 - t / math.sqrt(2 + t * t)), rel=1e-9)
+    assert tost_p(a, [x * 1.10 for x in b], 0.05) > 0.5
     # Holm: p = 0.01, 0.02, 0.04 at alpha 0.05 against 0.05/3, 0.05/2, 0.05/1: all three
     # rejected; with 0.03 in second place the step stops there.
     assert holm({"a": 0.01, "b": 0.02, "c": 0.04}, 0.05) == {"a": True, "b": True, "c": True}
@@ -130,15 +190,14 @@ def test_tost_and_holm_by_hand():
 def test_sampled_runs_are_equivalent_to_per_access_runs():
     pvalues: dict[str, float] = {}
     table = []
-    for lru in ["classic", "mglru"]:
-        sc = proactive(lru)
+    for sc in [shape(lru) for shape in (proactive, limit, cow) for lru in ("classic", "mglru")]:
         per, smp = runs(sc, "per_access"), runs(sc, "sampled")
         for k in per[0]:
             a, b = [r[k] for r in per], [r[k] for r in smp]
-            name = f"{lru}:{k}"
+            name = f"{sc['name'].removeprefix('sampled-eq-')}:{k}"
             pvalues[name] = tost_p(a, b, margin(k))
             ma, mb = sum(a) / len(a), sum(b) / len(b)
-            table.append(f"{name:32} per access {ma:10.0f}  sampled {mb:10.0f}  {100 * (mb / ma - 1):+6.2f}%  p {pvalues[name]:.4f}")
+            table.append(f"{name:40} per access {ma:10.0f}  sampled {mb:10.0f}  {100 * (mb / ma - 1):+6.2f}%  p {pvalues[name]:.4f}")
     equivalent = holm(pvalues, ALPHA)
     print(f"\nsampled vs per access, {SEEDS} seeds each (TOST p, Holm over {len(pvalues)}):")
     print("\n".join(table))
