@@ -85,6 +85,12 @@ pub struct SampledArea {
     seg_sync: Vec<u64>,
     /// The first segment of each page-table block.
     block_seg: Vec<u32>,
+    /// The process's text (`base`, `pages`), run by every write of every thread: its
+    /// PTEs are young once any write was made since they were last brought up to date.
+    text: Option<(u32, u32)>,
+    /// The writes of all threads, and their number when the text was brought up to date.
+    drawn: u64,
+    text_sync: u64,
     /// One bit per page: set when a write to it faults (not present, or write-protected).
     faulting: Vec<u64>,
     /// A Fenwick tree (1-based) over `faulting`'s words: their set bits.
@@ -103,7 +109,13 @@ impl SampledArea {
     /// The area of `pages` pages split into the threads' `spans` (contiguous, in order,
     /// covering it), each thread with its random stream; which pages fault is read from
     /// the area's PTEs and write protection as they are.
-    pub fn new(pages: u32, spans: Vec<((u32, u32), Rng)>, ptes: &[u32], wrprotect: &[u64]) -> Self {
+    pub fn new(
+        pages: u32,
+        spans: Vec<((u32, u32), Rng)>,
+        text: Option<(u32, u32)>,
+        ptes: &[u32],
+        wrprotect: &[u64],
+    ) -> Self {
         let mut seg_start = Vec::new();
         let mut seg_thread = Vec::new();
         let mut block_seg = Vec::new();
@@ -147,6 +159,9 @@ impl SampledArea {
             seg_start,
             seg_thread,
             block_seg,
+            text,
+            drawn: 0,
+            text_sync: 0,
             faulting,
             fen: vec![0; words + 1],
         };
@@ -249,6 +264,12 @@ impl SampledArea {
         s
     }
 
+    /// Thread `t` made `k` more writes.
+    pub fn commit(&mut self, t: usize, k: u64) {
+        self.threads[t].drawn += k;
+        self.drawn += k;
+    }
+
     /// Bring the bits of pages `[lo, hi)` up to date with their threads' draws.
     pub fn sync(
         &mut self,
@@ -258,6 +279,19 @@ impl SampledArea {
         wrprotect: &[u64],
         pmd_young: &mut [u64],
     ) {
+        if let Some((base, n)) = self.text {
+            if lo < base + n && hi > base && self.drawn > self.text_sync {
+                // Every write ran every text page: all of them were fetched since.
+                self.text_sync = self.drawn;
+                for v in base..base + n {
+                    if pte::present(ptes[v as usize]) {
+                        ptes[v as usize] |= pte::YOUNG;
+                        let b = v as usize / PTRS_PER_PTE;
+                        pmd_young[b / 64] |= 1 << (b % 64);
+                    }
+                }
+            }
+        }
         let hi = hi.min(self.pages);
         if lo >= hi {
             return;
@@ -427,7 +461,7 @@ mod tests {
             })
             .collect();
         let pmd = vec![0u64; (pages as usize).div_ceil(PTRS_PER_PTE).div_ceil(64)];
-        let sa = SampledArea::new(pages, vec![((0, pages), stream(7, 1))], &ptes, &[]);
+        let sa = SampledArea::new(pages, vec![((0, pages), stream(7, 1))], None, &ptes, &[]);
         (sa, ptes, pmd)
     }
 
@@ -511,7 +545,7 @@ mod tests {
         // sync marks it; once do_wp_page makes it writable it is drawn like the others.
         let (_, mut ptes, mut pmd) = area(64, |_| true);
         let mut wp = vec![1u64 << 3];
-        let mut sa = SampledArea::new(64, vec![((0, 64), stream(7, 1))], &ptes, &wp);
+        let mut sa = SampledArea::new(64, vec![((0, 64), stream(7, 1))], None, &ptes, &wp);
         assert_eq!((sa.faulting_in(0), sa.faulting_page(0)), (1, Some(3)));
         sa.threads[0].drawn = 100_000;
         sa.sync(0, 64, &mut ptes, &wp, &mut pmd);
@@ -564,7 +598,7 @@ mod tests {
         let mut ptes = ptes;
         let mut pmd = vec![0u64];
         let spans = vec![((0, 500), stream(1, 1)), ((500, 1000), stream(1, 2))];
-        let mut sa = SampledArea::new(1000, spans, &ptes, &[]);
+        let mut sa = SampledArea::new(1000, spans, None, &ptes, &[]);
         assert_eq!(sa.seg_start, vec![0, 500, 512]);
         assert_eq!(sa.block_seg, vec![0, 2]);
         sa.threads[1].drawn = 1_000_000;
@@ -572,6 +606,36 @@ mod tests {
         assert_eq!(young(&ptes[..500]), 0);
         assert_eq!(young(&ptes[500..]), 500);
         assert_eq!(pmd[0], 0b11);
+    }
+
+    #[test]
+    fn every_write_runs_the_text_so_one_write_makes_all_of_it_young() {
+        // 512 area pages and a 3-page text at 600..603 (page 601 reclaimed): no write
+        // since the last look leaves the text as it is; one write by either thread makes
+        // each present text page young and its PMD accessed, whatever page is read.
+        let mut ptes: Vec<u32> = (0..603)
+            .map(|v| pte::mk_present(v + 1, false, false))
+            .collect();
+        ptes[601] = 0;
+        let mut pmd = vec![0u64];
+        let spans = vec![((0, 256), stream(1, 1)), ((256, 512), stream(1, 2))];
+        let mut sa = SampledArea::new(512, spans, Some((600, 3)), &ptes, &[]);
+        sa.sync(600, 601, &mut ptes, &[], &mut pmd);
+        assert_eq!(young(&ptes), 0);
+        sa.commit(1, 1);
+        sa.sync(602, 603, &mut ptes, &[], &mut pmd);
+        assert_eq!(
+            (ptes[600] & pte::YOUNG, ptes[601], ptes[602] & pte::YOUNG),
+            (pte::YOUNG, 0, pte::YOUNG)
+        );
+        assert_eq!(pmd[0], 0b10);
+        // Cleared by a reader, the text stays old until the next write.
+        ptes[600] &= !pte::YOUNG;
+        sa.sync(600, 601, &mut ptes, &[], &mut pmd);
+        assert_eq!(ptes[600] & pte::YOUNG, 0);
+        sa.commit(0, 1);
+        sa.sync(600, 601, &mut ptes, &[], &mut pmd);
+        assert_eq!(ptes[600] & pte::YOUNG, pte::YOUNG);
     }
 
     #[test]

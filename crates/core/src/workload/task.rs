@@ -201,6 +201,30 @@ pub(super) async fn touch(
     true
 }
 
+/// The instruction fetches of one write of a process with text ([`text_fetch`]), faulting
+/// in each text page reclaim took; false when the process was killed. (A sampled thread's
+/// chunk runs it once for its first write; [`touch`] does the same inline.)
+pub(super) async fn run_text(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32) -> bool {
+    loop {
+        let missing = {
+            let mut mm = s.mm.borrow_mut();
+            let m = &mut mm.mms[mmid as usize];
+            if !m.alive {
+                return false;
+            }
+            text_fetch(m)
+        };
+        let Some(tv) = missing else {
+            return true;
+        };
+        r.flush(s);
+        s.e.sync().await;
+        if !fault(s, t, mmid, tv, false).await {
+            return false;
+        }
+    }
+}
+
 /// One page of MAP_POPULATE (usemem --prefault): the page faulted in for writing as a
 /// touch faults it, then marked accessed by GUP's FOLL_TOUCH (mm/gup.rs). False when the
 /// process was killed.

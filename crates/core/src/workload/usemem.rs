@@ -12,7 +12,8 @@ use super::host::{
 };
 use super::stats::Tally;
 use super::task::{
-    populate, tally, thread_done, thread_exit, thread_tally, touch, Runner, Work, LOOKAHEAD,
+    populate, run_text, tally, thread_done, thread_exit, thread_tally, touch, Runner, Work,
+    LOOKAHEAD, SKEW_QUANTUM,
 };
 use super::{Check, Spawn, Workload};
 use crate::budget::{Terms, CACHE_BYTES, PTE_BYTES};
@@ -101,8 +102,8 @@ pub struct Usemem {
     /// How the random passes' writes are simulated: `per_access` (default), each write an
     /// event that sets its PTE's bits; `sampled`, the writes that do not fault only counted,
     /// and the young bits they set drawn when the kernel reads them (mm/sampled_access.rs,
-    /// docs/model.md "Sampled access"). Needs `random = true`, `mapping` anon or shmem, no
-    /// `text` and no `unmap`; kernel-run's model side runs per access.
+    /// docs/model.md "Sampled access"). Needs `random = true`, `mapping` anon or shmem and
+    /// no `unmap`; kernel-run's model side runs per access.
     /// (Left out of the echoed scenario when per_access, so that results of scenarios
     /// older than the field keep their bytes.)
     #[serde(default, skip_serializing_if = "AccessModel::is_per_access")]
@@ -234,8 +235,6 @@ impl Usemem {
                 Some("random = false: a sequential pass is not a memoryless draw; allowed with random = true")
             } else if self.mapping == MappingKind::SharedFile {
                 Some("mapping = \"shared_file\": writeback write-protects its PTEs; allowed with mapping anon or shmem")
-            } else if self.text.0 != 0 {
-                Some("text > 0: every write runs the text, whose reclaim the next write sees; allowed with text = 0")
             } else if self.unmap {
                 Some("unmap = true: the passes remap the area; allowed with unmap = false")
             } else {
@@ -744,9 +743,11 @@ fn spawn_usemem_threads(
             .collect();
         let mut mm = s.mm.borrow_mut();
         let m = &mut mm.mms[mmid as usize];
+        let text = m.text.map(|t| (t.base, t.pages));
         m.sampled = Some(Box::new(SampledArea::new(
             pages,
             spans,
+            text,
             &m.ptes,
             &m.wrprotect,
         )));
@@ -855,6 +856,10 @@ impl SampledRun<'_> {
             if left == Some(0) || now >= horizon {
                 return;
             }
+            // The chunk's first write runs the text (faulting in a page reclaim took).
+            if !run_text(s, self.r, self.t, self.mmid).await {
+                return;
+            }
             let Some((k, fault)) = self.chunk(s, horizon - now, left) else {
                 return;
             };
@@ -869,7 +874,7 @@ impl SampledRun<'_> {
                     let sa = sa.expect("a sampled thread's area is sampled");
                     let vpn = sa.faulting_page(self.ti);
                     if vpn.is_some() {
-                        sa.threads[self.ti].drawn += 1;
+                        sa.commit(self.ti, 1);
                     }
                     vpn
                 };
@@ -909,8 +914,15 @@ impl SampledRun<'_> {
             .map_or(0, |p| p.interval())
             .max(s.c.access_random)
             .max(1);
-        let mut k = (n >> CHUNK_SHIFT)
-            .max(1)
+        // With a text, a reclaimed text page must be seen by the next write, as a
+        // per-access thread sees it (within the quantum it may run ahead): a chunk of
+        // one quantum's writes.
+        let cap = if m.text.is_some() {
+            (SKEW_QUANTUM / per_write).max(1)
+        } else {
+            (n >> CHUNK_SHIFT).max(1)
+        };
+        let mut k = cap
             .min(within.div_ceil(per_write))
             .min(left.unwrap_or(u64::MAX));
         let mut fault = false;
@@ -920,7 +932,7 @@ impl SampledRun<'_> {
                 fault = true;
             }
         }
-        sa.threads[self.ti].drawn += k;
+        sa.commit(self.ti, k);
         Some((k, fault))
     }
 
