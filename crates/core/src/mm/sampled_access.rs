@@ -6,7 +6,7 @@
 //! present and writable only sets the PTE's young and dirty bits (and the accessed bit of
 //! the PMD entry above it, which the MMU sets on its way down): nothing the kernel runs,
 //! nothing it sees until it reads the bits. The kernel reads them in four places, each of
-//! which calls [`MmStruct::sampled_sync`] first: MGLRU's page-table walk
+//! which calls [`super::MmStruct::sampled_sync`] first: MGLRU's page-table walk
 //! (walk_pte_range, and walk_pmd_range's test of the PMD's accessed bit), lru_gen's
 //! look-around, and the rmap walk of folio_referenced. Every other write faults (a PTE not
 //! present, or write-protected for copy-on-write): those are the draws the thread still
@@ -30,10 +30,10 @@
 //!   are not present or write-protected), independently of the non-faulting draws' pages.
 //!   The thread draws the number of non-faulting draws before the next faulting one from
 //!   the geometric distribution and the faulting page uniformly among the `F` (a Fenwick
-//!   tree over 64-page words of a faulting bitmap: O(log n)). It commits at most `n/256`
+//!   tree over 64-page words of a faulting bitmap: O(log n)). It commits at most `n/1024`
 //!   draws at once (see `usemem.rs`), and draws again with the `F` of that moment, so a
-//!   page that starts to fault in between is seen at most `n/256` draws late, 1/256 of its
-//!   mean reuse interval.
+//!   page that starts to fault in between is seen at most `n/1024` draws late: in a steady
+//!   state that makes about 1/2048 of the faulting writes late by half a chunk.
 //! - Time: a chunk's draws are committed when it starts, as a per-access thread runs up to
 //!   a quantum ahead of the others; a look in the middle of a chunk sees all of its draws.
 //!
@@ -47,9 +47,10 @@ use rand::Rng as _;
 
 /// A sampled thread commits at most `n >> CHUNK_SHIFT` draws at once (`n` its span's
 /// pages) before it draws its next faulting draw again with the faulting pages of that
-/// moment: a page that starts to fault meanwhile is seen at most 1/256 of its mean reuse
-/// interval late.
-pub const CHUNK_SHIFT: u32 = 8;
+/// moment: a page that starts to fault meanwhile is seen at most 1/1024 of its mean reuse
+/// interval late. (At 1/256 the faulting writes of seed-001-scaling came 0.2-0.4% short,
+/// as the chunk's half over n predicts; 1/1024 costs 7% more instructions in seed-001.)
+pub const CHUNK_SHIFT: u32 = 10;
 
 /// The state's bytes per page of a sampled area, for the memory estimate: a faulting bit
 /// (1/8), a Fenwick counter per 64 pages (4/64), and per 512 pages a segment (start,
@@ -91,6 +92,8 @@ pub struct SampledArea {
     /// The writes of all threads, and their number when the text was brought up to date.
     drawn: u64,
     text_sync: u64,
+    /// Threads in their sampled passes: the process runs (lru_gen_use_mm) all along.
+    pub writing: u32,
     /// One bit per page: set when a write to it faults (not present, or write-protected).
     faulting: Vec<u64>,
     /// A Fenwick tree (1-based) over `faulting`'s words: their set bits.
@@ -162,6 +165,7 @@ impl SampledArea {
             text,
             drawn: 0,
             text_sync: 0,
+            writing: 0,
             faulting,
             fen: vec![0; words + 1],
         };

@@ -363,6 +363,41 @@ mod tests {
     }
 
     #[test]
+    fn a_process_whose_sampled_threads_write_is_used_at_every_walk() {
+        // Three mms of the root memcg, none marked by lru_gen_use_mm: one with a sampled
+        // area whose thread is in its passes, one whose sampled thread is not, one plain.
+        // The walk's collection of uses sets the bitmap of the first alone, and again
+        // after the walk cleared it: a per-access writer would have marked it at each
+        // write.
+        use crate::mm::sampled_access::SampledArea;
+        let s = crate::fixture::one_node_machine("64M", None, "lru = \"mglru\"");
+        let mut mm = s.mm.borrow_mut();
+        let ids: Vec<u32> = (0..3)
+            .map(|i| {
+                let mut m = MmStruct::new(64, 0, 0, 0);
+                if i < 2 {
+                    let rng = crate::engine::rng::stream(1, i);
+                    let mut sa = SampledArea::new(64, vec![((0, 64), rng)], None, &m.ptes, &[]);
+                    sa.writing = (i == 0) as u32;
+                    m.sampled = Some(Box::new(sa));
+                }
+                mm.mm_alloc(m)
+            })
+            .collect();
+        for _ in 0..2 {
+            mm.lru_gen_collect_uses(0);
+            let bits: Vec<u64> = ids
+                .iter()
+                .map(|&id| mm.mm_lists[0].fifo.iter().find(|e| e.mm == id).unwrap().bitmap)
+                .collect();
+            assert_eq!(bits, vec![!0, 0, 0]);
+            for e in mm.mm_lists[0].fifo.iter_mut() {
+                e.bitmap = 0;
+            }
+        }
+    }
+
+    #[test]
     fn a_process_whose_task_runs_is_used_and_one_whose_task_sleeps_is_not() {
         // Two processes of /a, neither of which faults: a's task runs ten quanta of user
         // time, b's sleeps through them. lru_gen_use_mm marks a (its task was put on a

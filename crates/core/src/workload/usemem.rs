@@ -771,7 +771,7 @@ fn spawn_usemem_threads(
 /// One usemem thread (thread `ti` of process `mmid`): its accesses until the sequence,
 /// its `runtime` or the run ends or the process is killed, each followed by the pace's
 /// wait. With `access_model = "sampled"` the passes after the prefault or fill are
-/// [`sampled_passes`].
+/// [`SampledRun::passes`].
 async fn usemem_thread(
     s: &Sim,
     wi: usize,
@@ -848,7 +848,21 @@ struct SampledRun<'a> {
 impl SampledRun<'_> {
     /// The passes' `left` writes (None: unbounded) until the thread's `runtime` or the
     /// run ends or the process is killed.
-    async fn passes(&mut self, s: &Sim, mut left: Option<u64>) {
+    async fn passes(&mut self, s: &Sim, left: Option<u64>) {
+        self.set_writing(s, 1);
+        self.write(s, left).await;
+        self.set_writing(s, -1);
+    }
+
+    /// Count the thread in (or out of) the writers of its process's sampled area.
+    fn set_writing(&self, s: &Sim, d: i32) {
+        let mut mm = s.mm.borrow_mut();
+        if let Some(sa) = mm.mms[self.mmid as usize].sampled.as_deref_mut() {
+            sa.writing = sa.writing.saturating_add_signed(d);
+        }
+    }
+
+    async fn write(&mut self, s: &Sim, mut left: Option<u64>) {
         let cost = s.c.access_random;
         loop {
             let now = s.e.now() + self.r.pending;

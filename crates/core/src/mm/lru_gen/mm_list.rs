@@ -267,11 +267,15 @@ impl Mm {
         }
     }
 
-    /// Hand the mm_list the uses recorded since the last walk (lru_gen_use_mm).
-    pub(super) fn lru_gen_collect_uses(&mut self, memcg: usize) {
+    /// Hand the mm_list the uses recorded since the last walk (lru_gen_use_mm). An mm
+    /// whose sampled threads are writing (mm/sampled_access.rs) ran all along: a
+    /// per-access thread would have marked it at every write.
+    pub(crate) fn lru_gen_collect_uses(&mut self, memcg: usize) {
         let Mm { mm_lists, mms, .. } = self;
         for e in mm_lists[memcg].fifo.iter_mut() {
-            if std::mem::take(&mut mms[e.mm as usize].lru_gen_used) {
+            let m = &mut mms[e.mm as usize];
+            let writing = m.sampled.as_ref().is_some_and(|sa| sa.writing > 0);
+            if std::mem::take(&mut m.lru_gen_used) || writing {
                 e.bitmap = !0;
             }
         }
