@@ -48,8 +48,8 @@ use rand::Rng as _;
 /// A sampled thread commits at most `n >> CHUNK_SHIFT` draws at once (`n` its span's
 /// pages) before it draws its next faulting draw again with the faulting pages of that
 /// moment: a page that starts to fault meanwhile is seen at most 1/1024 of its mean reuse
-/// interval late. (At 1/256 the faulting writes of seed-001-scaling came 0.2-0.4% short,
-/// as the chunk's half over n predicts; 1/1024 costs 7% more instructions in seed-001.)
+/// interval late, which leaves the fault rate low by about 1/2048 (docs/model.md); 1/1024
+/// rather than 1/256 costs seed-001 7% more instructions.
 pub const CHUNK_SHIFT: u32 = 10;
 
 /// The state's bytes per page of a sampled area, for the memory estimate: a faulting bit
