@@ -36,8 +36,12 @@
 //!   state that makes about 1/2048 of the faulting writes late by half a chunk.
 //! - Time: a chunk's draws are committed when it starts, as a per-access thread runs up to
 //!   a quantum ahead of the others; a look in the middle of a chunk sees all of its draws.
+//! - Text: every write runs the process's text, so its present PTEs are young at a look
+//!   if any write was made since the last; the thread fetches the text (faulting back a
+//!   page reclaim took) at each chunk's first write, and with a text a chunk is one
+//!   engine quantum of writes at most.
 //!
-//! The state costs about 0.22 bytes per page of a sampled area (a faulting bit, a Fenwick
+//! The state costs about 0.23 bytes per page of a sampled area (a faulting bit, a Fenwick
 //! counter per 64 pages, a segment per 512 pages) and nothing for other areas.
 
 use super::mm_types::pte;
