@@ -406,7 +406,11 @@ fn shared_workload_fields_are_named_and_an_unknown_field_lists_the_allowed_ones(
 /// included (left out when 1), `type` not.
 fn normalized_fields(kind: &str) -> std::collections::BTreeSet<String> {
     let w = match kind {
-        "usemem" => r#"{"type": "usemem", "size": 4096}"#,
+        // access_model is echoed only when not per_access (older results keep their
+        // bytes): a sampled usemem shows every field.
+        "usemem" => {
+            r#"{"type": "usemem", "size": 4096, "random": true, "access_model": "sampled"}"#
+        }
         "file_read" => r#"{"type": "file_read", "files": [4096]}"#,
         "request_churn" => r#"{"type": "request_churn"}"#,
         _ => r#"{"type": "trace", "path": "x"}"#,

@@ -388,7 +388,14 @@ mod tests {
             mm.lru_gen_collect_uses(0);
             let bits: Vec<u64> = ids
                 .iter()
-                .map(|&id| mm.mm_lists[0].fifo.iter().find(|e| e.mm == id).unwrap().bitmap)
+                .map(|&id| {
+                    mm.mm_lists[0]
+                        .fifo
+                        .iter()
+                        .find(|e| e.mm == id)
+                        .unwrap()
+                        .bitmap
+                })
                 .collect();
             assert_eq!(bits, vec![!0, 0, 0]);
             for e in mm.mm_lists[0].fifo.iter_mut() {
