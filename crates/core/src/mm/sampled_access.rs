@@ -504,7 +504,7 @@ mod tests {
         // block's PMD bit is set exactly when one of its pages became young.
         for k in [100u64, 1000, 4096, 20_000] {
             let (mut sa, mut ptes, mut pmd) = area(4096, |v| v % 2 == 0);
-            sa.threads[0].drawn = k;
+            sa.commit(0, k);
             sa.sync(0, 4096, &mut ptes, &[], &mut pmd);
             let p = 1.0 - (1.0 - 1.0 / 4096.0f64).powf(k as f64);
             let (mean, sd) = (2048.0 * p, (2048.0 * p * (1.0 - p)).sqrt());
