@@ -589,6 +589,25 @@ mod tests {
             count.iter().step_by(10).all(|&c| (130..=270).contains(&c)),
             "{count:?}"
         );
+        // A second thread's span, 1000..2000, the same shape: the same law (its n is its
+        // span's 1000 pages, not where the span lies).
+        let ptes: Vec<u32> = (0..2000)
+            .map(|v| {
+                if v % 10 == 0 {
+                    0
+                } else {
+                    pte::mk_present(v + 1, false, false)
+                }
+            })
+            .collect();
+        let spans = vec![((0, 1000), stream(2, 1)), ((1000, 2000), stream(2, 2))];
+        let mut two = SampledArea::new(2000, spans, None, &ptes, &[]);
+        let draws: u64 = (0..20_000)
+            .map(|_| two.draws_before_fault(1).unwrap())
+            .sum();
+        let mean = draws as f64 / 20_000.0;
+        assert!((mean - 9.0).abs() < 0.35, "second thread: mean {mean}");
+        assert!((0..1000).all(|_| two.faulting_page(1).unwrap() >= 1000));
         // Nothing faults: no faulting draw.
         let (mut none, _, _) = area(100, |_| true);
         assert_eq!(none.draws_before_fault(0), None);
