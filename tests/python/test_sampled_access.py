@@ -203,3 +203,20 @@ def test_sampled_runs_are_equivalent_to_per_access_runs():
     print("\n".join(table))
     failed = [k for k, ok in equivalent.items() if not ok]
     assert not failed, f"not shown equivalent ({SEEDS} seeds): {failed}\n" + "\n".join(table)
+
+
+def test_kernel_run_models_sampled_workloads_per_access():
+    # kernel-run's model side replays the sequence the kernel sees: a sampled usemem runs
+    # per access there, said in the notes; the caller's scenario and other workloads
+    # are left as they are.
+    from reclaimsim.sidebyside import per_access
+
+    sc = {"workload": [{"type": "usemem", "name": "a", "access_model": "sampled"}, {"type": "file_read"}]}
+    notes: list = []
+    model = per_access(json.loads(json.dumps(sc)), notes)
+    assert model["workload"][0]["access_model"] == "per_access"
+    assert "access_model" not in model["workload"][1]
+    assert sc["workload"][0]["access_model"] == "sampled"
+    assert len(notes) == 1 and "workload a" in notes[0] and "per access" in notes[0]
+    assert per_access({"workload": [{"type": "usemem"}]}, notes) == {"workload": [{"type": "usemem"}]}
+    assert len(notes) == 1
