@@ -542,3 +542,102 @@ def test_missing_build_tools_are_refused_before_a_download(monkeypatch):
     with pytest.raises(kernelbuild.KernelBuildError, match=r"apt-get install flex libelf-dev"):
         kernelbuild.source_from_arg("debian")
     assert fetched == []
+
+
+# ---- scripts/memcg-iter-patch -----------------------------------------------------------
+
+ITER_SCRIPT = REPO / "scripts" / "memcg-iter-patch"
+
+# The three functions as shaped in Linux 6.12's mm/vmscan.c, cut down to the lines the
+# patch script keys on, and a !CONFIG_LRU_GEN stub that shares lru_gen_shrink_lruvec's
+# first line.
+MEMCG_LRU_VMSCAN_C = """\
+static int shrink_one(struct lruvec *lruvec, struct scan_control *sc)
+{
+\tif (READ_ONCE(lruvec->lrugen.seg) != MEMCG_LRU_TAIL)
+\t\treturn MEMCG_LRU_TAIL;
+\tsuccess = try_to_shrink_lruvec(lruvec, sc);
+\tflush_reclaim_state(sc);
+\treturn MEMCG_LRU_YOUNG;
+}
+
+static void shrink_many(struct pglist_data *pgdat, struct scan_control *sc)
+{
+\tgen = get_memcg_gen(READ_ONCE(pgdat->memcg_lru.seq));
+\top = shrink_one(lruvec, sc);
+\tif (should_abort_scan(lruvec, sc))
+\t\treturn;
+}
+
+static void lru_gen_shrink_lruvec(struct lruvec *lruvec, struct scan_control *sc)
+{
+\tset_mm_walk(NULL, sc->proactive);
+
+\tif (try_to_shrink_lruvec(lruvec, sc))
+\t\tlru_gen_rotate_memcg(lruvec, MEMCG_LRU_YOUNG);
+
+\tclear_mm_walk();
+}
+
+#else /* !CONFIG_LRU_GEN */
+
+static void lru_gen_shrink_lruvec(struct lruvec *lruvec, struct scan_control *sc)
+{
+\tBUILD_BUG();
+}
+"""
+
+
+def memcg_iter_patch(src):
+    return subprocess.run(["bash", str(ITER_SCRIPT), str(src)], capture_output=True, text=True)
+
+
+def iter_tree(root: Path, vmscan=MEMCG_LRU_VMSCAN_C) -> Path:
+    src = root / "linux"
+    (src / "mm").mkdir(parents=True)
+    (src / "mm" / "vmscan.c").write_text(vmscan)
+    return src
+
+
+def test_memcg_iter_patch_walks_memcgs_with_the_iterator_and_stops_rotating(tmp_path):
+    src = iter_tree(tmp_path)
+    p = memcg_iter_patch(src)
+    assert p.returncode == 0, p.stderr
+    work = tmp_path / "work"
+    shutil.copytree(src, work)
+    (tmp_path / "iter.patch").write_text(p.stdout)
+    ap = subprocess.run(["patch", "-p1", "--batch", "-d", str(work), "-i", str(tmp_path / "iter.patch")], capture_output=True, text=True)
+    assert ap.returncode == 0, ap.stdout + ap.stderr
+    out = (work / "mm" / "vmscan.c").read_text()
+    one = out[out.index("shrink_one("):out.index("static void shrink_many")]
+    many = out[out.index("static void shrink_many"):out.index("static void lru_gen_shrink_lruvec")]
+    # shrink_one: no verdict for the memcg LRU, no protection check of its own.
+    assert one.startswith("shrink_one(") and "static void shrink_one(" in out
+    assert "MEMCG_LRU" not in one and "below_min" not in one and "try_to_shrink_lruvec(lruvec, sc);" in one
+    # shrink_many: the iterator under the target, a cookie unless kswapd or a full walk,
+    # protection computed per memcg, and both stops (abort; a partial walk's goal met).
+    assert "memcg_lru" not in many
+    for s in ("mem_cgroup_iter(target, NULL, cookie)", "mem_cgroup_iter(target, memcg, cookie)",
+              "if (current_is_kswapd() || sc->memcg_full_walk)", "mem_cgroup_calculate_protection(target, memcg)",
+              "sc->memcg_low_skipped = 1", "should_abort_scan(lruvec, sc)",
+              "if (cookie && sc->nr_reclaimed >= sc->nr_to_reclaim)", "mem_cgroup_iter_break(target, memcg)"):
+        assert s in many, s
+    # The goal check follows the `next:` label that a skipped memcg jumps to.
+    assert many.index("next:") < many.index("sc->nr_reclaimed >= sc->nr_to_reclaim")
+    # lru_gen_shrink_lruvec no longer rotates; its !CONFIG_LRU_GEN stub is untouched.
+    assert "lru_gen_rotate_memcg" not in out
+    assert "\ttry_to_shrink_lruvec(lruvec, sc);\n\n\tclear_mm_walk();" in out
+    assert out.endswith("{\n\tBUILD_BUG();\n}\n")
+    # The header names the seed patch and the tree it was made from.
+    assert "Subject: [PATCH] mm/mglru: use mem_cgroup_iter for global reclaim" in p.stdout
+    assert str(src.resolve()) in p.stdout
+
+
+def test_memcg_iter_patch_exits_2_on_a_tree_without_the_memcg_lru(tmp_path):
+    # A shrink_many that no longer takes memcgs from pgdat->memcg_lru (already patched,
+    # or another kernel's form): refused, nothing printed.
+    src = iter_tree(tmp_path, MEMCG_LRU_VMSCAN_C.replace("READ_ONCE(pgdat->memcg_lru.seq)", "0"))
+    p = memcg_iter_patch(src)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "shrink_many" in lines[0] and "pgdat->memcg_lru" in lines[0], p.stderr
