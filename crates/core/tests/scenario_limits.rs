@@ -324,6 +324,21 @@ fn usemem_rate_0_is_refused_saying_how_to_ask_for_no_limit() {
 }
 
 #[test]
+fn usemem_random_writes_needs_random_and_at_least_one() {
+    assert_refused(
+        &toml("", "random_writes = 10"),
+        "scenario.workload[0].random_writes",
+        &["10", "needs random = true"],
+    );
+    assert_refused(
+        &toml("", "random = true\nrandom_writes = 0"),
+        "scenario.workload[0].random_writes",
+        &["0:", "allowed 1 or more", "size/8"],
+    );
+    assert!(Scenario::from_toml(&toml("", "random = true\nrandom_writes = 1")).is_ok());
+}
+
+#[test]
 fn sizes_of_areas_files_and_requests_must_be_whole_pages() {
     let base = |workload: &str| {
         format!("duration = \"10ms\"\n[machine]\ncpus = 4\nmemory_per_node = \"64M\"\n[[workload]]\n{workload}\n")
@@ -406,10 +421,10 @@ fn shared_workload_fields_are_named_and_an_unknown_field_lists_the_allowed_ones(
 /// included (left out when 1), `type` not.
 fn normalized_fields(kind: &str) -> std::collections::BTreeSet<String> {
     let w = match kind {
-        // access_model is echoed only when not per_access (older results keep their
-        // bytes): a sampled usemem shows every field.
+        // access_model is echoed only when not per_access and random_writes only when
+        // set (older results keep their bytes): such a usemem shows every field.
         "usemem" => {
-            r#"{"type": "usemem", "size": 4096, "random": true, "access_model": "sampled"}"#
+            r#"{"type": "usemem", "size": 4096, "random": true, "random_writes": 8, "access_model": "sampled"}"#
         }
         "file_read" => r#"{"type": "file_read", "files": [4096]}"#,
         "request_churn" => r#"{"type": "request_churn"}"#,

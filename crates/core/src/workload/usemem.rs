@@ -67,6 +67,12 @@ pub struct Usemem {
     /// Passes over the area (`--repeat`); 0 = until `runtime` or the end of the run.
     #[serde(default = "one_u64")]
     pub repeat: u64,
+    /// With `random`: each thread's writes per pass (default: usemem's `--random` count,
+    /// one write per 8-byte word of the thread's span, 512 per page). fio's `number_ios`:
+    /// a random job bounded by its writes rather than by time, for kernel-run, which needs
+    /// workloads that end by themselves. (Left out of the echoed scenario when absent.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub random_writes: Option<u64>,
     /// `--runtime`: stop after this much virtual time [ns]; absent = no limit.
     #[serde(default)]
     pub runtime: Option<Dur>,
@@ -223,6 +229,20 @@ impl Usemem {
                 "fill",
                 "true: the area is populated by `prefault` already; allowed: one of fill and prefault",
             ));
+        }
+        if let Some(n) = self.random_writes {
+            if !self.random {
+                return Err(cx.err(
+                    "random_writes",
+                    format!("{n}: a count of random writes needs random = true; allowed only with random"),
+                ));
+            }
+            if n == 0 {
+                return Err(cx.err(
+                    "random_writes",
+                    "0: allowed 1 or more; leave it out for usemem's count (size/8 writes per pass)",
+                ));
+            }
         }
         if self.rate == Some(Size(0)) {
             return Err(cx.err(
@@ -496,13 +516,15 @@ pub fn usemem_span(pages: u32, threads: u32, t: u32) -> (u32, u32) {
 /// One usemem thread (vm-scalability usemem): prefault its span once (or, with `fill`,
 /// write each of its pages once in address order), then `repeat` passes
 /// (0 = unbounded) of sequential writes every `step` bytes, or of span*512 random-page
-/// writes (`--random` writes size/8 words); with `unmap`, each pass after the first starts
-/// on a fresh mapping.
+/// writes (`--random` writes size/8 words; `random_writes` if set); with `unmap`, each
+/// pass after the first starts on a fresh mapping.
 pub struct UsememSeq {
     lo: u32,
     hi: u32,
     step: u32,
     random: bool,
+    /// The random writes of one pass.
+    per_pass: u64,
     repeat: u64,
     unmap: bool,
     rng: Rng,
@@ -525,6 +547,9 @@ impl UsememSeq {
             hi,
             step: (u.step.0 / PAGE_SIZE).max(1) as u32,
             random: u.random,
+            per_pass: u
+                .random_writes
+                .unwrap_or((hi - lo) as u64 * (PAGE_SIZE / 8)),
             repeat: u.repeat,
             unmap: u.unmap,
             rng,
@@ -547,8 +572,11 @@ impl UsememSeq {
 
     /// The random writes of the passes not started yet (None: unbounded, `repeat = 0`).
     fn random_writes_left(&self) -> Option<u64> {
-        let per_pass = (self.hi - self.lo) as u64 * (PAGE_SIZE / 8);
-        (self.repeat != 0).then(|| self.repeat.saturating_sub(self.pass) * per_pass)
+        (self.repeat != 0).then(|| {
+            self.repeat
+                .saturating_sub(self.pass)
+                .saturating_mul(self.per_pass)
+        })
     }
 }
 
@@ -589,8 +617,7 @@ impl Iterator for UsememSeq {
                 }
             }
             if self.random {
-                let iters = (self.hi - self.lo) as u64 * (PAGE_SIZE / 8);
-                if self.pos < iters {
+                if self.pos < self.per_pass {
                     self.pos += 1;
                     let vpn = self.rng.random_range(self.lo..self.hi);
                     return Some(Access::Touch { vpn, random: true });
@@ -1068,6 +1095,40 @@ fn prefetch_swap_entry(s: &Sim, mmid: u32, vpn: u32) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A usemem of `pages` pages from its TOML fields.
+    fn usemem(pages: u64, fields: &str) -> Usemem {
+        toml::from_str(&format!("size = {}\n{fields}", pages * PAGE_SIZE)).unwrap()
+    }
+
+    /// The random touches of thread `t`'s sequence, each checked to lie in its span.
+    fn random_touches(u: &Usemem, t: u32) -> u64 {
+        let seq = UsememSeq::new(u, t, rng::stream(7, t as u64));
+        let (lo, hi) = seq.span();
+        seq.map(|a| match a {
+            Access::Touch { vpn, random: true } => {
+                assert!((lo..hi).contains(&vpn), "{vpn} outside {lo}..{hi}");
+                1
+            }
+            other => panic!("not a random touch: {other:?}"),
+        })
+        .sum()
+    }
+
+    #[test]
+    fn a_random_pass_is_usemem_word_count_or_random_writes() {
+        // usemem --random: a write per 8-byte word of the thread's span, 512 per page;
+        // 10 pages over 2 threads are spans of 5.
+        let u = usemem(10, "threads = 2\nrandom = true\nrepeat = 3");
+        assert_eq!(random_touches(&u, 0), 3 * 5 * 512);
+        assert_eq!(random_touches(&u, 1), 3 * 5 * 512);
+        // random_writes: each thread's writes per pass, whatever the span.
+        let u = usemem(10, "threads = 2\nrandom = true\nrepeat = 3\nrandom_writes = 7");
+        assert_eq!(random_touches(&u, 0), 21);
+        assert_eq!(random_touches(&u, 1), 21);
+        let seq = UsememSeq::new(&u, 0, rng::stream(7, 0));
+        assert_eq!(seq.random_writes_left(), Some(21));
+    }
 
     proptest! {
         /// Pace::run's k accesses at once end where k rounds of the per-access loop do
