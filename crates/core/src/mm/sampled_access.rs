@@ -93,8 +93,8 @@ pub struct SampledArea {
     /// The process's text (`base`, `pages`), run by every write of every thread: its
     /// PTEs are young once any write was made since they were last brought up to date.
     text: Option<(u32, u32)>,
-    /// The writes of all threads, and their number when the text was brought up to date.
-    drawn: u64,
+    /// The writes of all threads (the sum of their `drawn`) when the text was brought up
+    /// to date.
     text_sync: u64,
     /// Threads in their sampled passes: the process runs (lru_gen_use_mm) all along.
     pub writing: u32,
@@ -167,7 +167,6 @@ impl SampledArea {
             seg_thread,
             block_seg,
             text,
-            drawn: 0,
             text_sync: 0,
             writing: 0,
             faulting,
@@ -275,7 +274,6 @@ impl SampledArea {
     /// Thread `t` made `k` more writes.
     pub fn commit(&mut self, t: usize, k: u64) {
         self.threads[t].drawn += k;
-        self.drawn += k;
     }
 
     /// Bring the bits of pages `[lo, hi)` up to date with their threads' draws.
@@ -288,9 +286,10 @@ impl SampledArea {
         pmd_young: &mut [u64],
     ) {
         if let Some((base, n)) = self.text {
-            if lo < base + n && hi > base && self.drawn > self.text_sync {
+            let drawn = || self.threads.iter().map(|t| t.drawn).sum::<u64>();
+            if lo < base + n && hi > base && drawn() > self.text_sync {
                 // Every write ran every text page: all of them were fetched since.
-                self.text_sync = self.drawn;
+                self.text_sync = drawn();
                 for v in base..base + n {
                     if pte::present(ptes[v as usize]) {
                         ptes[v as usize] |= pte::YOUNG;
