@@ -18,6 +18,7 @@ import time
 
 from . import _core, vm
 from ._core import ScenarioError
+from .metrics import across_cgroup_counters
 from .scenario import apply_side, compare_table, parse_switches
 from .sidebyside import KernelRunError, simulate, why_not_comparable
 from .stats import ALPHA, ab_row, fmt_num
@@ -150,7 +151,16 @@ def kernel_compare(
     has = [c.pop("_proactive") for side in runs.values() for c in side]
     fold = bool(norm.get("reclaim")) and not all(has)
     model = model_sides(scenario, sa, sb, reps, fold, progress, (ka.release, kb.release), notes)
-    names = [n for n in runs["A"][0] if why_not_comparable(n) is None]
+    # The scenario's [compare] aggregates over cgroups (cv:pgsteal@/memcg*), per rep on
+    # each side, first.
+    aggs = [n for n in spec.get("metrics", []) if across_cgroup_counters(runs["A"][0], n) is not None]
+    for side in runs.values():
+        for c in side:
+            c.update({n: across_cgroup_counters(c, n) for n in aggs})
+    for side in model.values():
+        for c in side:
+            c.update({n: across_cgroup_counters(c, n) or 0.0 for n in aggs})
+    names = aggs + [n for n in runs["A"][0] if why_not_comparable(n) is None and n not in aggs]
     rows = []
     for n in names:
         kx = [[c.get(n, 0) for c in runs[s]] for s in ("A", "B")]

@@ -175,7 +175,6 @@ def _observed(r: dict, name: str) -> float:
 def _across_cgroups(r: dict, name: str, agg: str, spec: str) -> float:
     """`cv` or `sum` of a memory.stat key over the cgroups matching a path glob."""
     import fnmatch
-    import statistics
 
     key, _, glob = spec.partition("@")
     if not glob:
@@ -199,10 +198,33 @@ def _across_cgroups(r: dict, name: str, agg: str, spec: str) -> float:
     if not vals:
         paths = ", ".join(c["path"] for c in r["cgroups"])
         raise ScenarioError(f"metric {name!r}: no cgroup matches {glob!r}; cgroups: {paths}")
+    return aggregate(vals, agg)
+
+
+def aggregate(vals: list[float], agg: str) -> float:
+    """`sum` of VALS, or `cv`: their population standard deviation over their mean, in
+    percent (0 when the mean is 0)."""
+    import statistics
+
     if agg == "sum":
         return sum(vals)
     mean = statistics.fmean(vals)
     return 100.0 * statistics.pstdev(vals) / mean if mean else 0.0
+
+
+def across_cgroup_counters(counters: dict, name: str) -> float | None:
+    """A `cv:KEY@/glob` or `sum:KEY@/glob` over a flat counter dict with `KEY@/path` keys
+    (kernel-run's and kernel-compare's per-cgroup rows); None when NAME is not such an
+    aggregate or no key matches."""
+    import fnmatch
+
+    agg, sep, spec = name.partition(":")
+    key, _, glob = spec.partition("@")
+    if not sep or agg not in ("cv", "sum") or not glob.startswith("/"):
+        return None
+    vals = [float(v) for k, v in counters.items()
+            if k.startswith(key + "@/") and fnmatch.fnmatchcase(k[len(key) + 1:], glob)]
+    return aggregate(vals, agg) if vals else None
 
 
 def values(r: dict) -> dict[str, Any]:

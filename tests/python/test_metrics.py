@@ -89,3 +89,17 @@ def test_units_of_stored_values():
     assert unit("end_ns") == unit("runtime_ns@web") == unit("lru_lock_wait_ns@shrink_node") == "ns"
     assert unit("throughput@web") == "accesses/s"
     assert unit("accesses@web") == unit("lru_lock_acquisitions@shrink_node") == ""
+
+
+def test_aggregates_over_flat_per_cgroup_counters():
+    from reclaimsim.metrics import across_cgroup_counters
+
+    # pgsteal of three memcgs 100, 200, 300: mean 200, population sd sqrt(20000/3).
+    c = {"pgsteal@/m0": 100, "pgsteal@/m1": 200, "pgsteal@/m2": 300, "pgsteal@/other": 9999,
+         "pgsteal_anon@/m0": 7, "pgsteal": 600}
+    assert across_cgroup_counters(c, "sum:pgsteal@/m*") == 600
+    assert across_cgroup_counters(c, "cv:pgsteal@/m*") == pytest.approx(100 * (20000 / 3) ** 0.5 / 200)
+    # Not an aggregate over cgroups, or nothing matches: None.
+    assert across_cgroup_counters(c, "pgsteal") is None
+    assert across_cgroup_counters(c, "cv:pgsteal@job*") is None
+    assert across_cgroup_counters(c, "cv:pgscan@/m*") is None

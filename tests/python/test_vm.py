@@ -398,6 +398,42 @@ def test_kernel_compare_interleaves_boots_and_sets_kernel_stats_beside_the_model
     assert "kernel-compare calib-anon-zram" in kernelcompare.format_kernel_compare(c)
 
 
+def test_kernel_compare_puts_the_scenarios_aggregates_over_cgroups_first(monkeypatch, tmp_path):
+    from reclaimsim import kernelcompare
+
+    # pgsteal of /memcg0 and /memcg1 per boot: kernel A even (100, 100: cv 0), kernel B
+    # uneven (50, 150: cv 50%, the population sd over the mean).
+    steals = {"A": (100, 100), "B": (50, 150)}
+
+    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None):
+        cgs = {f"/memcg{i}": {"memory.stat": {"pgsteal": n}, "memory.events": {}}
+               for i, n in enumerate(steals[kernel.release])}
+        rep = {"wall_s": 1.0, "vmstat": {"pgsteal_anon": 200}, "cgroups": cgs,
+               "processes": [{"threads": [{"accesses": 5, "hits": 1, "misses": 4, "major_faults": 4, "minor_faults": 0}]}] * 2,
+               "reclaim_writes": []}
+        return {"reps": [rep], "accel_how": "tcg (asked)", "accel": "tcg"}
+
+    monkeypatch.setattr(kernelcompare.vm, "run_in_vm", fake_run_in_vm)
+    monkeypatch.setattr(kernelcompare.vm, "check_prerequisites", lambda: None)
+    monkeypatch.setattr(kernelcompare.vm, "reclaim_timing", lambda norm, how, notes, progress: None)
+    monkeypatch.setattr(kernelcompare, "_kernel", lambda spec, progress: kernelcompare.vm.Kernel(tmp_path / spec, spec))
+    data = load_scenario("calib-memcg-reclaim", [
+        "cgroup[0].copies=2", "workload[0].copies=2", "machine.cpus=3", "duration=2s",
+        "workload[0].random_writes=2000", "reclaim[0].at=1s", "reclaim[0].times=2"])
+    c = kernelcompare.kernel_compare(data, "A", "B", 2, "tcg", 60)
+    names = [r["name"] for r in c["metrics"]]
+    # In the [compare] list's order; the refault aggregates have no rows on these kernels.
+    assert names[:2] == ["cv:pgsteal@/memcg*", "sum:pgsteal@/memcg*"]
+    assert not any(n.startswith("cv:workingset") for n in names)
+    rows = {r["name"]: r for r in c["metrics"]}
+    cv = rows["cv:pgsteal@/memcg*"]["kernel"]
+    assert (cv["a_mean"], cv["b_mean"]) == (0.0, pytest.approx(50.0))
+    assert rows["sum:pgsteal@/memcg*"]["kernel"]["a_values"] == [200.0, 200.0]
+    # The model's side has the same rows, from its own per-cgroup counters.
+    assert rows["cv:pgsteal@/memcg*"]["model"] is not None
+    assert "cv:pgsteal@/memcg*" in kernelcompare.format_kernel_compare(c)
+
+
 def test_kernel_compare_refuses_equal_model_sides():
     from reclaimsim import kernelcompare
 
