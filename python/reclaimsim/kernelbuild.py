@@ -252,6 +252,38 @@ def _digest(*parts: tuple[str, bytes]) -> str:
     return h.hexdigest()
 
 
+def _kconfig_block(path: Path, symbol: str) -> str | None:
+    """The lines of SYMBOL's `config` entry in the Kconfig file PATH (None: no entry)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for i, line in enumerate(lines):
+        if line.strip() == f"config {symbol}":
+            end = next((j for j in range(i + 1, len(lines)) if re.match(r"(config|menuconfig|choice|endchoice|menu|endmenu|if|endif|source)\b", lines[j])), len(lines))
+            return "\n".join(lines[i:end])
+    return None
+
+
+def builtin_fragment(source_dir: Path) -> str:
+    """BUILTIN_FRAGMENT in the words of the tree's Kconfig: 7.x names /proc/sys SYSCTL
+    (PROC_SYSCTL before), and where x86 has lazy preemption PREEMPT_VOLUNTARY cannot be
+    chosen, so the fragment asks for PREEMPT_LAZY (the preemption closest to voluntary
+    that the tree offers). Other trees get BUILTIN_FRAGMENT unchanged."""
+    src = Path(source_dir)
+    frag = BUILTIN_FRAGMENT
+    if _kconfig_block(src / "fs" / "proc" / "Kconfig", "PROC_SYSCTL") is None and _kconfig_block(src / "fs" / "proc" / "Kconfig", "SYSCTL") is not None:
+        frag = frag.replace("CONFIG_PROC_SYSCTL=y\n", "CONFIG_SYSCTL=y\n")
+    voluntary = _kconfig_block(src / "kernel" / "Kconfig.preempt", "PREEMPT_VOLUNTARY") or ""
+    try:
+        x86 = (src / "arch" / "x86" / "Kconfig").read_text(errors="replace")
+    except OSError:
+        x86 = ""
+    if "depends on !ARCH_HAS_PREEMPT_LAZY" in voluntary and re.search(r"^\s*select ARCH_HAS_PREEMPT_LAZY\b", x86, re.M):
+        frag = frag.replace("CONFIG_PREEMPT_VOLUNTARY=y\n", "CONFIG_PREEMPT_LAZY=y\n")
+    return frag
+
+
 def tree_key(source_dir: Path, fragments: Iterable[Path] = ()) -> str:
     """sha256 of what a build tree depends on: the recipe, the source tree
     (`source_identity`), the built-in fragment and every fragment's bytes (in order; not
@@ -259,7 +291,7 @@ def tree_key(source_dir: Path, fragments: Iterable[Path] = ()) -> str:
     return _digest(
         ("recipe", BUILD_RECIPE.encode()),
         ("source", source_identity(source_dir).encode()),
-        ("builtin", BUILTIN_FRAGMENT.encode()),
+        ("builtin", builtin_fragment(source_dir).encode()),
         *(("fragment", Path(f).read_bytes()) for f in fragments),
     )
 
@@ -444,7 +476,7 @@ def configure(
     merge = src / "scripts" / "kconfig" / "merge_config.sh"
     if not merge.is_file():
         raise KernelBuildError(f"source directory {src}: no scripts/kconfig/merge_config.sh, so not a kernel source tree")
-    (obj / "reclaimsim.config").write_text(BUILTIN_FRAGMENT)
+    (obj / "reclaimsim.config").write_text(builtin_fragment(src))
     (obj / "reclaimsim-ident.config").write_text(ident)
     frags = [(obj / "reclaimsim.config", "the built-in fragment"), (obj / "reclaimsim-ident.config", "the release suffix")]
     frags += [(Path(f).resolve(), f"config fragment {f}") for f in fragments]

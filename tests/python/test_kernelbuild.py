@@ -76,6 +76,37 @@ def test_builtin_fragment_sets_every_required_option_built_in():
     assert "y" in (frag.get("CONFIG_ZRAM_BACKEND_LZ4"), frag.get("CONFIG_ZRAM_BACKEND_LZO"))
 
 
+def kconfig_words_tree(root: Path, sysctl: str, lazy: bool) -> Path:
+    """A tree with just the three Kconfig entries builtin_fragment reads: /proc/sys named
+    SYSCTL, and PREEMPT_VOLUNTARY closed to an x86 with lazy preemption, as in 7.x (or
+    PROC_SYSCTL and an open PREEMPT_VOLUNTARY, as before)."""
+    src = root / "linux"
+    for d in ("fs/proc", "kernel", "arch/x86"):
+        (src / d).mkdir(parents=True)
+    (src / "fs" / "proc" / "Kconfig").write_text(f'config {sysctl}\n\tbool "Sysctl support (/proc/sys)" if EXPERT\n\tdepends on PROC_FS\n\nconfig PROC_PAGE_MONITOR\n\tdefault y\n')
+    dep = "\tdepends on !ARCH_HAS_PREEMPT_LAZY\n" if lazy else ""
+    (src / "kernel" / "Kconfig.preempt").write_text(f'config PREEMPT_VOLUNTARY\n\tbool "Voluntary Kernel Preemption (Desktop)"\n{dep}\tdepends on !ARCH_NO_PREEMPT\n\nconfig PREEMPT\n\tbool "Preemptible Kernel"\n\tdepends on !ARCH_HAS_PREEMPT_LAZY\n')
+    (src / "arch" / "x86" / "Kconfig").write_text("config X86\n\tdef_bool y\n\tselect ARCH_HAS_PREEMPT_LAZY\n")
+    return src
+
+
+def test_builtin_fragment_takes_the_trees_kconfig_words(tmp_path):
+    # 7.x: SYSCTL and lazy preemption; the rest of the fragment as it was.
+    new = kernelbuild.builtin_fragment(kconfig_words_tree(tmp_path / "new", "SYSCTL", True))
+    frag = kernelbuild.parse_config(new)
+    assert frag["CONFIG_SYSCTL"] == "y" and frag["CONFIG_PREEMPT_LAZY"] == "y"
+    assert "CONFIG_PROC_SYSCTL" not in frag and "CONFIG_PREEMPT_VOLUNTARY" not in frag
+    assert new.replace("CONFIG_SYSCTL=y", "CONFIG_PROC_SYSCTL=y").replace("CONFIG_PREEMPT_LAZY=y", "CONFIG_PREEMPT_VOLUNTARY=y") == kernelbuild.BUILTIN_FRAGMENT
+    # Before: unchanged, so the cache keys of earlier builds stay.
+    assert kernelbuild.builtin_fragment(kconfig_words_tree(tmp_path / "old", "PROC_SYSCTL", False)) == kernelbuild.BUILTIN_FRAGMENT
+    # Each word alone: the lazy-preemption check reads PREEMPT_VOLUNTARY's own entry (the
+    # same line under PREEMPT does not count).
+    only_lazy = kernelbuild.parse_config(kernelbuild.builtin_fragment(kconfig_words_tree(tmp_path / "a", "PROC_SYSCTL", True)))
+    assert only_lazy["CONFIG_PROC_SYSCTL"] == "y" and only_lazy["CONFIG_PREEMPT_LAZY"] == "y"
+    only_sysctl = kernelbuild.parse_config(kernelbuild.builtin_fragment(kconfig_words_tree(tmp_path / "b", "SYSCTL", False)))
+    assert only_sysctl["CONFIG_SYSCTL"] == "y" and only_sysctl["CONFIG_PREEMPT_VOLUNTARY"] == "y"
+
+
 def test_builtin_fragment_has_no_modules():
     assert not [k for k, v in kernelbuild.parse_config(kernelbuild.BUILTIN_FRAGMENT).items() if v == "m"]
     assert "=m" not in kernelbuild.BUILTIN_FRAGMENT
@@ -557,7 +588,14 @@ static int shrink_one(struct lruvec *lruvec, struct scan_control *sc)
 \tif (READ_ONCE(lruvec->lrugen.seg) != MEMCG_LRU_TAIL)
 \t\treturn MEMCG_LRU_TAIL;
 \tsuccess = try_to_shrink_lruvec(lruvec, sc);
+
+\tshrink_slab(sc->gfp_mask, pgdat->node_id, memcg, sc->priority);
+
+\tif (!sc->proactive)
+\t\tvmpressure(sc->gfp_mask, sc->order, memcg, false, 1, 2);
+
 \tflush_reclaim_state(sc);
+
 \treturn MEMCG_LRU_YOUNG;
 }
 
@@ -614,6 +652,10 @@ def test_memcg_iter_patch_walks_memcgs_with_the_iterator_and_stops_rotating(tmp_
     # shrink_one: no verdict for the memcg LRU, no protection check of its own.
     assert one.startswith("shrink_one(") and "static void shrink_one(" in out
     assert "MEMCG_LRU" not in one and "below_min" not in one and "try_to_shrink_lruvec(lruvec, sc);" in one
+    # The tree's own shrink_slab ... flush_reclaim_state run is kept as it was (the
+    # vmpressure call's arguments differ between versions), then the function ends.
+    tail = MEMCG_LRU_VMSCAN_C[MEMCG_LRU_VMSCAN_C.index("\tshrink_slab("):MEMCG_LRU_VMSCAN_C.index("flush_reclaim_state(sc);\n") + len("flush_reclaim_state(sc);\n")]
+    assert one.endswith(tail + "}\n\n"), one
     # shrink_many: the iterator under the target, a cookie unless kswapd or a full walk,
     # protection computed per memcg, and both stops (abort; a partial walk's goal met).
     assert "memcg_lru" not in many
