@@ -1123,7 +1123,10 @@ mod tests {
         assert_eq!(random_touches(&u, 0), 3 * 5 * 512);
         assert_eq!(random_touches(&u, 1), 3 * 5 * 512);
         // random_writes: each thread's writes per pass, whatever the span.
-        let u = usemem(10, "threads = 2\nrandom = true\nrepeat = 3\nrandom_writes = 7");
+        let u = usemem(
+            10,
+            "threads = 2\nrandom = true\nrepeat = 3\nrandom_writes = 7",
+        );
         assert_eq!(random_touches(&u, 0), 21);
         assert_eq!(random_touches(&u, 1), 21);
         let seq = UsememSeq::new(&u, 0, rng::stream(7, 0));
