@@ -214,7 +214,8 @@ fn calibration_cases_run_with_mglru() {
                 text = cut;
             }
         }
-        // A case that picks its LRU itself (calib-mglru-reclaim) keeps it.
+        // A case that picks its LRU itself (calib-mglru-reclaim, calib-memcg-reclaim)
+        // keeps it.
         let t = if text.contains("\nlru = ") {
             text
         } else {
@@ -236,7 +237,7 @@ fn calibration_cases_run_with_mglru() {
         assert!(same(&t, &t), "{name} not deterministic");
         n += 1;
     }
-    assert_eq!(n, 9, "calibration scenarios found");
+    assert_eq!(n, 10, "calibration scenarios found");
 }
 
 /// Two processes whose anonymous memory overflows the node into a zram swap that holds it
