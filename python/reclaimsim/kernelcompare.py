@@ -154,10 +154,7 @@ def kernel_compare(
     # The scenario's [compare] aggregates over cgroups (cv:pgsteal@/memcg*), per rep on
     # each side, first.
     aggs = [n for n in spec.get("metrics", []) if across_cgroup_counters(runs["A"][0], n) is not None]
-    for side in runs.values():
-        for c in side:
-            c.update({n: across_cgroup_counters(c, n) for n in aggs})
-    for side in model.values():
+    for side in (*runs.values(), *model.values()):
         for c in side:
             c.update({n: across_cgroup_counters(c, n) or 0.0 for n in aggs})
     names = aggs + [n for n in runs["A"][0] if why_not_comparable(n) is None and n not in aggs]
