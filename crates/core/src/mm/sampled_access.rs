@@ -286,10 +286,14 @@ impl SampledArea {
         pmd_young: &mut [u64],
     ) {
         if let Some((base, n)) = self.text {
-            let drawn = || self.threads.iter().map(|t| t.drawn).sum::<u64>();
-            if lo < base + n && hi > base && drawn() > self.text_sync {
+            let drawn = if lo < base + n && hi > base {
+                self.threads.iter().map(|t| t.drawn).sum::<u64>()
+            } else {
+                0
+            };
+            if drawn > self.text_sync {
                 // Every write ran every text page: all of them were fetched since.
-                self.text_sync = drawn();
+                self.text_sync = drawn;
                 for v in base..base + n {
                     if pte::present(ptes[v as usize]) {
                         ptes[v as usize] |= pte::YOUNG;
