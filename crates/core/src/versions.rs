@@ -483,6 +483,13 @@ pub const RULES: &[Rule] = &[
         what: "the swap cache's xarray leaves of shadows only join the root's shadow-node list, so root reclaim's shadow shrinker frees them and later swap-ins are no refaults (6.1: swap shadows stay until their slot is freed; 6.18: they live in the swap table)",
         effect: Effect::Rule { at: "mm/swap_state.rs swap_update_node" },
     },
+    Rule {
+        name: "shmem_swapin_skip_swapcache",
+        commit: "\"mm: shmem: skip swapcache for swapin of synchronous swap device\" (Baolin Wang, v6.14; dated by the mm tree's log, mainline id not identified)",
+        has: [N, N, Y, Y],
+        what: "a shmem swap-in from a synchronous device (zram) reads the one page, bypassing the swap cache; before, shmem_swapin_cluster reads ahead on every device: swap_cluster_readahead's aligned block of up to 1 << page_cluster slots, its size from the hits of earlier readahead",
+        effect: Effect::Rule { at: "mm/shmem.rs shmem_swapin_reads_ahead" },
+    },
 ];
 
 /// Declares [`Rules`], one bool per modeled rule (the field is the rule's name in
@@ -627,6 +634,9 @@ modeled_rules! {
     /// mglru_promote_second_sighting: a young PTE promotes at its second sighting (else at
     /// the first; the classic folio_check_references under MGLRU).
     mglru_promote_second_sighting,
+    /// shmem_swapin_skip_swapcache: a shmem swap-in from a synchronous device reads one
+    /// page (else swap_cluster_readahead on every device).
+    shmem_swapin_skip_swapcache,
 }
 
 impl Default for Rules {

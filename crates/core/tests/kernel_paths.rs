@@ -71,7 +71,7 @@ fn shrink_lruvec_nudges_once_toward_proportionality_then_stops() {
 fn anon_is_aged_when_swap_exists_even_if_it_is_full() {
     let s = machine("1G", Some("4K"), "");
     // The one swap slot is taken: no anon can be reclaimed, but it is still aged.
-    s.mm.borrow_mut().add_to_swap_cache(0).unwrap();
+    s.mm.borrow_mut().add_to_swap_cache(0, 0).unwrap();
     s.fixture_anon_folios(A, 0, 100, true, PG_ACTIVE);
     let lv = s.mm.borrow().lruvec_of(A, 0);
     run_probe(&s, 0, 0, move |s| async move {

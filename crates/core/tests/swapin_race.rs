@@ -53,7 +53,7 @@ fn swapped_out_process(s: &Sim) -> (u32, u32) {
     let mut mm = s.mm.borrow_mut();
     mm.mms.push(MmStruct::new(16, 1, 0, 0));
     let mmid = (mm.mms.len() - 1) as u32;
-    let slot = mm.add_to_swap_cache(0).unwrap();
+    let slot = mm.add_to_swap_cache(0, 0).unwrap();
     mm.swap_cache_set_shadow(slot, 0);
     mm.mms[mmid as usize].ptes[0] = pte::mk_swap(slot);
     mm.mms[mmid as usize].swapents = 1;

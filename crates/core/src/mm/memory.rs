@@ -4,7 +4,8 @@
 //! do_swap_page (swap cache hit = minor fault; miss = major fault reading the slot back,
 //! with workingset_refault deciding activation) or, for a write to a PTE that fork
 //! write-protected, do_wp_page (reuse the folio if this process is its only user, else copy
-//! it). Simplified: no swap readahead (one page per swapin, as on zram), no THP, no zero
+//! it). Simplified: no swap readahead for anonymous memory (one page per swapin, as on
+//! zram; shmem's is shmem.rs and swap_state.rs), no THP, no zero
 //! page (reads of untouched memory are treated as writes); a write fault on a swapped-in
 //! folio frees its swap slot (should_try_to_free_swap), a read fault keeps it unless swap
 //! is half full. A swap-in of a slot other processes' swap PTEs still refer to (a folio
@@ -93,8 +94,13 @@ impl Sim {
             // A write to a PTE fork write-protected.
             self.do_wp_page(mmid, vpn, pte::pfn(v), memcg, node).await
         } else if pte::is_swap(v) {
-            self.do_swap_page(mmid, vpn, pte::slot(v), write, memcg, node)
-                .await
+            let slot = pte::slot(v);
+            if self.mm.borrow().shmem_swapin_reads_ahead(mmid) {
+                self.shmem_swapin_folio(mmid, vpn, slot, write, memcg, node)
+                    .await
+            } else {
+                self.do_swap_page(mmid, vpn, slot, write, memcg, node).await
+            }
         } else {
             self.do_anonymous_page(mmid, vpn, write, memcg, node).await
         };
@@ -314,7 +320,7 @@ impl Sim {
     /// synchronous device (zram) of an entry only one process uses skips the swap cache
     /// (SWP_SYNCHRONOUS_IO) and does not drain; the model reads it through the swap cache
     /// all the same (simplified) but skips the drain as the kernel does.
-    async fn do_swap_page(
+    pub(super) async fn do_swap_page(
         &self,
         mmid: u32,
         vpn: u32,
@@ -330,6 +336,7 @@ impl Sim {
             .as_ref()
             .map_or(SwapEnt::Free, |s| s.get(slot));
         if let SwapEnt::Cached(pfn) = ent {
+            self.mm.borrow_mut().swap_cache_readahead_hit(mmid, slot);
             if write && !self.mm.borrow().folio_test_lru(pfn) {
                 self.lru_add_drain().await;
                 // The entry may have gone while the drain waited for the lock, or reclaim
@@ -383,18 +390,9 @@ impl Sim {
                 Some(root) if shared => root,
                 _ => mmid,
             };
-            let p = &mut mm.pages[pfn as usize];
-            p.set(PG_SWAPBACKED | PG_SWAPCACHE | PG_OWNED | PG_LOCKED);
-            p.owner = owner;
-            p.index = vpn;
-            p.private = slot;
-            mm.swap_cache_add_swapin(slot, pfn);
+            mm.swap_cache_add_read_folio(pfn, owner, vpn, slot);
             let s = mm.swap.as_mut().expect("swap entry without swap");
-            let read_ns = s.read_done(self.e.now()) - self.e.now();
-            let lv = mm.folio_lruvec(pfn) as usize;
-            mm.lruvecs[lv].mod_state(NodeStat::NrSwapcache, 1);
-            mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
-            read_ns
+            s.read_done(self.e.now()) - self.e.now()
         };
         self.e.charge(self.c.swap_cache_op);
         if let Some(s) = shadow {

@@ -16,7 +16,8 @@
 //! | `lru_gen/`       | mm/vmscan.c (lru_gen), mm_inline.h | MGLRU, one file per section of vmscan.c (see its mod.rs) |
 //! | `swap.rs`        | mm/swap.c                      | per-CPU LRU batches, mark_accessed, lru_note_cost   |
 //! | `swapfile.rs`    | mm/swapfile.c, swap_state.c    | swap slots and the swap cache's slot table, folio_free_swap |
-//! | `swap_state.rs`  | mm/swap_state.c                | a folio leaving the swap cache (delete_from_swap_cache) |
+//! | `swap_state.rs`  | mm/swap_state.c                | a folio leaving the swap cache, swap_cluster_readahead |
+//! | `shmem.rs`       | mm/shmem.c                     | which shmem swap-ins read ahead (shmem_swapin_folio) |
 //! | `memcontrol.rs`  | mm/memcontrol.c, page_counter.c| memcg tree, charge, protection, iteration, stats    |
 //! | `memory.rs`      | mm/memory.c                    | the anon and swap page-fault paths, zap_pte_range   |
 //! | `fork.rs`        | kernel/fork.c, mm/memory.c     | dup_mmap, copy_page_range (copy-on-write sharing)   |
@@ -47,6 +48,7 @@ pub mod oom_kill;
 pub mod page_alloc;
 pub mod rmap;
 pub mod sampled_access;
+pub mod shmem;
 pub mod swap;
 pub mod swap_state;
 pub mod swapfile;
@@ -133,6 +135,9 @@ pub struct MmStruct {
     /// The area's accessed bits drawn when read, for a usemem area with
     /// `access_model = "sampled"` (sampled_access.rs); None for every other area.
     pub sampled: Option<Box<sampled_access::SampledArea>>,
+    /// The area is a shared anonymous mapping (shmem): its swap-ins are shmem_swapin_folio's
+    /// (shmem.rs), not do_swap_page's.
+    pub shmem: bool,
 }
 
 /// A process's executable text: pages `base..base + pages` of its PTEs map pages
@@ -169,6 +174,7 @@ impl MmStruct {
             fork_parent: None,
             wrprotect: Vec::new(),
             sampled: None,
+            shmem: false,
         }
     }
 

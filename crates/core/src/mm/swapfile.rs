@@ -14,8 +14,9 @@
 //! The first three are the swap cache's xarray as the kernel had it until 6.17 (a folio,
 //! a shadow value or nothing); its leaf nodes (64 slots) are counted as the page cache's
 //! are, for the shadow-node shrinker (swap_state.rs).
-//! Simplified: one swap device, no clusters or per-CPU slot caches (slots come from a free
-//! stack, then never-used slots in order), no swap.max, no readahead (one page per swapin).
+//! Slots come from the cluster allocator ([`SwapClusters`]). Simplified: one swap device,
+//! no per-CPU slot caches, no swap.max; readahead only for shmem
+//! (swap_cluster_readahead, swap_state.rs), none for anonymous memory (one page per swapin).
 //!
 //! The swap count (swap_map's count of swap PTEs, beside SWAP_HAS_CACHE) is implicit for
 //! a slot one process uses: one while its swap PTE exists, none once the folio is mapped
@@ -42,10 +43,150 @@ pub enum SwapEnt {
     Swapped,
 }
 
+/// SWAPFILE_CLUSTER: slots per swap cluster.
+pub const SWAPFILE_CLUSTER: u32 = 512;
+
+/// The swap cluster allocator of order-0 slots (cluster_alloc_swap_entry(), 6.12's form):
+/// each CPU allocates from its own cluster, scanning forward from the slot after the one
+/// it took last (percpu_cluster->next); when that cluster has no free slot left, the CPU
+/// takes the first free cluster (every slot free) and, once there are none, the first
+/// cluster with a free slot (the nonfull list). A freed slot makes its full cluster
+/// nonfull, and its last freed slot makes it free again. So the pages one reclaimer swaps
+/// out in a row get neighbouring slots, which is what swap_cluster_readahead reads
+/// together. Simplified: no per-CPU slot cache in front of it (6.12 hands out slots 64 at
+/// a time from the same clusters: the same order for one reclaimer), no frag or discard
+/// lists, no large orders; a cluster some CPU is filling is not taken by another.
+#[derive(Debug, Clone)]
+pub struct SwapClusters {
+    /// Free slots per cluster.
+    nr_free: Vec<u16>,
+    /// Per cluster: 1 on the free list, 2 on the nonfull list, 4 some CPU's current one.
+    state: Vec<u8>,
+    free: std::collections::VecDeque<u32>,
+    nonfull: std::collections::VecDeque<u32>,
+    /// Per CPU, the slot to scan from next (u32::MAX: no cluster).
+    next: Vec<u32>,
+    slots: u32,
+}
+
+const ON_FREE: u8 = 1;
+const ON_NONFULL: u8 = 2;
+const CURRENT: u8 = 4;
+
+impl SwapClusters {
+    pub fn new(slots: u64) -> Self {
+        let n = (slots as u32).div_ceil(SWAPFILE_CLUSTER);
+        let size = |c: u32| (slots as u32 - c * SWAPFILE_CLUSTER).min(SWAPFILE_CLUSTER) as u16;
+        SwapClusters {
+            nr_free: (0..n).map(size).collect(),
+            state: vec![ON_FREE; n as usize],
+            free: (0..n).collect(),
+            nonfull: Default::default(),
+            next: Vec::new(),
+            slots: slots as u32,
+        }
+    }
+
+    fn size(&self, c: u32) -> u16 {
+        (self.slots - c * SWAPFILE_CLUSTER).min(SWAPFILE_CLUSTER) as u16
+    }
+
+    /// A free slot for `cpu` (`is_free` says which slots are), None when there is none.
+    pub fn alloc(&mut self, cpu: u32, is_free: impl Fn(u32) -> bool) -> Option<u32> {
+        let cpu = cpu as usize;
+        if self.next.len() <= cpu {
+            self.next.resize(cpu + 1, u32::MAX);
+        }
+        loop {
+            let from = self.next[cpu];
+            if from != u32::MAX {
+                let c = from / SWAPFILE_CLUSTER;
+                let end = ((c + 1) * SWAPFILE_CLUSTER).min(self.slots);
+                if self.nr_free[c as usize] > 0 {
+                    if let Some(slot) = (from..end).find(|&s| is_free(s)) {
+                        self.take(slot);
+                        self.next[cpu] = if slot + 1 < end { slot + 1 } else { u32::MAX };
+                        if self.next[cpu] == u32::MAX {
+                            self.leave(c);
+                        }
+                        return Some(slot);
+                    }
+                }
+                // Nothing left after `from`: the CPU leaves the cluster.
+                self.next[cpu] = u32::MAX;
+                self.leave(c);
+            }
+            let c = self.pop_free().or_else(|| self.pop_nonfull())?;
+            self.state[c as usize] |= CURRENT;
+            self.next[cpu] = c * SWAPFILE_CLUSTER;
+        }
+    }
+
+    /// A CPU is done with cluster `c`: with a free slot left, it is nonfull.
+    fn leave(&mut self, c: u32) {
+        self.state[c as usize] &= !CURRENT;
+        if self.nr_free[c as usize] > 0 {
+            self.list_nonfull(c);
+        }
+    }
+
+    fn take(&mut self, slot: u32) {
+        self.nr_free[(slot / SWAPFILE_CLUSTER) as usize] -= 1;
+    }
+
+    /// swap_range_free() of one slot: its cluster gets a free slot back.
+    pub fn free(&mut self, slot: u32) {
+        let c = slot / SWAPFILE_CLUSTER;
+        let n = &mut self.nr_free[c as usize];
+        *n += 1;
+        let n = *n;
+        if self.state[c as usize] & CURRENT != 0 {
+            return;
+        }
+        if n == self.size(c) {
+            if self.state[c as usize] & ON_FREE == 0 {
+                self.state[c as usize] |= ON_FREE;
+                self.free.push_back(c);
+            }
+        } else {
+            self.list_nonfull(c);
+        }
+    }
+
+    fn list_nonfull(&mut self, c: u32) {
+        if self.state[c as usize] & ON_NONFULL == 0 {
+            self.state[c as usize] |= ON_NONFULL;
+            self.nonfull.push_back(c);
+        }
+    }
+
+    /// The first free cluster no CPU holds (entries made stale by allocations are dropped).
+    fn pop_free(&mut self) -> Option<u32> {
+        while let Some(c) = self.free.pop_front() {
+            self.state[c as usize] &= !ON_FREE;
+            if self.state[c as usize] & CURRENT == 0 && self.nr_free[c as usize] == self.size(c) {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// The first cluster with a free slot no CPU holds.
+    fn pop_nonfull(&mut self) -> Option<u32> {
+        while let Some(c) = self.nonfull.pop_front() {
+            self.state[c as usize] &= !ON_NONFULL;
+            if self.state[c as usize] & CURRENT == 0 && self.nr_free[c as usize] > 0 {
+                return Some(c);
+            }
+        }
+        None
+    }
+}
+
 pub struct SwapInfo {
     map: Vec<u64>,
-    free_stack: Vec<u32>,
-    next_unused: u32,
+    /// Which free slot a CPU gets next (the cluster allocator).
+    clusters: SwapClusters,
     nr_used: u64,
     /// True for a synchronous (zram-like) device: IO is CPU time of the caller.
     pub synchronous: bool,
@@ -58,6 +199,9 @@ pub struct SwapInfo {
     shared: rustc_hash::FxHashMap<u32, u32>,
     /// The swap cache's leaf xarray nodes.
     leaves: XaLeaves,
+    /// swap_cluster_readahead's state, for a run whose shmem swap-ins read ahead
+    /// (swap_state.rs; None for every other run).
+    pub ra: Option<Box<super::swap_state::SwapReadahead>>,
 }
 
 impl SwapInfo {
@@ -70,8 +214,7 @@ impl SwapInfo {
     ) -> Self {
         SwapInfo {
             map: vec![0; slots as usize],
-            free_stack: Vec::new(),
-            next_unused: 0,
+            clusters: SwapClusters::new(slots),
             nr_used: 0,
             synchronous,
             zram_read,
@@ -79,6 +222,7 @@ impl SwapInfo {
             dev,
             shared: Default::default(),
             leaves: XaLeaves::new(slots as usize),
+            ra: None,
         }
     }
 
@@ -86,6 +230,10 @@ impl SwapInfo {
     /// a cached folio or a shadow, and a shadow is a value entry.
     fn store(&mut self, slot: u32, v: u64) -> ShadowNode {
         let old = std::mem::replace(&mut self.map[slot as usize], v);
+        if let Some(ra) = self.ra.as_deref_mut() {
+            // A folio leaving the slot takes its PG_readahead with it.
+            ra.forget(slot);
+        }
         let kind = |e: u64| {
             let tag = e & !VAL_MASK;
             (tag == CACHED || tag == SHADOW, tag == SHADOW)
@@ -128,16 +276,10 @@ impl SwapInfo {
     }
 
     /// folio_alloc_swap() + add_to_swap_cache(): a free slot for a folio entering the
-    /// swap cache, and how its leaf node changed.
-    pub fn alloc_slot(&mut self, pfn: Pfn) -> Option<(u32, ShadowNode)> {
-        let slot = match self.free_stack.pop() {
-            Some(s) => s,
-            None if (self.next_unused as usize) < self.map.len() => {
-                self.next_unused += 1;
-                self.next_unused - 1
-            }
-            None => return None,
-        };
+    /// swap cache by reclaim on `cpu`, and how its leaf node changed.
+    pub fn alloc_slot(&mut self, pfn: Pfn, cpu: u32) -> Option<(u32, ShadowNode)> {
+        let map = &self.map;
+        let slot = self.clusters.alloc(cpu, |s| map[s as usize] == 0)?;
         self.nr_used += 1;
         Some((slot, self.store(slot, CACHED | pfn as u64)))
     }
@@ -188,7 +330,7 @@ impl SwapInfo {
             "double free of swap slot {slot}"
         );
         let node = self.store(slot, 0);
-        self.free_stack.push(slot);
+        self.clusters.free(slot);
         self.nr_used -= 1;
         if !self.shared.is_empty() {
             self.shared.remove(&slot);
@@ -275,9 +417,9 @@ mod tests {
     #[test]
     fn slots_cycle_through_cache_shadow_and_free() {
         let mut s = swap_of(2);
-        let (a, _) = s.alloc_slot(7).unwrap();
-        let (b, _) = s.alloc_slot(8).unwrap();
-        assert_eq!(s.alloc_slot(9), None);
+        let (a, _) = s.alloc_slot(7, 0).unwrap();
+        let (b, _) = s.alloc_slot(8, 0).unwrap();
+        assert_eq!(s.alloc_slot(9, 0), None);
         assert_eq!(s.get(a), SwapEnt::Cached(7));
         let _ = s.set_shadow(a, 12345);
         assert_eq!(s.get(a), SwapEnt::Shadow(12345));
@@ -285,7 +427,7 @@ mod tests {
         assert_eq!(s.get(a), SwapEnt::Swapped);
         let _ = s.free_slot(b);
         assert_eq!(s.nr_free(), 1);
-        assert_eq!(s.alloc_slot(10).map(|(slot, _)| slot), Some(b));
+        assert_eq!(s.alloc_slot(10, 0).map(|(slot, _)| slot), Some(b));
     }
 
     /// workingset_update_node() on the swap cache's leaves: a leaf joins the shadow-node
@@ -294,7 +436,7 @@ mod tests {
     #[test]
     fn a_swap_leaf_joins_the_list_when_it_holds_shadows_only() {
         let mut s = swap_of(128);
-        let slots: Vec<u32> = (0..64).map(|p| s.alloc_slot(p).unwrap().0).collect();
+        let slots: Vec<u32> = (0..64).map(|p| s.alloc_slot(p, 0).unwrap().0).collect();
         assert_eq!(slots, (0..64).collect::<Vec<_>>());
         // 63 of 64 folios evicted: a folio is left in the leaf.
         for &slot in &slots[..63] {
@@ -315,12 +457,47 @@ mod tests {
         assert_eq!(s.clear_shadow(63), ShadowNode::Left);
         // A slot without a shadow is no entry: freeing it changes nothing.
         assert_eq!(s.free_slot(10), ShadowNode::Unchanged);
-        // The next leaf (slots 64..127) is untouched.
-        assert_eq!(s.alloc_slot(1).map(|(slot, _)| slot), Some(10));
-        let (c, n) = (s.alloc_slot(2).unwrap(), s.alloc_slot(3).unwrap());
+        // The allocator goes on forward in its cluster, to the next leaf (slots 64..127).
+        let (c, n) = (s.alloc_slot(2, 0).unwrap(), s.alloc_slot(3, 0).unwrap());
         assert_eq!((c.0, n.0), (64, 65));
         assert_eq!(s.set_shadow(64, 1), ShadowNode::Unchanged);
         // Freeing the folio's slot leaves shadows only: the leaf joins.
         assert_eq!(s.free_slot(65), ShadowNode::Joined(1, 1));
+    }
+
+    /// cluster_alloc_swap_entry(): a CPU fills its own cluster forward; a new one comes
+    /// from the free clusters first, then from the nonfull ones.
+    #[test]
+    fn each_cpu_fills_its_own_cluster_then_takes_a_free_one_before_a_nonfull_one() {
+        let c = SWAPFILE_CLUSTER;
+        let mut s = swap_of(3 * c as u64);
+        let a = |s: &mut SwapInfo, cpu| s.alloc_slot(1, cpu).unwrap().0;
+        assert_eq!(
+            [a(&mut s, 0), a(&mut s, 0), a(&mut s, 1), a(&mut s, 0)],
+            [0, 1, c, 2]
+        );
+        // A slot freed behind CPU 0's position is not reused while the cluster is its own.
+        let _ = s.free_slot(1);
+        assert_eq!(a(&mut s, 0), 3);
+        // CPU 0 fills cluster 0 (slot 1 comes when its scan has passed the end: no).
+        for want in 4..c {
+            assert_eq!(a(&mut s, 0), want);
+        }
+        // Cluster 0 has slot 1 free: nonfull. CPU 0 takes the free cluster 2 first.
+        assert_eq!(a(&mut s, 0), 2 * c);
+        // CPU 1 fills cluster 1, then there is no free cluster left: cluster 0's slot 1.
+        for want in c + 1..2 * c {
+            assert_eq!(a(&mut s, 1), want);
+        }
+        assert_eq!(a(&mut s, 1), 1);
+        // Every slot of cluster 1 freed: it is a free cluster again, and comes before
+        // cluster 2's remaining slots for a CPU that has no cluster.
+        for slot in c..2 * c {
+            let _ = s.free_slot(slot);
+        }
+        assert_eq!(a(&mut s, 1), c);
+        assert_eq!(a(&mut s, 0), 2 * c + 1);
+        // Cluster 0 full, slot c of cluster 1, slots 2c and 2c + 1 of cluster 2.
+        assert_eq!(s.nr_used(), c as u64 + 3);
     }
 }

@@ -1044,7 +1044,7 @@ impl Sim {
                 if !mm.mem_cgroup_try_charge_swap(memcg) {
                     break 'f Fate::Activate;
                 }
-                let slot = match mm.add_to_swap_cache(pfn) {
+                let slot = match mm.add_to_swap_cache(pfn, self.e.cpu()) {
                     Some(s) => s,
                     None => {
                         mm.mem_cgroup_uncharge_swap(memcg);

@@ -69,6 +69,8 @@ items!(VmEvent, NR_VM_EVENTS, VM_EVENT_NAMES,
     KswapdHighWmarkHitQuickly => "kswapd_high_wmark_hit_quickly",
     Allocstall => "allocstall_normal",
     OomKill => "oom_kill",
+    SwapRa => "swap_ra",
+    SwapRaHit => "swap_ra_hit",
 );
 
 /// LRU list index -> its state item (NR_LRU_BASE + lru).

@@ -153,8 +153,9 @@ pub enum MappingKind {
     /// A shared anonymous mapping (MAP_SHARED of /dev/zero, as fio's mmap engine maps it):
     /// shmem folios, swap-backed, on the anon LRU, swapped through the swap cache; a
     /// swapped-out page comes back dirty and gives its swap slot up (shmem_swapin_folio).
-    /// Every access writes, so in the model these folios behave exactly as anonymous ones
-    /// (simplified: memory.stat counts them as anon, not shmem).
+    /// Every access writes, so in the model these folios behave as anonymous ones but
+    /// for their swap-in, which reads ahead where the kernel version's does (mm/shmem.rs;
+    /// simplified: memory.stat counts them as anon, not shmem).
     Shmem,
 }
 
@@ -673,6 +674,9 @@ fn usemem_mm(s: &Sim, wi: usize, u: &Usemem, memcg: MemcgId, text: Option<u32>, 
     let mmid = mm.mm_alloc(MmStruct::new(pages as usize, memcg, node, wi as u32));
     if let Some(f) = text {
         mm.map_text(mmid, f);
+    }
+    if u.mapping == MappingKind::Shmem {
+        mm.mark_shmem(mmid);
     }
     if u.mapping == MappingKind::SharedFile {
         // A file of the area's size, mapped MAP_SHARED (will-it-scale page_fault3).

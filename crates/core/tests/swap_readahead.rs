@@ -1,0 +1,285 @@
+//! shmem's swap readahead (mm/shmem.rs, mm/swap_state.rs): swap_cluster_readahead's
+//! window arithmetic against __swapin_nr_pages as the kernel writes it, and a sequence of
+//! shmem faults over pages swapped out to known slots, whose reads, readahead counts and
+//! hits follow from that arithmetic, on a kernel whose shmem reads ahead on zram (6.12)
+//! and on one that bypasses the swap cache there (6.18, rule
+//! `shmem_swapin_skip_swapcache`).
+
+use reclaimsim_core::fixture::run_probe;
+use reclaimsim_core::mm::memory::Fault;
+use reclaimsim_core::mm::mm_types::{pte, PG_LOCKED, PG_LRU, PG_SWAPCACHE};
+use reclaimsim_core::mm::swap_state::{__swapin_nr_pages, SwapReadahead, PAGE_CLUSTER};
+use reclaimsim_core::mm::swapfile::SwapEnt;
+use reclaimsim_core::mm::vmscan::MEMCG_RECLAIM_MAY_SWAP;
+use reclaimsim_core::mm::vmstat::VmEvent;
+use reclaimsim_core::sim::Sim;
+use reclaimsim_core::Scenario;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+#[test]
+fn the_window_is_the_kernels_arithmetic() {
+    // (prev_offset, offset, hits, max_pages, prev_win) -> pages, each worked by hand from
+    // __swapin_nr_pages: pages = hits + 2; with no hits 2 only next to prev_offset, else
+    // 1; with hits rounded up to a power of two of at least 4; then at most max_pages and
+    // at least prev_win / 2.
+    for (args, want) in [
+        ((10, 11, 0, 8, 0), 2),
+        ((10, 9, 0, 8, 0), 2),
+        ((10, 20, 0, 8, 0), 1),
+        ((10, 20, 0, 8, 1), 1),
+        ((10, 20, 0, 8, 4), 2),
+        ((10, 20, 0, 8, 8), 4),
+        ((10, 20, 1, 8, 0), 4),
+        ((10, 20, 2, 8, 0), 4),
+        ((10, 20, 3, 8, 0), 8),
+        ((10, 20, 30, 8, 0), 8),
+        ((10, 20, 3, 2, 0), 2),
+        ((0, u32::MAX, 0, 8, 0), 2),
+    ] {
+        let (p, o, h, m, w) = args;
+        assert_eq!(__swapin_nr_pages(p, o, h, m, w), want, "{args:?}");
+    }
+    assert_eq!(1 << PAGE_CLUSTER, 8, "vm.page-cluster's default");
+}
+
+#[test]
+fn the_window_takes_the_hits_and_keeps_the_offset_only_without_them() {
+    let mut ra = SwapReadahead::new(64);
+    // prev_offset starts at 0: 5 is not next to it.
+    assert_eq!(ra.swapin_nr_pages(5), 1);
+    assert_eq!(ra.swapin_nr_pages(6), 2);
+    // No hits since: 40 is far from 6, but the last window was 2 (2 / 2 = 1).
+    assert_eq!(ra.swapin_nr_pages(40), 1);
+    assert_eq!(ra.swapin_nr_pages(41), 2);
+}
+
+/// A one-node machine on kernel `version` with 64M of swap on `device`, classic LRU, the
+/// cgroup /a (memcg 1) and no workload running; `extra` goes into `[kernel]`.
+fn machine(version: &str, device: &str, extra: &str) -> Rc<Sim> {
+    let t = format!(
+        r#"
+duration = "1000s"
+[kernel]
+version = "{version}"
+lru = "classic"
+{extra}
+[machine]
+cpus = 2
+memory_per_node = "64M"
+[machine.swap]
+size = "64M"
+device = "{device}"
+[[cgroup]]
+path = "/a"
+[[workload]]
+type = "usemem"
+cgroup = "/a"
+size = "4K"
+start = "900s"
+"#
+    );
+    Sim::build(&Scenario::from_toml(&t).unwrap()).unwrap()
+}
+
+/// A process of /a with 32 pages, shmem if `shmem`, every page swapped out by reclaim of
+/// the memcg; returns it and each page's slot.
+fn swapped_out(s: &Rc<Sim>, shmem: bool) -> (u32, Vec<u32>) {
+    let (mmid, _) = s.fixture_anon_folios(1, 0, 32, false, 0);
+    if shmem {
+        s.mm.borrow_mut().mark_shmem(mmid);
+    }
+    run_probe(s, 0, 0, |s| async move {
+        for _ in 0..20 {
+            s.try_to_free_mem_cgroup_pages(1, 32, MEMCG_RECLAIM_MAY_SWAP, None)
+                .await;
+            // A block device's writeback ends meanwhile; the next pass frees the folios.
+            s.e.sleep(1_000_000).await;
+        }
+    });
+    let mm = s.mm.borrow();
+    let slots: Vec<u32> = mm.mms[mmid as usize]
+        .ptes
+        .iter()
+        .map(|&v| {
+            assert!(pte::is_swap(v), "every page swapped out");
+            pte::slot(v)
+        })
+        .collect();
+    for &slot in &slots {
+        assert!(matches!(
+            mm.swap.as_ref().unwrap().get(slot),
+            SwapEnt::Shadow(_)
+        ));
+    }
+    (mmid, slots)
+}
+
+/// What a sequence of write faults did: each fault's outcome, and pswpin, swap_ra,
+/// swap_ra_hit and pgmajfault over it.
+struct Faults {
+    faults: Vec<Fault>,
+    pswpin: u64,
+    ra: u64,
+    hits: u64,
+    majors: u64,
+}
+
+/// Write faults by `mmid`, one after the other, on the pages swapped to `at_slots`.
+fn fault_slots(s: &Rc<Sim>, mmid: u32, slots: &[u32], at_slots: &[u32]) -> Faults {
+    let vpns: Vec<u32> = at_slots
+        .iter()
+        .map(|t| slots.iter().position(|x| x == t).expect("a slot in use") as u32)
+        .collect();
+    let ev = |s: &Sim, e: VmEvent| s.mm.borrow().events[e as usize];
+    let before = [
+        VmEvent::Pswpin,
+        VmEvent::SwapRa,
+        VmEvent::SwapRaHit,
+        VmEvent::Pgmajfault,
+    ]
+    .map(|e| ev(s, e));
+    let out = Rc::new(RefCell::new(Vec::new()));
+    let o2 = out.clone();
+    let t0 = s.e.now() + 1_000_000;
+    run_probe(s, 0, t0, move |s| async move {
+        for vpn in vpns {
+            let f = s.handle_mm_fault(mmid, vpn, true).await;
+            o2.borrow_mut().push(f);
+        }
+    });
+    let after = [
+        VmEvent::Pswpin,
+        VmEvent::SwapRa,
+        VmEvent::SwapRaHit,
+        VmEvent::Pgmajfault,
+    ]
+    .map(|e| ev(s, e));
+    let faults = out.borrow().clone();
+    Faults {
+        faults,
+        pswpin: after[0] - before[0],
+        ra: after[1] - before[1],
+        hits: after[2] - before[2],
+        majors: after[3] - before[3],
+    }
+}
+
+/// Slots whose neighbours in the blocks used below are all in use: the 32 pages were
+/// swapped out to 32 consecutive slots from 0.
+fn assert_consecutive(slots: &[u32]) {
+    let mut sorted = slots.to_vec();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..32).collect::<Vec<u32>>());
+}
+
+/// The fault sequence: slot 5 (prev_offset is 0: window 1), 6 (next to 5: window 2, block
+/// 6-7 reads 7 ahead), 7 (a hit: minor), 12 (one hit: 3 -> 4, block 12-15 reads 13-15
+/// ahead; prev_offset stays 6), 20 (no hits, not next to 6, but the last window was 4:
+/// 2, block 20-21 reads 21 ahead).
+const SEQUENCE: [u32; 5] = [5, 6, 7, 12, 20];
+
+#[test]
+fn a_6_12_shmem_swapin_reads_ahead_on_zram() {
+    let s = machine("6.12", "zram", "");
+    let (mmid, slots) = swapped_out(&s, true);
+    assert_consecutive(&slots);
+    let f = fault_slots(&s, mmid, &slots, &SEQUENCE);
+    use Fault::*;
+    assert_eq!(f.faults, vec![Major, Major, Minor, Major, Major]);
+    assert_eq!(f.pswpin, 1 + 2 + 4 + 2);
+    assert_eq!(f.ra, 1 + 3 + 1);
+    assert_eq!(f.hits, 1);
+    assert_eq!(f.majors, 4);
+    // The folios read ahead and not faulted yet: in the swap cache, unmapped, on the LRU,
+    // unlocked, charged to the process's memcg.
+    let mm = s.mm.borrow();
+    for slot in [13, 14, 15, 21] {
+        let SwapEnt::Cached(pfn) = mm.swap.as_ref().unwrap().get(slot) else {
+            panic!("slot {slot} not read ahead");
+        };
+        let p = mm.pages[pfn as usize];
+        assert!(p.test(PG_SWAPCACHE) && p.test(PG_LRU) && !p.test(PG_LOCKED));
+        assert_eq!((p.memcg, p.private), (1, slot));
+        let vpn = slots.iter().position(|&x| x == slot).unwrap();
+        assert_eq!(mm.mms[mmid as usize].ptes[vpn], pte::mk_swap(slot));
+    }
+    mm.check_invariants().unwrap();
+}
+
+#[test]
+fn a_6_18_shmem_swapin_on_zram_reads_one_page() {
+    let s = machine("6.18", "zram", "");
+    let (mmid, slots) = swapped_out(&s, true);
+    let f = fault_slots(&s, mmid, &slots, &SEQUENCE);
+    assert_eq!(f.faults, vec![Fault::Major; 5]);
+    assert_eq!((f.pswpin, f.ra, f.hits, f.majors), (5, 0, 0, 5));
+}
+
+#[test]
+fn the_rule_alone_turns_6_12s_readahead_off_and_6_18s_on() {
+    let on = machine("6.12", "zram", "rules.shmem_swapin_skip_swapcache = true");
+    let (mmid, slots) = swapped_out(&on, true);
+    let f = fault_slots(&on, mmid, &slots, &SEQUENCE);
+    assert_eq!((f.pswpin, f.ra), (5, 0));
+    let off = machine("6.18", "zram", "rules.shmem_swapin_skip_swapcache = false");
+    let (mmid, slots) = swapped_out(&off, true);
+    let f = fault_slots(&off, mmid, &slots, &SEQUENCE);
+    assert_eq!((f.pswpin, f.ra, f.hits), (9, 5, 1));
+}
+
+#[test]
+fn anonymous_memory_does_not_read_ahead() {
+    let s = machine("6.12", "zram", "");
+    let (mmid, slots) = swapped_out(&s, false);
+    let f = fault_slots(&s, mmid, &slots, &SEQUENCE);
+    assert_eq!((f.pswpin, f.ra, f.majors), (5, 0, 5));
+}
+
+#[test]
+fn which_swapins_read_ahead() {
+    // Rule on: only a block device; rule off: any device. Never for anonymous memory.
+    for (version, device, want) in [
+        ("6.12", "zram", true),
+        ("6.12", "ssd", true),
+        ("6.18", "zram", false),
+        ("6.18", "ssd", true),
+        ("7.3", "zram", false),
+        ("6.1", "zram", true),
+    ] {
+        let s = machine(version, device, "");
+        let (shmem, anon) = {
+            let mut mm = s.mm.borrow_mut();
+            let a = mm.mm_alloc(reclaimsim_core::mm::MmStruct::new(4, 1, 0, 0));
+            let b = mm.mm_alloc(reclaimsim_core::mm::MmStruct::new(4, 1, 0, 0));
+            mm.mark_shmem(a);
+            (
+                mm.shmem_swapin_reads_ahead(a),
+                mm.shmem_swapin_reads_ahead(b),
+            )
+        };
+        assert_eq!((shmem, anon), (want, false), "{version} {device}");
+    }
+}
+
+#[test]
+fn a_block_device_reads_ahead_on_6_18_and_unlocks_the_folios_when_the_reads_complete() {
+    let s = machine("6.18", "ssd", "");
+    let (mmid, slots) = swapped_out(&s, true);
+    assert_consecutive(&slots);
+    let f = fault_slots(&s, mmid, &slots, &SEQUENCE);
+    use Fault::*;
+    assert_eq!(f.faults, vec![Major, Major, Minor, Major, Major]);
+    assert_eq!((f.pswpin, f.ra, f.hits, f.majors), (9, 5, 1, 4));
+    let mm = s.mm.borrow();
+    for slot in [13, 14, 15, 21] {
+        let SwapEnt::Cached(pfn) = mm.swap.as_ref().unwrap().get(slot) else {
+            panic!("slot {slot} not read ahead");
+        };
+        assert!(
+            !mm.pages[pfn as usize].test(PG_LOCKED),
+            "slot {slot} still locked"
+        );
+    }
+    mm.check_invariants().unwrap();
+}
