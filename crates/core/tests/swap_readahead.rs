@@ -184,6 +184,12 @@ fn a_6_12_shmem_swapin_reads_ahead_on_zram() {
     let s = machine("6.12", "zram", "");
     let (mmid, slots) = swapped_out(&s, true);
     assert_consecutive(&slots);
+    // Another shmem process starting later keeps the slots' records of the first.
+    {
+        let mut mm = s.mm.borrow_mut();
+        let later = mm.mm_alloc(reclaimsim_core::mm::MmStruct::new(4, 1, 0, 0));
+        mm.mark_shmem(later);
+    }
     let f = fault_slots(&s, mmid, &slots, &SEQUENCE);
     use Fault::*;
     assert_eq!(f.faults, vec![Major, Major, Minor, Major, Major]);
@@ -259,6 +265,9 @@ fn which_swapins_read_ahead() {
             )
         };
         assert_eq!((shmem, anon), (want, false), "{version} {device}");
+        // The readahead state (8 bytes a slot) is kept only where it is read.
+        let kept = s.mm.borrow().swap.as_ref().unwrap().ra.is_some();
+        assert_eq!(kept, want, "{version} {device}");
     }
 }
 

@@ -28,22 +28,27 @@ impl Mm {
     /// the rule `shmem_swapin_skip_swapcache` (6.1, 6.12), a block device with it.
     pub fn shmem_swapin_reads_ahead(&self, mmid: u32) -> bool {
         self.mms[mmid as usize].shmem
-            && self.swap.as_ref().is_some_and(|s| {
-                s.ra.is_some() && !(self.rules.shmem_swapin_skip_swapcache && s.synchronous)
-            })
+            && self
+                .swap
+                .as_ref()
+                .is_some_and(|s| self.shmem_reads_ahead_on(s))
+    }
+
+    /// Does a shmem swap-in from device `s` read ahead on this kernel?
+    fn shmem_reads_ahead_on(&self, s: &super::swapfile::SwapInfo) -> bool {
+        !(self.rules.shmem_swapin_skip_swapcache && s.synchronous)
     }
 
     /// The area of `mmid` is shmem. If its swap-ins read ahead, the swap device starts
     /// keeping the readahead state (swap_state.rs), from now on.
     pub fn mark_shmem(&mut self, mmid: u32) {
         self.mms[mmid as usize].shmem = true;
-        let skips = self.rules.shmem_swapin_skip_swapcache;
-        if let Some(s) = self.swap.as_mut() {
-            if !(skips && s.synchronous) && s.ra.is_none() {
-                s.ra = Some(Box::new(super::swap_state::SwapReadahead::new(
-                    s.nr_slots(),
-                )));
-            }
+        let Some(s) = self.swap.as_ref() else {
+            return;
+        };
+        if self.shmem_reads_ahead_on(s) && s.ra.is_none() {
+            let ra = super::swap_state::SwapReadahead::new(s.nr_slots());
+            self.swap.as_mut().unwrap().ra = Some(Box::new(ra));
         }
     }
 }
