@@ -255,12 +255,11 @@ impl Mm {
     /// `slot`'s folio in the swap cache: a folio read ahead loses PG_readahead and counts
     /// SWAP_RA_HIT, and a shmem fault's hit (no VMA readahead state) feeds the next window.
     pub fn swap_cache_readahead_hit(&mut self, mmid: u32, slot: u32) {
-        let shmem = self.mms[mmid as usize].shmem;
         let Some(ra) = self.swap.as_mut().and_then(|s| s.ra.as_deref_mut()) else {
             return;
         };
         if ra.readahead.remove(&slot) {
-            if shmem {
+            if self.mms[mmid as usize].shmem {
                 ra.hits += 1;
             }
             self.count_event(VmEvent::SwapRaHit, 1);
