@@ -26,14 +26,24 @@ keeps its default and the profile says why.
 
 Three checks time contended lines: one thread per CPU, all doing a lock xadd on the same
 one, two or four lines in turn (`contended_line_1`, `contended_lines_2`,
-`contended_lines_4`: wall time over all threads' rounds). Independent line servers
-would take two lines in turn at one line's pace; what a second line costs more is the
-coupling between lines, which the model has as a home agent per node
-(crates/core/src/engine/coherence.rs). On a host whose CPUs span two or more nodes,
-`home_agent_occupancy` is derived from the two (`home_agent`: the round past one line's
-pace, per cross-node transfer); on one node nothing crosses and the entry keeps its
+`contended_lines_4`: wall time over all threads' rounds). One line alone is no pace for
+the others: its owner often does several operations before the line is taken away, where
+with two or more in turn nearly every operation is a transfer (on a 16-core single-node
+VM: 26 ns an operation for one line, 69 ns a round for two, 91 for four). Where the CPUs
+span two or more nodes, two more time two lines in turn homed on one node and on two
+(`contended_lines_2_one_home`, `contended_lines_2_two_homes`): the same transfers, one
+home agent or two, so what the first costs more is the coupling the model has as a home
+agent per node (crates/core/src/engine/coherence.rs), and `home_agent_occupancy` is
+derived from it (`home_agent`); on one node nothing crosses and the entry keeps its
 default, said in the profile. With two CPUs there is no queue behind a line, only a
 ping-pong: the figures need a machine with the cores to say more.
+
+Where the host has SMT siblings, six more checks (crates/host/src/smt.rs): an integer
+loop and a pointer chase on one hardware thread alone and beside its sibling running the
+same (`smt_alu_alone`/`smt_alu_shared`, `smt_chase_alone`/`smt_chase_shared`: what a thread
+loses to a busy sibling), the ping-pong between two siblings (`cacheline_transfer_smt`) and
+the contended line with one thread per core (`contended_line_1_cores`). The model has no
+SMT; they say what a profile with more CPUs than cores leaves out.
 
 The same shootdown benchmark gives `tlb_flush_ipi_target` as measured: what each
 shootdown takes from the CPU it interrupts. The thread spinning on the other CPU reads the
@@ -125,11 +135,20 @@ _CHECKS = {
 
 
 # Contended lines (crates/host/src/calibrate.rs, contended_lines): every CPU on one, two,
-# four shared lines in turn; kept as checks. Independent line servers would serve two
-# lines in turn at one line's pace; what a second line costs more is the coupling of lines
-# (engine/coherence.rs), which `home_agent_occupancy` gives where the host has two or more
-# nodes. On two CPUs they are a ping-pong, with no queue behind a line.
-_LINE_CHECKS = ("contended_line_1", "contended_lines_2", "contended_lines_4")
+# four shared lines in turn, and where the CPUs span nodes two lines homed on one node and
+# on two; kept as checks. The homed pair gives `home_agent_occupancy` (home_agent). On
+# two CPUs they are a ping-pong, with no queue behind a line.
+_LINE_CHECKS = (
+    "contended_line_1", "contended_lines_2", "contended_lines_4",
+    "contended_lines_2_one_home", "contended_lines_2_two_homes",
+)
+# SMT siblings (crates/host/src/smt.rs), where the host has them: a loop alone and beside
+# its sibling's, a line between siblings, a line contended by one thread per core. Checks:
+# the model has no SMT (every simulated CPU is a core).
+_SMT_CHECKS = (
+    "smt_alu_alone", "smt_alu_shared", "smt_chase_alone", "smt_chase_shared",
+    "cacheline_transfer_smt", "contended_line_1_cores",
+)
 # Two lines in turn within this share of one line's time per round: no coupling measured.
 _COUPLING_NOISE = 0.10
 
@@ -145,31 +164,41 @@ def cross_node_share(cpu_nodes: list[int]) -> float:
 
 
 def home_agent(figs: dict, cpu_nodes: list[int]) -> tuple[dict | None, str | None]:
-    """`home_agent_occupancy` from the contended-line checks: (entry, note).
+    """`home_agent_occupancy` from the homed contended-line checks: (entry, note).
 
-    Under the model (engine/coherence.rs) N threads on two lines of one node in turn take
-    a round at one line's pace t1 unless the home agent, occupied h by each of the round's
-    2r cross-node transfers (r: cross_node_share), is slower: t2 = max(t1, 2 r h). So a
-    round t2 measured past t1 (by more than the noise) gives h = t2 / (2 r), and one within
-    it says the lines do not couple (0). One node: nothing crosses, nothing to measure."""
-    if not all(n in figs for n in _LINE_CHECKS[:2]):
-        return None, None
+    The same threads take two lines in turn twice: both lines homed on one node
+    (`contended_lines_2_one_home`, t_one) and one on each of two nodes
+    (`contended_lines_2_two_homes`, t_two). With two or more lines in turn nearly every
+    operation is a transfer, so both runs move the same lines between the same CPUs and
+    differ only in how many home agents order the cross-node transfers. Under the model
+    (engine/coherence.rs), each transfer occupying its line's agent for h and a share r of
+    them crossing nodes (r: cross_node_share), a round takes t_one = max(S, 2 r h) and
+    t_two = max(S, r h), S the lines' own pace. So t_one past t_two (by more than the noise)
+    gives h = t_one / (2 r), and one within it says the agent is not what limits (0).
+
+    One line's figure (`contended_line_1`) is no control: a lone saturated line lets its
+    owner do several operations before it is taken away, which two lines in turn do not
+    (measured on one node, 16 CPUs: 26 ns an operation for one line, 69 ns a round for
+    two), so the round past one line's pace is there with no agent at all."""
     r = cross_node_share(cpu_nodes)
     if len(set(cpu_nodes)) < 2 or r <= 0:
         return None, (
             "home_agent_occupancy not measured: the CPUs used are on one node, so no line "
             "transfer crosses nodes (the contended-line checks stay as checks)"
         )
-    t1, t2 = figs[_LINE_CHECKS[0]]["ns"], figs[_LINE_CHECKS[1]]["ns"]
+    one, two = "contended_lines_2_one_home", "contended_lines_2_two_homes"
+    if one not in figs or two not in figs:
+        return None, None
+    t1, t2 = figs[one]["ns"], figs[two]["ns"]
     nodes = len(set(cpu_nodes))
     head = (
         f"derived: {len(cpu_nodes)} threads on {nodes} nodes (cross-node share of handoffs "
-        f"r = {r:.3f}); two lines in turn {t2:.0f} ns a round, one line {t1:.0f} ns"
+        f"r = {r:.3f}); two lines in turn homed on one node {t1:.0f} ns a round, on two nodes {t2:.0f} ns"
     )
-    if t2 <= t1 * (1 + _COUPLING_NOISE):
-        return {"ns": 0, "source": f"{head}: within {_COUPLING_NOISE:.0%}, so no shared agent (0)"}, None
-    h = t2 / (2 * r)
-    return {"ns": max(round(h), 1), "source": f"{head}: t2 / (2 r) = {h:.0f} ns (engine/coherence.rs)"}, None
+    if t1 <= t2 * (1 + _COUPLING_NOISE):
+        return {"ns": 0, "source": f"{head}: within {_COUPLING_NOISE:.0%}, so the agent does not limit (0)"}, None
+    h = t1 / (2 * r)
+    return {"ns": max(round(h), 1), "source": f"{head}: t_one / (2 r) = {h:.0f} ns (engine/coherence.rs)"}, None
 
 
 def _cpu_nodes() -> list[int]:
@@ -423,7 +452,7 @@ def derive(figs: dict, base: dict[str, int]) -> tuple[dict, dict]:
     for _, path, _ in _DERIVED:
         if path in figs:
             checks[path] = {"ns": max(round(figs[path]["ns"]), 1), "source": f"measured: {how(figs[path])}"}
-    for name in _LINE_CHECKS:
+    for name in (*_LINE_CHECKS, *_SMT_CHECKS):
         if name in figs:
             checks[name] = {"ns": max(round(figs[name]["ns"]), 1), "source": f"measured: {how(figs[name])}"}
     if all(n in figs for n in _PER_CPU_READS):

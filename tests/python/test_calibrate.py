@@ -208,22 +208,32 @@ def test_cross_node_share_is_the_chance_two_random_threads_sit_on_different_node
     assert cross_node_share([0, 0, 0, 1]) == pytest.approx(6 / 16)
 
 
-def test_home_agent_occupancy_is_the_round_past_one_lines_pace_per_cross_node_transfer():
+def test_home_agent_occupancy_is_one_homes_round_past_two_homes_per_cross_node_transfer():
     from reclaimsim.calibrate import home_agent
 
-    # Two nodes, half the handoffs cross (r = 0.5): a round of two lines at 1000 ns
-    # against one line's 200 is the agent's: h = 1000 / (2 * 0.5).
-    entry, note = home_agent({"contended_line_1": fig(200), "contended_lines_2": fig(1000)}, [0, 0, 1, 1])
+    def figs(one, two, lone=50):
+        # One line's own figure is no control (an owner batches operations): it must not
+        # enter the derivation, so it is set far below both.
+        return {"contended_line_1": fig(lone), "contended_lines_2_one_home": fig(one),
+                "contended_lines_2_two_homes": fig(two)}
+
+    # Two nodes, half the handoffs cross (r = 0.5): both lines on one home at 1000 ns a
+    # round against 500 on two homes is the one agent's 2 r h: h = 1000 / (2 * 0.5).
+    entry, note = home_agent(figs(1000, 500), [0, 0, 1, 1])
     assert entry["ns"] == 1000 and note is None
     assert "r = 0.500" in entry["source"]
     # Four nodes (r = 0.75): 900 / 1.5.
-    entry, _ = home_agent({"contended_line_1": fig(200), "contended_lines_2": fig(900)}, [0, 1, 2, 3])
+    entry, _ = home_agent(figs(900, 450), [0, 1, 2, 3])
     assert entry["ns"] == 600
-    # Within 10% of one line's pace: the lines do not couple.
-    entry, _ = home_agent({"contended_line_1": fig(200), "contended_lines_2": fig(219)}, [0, 0, 1, 1])
+    # One home within 10% of two homes: the agent does not limit, whatever one line did.
+    entry, _ = home_agent(figs(219, 200, lone=20), [0, 0, 1, 1])
     assert entry["ns"] == 0
+    entry, _ = home_agent(figs(221, 200), [0, 0, 1, 1])
+    assert entry["ns"] == 221  # just past: 221 / (2 * 0.5)
     # One node: nothing crosses, nothing measured, and the profile is told why.
-    entry, note = home_agent({"contended_line_1": fig(200), "contended_lines_2": fig(1000)}, [0, 0])
+    entry, note = home_agent(figs(1000, 500), [0, 0])
     assert entry is None and "one node" in note
-    # Without the checks, nothing.
+    # Without the homed checks (a host whose CPUs are on one node gives none), nothing:
+    # the unhomed pair alone is not read.
+    assert home_agent({"contended_line_1": fig(200), "contended_lines_2": fig(1000)}, [0, 1]) == (None, None)
     assert home_agent({}, [0, 1]) == (None, None)

@@ -217,7 +217,7 @@ fn resident_pages(base: *mut libc::c_void, pages: usize) -> Result<usize, String
 }
 
 /// Median of per-operation timings and their spread ((max - min) / median).
-fn median_spread(mut v: Vec<f64>) -> (f64, f64) {
+pub(crate) fn median_spread(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     let med = v[v.len() / 2];
     let spread = if med > 0.0 {
@@ -229,7 +229,7 @@ fn median_spread(mut v: Vec<f64>) -> (f64, f64) {
 }
 
 /// Median and spread of `reps` timings of `f`, each returning (ns, ops).
-fn repeat(
+pub(crate) fn repeat(
     reps: usize,
     mut f: impl FnMut() -> Result<(f64, u64), String>,
 ) -> Result<(f64, f64, u64), String> {
@@ -244,7 +244,7 @@ fn repeat(
     Ok((med, spread, ops))
 }
 
-fn figure(name: &'static str, r: (f64, f64, u64), how: &str) -> Figure {
+pub(crate) fn figure(name: &'static str, r: (f64, f64, u64), how: &str) -> Figure {
     Figure {
         name,
         ns: r.0,
@@ -255,7 +255,7 @@ fn figure(name: &'static str, r: (f64, f64, u64), how: &str) -> Figure {
 }
 
 /// A permutation of 0..n from a small xorshift generator (deterministic).
-fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+pub(crate) fn shuffled(n: usize, seed: u64) -> Vec<usize> {
     let mut v: Vec<usize> = (0..n).collect();
     let mut x = seed | 1;
     for i in (1..n).rev() {
@@ -657,16 +657,16 @@ pub fn device(dir: &Path, cpus: (usize, usize), s: Sizes) -> Result<Option<Vec<F
 }
 
 #[repr(align(128))]
-struct Line(AtomicU64);
+pub(crate) struct Line(pub(crate) AtomicU64);
 
 /// The longest a cache-line benchmark may spin before it gives up (a CPU that never runs
 /// the peer thread must not hang calibrate).
-const SPIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const SPIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 const SPIN_TIMEOUT: &str =
     "cache-line benchmark made no progress for 60 s (is the other CPU busy or offline?)";
 
 /// Spin until `line` holds `v`; an error when `deadline` passes first.
-fn spin_until(line: &AtomicU64, v: u64, deadline: Instant) -> Result<(), String> {
+pub(crate) fn spin_until(line: &AtomicU64, v: u64, deadline: Instant) -> Result<(), String> {
     let mut k = 0u32;
     while line.load(Ordering::Acquire) != v {
         std::hint::spin_loop();
@@ -681,7 +681,7 @@ fn spin_until(line: &AtomicU64, v: u64, deadline: Instant) -> Result<(), String>
 /// Run `peer` on CPU `b` (a new thread) and `mine` on CPU `a` (this thread), both starting
 /// once the peer runs (else this CPU would do its part while the peer thread is still
 /// being created); the wall time of `mine` [ns], or the first error of either.
-fn on_two_cpus(
+pub(crate) fn on_two_cpus(
     (a, b): (usize, usize),
     deadline: Instant,
     peer: impl FnOnce() -> Result<(), String> + Send + 'static,
@@ -717,6 +717,7 @@ pub fn cache_lines(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> 
     let saved = affinity::allowed_cpus();
     let r = cache_lines_pinned(a, b, s).and_then(|mut out| {
         out.extend(contended_lines(&saved, s)?);
+        out.extend(crate::smt::smt_figures(&saved, s)?);
         Ok(out)
     });
     if !saved.is_empty() {
@@ -730,35 +731,97 @@ pub fn cache_lines(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> 
 /// the last one is done [ns], and the rounds of all threads. With every thread on the
 /// same line(s) each line is a saturated server; a second line in the round costs the
 /// hot path what the lines' coupling costs (a line's home agent, the interconnect), which
-/// independent servers in series would not.
-fn lines_in_turn(cpus: &[u32], k: usize, n: u64) -> Result<(f64, u64), String> {
-    let lines: Arc<Vec<Line>> = Arc::new((0..k).map(|_| Line(AtomicU64::new(0))).collect());
-    let ready = Arc::new(Line(AtomicU64::new(0)));
+/// independent servers in series would not. With one line an owner often does several
+/// operations before the line is taken from it; with two or more in turn almost every
+/// operation is a transfer, so one line's figure is no pace for the others.
+pub fn lines_in_turn(cpus: &[u32], k: usize, n: u64) -> Result<(f64, u64), String> {
+    let lines: Vec<Line> = (0..k).map(|_| Line(AtomicU64::new(0))).collect();
+    let refs: Vec<&AtomicU64> = lines.iter().map(|l| &l.0).collect();
+    run_in_turn(cpus, &refs, n, 0)
+}
+
+/// `lines_in_turn` over lines homed on chosen nodes: line i is alone on an anonymous page
+/// first written by a thread pinned to `homes[i]`, so the kernel's default policy takes
+/// the page from that CPU's node (the line's home, whose agent orders its cross-node
+/// transfers).
+pub fn homed_lines_in_turn(cpus: &[u32], homes: &[u32], n: u64) -> Result<(f64, u64), String> {
+    let pages: Vec<Anon> = homes
+        .iter()
+        .map(|_| Anon::new(1))
+        .collect::<Result<_, _>>()?;
+    std::thread::scope(|sc| {
+        for (p, &home) in pages.iter().zip(homes) {
+            let addr = p.base as usize;
+            sc.spawn(move || {
+                affinity::pin_thread(home);
+                // SAFETY: the first word of a page of a live mapping of ours.
+                unsafe { std::ptr::write_volatile(addr as *mut u64, 0) };
+            });
+        }
+    });
+    // SAFETY: each page outlives the borrow (dropped at the end of this function); an
+    // aligned u64 at a page's start, accessed only atomically from here on.
+    let refs: Vec<&AtomicU64> = pages
+        .iter()
+        .map(|p| unsafe { &*(p.base as *const AtomicU64) })
+        .collect();
+    run_in_turn(cpus, &refs, n, 0)
+}
+
+/// `n` steps of local work: a dependent integer chain the compiler cannot fold, touching
+/// no shared line (the work a hot path does between two of its atomics).
+pub fn local_work(n: u64) -> u64 {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..n {
+        x = x.rotate_left(5) ^ i;
+    }
+    std::hint::black_box(x)
+}
+
+/// The rounds of `lines_in_turn` on given lines, with `gap` steps of `local_work` before
+/// each round (0: back to back).
+pub fn run_in_turn(
+    cpus: &[u32],
+    lines: &[&AtomicU64],
+    n: u64,
+    gap: u64,
+) -> Result<(f64, u64), String> {
+    let ready = AtomicU64::new(0);
     let threads = cpus.len() as u64;
     let deadline = Instant::now() + SPIN_LIMIT;
-    let handles: Vec<_> = cpus
-        .iter()
-        .map(|&cpu| {
-            let (lines, ready) = (lines.clone(), ready.clone());
-            std::thread::spawn(move || -> Result<(Instant, Instant), String> {
-                affinity::pin_thread(cpu);
-                ready.0.fetch_add(1, Ordering::AcqRel);
-                spin_until(&ready.0, threads, deadline)?;
-                let start = Instant::now();
-                for _ in 0..n {
-                    for l in lines.iter() {
-                        l.0.fetch_add(1, Ordering::AcqRel);
+    let spans: Vec<Result<(Instant, Instant), String>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = cpus
+            .iter()
+            .map(|&cpu| {
+                let ready = &ready;
+                sc.spawn(move || -> Result<(Instant, Instant), String> {
+                    affinity::pin_thread(cpu);
+                    ready.fetch_add(1, Ordering::AcqRel);
+                    spin_until(ready, threads, deadline)?;
+                    let start = Instant::now();
+                    for _ in 0..n {
+                        if gap > 0 {
+                            local_work(gap);
+                        }
+                        for l in lines {
+                            l.fetch_add(1, Ordering::AcqRel);
+                        }
                     }
-                }
-                Ok((start, Instant::now()))
+                    Ok((start, Instant::now()))
+                })
             })
-        })
-        .collect();
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| "benchmark thread panicked".to_string())?
+            })
+            .collect()
+    });
     let mut span: Option<(Instant, Instant)> = None;
-    for h in handles {
-        let (a, b) = h
-            .join()
-            .map_err(|_| "benchmark thread panicked".to_string())??;
+    for r in spans {
+        let (a, b) = r?;
         span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
     }
     // From the first thread's start, once all had checked in, to the last one's end.
@@ -766,10 +829,28 @@ fn lines_in_turn(cpus: &[u32], k: usize, n: u64) -> Result<(f64, u64), String> {
     Ok((last.duration_since(first).as_nanos() as f64, n * threads))
 }
 
+/// The NUMA node of each CPU of `cpus` (sysfs; node 0 for a CPU no node lists).
+pub fn cpu_nodes(cpus: &[u32]) -> Vec<u32> {
+    let mut node_of = std::collections::HashMap::new();
+    for node in 0..1024u32 {
+        let p = format!("/sys/devices/system/node/node{node}/cpulist");
+        let Ok(text) = std::fs::read_to_string(p) else {
+            continue;
+        };
+        for c in crate::smt::parse_cpulist(&text).unwrap_or_default() {
+            node_of.insert(c, node);
+        }
+    }
+    cpus.iter().map(|c| *node_of.get(c).unwrap_or(&0)).collect()
+}
+
 /// Contended lines: `lines_in_turn` over one, two and four lines, on every CPU this
 /// process may use. Kept as checks (calibrate.py): the model's lines are independent
 /// servers, and these figures say how far that holds here. On two CPUs they are a
-/// ping-pong, with no queue of waiters behind a line.
+/// ping-pong, with no queue of waiters behind a line. Where the CPUs span two nodes, two
+/// lines in turn again, both homed on the first CPU's node (`contended_lines_2_one_home`)
+/// and one on each node (`contended_lines_2_two_homes`): the same threads and transfers,
+/// one home agent or two, which is what `home_agent_occupancy` is derived from.
 fn contended_lines(cpus: &[u32], s: Sizes) -> Result<Vec<Figure>, String> {
     let cpus: Vec<u32> = if cpus.is_empty() {
         vec![0]
@@ -789,32 +870,65 @@ fn contended_lines(cpus: &[u32], s: Sizes) -> Result<Vec<Figure>, String> {
         );
         out.push(figure(name, r, &how));
     }
+    let nodes = cpu_nodes(&cpus);
+    if let Some(j) = nodes.iter().position(|&x| x != nodes[0]) {
+        let (a, b) = (cpus[0], cpus[j]);
+        for (homes, name, where_) in [
+            (
+                [a, a],
+                "contended_lines_2_one_home",
+                format!(
+                    "both homed on node {} (first written from CPU {a})",
+                    nodes[0]
+                ),
+            ),
+            (
+                [a, b],
+                "contended_lines_2_two_homes",
+                format!(
+                    "one homed on node {} (CPU {a}), one on node {} (CPU {b})",
+                    nodes[0], nodes[j]
+                ),
+            ),
+        ] {
+            let r = repeat(s.reps, || homed_lines_in_turn(&cpus, &homes, s.pingpongs))?;
+            let how = format!(
+                "{} threads, one per CPU, each doing a lock xadd on two shared lines in turn, {where_}: wall time over all threads' rounds",
+                cpus.len()
+            );
+            out.push(figure(name, r, &how));
+        }
+    }
     Ok(out)
+}
+
+/// A ping-pong of one cache line between CPUs `a` and `b` (`n` round trips: store, spin on
+/// the peer's store): the wall time [ns] and the transfers (two per round trip).
+pub fn pingpong(a: usize, b: usize, n: u64) -> Result<(f64, u64), String> {
+    let line = Arc::new(Line(AtomicU64::new(0)));
+    let l2 = line.clone();
+    let deadline = Instant::now() + SPIN_LIMIT;
+    let peer = move || {
+        (0..n).try_for_each(|i| {
+            spin_until(&l2.0, 2 * i + 1, deadline)?;
+            l2.0.store(2 * i + 2, Ordering::Release);
+            Ok(())
+        })
+    };
+    let mine = || {
+        (0..n).try_for_each(|i| {
+            line.0.store(2 * i + 1, Ordering::Release);
+            spin_until(&line.0, 2 * i + 2, deadline)
+        })
+    };
+    // Each round trip moves the line twice.
+    Ok((on_two_cpus((a, b), deadline, peer, mine)?, 2 * n))
 }
 
 fn cache_lines_pinned(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> {
     let mut out = Vec::new();
     let n = s.pingpongs;
-    let r = repeat(s.reps, || {
-        let line = Arc::new(Line(AtomicU64::new(0)));
-        let l2 = line.clone();
-        let deadline = Instant::now() + SPIN_LIMIT;
-        let peer = move || {
-            (0..n).try_for_each(|i| {
-                spin_until(&l2.0, 2 * i + 1, deadline)?;
-                l2.0.store(2 * i + 2, Ordering::Release);
-                Ok(())
-            })
-        };
-        let mine = || {
-            (0..n).try_for_each(|i| {
-                line.0.store(2 * i + 1, Ordering::Release);
-                spin_until(&line.0, 2 * i + 2, deadline)
-            })
-        };
-        // Each round trip moves the line twice.
-        Ok((on_two_cpus((a, b), deadline, peer, mine)?, 2 * n))
-    })?;
+    let r = repeat(s.reps, || pingpong(a, b, n))?;
     out.push(figure("cacheline_transfer", r, &format!("ping-pong of one cache line between CPUs {a} and {b} (store, spin on the peer's store): half a round trip")));
     let r = repeat(s.reps, || {
         // A ticket lock, FIFO like the kernel's queued spinlock: with both CPUs
@@ -1079,6 +1193,37 @@ mod bench_smoke {
     use super::*;
 
     /// The cache-line benchmarks pin this thread while they run and unpin it afterwards.
+    #[test]
+    fn lines_in_turn_does_every_threads_rounds_on_every_line() {
+        let cpus = affinity::allowed_cpus();
+        let cpus = &cpus[..cpus.len().min(2)];
+        let lines: Vec<Line> = (0..3).map(|_| Line(AtomicU64::new(0))).collect();
+        let refs: Vec<&AtomicU64> = lines.iter().map(|l| &l.0).collect();
+        let (_, ops) = run_in_turn(cpus, &refs, 500, 3).unwrap();
+        assert_eq!(ops, 500 * cpus.len() as u64);
+        for l in &lines {
+            assert_eq!(l.0.load(Ordering::Relaxed), 500 * cpus.len() as u64);
+        }
+        let (_, ops) = homed_lines_in_turn(cpus, &[cpus[0], cpus[cpus.len() - 1]], 300).unwrap();
+        assert_eq!(ops, 300 * cpus.len() as u64);
+    }
+
+    #[test]
+    fn every_cpu_gets_a_node_and_a_cpu_no_node_lists_gets_node_0() {
+        let cpus = affinity::allowed_cpus();
+        let nodes = cpu_nodes(&cpus);
+        assert_eq!(nodes.len(), cpus.len());
+        let cpu0 = std::fs::read_to_string("/sys/devices/system/node/node0/cpulist")
+            .ok()
+            .and_then(|t| crate::smt::parse_cpulist(&t));
+        if let Some(on0) = cpu0 {
+            for (c, n) in cpus.iter().zip(&nodes) {
+                assert_eq!(on0.contains(c), *n == 0, "CPU {c} on node {n}");
+            }
+        }
+        assert_eq!(cpu_nodes(&[100_000]), vec![0]);
+    }
+
     #[test]
     fn cache_lines_restore_the_callers_affinity() {
         let before = affinity::allowed_cpus();

@@ -18,6 +18,7 @@
 pub mod affinity;
 pub mod calibrate;
 pub mod replay;
+pub mod smt;
 
 use reclaimsim_core::scenario::{Scenario, WorkloadSpec, PAGE_SIZE};
 use reclaimsim_core::workload::access::Access;

@@ -28,7 +28,8 @@
 //!   agents by address hash, so two lines of one node may well be served by different
 //!   slices; one agent per node is the coarsest reading, and its occupancy is what a
 //!   measurement of two lines in turn across sockets would give (calibrate's
-//!   `contended_lines_2` against `contended_line_1` on a host with two or more nodes).
+//!   `contended_lines_2_one_home` against `contended_lines_2_two_homes` on a host with
+//!   two or more nodes: the same transfers, one agent or two).
 //! - Only cross-node transfers occupy the agent; a transfer inside one node (its caching
 //!   agents resolve it) and a line with no previous writer do not.
 //! - A lock word (Engine::lock, homed on its lruvec's or node's node) occupies the agent
