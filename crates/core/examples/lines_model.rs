@@ -5,16 +5,33 @@
 //! per-thread round time with one and with two lines, to set beside the host's figures.
 //!
 //! `cargo run --release -p reclaimsim-core --example lines_model -- THREADS TRANSFER_NS
-//! ATOMIC_NS [GAP_NS ...]`
+//! ATOMIC_NS [GAP ...]`, a GAP being a fixed time in ns (`500`) or the mean of
+//! exponentially distributed ones (`e500`: the host example's 4096 draws, thread i
+//! starting at draw i * 4096 / THREADS, as there).
 
 use reclaimsim_core::engine::coherence::CacheLine;
 use reclaimsim_core::engine::{Engine, EngineCosts};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// The per-thread round time [ns] of `threads` CPUs doing `rounds` rounds of `gap` ns of
-/// work and one RMW on each of `k` lines.
-fn round_ns(threads: u32, k: usize, gap: u64, transfer: u64, atomic: u64, rounds: u64) -> f64 {
+/// The host example's exponential draws with mean `mean` [ns] (same generator, same
+/// order).
+fn exp_draws(mean: f64) -> Vec<u64> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            (-u.ln() * mean).round() as u64
+        })
+        .collect()
+}
+
+/// The per-thread round time [ns] of `threads` CPUs doing `rounds` rounds of work (taken
+/// in turn from `gaps`) and one RMW on each of `k` lines.
+fn round_ns(threads: u32, k: usize, gaps: &[u64], transfer: u64, atomic: u64, rounds: u64) -> f64 {
     let costs = EngineCosts {
         lock_uncontended: 0,
         cacheline_transfer: transfer,
@@ -25,11 +42,14 @@ fn round_ns(threads: u32, k: usize, gap: u64, transfer: u64, atomic: u64, rounds
     let e = Rc::new(Engine::new(costs, vec![0; threads as usize]));
     let lines = Rc::new(RefCell::new(vec![CacheLine::homed(0); k]));
     let end = Rc::new(RefCell::new(0u64));
+    let gaps: Rc<[u64]> = gaps.into();
     for cpu in 0..threads {
-        let (e2, lines, end) = (e.clone(), lines.clone(), end.clone());
+        let (e2, lines, end, gaps) = (e.clone(), lines.clone(), end.clone(), gaps.clone());
         e.spawn(0, cpu, async move {
+            let mut g = cpu as usize * gaps.len() / threads as usize;
             for _ in 0..rounds {
-                e2.charge(gap);
+                e2.charge(gaps[g]);
+                g = (g + 1) % gaps.len();
                 for l in 0..k {
                     e2.sync().await;
                     let c = e2.rmw_line(&mut lines.borrow_mut()[l]);
@@ -45,25 +65,35 @@ fn round_ns(threads: u32, k: usize, gap: u64, transfer: u64, atomic: u64, rounds
     t as f64 / rounds as f64
 }
 
+fn num(a: &str) -> u64 {
+    a.parse().unwrap_or_else(|_| {
+        eprintln!("lines_model: not a number: {a}");
+        std::process::exit(2)
+    })
+}
+
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().unwrap_or_else(|_| panic!("not a number: {a}")))
-        .collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 3 {
-        eprintln!("usage: lines_model THREADS TRANSFER_NS ATOMIC_NS [GAP_NS ...]");
+        eprintln!("usage: lines_model THREADS TRANSFER_NS ATOMIC_NS [GAP ...] (GAP: 500 or e500)");
         std::process::exit(2);
     }
-    let (threads, transfer, atomic) = (args[0] as u32, args[1], args[2]);
-    let gaps = if args.len() > 3 {
+    let (threads, transfer, atomic) = (num(&args[0]) as u32, num(&args[1]), num(&args[2]));
+    let gaps: Vec<String> = if args.len() > 3 {
         args[3..].to_vec()
     } else {
-        vec![0, 100, 250, 500, 1000, 2000]
+        ["0", "100", "250", "500", "1000", "2000"]
+            .map(String::from)
+            .to_vec()
     };
     println!("gap_ns\tround_1_line\tround_2_lines");
     for g in gaps {
-        let one = round_ns(threads, 1, g, transfer, atomic, 20_000);
-        let two = round_ns(threads, 2, g, transfer, atomic, 20_000);
+        let draws = match g.strip_prefix('e') {
+            Some(mean) => exp_draws(num(mean) as f64),
+            None => vec![num(&g)],
+        };
+        let one = round_ns(threads, 1, &draws, transfer, atomic, 20_000);
+        let two = round_ns(threads, 2, &draws, transfer, atomic, 20_000);
         println!("{g}\t{one:.1}\t{two:.1}");
     }
 }

@@ -28,8 +28,24 @@ fn median_ns(reps: usize, f: impl Fn() -> Result<(f64, u64), String>) -> Result<
     Ok(json!({"median": v[v.len() / 2], "min": v[0], "max": v[v.len() - 1]}))
 }
 
-/// One and two lines in turn on every core, with local work before each round: the
-/// per-thread round time against the same work alone (no shared line).
+/// Exponentially distributed steps of `local_work` with mean `mean_steps` (4096 draws of
+/// a fixed xorshift; the same draws lines_model takes).
+fn exp_steps(mean_steps: f64) -> Vec<u64> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            (-u.ln() * mean_steps).round() as u64
+        })
+        .collect()
+}
+
+/// One and two lines in turn on every core, with local work before each round, fixed or
+/// exponentially distributed: the per-thread round time against the same work alone (no
+/// shared line).
 fn gap_sweep(cpus: &[u32], reps: usize) -> Result<Value, String> {
     affinity::pin_thread(cpus[0]);
     let steps = 10_000_000u64;
@@ -37,24 +53,32 @@ fn gap_sweep(cpus: &[u32], reps: usize) -> Result<Value, String> {
     local_work(steps);
     let step_ns = t.elapsed().as_nanos() as f64 / steps as f64;
     let mut out = Vec::new();
-    for gap_ns in [0.0, 100.0, 250.0, 500.0, 1000.0, 2000.0] {
-        let gap = (gap_ns / step_ns).round() as u64;
+    let fixed = [0.0, 100.0, 250.0, 500.0, 1000.0, 2000.0].map(|g| ("fixed", g));
+    let random = [500.0, 1000.0, 2000.0, 4000.0].map(|g| ("exponential", g));
+    for (kind, gap_ns) in fixed.into_iter().chain(random) {
+        let gaps: Vec<u64> = match kind {
+            "fixed" if gap_ns == 0.0 => Vec::new(),
+            "fixed" => vec![(gap_ns / step_ns).round() as u64],
+            _ => exp_steps(gap_ns / step_ns),
+        };
         let n = if gap_ns >= 500.0 { 20_000 } else { 100_000 };
         let alone = median_ns(reps, || {
             let t = Instant::now();
-            for _ in 0..n {
-                local_work(gap);
+            for i in 0..n as usize {
+                if !gaps.is_empty() {
+                    local_work(gaps[i % gaps.len()]);
+                }
             }
             Ok((t.elapsed().as_nanos() as f64, n))
         })?;
-        let mut row = json!({"gap_ns": gap_ns, "gap_steps": gap, "work_alone_ns": alone});
+        let mut row = json!({"gap": kind, "gap_ns": gap_ns, "work_alone_ns": alone});
         for k in [1usize, 2] {
             // Own 128-byte slots, as calibrate's lines.
             let slots: Vec<Box<[AtomicU64; 16]>> = (0..k).map(|_| Box::default()).collect();
             let refs: Vec<&AtomicU64> = slots.iter().map(|s| &s[0]).collect();
             // Per-thread round time: the wall over the rounds of one thread.
             let r = median_ns(reps, || {
-                let (ns, _) = run_in_turn(cpus, &refs, n, gap)?;
+                let (ns, _) = run_in_turn(cpus, &refs, n, &gaps)?;
                 Ok((ns, n))
             })?;
             row[format!("round_ns_{k}_lines")] = r;

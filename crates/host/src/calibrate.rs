@@ -737,7 +737,7 @@ pub fn cache_lines(a: usize, b: usize, s: Sizes) -> Result<Vec<Figure>, String> 
 pub fn lines_in_turn(cpus: &[u32], k: usize, n: u64) -> Result<(f64, u64), String> {
     let lines: Vec<Line> = (0..k).map(|_| Line(AtomicU64::new(0))).collect();
     let refs: Vec<&AtomicU64> = lines.iter().map(|l| &l.0).collect();
-    run_in_turn(cpus, &refs, n, 0)
+    run_in_turn(cpus, &refs, n, &[])
 }
 
 /// `lines_in_turn` over lines homed on chosen nodes: line i is alone on an anonymous page
@@ -765,7 +765,7 @@ pub fn homed_lines_in_turn(cpus: &[u32], homes: &[u32], n: u64) -> Result<(f64, 
         .iter()
         .map(|p| unsafe { &*(p.base as *const AtomicU64) })
         .collect();
-    run_in_turn(cpus, &refs, n, 0)
+    run_in_turn(cpus, &refs, n, &[])
 }
 
 /// `n` steps of local work: a dependent integer chain the compiler cannot fold, touching
@@ -778,13 +778,14 @@ pub fn local_work(n: u64) -> u64 {
     std::hint::black_box(x)
 }
 
-/// The rounds of `lines_in_turn` on given lines, with `gap` steps of `local_work` before
-/// each round (0: back to back).
+/// The rounds of `lines_in_turn` on given lines, with steps of `local_work` before each
+/// round taken in turn from `gaps` (thread i starting at entry i * len / threads, so that
+/// threads do not draw alike); empty: back to back.
 pub fn run_in_turn(
     cpus: &[u32],
     lines: &[&AtomicU64],
     n: u64,
-    gap: u64,
+    gaps: &[u64],
 ) -> Result<(f64, u64), String> {
     let ready = AtomicU64::new(0);
     let threads = cpus.len() as u64;
@@ -792,16 +793,19 @@ pub fn run_in_turn(
     let spans: Vec<Result<(Instant, Instant), String>> = std::thread::scope(|sc| {
         let handles: Vec<_> = cpus
             .iter()
-            .map(|&cpu| {
+            .enumerate()
+            .map(|(t, &cpu)| {
                 let ready = &ready;
                 sc.spawn(move || -> Result<(Instant, Instant), String> {
                     affinity::pin_thread(cpu);
                     ready.fetch_add(1, Ordering::AcqRel);
                     spin_until(ready, threads, deadline)?;
+                    let mut g = t * gaps.len() / threads as usize;
                     let start = Instant::now();
                     for _ in 0..n {
-                        if gap > 0 {
-                            local_work(gap);
+                        if !gaps.is_empty() {
+                            local_work(gaps[g]);
+                            g = if g + 1 == gaps.len() { 0 } else { g + 1 };
                         }
                         for l in lines {
                             l.fetch_add(1, Ordering::AcqRel);
@@ -1199,7 +1203,7 @@ mod bench_smoke {
         let cpus = &cpus[..cpus.len().min(2)];
         let lines: Vec<Line> = (0..3).map(|_| Line(AtomicU64::new(0))).collect();
         let refs: Vec<&AtomicU64> = lines.iter().map(|l| &l.0).collect();
-        let (_, ops) = run_in_turn(cpus, &refs, 500, 3).unwrap();
+        let (_, ops) = run_in_turn(cpus, &refs, 500, &[3, 0, 7]).unwrap();
         assert_eq!(ops, 500 * cpus.len() as u64);
         for l in &lines {
             assert_eq!(l.0.load(Ordering::Relaxed), 500 * cpus.len() as u64);
