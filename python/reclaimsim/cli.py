@@ -599,9 +599,11 @@ def kernel_build_cmd(source, patches, fragments, out, jobs):
     """Build an x86-64 bzImage of the kernel in SOURCE, optionally patched, for booting
     under QEMU.
 
-    SOURCE is a kernel source tree, or `debian` (`debian:VERSION`, default 6.12): Debian's
-    linux-source package from bookworm-backports, downloaded and unpacked once into the
-    cache ($RECLAIMSIM_CACHE, else $XDG_CACHE_HOME/reclaimsim, else ~/.cache/reclaimsim).
+    SOURCE is a kernel source tree, or `debian` (`debian:VERSION`, VERSION 6.1, 6.12 or
+    7.3, default 6.12): Debian's linux-source package of the same release as that
+    version's pinned kernel (kernel-run --vm --kernel debian-VERSION), downloaded and
+    unpacked once into the cache ($RECLAIMSIM_CACHE, else $XDG_CACHE_HOME/reclaimsim, else
+    ~/.cache/reclaimsim).
     SOURCE itself is never written: the build works on a copy (hard links) with the
     patches applied.
 

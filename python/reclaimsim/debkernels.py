@@ -1,5 +1,6 @@
 """Debian's kernels pinned by package version and checksum, for `kernel-run --vm --kernel
-debian-6.1|debian-6.12|debian-7.3` and `kernel-compare`: one kernel per modeled version
+debian-6.1|debian-6.12|debian-7.3` and `kernel-compare`, and their sources for
+`kernel-build debian:6.1|6.12|7.3` (`SOURCES`): one kernel per modeled version
 that Debian ships (docs/versions.md), so a run on the VM and the model set to the same
 version compare like with like.
 
@@ -87,12 +88,48 @@ KERNELS: dict[str, DebianKernel] = {
 DEFAULT = "debian-6.12"
 
 
+@dataclass(frozen=True)
+class DebianSource:
+    """Debian's linux-source-VERSION package of one modeled version, pinned as the kernels
+    are (`kernel-build debian:VERSION`): the same Debian release as the kernel pin."""
+
+    version: str  # the kernel's MAJOR.MINOR
+    package_version: str
+    suite: str
+    deb: Deb
+
+    @property
+    def package(self) -> str:
+        return f"linux-source-{self.version}"
+
+
+SOURCES: dict[str, DebianSource] = {
+    s.version: s
+    for s in (
+        DebianSource("6.1", "6.1.176-1", "bookworm",
+                     Deb("pool/main/l/linux/linux-source-6.1_6.1.176-1_all.deb", 139131140,
+                         "9305d1a151b8e83dcb88aa11361e7b9513f0c252bdf7f5647e4542762d99c094")),
+        DebianSource("6.12", "6.12.95-1~bpo12+1", "bookworm-backports",
+                     Deb("pool/main/l/linux/linux-source-6.12_6.12.95-1~bpo12+1_all.deb", 152599636,
+                         "a7fe4673af74236c99dad9766eca714a198e50a07e5d659e63ec312ae6afccfe")),
+        DebianSource("7.3", "7.3.4-1~bpo13+1", "trixie-backports",
+                     Deb("pool/main/l/linux/linux-source-7.3_7.3.4-1~bpo13+1_all.deb", 166780612,
+                         "703e369ddd4cce971452f5a593ee55df3a5c10c83caf0fa0df039633ed181ee3")),
+    )
+}
+
+
 class DebKernelError(Exception):
     pass
 
 
-def _fetch(k: DebianKernel, deb: Deb, dest: Path) -> Path:
-    """Download one pinned package into `dest` and check its size and SHA-256."""
+class NoLongerServed(DebKernelError):
+    """The archive answers 404 for a pinned package: its suite has moved on."""
+
+
+def fetch_deb(who: str, deb: Deb, dest: Path) -> Path:
+    """Download one pinned package into `dest` and check its size and SHA-256; `who` names
+    it in errors. NoLongerServed when the archive no longer has it."""
     url = MIRROR + deb.pool
     out = dest / deb.filename
     h = hashlib.sha256()
@@ -103,21 +140,27 @@ def _fetch(k: DebianKernel, deb: Deb, dest: Path) -> Path:
                 f.write(chunk)
     except urllib.error.HTTPError as e:
         if e.code == 404:
-            raise DebKernelError(
-                f"{k.name}: Debian's archive no longer serves the pinned {deb.filename} ({k.suite} has moved on "
-                f"from {k.version}); boot another kernel with --kernel IMAGE (kernel-build builds one), or pin the "
-                "suite's current package in python/reclaimsim/debkernels.py"
-            ) from None
-        raise DebKernelError(f"{k.name}: fetching {url}: HTTP {e.code}") from None
+            raise NoLongerServed(f"{who}: Debian's archive no longer serves the pinned {deb.filename}") from None
+        raise DebKernelError(f"{who}: fetching {url}: HTTP {e.code}") from None
     except (urllib.error.URLError, OSError) as e:
-        raise DebKernelError(f"{k.name}: fetching {url}: {getattr(e, 'reason', e)}") from None
+        raise DebKernelError(f"{who}: fetching {url}: {getattr(e, 'reason', e)}") from None
     size = out.stat().st_size
     if size != deb.size or h.hexdigest() != deb.sha256:
         raise DebKernelError(
-            f"{k.name}: {deb.filename} is not the pinned package ({size} bytes, sha256 {h.hexdigest()}; "
+            f"{who}: {deb.filename} is not the pinned package ({size} bytes, sha256 {h.hexdigest()}; "
             f"pinned {deb.size} bytes, sha256 {deb.sha256})"
         )
     return out
+
+
+def _fetch(k: DebianKernel, deb: Deb, dest: Path) -> Path:
+    try:
+        return fetch_deb(k.name, deb, dest)
+    except NoLongerServed as e:
+        raise DebKernelError(
+            f"{e} ({k.suite} has moved on from {k.version}); boot another kernel with --kernel IMAGE (kernel-build "
+            "builds one), or pin the suite's current package in python/reclaimsim/debkernels.py"
+        ) from None
 
 
 def unpacked(name: str, progress=None) -> Path:

@@ -1,8 +1,9 @@
-"""Debian packages from bookworm-backports, fetched with a private apt state.
+"""Debian packages from one suite of Debian's archive, fetched with a private apt state.
 
 The host's apt configuration is never touched: every apt-get and apt-cache call here gets
-its own sources list (bookworm-backports only), package lists and download cache under
-``cache_dir()/apt``, and runs without the host's locks. Packages are only downloaded and
+its own sources list (the one suite asked for, bookworm-backports unless said), package
+lists and download cache under ``cache_dir()/apt/SUITE``, and runs without the host's
+locks. Packages are only downloaded and
 unpacked (``dpkg-deb -x``), never installed.
 
 - `cache_dir()`: where reclaimsim keeps downloads and builds.
@@ -22,11 +23,16 @@ import subprocess
 import time
 from pathlib import Path
 
-# The one source the private apt state reads: the archive's own key, backports only.
-SOURCES = (
-    "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
-    "http://deb.debian.org/debian bookworm-backports main\n"
-)
+# The suite a call reads unless it names another.
+SUITE = "bookworm-backports"
+
+
+def _sources(suite: str) -> str:
+    """The one source a private apt state reads: the archive's own key, one suite."""
+    return (
+        "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+        f"http://deb.debian.org/debian {suite} main\n"
+    )
 
 # `apt-get update` runs at most this often [s]; the stamp file is cache_dir()/apt/updated
 # (shared with every other user of this apt state).
@@ -46,13 +52,13 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "reclaimsim"
 
 
-def _apt_dir() -> Path:
-    d = cache_dir() / "apt"
+def _apt_dir(suite: str = SUITE) -> Path:
+    d = cache_dir() / "apt" / suite
     (d / "lists" / "partial").mkdir(parents=True, exist_ok=True)
     (d / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
     src = d / "sources.list"
-    if not src.exists() or src.read_text() != SOURCES:
-        src.write_text(SOURCES)
+    if not src.exists() or src.read_text() != _sources(suite):
+        src.write_text(_sources(suite))
     return d
 
 
@@ -82,23 +88,23 @@ def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
     return p.stdout
 
 
-def _update(d: Path, force: bool = False) -> None:
+def _update(d: Path, suite: str, force: bool = False) -> None:
     """`apt-get update` of the private state, at most once per UPDATE_EVERY_S."""
     stamp = d / "updated"
     if not force and stamp.exists() and time.time() - stamp.stat().st_mtime < UPDATE_EVERY_S:
         return
-    _run(["apt-get", *_apt_options(d), "-q", "update"], "apt-get update (bookworm-backports)")
+    _run(["apt-get", *_apt_options(d), "-q", "update"], f"apt-get update ({suite})")
     stamp.touch()
 
 
-def _show(package: str) -> str:
-    d = _apt_dir()
-    _update(d)
+def _show(package: str, suite: str = SUITE) -> str:
+    d = _apt_dir(suite)
+    _update(d, suite)
     try:
         return _run(["apt-cache", *_apt_options(d), "show", package], f"package {package}")
     except DebPkgError:
         # The lists may predate the package: refresh once, then ask again.
-        _update(d, force=True)
+        _update(d, suite, force=True)
         return _run(["apt-cache", *_apt_options(d), "show", package], f"package {package}")
 
 
@@ -129,12 +135,12 @@ def _compare_versions(a: str, b: str) -> int:
 _version_key = functools.cmp_to_key(_compare_versions)
 
 
-def resolve(meta_package: str) -> str:
+def resolve(meta_package: str, suite: str = SUITE) -> str:
     """The concrete package META_PACKAGE depends on: the first Depends entry of its highest
     version (e.g. linux-source -> linux-source-6.12)."""
-    stanzas = [s for s in _stanzas(_show(meta_package)) if s.get("Package") == meta_package]
+    stanzas = [s for s in _stanzas(_show(meta_package, suite)) if s.get("Package") == meta_package]
     if not stanzas:
-        raise DebPkgError(f"package {meta_package}: not in bookworm-backports")
+        raise DebPkgError(f"package {meta_package}: not in {suite}")
     best = max(stanzas, key=lambda s: _version_key(s.get("Version", "0")))
     dep = best.get("Depends", "").split(",")[0].split("|")[0].strip()
     name = re.sub(r"\s*\(.*\)$", "", dep).split(":")[0].strip()
@@ -143,26 +149,26 @@ def resolve(meta_package: str) -> str:
     return name
 
 
-def version(package: str) -> str:
-    """The highest version of PACKAGE in bookworm-backports."""
-    stanzas = [s for s in _stanzas(_show(package)) if s.get("Package") == package]
+def version(package: str, suite: str = SUITE) -> str:
+    """The highest version of PACKAGE in SUITE."""
+    stanzas = [s for s in _stanzas(_show(package, suite)) if s.get("Package") == package]
     if not stanzas:
-        raise DebPkgError(f"package {package}: not in bookworm-backports")
+        raise DebPkgError(f"package {package}: not in {suite}")
     return max((s.get("Version", "0") for s in stanzas), key=_version_key)
 
 
-def apt_download(package: str, dest_dir: Path | str) -> Path:
-    """Download PACKAGE's .deb (its highest version in bookworm-backports) into DEST_DIR
-    and return its path; an already downloaded .deb of that version is reused."""
+def apt_download(package: str, dest_dir: Path | str, suite: str = SUITE) -> Path:
+    """Download PACKAGE's .deb (its highest version in SUITE) into DEST_DIR and return its
+    path; an already downloaded .deb of that version is reused."""
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
-    ver = version(package)
+    ver = version(package, suite)
     # apt names the file PACKAGE_VERSION_ARCH.deb with ':' in the version as %3a.
     stem = f"{package}_{ver.replace(':', '%3a')}_"
     have = sorted(dest.glob(f"{stem}*.deb"))
     if have:
         return have[0]
-    d = _apt_dir()
+    d = _apt_dir(suite)
     _run(["apt-get", *_apt_options(d), "-q", "download", f"{package}={ver}"], f"download of package {package}", cwd=dest)
     have = sorted(dest.glob(f"{stem}*.deb"))
     if not have:

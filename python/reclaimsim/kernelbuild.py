@@ -3,9 +3,10 @@ patched, for the VM runner to boot.
 
 The steps, each cached:
 
-1. `fetch_source()`: Debian's ``linux-source-6.12`` from bookworm-backports (debpkg),
-   unpacked once into ``cache_dir()/src/linux-source-6.12/`` (the Debian version it holds
-   is in its ``.reclaimsim-source`` file).
+1. `fetch_source()`: Debian's ``linux-source-VERSION`` (6.1, 6.12 or 7.3, pinned beside
+   the kernels in debkernels.py; the suite's current one through apt once the archive
+   drops the pin), unpacked once into ``cache_dir()/src/linux-source-VERSION/`` (the
+   Debian version it holds is in its ``.reclaimsim-source`` file).
 2. `build()`: a build tree ``cache_dir()/build/tree-TREEKEY/`` per source tree and
    configuration (`tree_key()`: the source, the built-in and the user's fragments) holds
    ``src/`` (a copy of the source tree, hard links where possible, with the build's
@@ -44,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import debpkg
+from . import debkernels, debpkg
 from .debpkg import cache_dir
 from .safefs import replace_atomically
 
@@ -177,19 +178,25 @@ def _say(progress: Progress | None, msg: str) -> None:
 
 
 def fetch_source(version: str = "6.12", progress: Progress | None = None) -> Path:
-    """The unpacked source tree of Debian's linux-source-VERSION (bookworm-backports),
-    fetched and unpacked once into cache_dir()/src/linux-source-VERSION/. Delete that
-    directory to fetch a newer Debian revision."""
+    """The unpacked source tree of Debian's linux-source-VERSION, fetched and unpacked once
+    into cache_dir()/src/linux-source-VERSION/. The package is the one pinned for VERSION
+    (debkernels.SOURCES: the same Debian release as the pinned kernel, from its suite);
+    when the archive no longer serves it, the suite's current package, said so. Delete that
+    directory to fetch again."""
     if not re.fullmatch(r"\d+\.\d+", version):
         raise KernelBuildError(f"kernel source version {version!r}: expected MAJOR.MINOR, e.g. 6.12")
-    package = f"linux-source-{version}"
+    pin = debkernels.SOURCES.get(version)
+    if pin is None:
+        raise KernelBuildError(
+            f"kernel source debian:{version}: not a version whose Debian source is pinned; allowed "
+            f"{', '.join(debkernels.SOURCES)} (or a source directory)"
+        )
+    package = pin.package
     dest = cache_dir() / "src" / package
     if (dest / SOURCE_MARKER).is_file():
         return dest
     try:
-        ver = debpkg.version(package)
-        _say(progress, f"downloading {package} {ver} (about 150 MB)")
-        deb = debpkg.apt_download(package, cache_dir() / "debs")
+        deb, ver = _download_source(pin, cache_dir() / "debs", progress)
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".unpack-") as tmp:
             _say(progress, f"unpacking {deb.name}")
@@ -208,9 +215,23 @@ def fetch_source(version: str = "6.12", progress: Progress | None = None) -> Pat
                 shutil.rmtree(dest)  # an unpack that was interrupted before its marker
             top.rename(dest)
         deb.unlink(missing_ok=True)  # the tree is the cache; the .deb is 150 MB
-    except debpkg.DebPkgError as e:
+    except (debpkg.DebPkgError, debkernels.DebKernelError) as e:
         raise KernelBuildError(str(e), 1) from None
     return dest
+
+
+def _download_source(pin: debkernels.DebianSource, debs: Path, progress: Progress | None) -> tuple[Path, str]:
+    """The source package's .deb in `debs` and its Debian version: the pinned one, else the
+    suite's current one through apt (said so)."""
+    mb = pin.deb.size / 1e6
+    _say(progress, f"downloading {pin.package} {pin.package_version} ({pin.suite}, {mb:.0f} MB)")
+    debs.mkdir(parents=True, exist_ok=True)
+    try:
+        return debkernels.fetch_deb(f"kernel source debian:{pin.version}", pin.deb, debs), pin.package_version
+    except debkernels.NoLongerServed as e:
+        ver = debpkg.version(pin.package, pin.suite)
+        _say(progress, f"{e}; taking {pin.suite}'s current {pin.package} {ver} instead")
+        return debpkg.apt_download(pin.package, debs, pin.suite), ver
 
 
 def source_from_arg(arg: str, progress: Progress | None = None) -> Path:

@@ -103,3 +103,83 @@ def test_kernel_names_other_than_a_file_or_a_pin_are_refused_with_the_list(tmp_p
     with pytest.raises(KernelRunError) as e:
         vm.resolve_kernel(str(tmp_path / "debian-6.2"))
     assert "debian-6.1, debian-6.12, debian-7.3" in str(e.value)
+
+
+# ---- pinned sources (kernel-build debian:VERSION) ----------------------------------------
+
+
+def test_each_pinned_source_is_the_release_of_its_versions_pinned_kernel():
+    # kernel-build debian:V must build what kernel-run --kernel debian-V boots.
+    assert set(debkernels.SOURCES) == {k.model_version for k in debkernels.KERNELS.values()}
+    for v, src in debkernels.SOURCES.items():
+        k = debkernels.KERNELS[f"debian-{v}"]
+        assert (src.package_version, src.suite) == (k.version, k.suite), v
+        assert src.deb.filename == f"linux-source-{v}_{k.version}_all.deb", v
+        assert len(src.deb.sha256) == 64 and src.deb.size > 100_000_000, v
+
+
+def _source_deb(tmp_path, version: str) -> bytes:
+    """A linux-source-VERSION .deb as Debian lays it out: a tarball of the tree under usr/src."""
+    tree = tmp_path / f"tree-{version}" / f"linux-source-{version}"
+    tree.mkdir(parents=True)
+    (tree / "Makefile").write_text("VERSION = 0\n")
+    tar = tmp_path / f"linux-source-{version}.tar.xz"
+    subprocess.run(["tar", "-cJf", str(tar), "-C", str(tree.parent), tree.name], check=True)
+    return _deb(tmp_path, f"linux-source-{version}", {f"usr/src/{tar.name}": tar.read_bytes()})
+
+
+def _pin_source(monkeypatch, tmp_path, version, data: bytes):
+    from reclaimsim import kernelbuild
+
+    monkeypatch.setenv("RECLAIMSIM_CACHE", str(tmp_path / "cache"))
+    deb = debkernels.Deb(f"pool/main/l/linux/linux-source-{version}_9_all.deb", len(data),
+                         hashlib.sha256(data).hexdigest())
+    monkeypatch.setitem(debkernels.SOURCES, version, debkernels.DebianSource(version, "9", "trixie-backports", deb))
+    monkeypatch.setattr(kernelbuild, "check_tools", lambda *a: None)
+    return {deb.pool: data}
+
+
+def test_a_pinned_source_is_fetched_checked_and_unpacked_once(monkeypatch, tmp_path):
+    from reclaimsim import kernelbuild
+
+    served = _pin_source(monkeypatch, tmp_path, "7.3", _source_deb(tmp_path, "7.3"))
+    monkeypatch.setattr(debkernels.urllib.request, "urlopen", _opener(served))
+    said = []
+    src = kernelbuild.source_from_arg("debian:7.3", said.append)
+    assert (src / "Makefile").read_text() == "VERSION = 0\n"
+    assert (src / kernelbuild.SOURCE_MARKER).read_text() == "linux-source-7.3 9\n"
+    assert any("trixie-backports" in m for m in said)
+    monkeypatch.setattr(debkernels.urllib.request, "urlopen", _opener({}))
+    assert kernelbuild.source_from_arg("debian:7.3") == src
+
+
+def test_a_source_the_archive_dropped_is_taken_from_its_suite_and_said_so(monkeypatch, tmp_path):
+    from reclaimsim import debpkg, kernelbuild
+
+    data = _source_deb(tmp_path, "6.1")
+    _pin_source(monkeypatch, tmp_path, "6.1", data)
+    monkeypatch.setattr(debkernels.urllib.request, "urlopen", _opener({}))
+    asked = []
+
+    def download(package, dest, suite):
+        asked.append((package, suite))
+        out = dest / f"{package}_10_all.deb"
+        out.write_bytes(data)
+        return out
+
+    monkeypatch.setattr(debpkg, "version", lambda package, suite: "10")
+    monkeypatch.setattr(debpkg, "apt_download", download)
+    said = []
+    src = kernelbuild.fetch_source("6.1", said.append)
+    assert asked == [("linux-source-6.1", "trixie-backports")]
+    assert (src / kernelbuild.SOURCE_MARKER).read_text() == "linux-source-6.1 10\n"
+    assert any("no longer serves" in m and "linux-source-6.1 10" in m for m in said)
+
+
+def test_an_unpinned_source_version_is_refused_with_the_list(tmp_path, monkeypatch):
+    from reclaimsim import kernelbuild
+
+    monkeypatch.setenv("RECLAIMSIM_CACHE", str(tmp_path))
+    with pytest.raises(kernelbuild.KernelBuildError) as e:
+        kernelbuild.fetch_source("6.6")
+    assert e.value.code == 2 and "debian:6.6" in str(e.value) and "6.1, 6.12, 7.3" in str(e.value)

@@ -37,15 +37,25 @@ Description: Linux kernel source (meta-package)
 
 @pytest.mark.skipif(shutil.which("dpkg") is None, reason="needs dpkg (Debian's version order)")
 def test_resolve_takes_the_first_depends_of_the_highest_version(monkeypatch):
-    monkeypatch.setattr(debpkg, "_show", lambda pkg: SHOW)
+    monkeypatch.setattr(debpkg, "_show", lambda pkg, suite="bookworm-backports": SHOW)
     assert debpkg.resolve("linux-source") == "linux-source-6.12"
     assert debpkg.version("linux-source") == "6.12.10-1~bpo12+1"
 
 
 def test_resolve_of_an_unknown_package_names_it(monkeypatch):
-    monkeypatch.setattr(debpkg, "_show", lambda pkg: SHOW)
+    monkeypatch.setattr(debpkg, "_show", lambda pkg, suite="bookworm-backports": SHOW)
     with pytest.raises(debpkg.DebPkgError, match="package linux-other: not in bookworm-backports"):
         debpkg.resolve("linux-other")
+    with pytest.raises(debpkg.DebPkgError, match="package linux-other: not in trixie-backports"):
+        debpkg.version("linux-other", "trixie-backports")
+
+
+def test_each_suite_has_its_own_apt_state_reading_that_suite_only(monkeypatch, tmp_path):
+    monkeypatch.setenv("RECLAIMSIM_CACHE", str(tmp_path))
+    a, b = debpkg._apt_dir("bookworm"), debpkg._apt_dir("trixie-backports")
+    assert a != b and a.parent == b.parent == tmp_path / "apt"
+    assert (a / "sources.list").read_text().split()[-2:] == ["bookworm", "main"]
+    assert (b / "sources.list").read_text().split()[-2:] == ["trixie-backports", "main"]
 
 
 def test_extract_of_a_missing_deb_names_it(tmp_path):
