@@ -223,13 +223,41 @@ def check_swapfile(path: str) -> None:
         )
 
 
+def block_rotational(path: str) -> bool | None:
+    """Does the disk that holds `path` report itself rotational (its queue/rotational in
+    sysfs, a partition's being its disk's)? None when sysfs does not say."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    dev = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    for d in (dev, dev / ".."):
+        try:
+            return (d / "queue" / "rotational").read_text().strip() == "1"
+        except OSError:
+            continue
+    return None
+
+
+def rotational_note(host: bool | None, scenario: bool) -> str | None:
+    """A note when the swap file's disk and the scenario disagree on rotational: swap
+    readahead goes by slots on a rotational disk and by the faulting VMA otherwise."""
+    if host is None or host == scenario:
+        return None
+    how = {True: "by swap slots", False: "by the faulting VMA"}
+    return (
+        f"the swap file's disk reports rotational={int(host)} where the scenario says machine.swap.rotational = "
+        f"{str(scenario).lower()}: the kernel reads swap ahead {how[host]}, the model {how[scenario]}"
+    )
+
+
 class Swap:
     """The swap the scenario asks for: existing swap, zram0, or a swap file (--swapfile).
     A scenario that swaps to a block device (`machine.swap.device = "ssd"`) needs the
     swap file: zram in its place would be another device, compressing on the faulting
     CPU where the model waits for IO."""
 
-    def __init__(self, size: int, swapfile: str | None, notes: list, device: str = "zram"):
+    def __init__(self, size: int, swapfile: str | None, notes: list, device: str = "zram", rotational: bool = False):
         self.dev = None
         self.kind = None
         active = active_swaps()
@@ -267,6 +295,9 @@ class Swap:
                 for _ in range(size >> 20):
                     f.write(chunk)
             self.dev, self.kind = swapfile, "file"
+            note = rotational_note(block_rotational(swapfile), rotational)
+            if note:
+                notes.append(note)
         else:
             raise KernelRunError(
                 "the scenario has swap, the host has none and zram is not available; "
@@ -718,7 +749,7 @@ def kernel_run(
             recorder = perflock.Recorder(ws.files.file("perf-lock.data"))
             notes.append("perf lock record ran during the reps: the kernel's time rows include its tracepoint overhead")
         if swap_spec:
-            swap = Swap(swap_spec["size"], swapfile, notes, swap_spec.get("device", "zram"))
+            swap = Swap(swap_spec["size"], swapfile, notes, swap_spec.get("device", "zram"), swap_spec.get("rotational", False))
         elif active_swaps() and _has_anon(norm):
             notes.append("the scenario has no swap but the host does: the kernel may swap where the model cannot")
         _write(sysctl, str(norm["kernel"]["swappiness"]))

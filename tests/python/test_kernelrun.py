@@ -533,3 +533,16 @@ def test_time_rows_under_tcg_are_not_comparable_and_the_mark_is_explained():
     assert "  !" in text and "! = a key counter more than 5%" in text
     plain = sidebyside.assemble(norm, [rep], sims, [], 2, "6.12")
     assert {x["name"]: x for x in plain["counters"]}["elapsed_ms@usemem"]["comparable"]
+
+
+def test_a_swap_disk_that_disagrees_on_rotational_is_noted_with_both_readaheads():
+    from reclaimsim.kernelrun import block_rotational, rotational_note
+
+    assert rotational_note(True, True) is None and rotational_note(False, False) is None
+    assert rotational_note(None, True) is None  # sysfs does not say
+    note = rotational_note(True, False)
+    assert "rotational=1" in note and "machine.swap.rotational = false" in note
+    assert note.index("by swap slots") < note.index("by the faulting VMA")
+    note = rotational_note(False, True)
+    assert note.index("by the faulting VMA") < note.index("by swap slots")
+    assert block_rotational("/nonexistent/file") is None

@@ -241,13 +241,19 @@ impl Sim {
             if let Some(d) = s.write_latency {
                 dev.write_latency = d.0;
             }
-            SwapInfo::new(
+            let mut info = SwapInfo::new(
                 s.size.pages(),
                 zram,
                 s.read_latency.map_or(costs.zram_read, |d| d.0),
                 s.write_latency.map_or(costs.zram_write, |d| d.0),
                 dev,
-            )
+            );
+            info.rotational = s.rotational;
+            if s.rotational {
+                // Anonymous swap-ins read ahead by slots: record each slot's PTE.
+                info.ra.track_owners(s.size.pages());
+            }
+            info
         });
         let all_cpus = cpu_node.len();
         let memcgs_len = memcgs.len();

@@ -173,6 +173,8 @@ fn swappers(wakeup: u64, seed: u64) -> String {
     swappers_on(wakeup, seed, "ssd")
 }
 
+/// Two processes writing 32M in order, twice, each in its own 4M memcg. On the block
+/// device VMA swap readahead reads 8 pages a fault: each major fault waits for its read.
 fn swappers_on(wakeup: u64, seed: u64, device: &str) -> String {
     let costs = device_costs(wakeup);
     format!(
@@ -182,7 +184,7 @@ seed = {seed}
 cpus = 2
 memory_per_node = "256M"
 [machine.swap]
-size = "64M"
+size = "128M"
 device = "{device}"
 {costs}[[cgroup]]
 path = "/a"
@@ -193,12 +195,12 @@ memory.max = "4M"
 [[workload]]
 type = "usemem"
 cgroup = "/a"
-size = "8M"
+size = "32M"
 repeat = 2
 [[workload]]
 type = "usemem"
 cgroup = "/b"
-size = "8M"
+size = "32M"
 repeat = 2
 "#
     )

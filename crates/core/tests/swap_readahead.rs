@@ -1,14 +1,17 @@
-//! shmem's swap readahead (mm/shmem.rs, mm/swap_state.rs): swap_cluster_readahead's
-//! window arithmetic against __swapin_nr_pages as the kernel writes it, and a sequence of
-//! shmem faults over pages swapped out to known slots, whose reads, readahead counts and
-//! hits follow from that arithmetic, on a kernel whose shmem reads ahead on zram (6.12)
-//! and on one that bypasses the swap cache there (6.18, rule
-//! `shmem_swapin_skip_swapcache`).
+//! Swap readahead (mm/swap_state.rs, mm/shmem.rs): swap_cluster_readahead's window
+//! arithmetic against __swapin_nr_pages as the kernel writes it and swap_vma_ra_win's
+//! placement of the VMA window, then sequences of faults over pages swapped out to known
+//! slots, whose reads, readahead counts and hits follow from that arithmetic: shmem on a
+//! kernel whose shmem reads ahead on zram (6.12) and on one that bypasses the swap cache
+//! there (6.18, rule `shmem_swapin_skip_swapcache`); anonymous memory on a block device,
+//! by the VMA (non-rotational) or by slots (rotational).
 
 use reclaimsim_core::fixture::run_probe;
 use reclaimsim_core::mm::memory::Fault;
 use reclaimsim_core::mm::mm_types::{pte, PG_LOCKED, PG_LRU, PG_SWAPCACHE};
-use reclaimsim_core::mm::swap_state::{__swapin_nr_pages, SwapReadahead, PAGE_CLUSTER};
+use reclaimsim_core::mm::swap_state::{
+    __swapin_nr_pages, swap_vma_ra_win, SwapRaInfo, SwapReadahead, SwapinRa, PAGE_CLUSTER,
+};
 use reclaimsim_core::mm::swapfile::SwapEnt;
 use reclaimsim_core::mm::vmscan::MEMCG_RECLAIM_MAY_SWAP;
 use reclaimsim_core::mm::vmstat::VmEvent;
@@ -55,8 +58,13 @@ fn the_window_takes_the_hits_and_keeps_the_offset_only_without_them() {
 }
 
 /// A one-node machine on kernel `version` with 64M of swap on `device`, classic LRU, the
-/// cgroup /a (memcg 1) and no workload running; `extra` goes into `[kernel]`.
+/// cgroup /a (memcg 1) and no workload running; `extra` goes into `[kernel]`. A device
+/// `ssd-rotational` is an ssd that reports itself rotational.
 fn machine(version: &str, device: &str, extra: &str) -> Rc<Sim> {
+    let (device, rotational) = match device.strip_suffix("-rotational") {
+        Some(d) => (d, true),
+        None => (device, false),
+    };
     let t = format!(
         r#"
 duration = "1000s"
@@ -70,6 +78,7 @@ memory_per_node = "64M"
 [machine.swap]
 size = "64M"
 device = "{device}"
+rotational = {rotational}
 [[cgroup]]
 path = "/a"
 [[workload]]
@@ -131,6 +140,12 @@ fn fault_slots(s: &Rc<Sim>, mmid: u32, slots: &[u32], at_slots: &[u32]) -> Fault
         .iter()
         .map(|t| slots.iter().position(|x| x == t).expect("a slot in use") as u32)
         .collect();
+    fault_vpns(s, mmid, &vpns)
+}
+
+/// Write faults by `mmid`, one after the other, on its pages `vpns`.
+fn fault_vpns(s: &Rc<Sim>, mmid: u32, vpns: &[u32]) -> Faults {
+    let vpns = vpns.to_vec();
     let ev = |s: &Sim, e: VmEvent| s.mm.borrow().events[e as usize];
     let before = [
         VmEvent::Pswpin,
@@ -244,14 +259,19 @@ fn anonymous_memory_does_not_read_ahead() {
 
 #[test]
 fn which_swapins_read_ahead() {
-    // Rule on: only a block device; rule off: any device. Never for anonymous memory.
-    for (version, device, want) in [
-        ("6.12", "zram", true),
-        ("6.12", "ssd", true),
-        ("6.18", "zram", false),
-        ("6.18", "ssd", true),
-        ("7.3", "zram", false),
-        ("6.1", "zram", true),
+    // shmem: with the rule only a block device, without it any device (cluster). Anonymous
+    // memory: never on zram for a slot one process uses; on a block device by the VMA,
+    // or by slots when it is rotational, whatever the version.
+    use SwapinRa::*;
+    for (version, device, want_shmem, want_anon) in [
+        ("6.12", "zram", Cluster, None),
+        ("6.12", "ssd", Cluster, Vma),
+        ("6.18", "zram", None, None),
+        ("6.18", "ssd", Cluster, Vma),
+        ("6.18", "ssd-rotational", Cluster, Cluster),
+        ("7.3", "zram", None, None),
+        ("6.1", "zram", Cluster, None),
+        ("6.1", "ssd-rotational", Cluster, Cluster),
     ] {
         let s = machine(version, device, "");
         let (shmem, anon) = {
@@ -259,16 +279,141 @@ fn which_swapins_read_ahead() {
             let a = mm.mm_alloc(reclaimsim_core::mm::MmStruct::new(4, 1, 0, 0));
             let b = mm.mm_alloc(reclaimsim_core::mm::MmStruct::new(4, 1, 0, 0));
             mm.mark_shmem(a);
+            assert_eq!(mm.shmem_swapin_reads_ahead(a), want_shmem == Cluster);
             (
-                mm.shmem_swapin_reads_ahead(a),
-                mm.shmem_swapin_reads_ahead(b),
+                mm.swapin_readahead_mode(a, 0),
+                mm.swapin_readahead_mode(b, 0),
             )
         };
-        assert_eq!((shmem, anon), (want, false), "{version} {device}");
-        // The readahead state (8 bytes a slot) is kept only where it is read.
-        let kept = s.mm.borrow().swap.as_ref().unwrap().ra.is_some();
-        assert_eq!(kept, want, "{version} {device}");
+        assert_eq!((shmem, anon), (want_shmem, want_anon), "{version} {device}");
+        // The slots' PTEs (8 bytes a slot) are recorded only where cluster readahead runs.
+        let kept = s.mm.borrow().swap.as_ref().unwrap().ra.tracks_owners();
+        assert_eq!(
+            kept,
+            want_shmem == Cluster || want_anon == Cluster,
+            "{version} {device}"
+        );
     }
+}
+
+#[test]
+fn the_vma_window_is_placed_as_swap_vma_ra_win_places_it() {
+    let info = |prev: Option<u32>, win, hits| SwapRaInfo { prev, win, hits };
+    // (state, fault, VMA pages) -> (window, start, end), each worked by hand: the window
+    // from __swapin_nr_pages; it starts at a fault that follows the previous one, ends at
+    // one that precedes it, else begins (win - 1) / 2 pages before it; then clamped to
+    // the VMA, to page 0 and to the fault's PMD (512 pages).
+    for (st, f, pages, want) in [
+        // First fault: no previous page, no hits: one page.
+        (info(None, 0, 0), 5, 1000, (1, 5, 6)),
+        // After 5: 2 pages from 6.
+        (info(Some(5), 1, 0), 6, 1000, (2, 6, 8)),
+        // Before 10: 2 pages ending at 9.
+        (info(Some(10), 1, 0), 9, 1000, (2, 8, 10)),
+        // One hit after 7: 4 pages from 8.
+        (info(Some(7), 2, 1), 8, 1000, (4, 8, 12)),
+        // Far from 8, no hits, last window 4: 2 pages, none before (1 / 2 = 0).
+        (info(Some(8), 4, 0), 20, 1000, (2, 20, 22)),
+        // Three hits, far: 8 pages, 3 before.
+        (info(Some(100), 2, 3), 50, 1000, (8, 47, 55)),
+        // The VMA ends at 52.
+        (info(Some(100), 2, 3), 50, 52, (8, 47, 52)),
+        // The fault's PMD starts at 512.
+        (info(Some(100), 2, 3), 513, 1000, (8, 512, 518)),
+        // Not below page 0.
+        (info(Some(100), 2, 3), 1, 1000, (8, 0, 6)),
+        // Thirty hits: at most 1 << page_cluster.
+        (info(Some(100), 2, 30), 50, 1000, (8, 47, 55)),
+    ] {
+        let (w, a, b, after) = swap_vma_ra_win(st, f, pages);
+        assert_eq!((w, a, b), want, "{st:?} at {f}");
+        assert_eq!(
+            after,
+            info(Some(f), w, 0),
+            "the state left by {st:?} at {f}"
+        );
+    }
+}
+
+/// The anonymous fault sequence, by page: 5 (first fault: window 1), 6 (after 5: pages
+/// 6-7, reads 7 ahead), 7 (a hit: minor; the VMA counts it), 8 (after 7 with one hit:
+/// 4 pages 8-11, reads 9-11 ahead), 20 (far from 8, no hits, last window 4: 2 pages
+/// 20-21, reads 21 ahead).
+const VMA_SEQUENCE: [u32; 5] = [5, 6, 7, 8, 20];
+
+#[test]
+fn an_anonymous_swapin_from_a_block_device_reads_ahead_by_the_vma() {
+    let s = machine("6.18", "ssd", "");
+    let (mmid, _) = swapped_out(&s, false);
+    let f = fault_vpns(&s, mmid, &VMA_SEQUENCE);
+    use Fault::*;
+    assert_eq!(f.faults, vec![Major, Major, Minor, Major, Major]);
+    assert_eq!(
+        (f.pswpin, f.ra, f.hits, f.majors),
+        (1 + 2 + 4 + 2, 1 + 3 + 1, 1, 4)
+    );
+    let mm = s.mm.borrow();
+    assert_eq!(
+        mm.mms[mmid as usize].swap_ra_info,
+        SwapRaInfo {
+            prev: Some(20),
+            win: 2,
+            hits: 0
+        }
+    );
+    for vpn in [9, 10, 11, 21] {
+        let v = mm.mms[mmid as usize].ptes[vpn];
+        assert!(pte::is_swap(v), "page {vpn} still a swap PTE");
+        let SwapEnt::Cached(pfn) = mm.swap.as_ref().unwrap().get(pte::slot(v)) else {
+            panic!("page {vpn} not read ahead");
+        };
+        let p = mm.pages[pfn as usize];
+        assert!(p.test(PG_SWAPCACHE) && p.test(PG_LRU) && !p.test(PG_LOCKED));
+        assert_eq!((p.memcg, p.owner, p.index), (1, mmid, vpn as u32));
+    }
+    mm.check_invariants().unwrap();
+}
+
+#[test]
+fn an_anonymous_swapin_from_a_rotational_device_reads_ahead_by_slots() {
+    // The same slots and windows as shmem's (SEQUENCE), the hits feeding the global window.
+    let s = machine("6.18", "ssd-rotational", "");
+    let (mmid, slots) = swapped_out(&s, false);
+    assert_consecutive(&slots);
+    let f = fault_slots(&s, mmid, &slots, &SEQUENCE);
+    use Fault::*;
+    assert_eq!(f.faults, vec![Major, Major, Minor, Major, Major]);
+    assert_eq!((f.pswpin, f.ra, f.hits, f.majors), (9, 5, 1, 4));
+    // The VMA's state is not used.
+    assert_eq!(
+        s.mm.borrow().mms[mmid as usize].swap_ra_info,
+        SwapRaInfo::default()
+    );
+}
+
+#[test]
+fn a_rotational_zram_is_refused() {
+    let t = r#"
+duration = "1s"
+[machine]
+cpus = 1
+memory_per_node = "64M"
+[machine.swap]
+size = "64M"
+device = "zram"
+rotational = true
+[[workload]]
+type = "usemem"
+size = "4K"
+"#;
+    let e = Scenario::from_toml(t)
+        .and_then(|sc| Sim::build(&sc).map(|_| ()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("scenario.machine.swap.rotational") && e.contains("ssd"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -19,6 +19,7 @@ use super::filemap::NewFolio;
 use super::memcontrol::KmemKind;
 use super::memcontrol::StatKind;
 use super::mm_types::*;
+use super::swap_state::SwapinRa;
 use super::swapfile::SwapEnt;
 use super::vmstat::{NodeStat, VmEvent};
 use super::{Mm, Pfn};
@@ -94,13 +95,8 @@ impl Sim {
             // A write to a PTE fork write-protected.
             self.do_wp_page(mmid, vpn, pte::pfn(v), memcg, node).await
         } else if pte::is_swap(v) {
-            let slot = pte::slot(v);
-            if self.mm.borrow().shmem_swapin_reads_ahead(mmid) {
-                self.shmem_swapin_folio(mmid, vpn, slot, write, memcg, node)
-                    .await
-            } else {
-                self.do_swap_page(mmid, vpn, slot, write, memcg, node).await
-            }
+            self.swapin(mmid, vpn, pte::slot(v), write, memcg, node)
+                .await
         } else {
             self.do_anonymous_page(mmid, vpn, write, memcg, node).await
         };
@@ -309,6 +305,38 @@ impl Sim {
         Fault::Minor
     }
 
+    /// The swap-in of the swap PTE of `slot` at `vpn`: swapin_readahead() where the
+    /// kernel reads ahead (swap_state.rs: the cluster of slots around it, or the VMA's
+    /// swap PTEs around the page; shmem_swapin_folio's cluster for shmem), then
+    /// do_swap_page() reads the faulting page unless its PTE changed meanwhile, and the
+    /// folios read ahead from a block device unlock when their reads complete.
+    /// Simplified: the faulting page is read after its neighbours (the kernel reads the
+    /// window in order).
+    async fn swapin(
+        &self,
+        mmid: u32,
+        vpn: u32,
+        slot: u32,
+        write: bool,
+        memcg: u16,
+        node: u32,
+    ) -> Fault {
+        let mode = self.mm.borrow().swapin_readahead_mode(mmid, slot);
+        let ra = match mode {
+            SwapinRa::None => return self.do_swap_page(mmid, vpn, slot, write, memcg, node).await,
+            SwapinRa::Cluster => self.swap_cluster_readahead(slot, node).await,
+            SwapinRa::Vma => self.swap_vma_readahead(mmid, vpn, node).await,
+        };
+        let same = self.mm.borrow().mms[mmid as usize].ptes[vpn as usize] == pte::mk_swap(slot);
+        let r = if same {
+            self.do_swap_page(mmid, vpn, slot, write, memcg, node).await
+        } else {
+            Fault::Retry { major: false }
+        };
+        self.swap_readahead_unlock(ra).await;
+        r
+    }
+
     /// do_swap_page(): bring a swapped-out page back, from the swap cache if it is still
     /// there (minor), else from the device (major: pswpin, read latency, refault check).
     ///
@@ -336,7 +364,9 @@ impl Sim {
             .as_ref()
             .map_or(SwapEnt::Free, |s| s.get(slot));
         if let SwapEnt::Cached(pfn) = ent {
-            self.mm.borrow_mut().swap_cache_readahead_hit(mmid, slot);
+            self.mm
+                .borrow_mut()
+                .swap_cache_readahead_hit(mmid, vpn, slot);
             if write && !self.mm.borrow().folio_test_lru(pfn) {
                 self.lru_add_drain().await;
                 // The entry may have gone while the drain waited for the lock, or reclaim

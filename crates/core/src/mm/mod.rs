@@ -16,7 +16,7 @@
 //! | `lru_gen/`       | mm/vmscan.c (lru_gen), mm_inline.h | MGLRU, one file per section of vmscan.c (see its mod.rs) |
 //! | `swap.rs`        | mm/swap.c                      | per-CPU LRU batches, mark_accessed, lru_note_cost   |
 //! | `swapfile.rs`    | mm/swapfile.c, swap_state.c    | swap slots and the swap cache's slot table, folio_free_swap |
-//! | `swap_state.rs`  | mm/swap_state.c                | a folio leaving the swap cache, swap_cluster_readahead |
+//! | `swap_state.rs`  | mm/swap_state.c                | a folio leaving the swap cache, swap readahead (cluster and VMA) |
 //! | `shmem.rs`       | mm/shmem.c                     | which shmem swap-ins read ahead (shmem_swapin_folio) |
 //! | `memcontrol.rs`  | mm/memcontrol.c, page_counter.c| memcg tree, charge, protection, iteration, stats    |
 //! | `memory.rs`      | mm/memory.c                    | the anon and swap page-fault paths, zap_pte_range   |
@@ -135,9 +135,11 @@ pub struct MmStruct {
     /// The area's accessed bits drawn when read, for a usemem area with
     /// `access_model = "sampled"` (sampled_access.rs); None for every other area.
     pub sampled: Option<Box<sampled_access::SampledArea>>,
-    /// The area is a shared anonymous mapping (shmem): its swap-ins are shmem_swapin_folio's
-    /// (shmem.rs), not do_swap_page's.
+    /// The area is a shared anonymous mapping (shmem): its swap-ins read ahead as
+    /// shmem_swapin_folio's do (shmem.rs), not as do_swap_page's.
     pub shmem: bool,
+    /// The VMA's swap readahead state (vma->swap_readahead_info, swap_state.rs).
+    pub swap_ra_info: swap_state::SwapRaInfo,
 }
 
 /// A process's executable text: pages `base..base + pages` of its PTEs map pages
@@ -175,6 +177,7 @@ impl MmStruct {
             wrprotect: Vec::new(),
             sampled: None,
             shmem: false,
+            swap_ra_info: Default::default(),
         }
     }
 

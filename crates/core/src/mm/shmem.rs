@@ -16,11 +16,7 @@
 //! swap_state.rs. Simplified: no shmem inode (the swap entry is the PTE, as for anon), no
 //! large folios or large swap entries, and memory.stat counts these folios as anon.
 
-use super::memory::Fault;
-use super::mm_types::pte;
-use super::swapfile::SwapEnt;
-use super::{MemcgId, Mm};
-use crate::sim::Sim;
+use super::Mm;
 
 impl Mm {
     /// Does a swap-in of `mmid` read ahead? Its mm must be shmem, and the device one that
@@ -34,60 +30,23 @@ impl Mm {
                 .is_some_and(|s| self.shmem_reads_ahead_on(s))
     }
 
-    /// Does a shmem swap-in from device `s` read ahead on this kernel?
-    fn shmem_reads_ahead_on(&self, s: &super::swapfile::SwapInfo) -> bool {
+    /// Does a shmem swap-in from device `s` read ahead on this kernel (shmem_swapin_folio
+    /// through shmem_swapin_cluster)?
+    pub(super) fn shmem_reads_ahead_on(&self, s: &super::swapfile::SwapInfo) -> bool {
         !(self.rules.shmem_swapin_skip_swapcache && s.synchronous)
     }
 
     /// The area of `mmid` is shmem. If its swap-ins read ahead, the swap device starts
-    /// keeping the readahead state (swap_state.rs), from now on.
+    /// recording each slot's PTE for cluster readahead (swap_state.rs), from now on.
     pub fn mark_shmem(&mut self, mmid: u32) {
         self.mms[mmid as usize].shmem = true;
         let Some(s) = self.swap.as_ref() else {
             return;
         };
-        if self.shmem_reads_ahead_on(s) && s.ra.is_none() {
-            let ra = super::swap_state::SwapReadahead::new(s.nr_slots());
-            self.swap.as_mut().unwrap().ra = Some(Box::new(ra));
+        if self.shmem_reads_ahead_on(s) {
+            let s = self.swap.as_mut().unwrap();
+            let slots = s.nr_slots();
+            s.ra.track_owners(slots);
         }
-    }
-}
-
-impl Sim {
-    /// shmem_swapin_folio() of a swap entry whose swap-in reads ahead
-    /// ([`Mm::shmem_swapin_reads_ahead`]): a folio already in the swap cache is taken as
-    /// do_swap_page takes it (a minor fault, a readahead hit); on a miss,
-    /// swap_cluster_readahead() reads the neighbouring slots first, then the faulting
-    /// one is read as any swap-in (a major fault) unless its PTE changed meanwhile.
-    /// Simplified: the faulting slot is read after its neighbours (the kernel reads the
-    /// block in order), and the fault's remaining steps are do_swap_page's.
-    pub(super) async fn shmem_swapin_folio(
-        &self,
-        mmid: u32,
-        vpn: u32,
-        slot: u32,
-        write: bool,
-        memcg: MemcgId,
-        node: u32,
-    ) -> Fault {
-        let cached = {
-            let mm = self.mm.borrow();
-            matches!(
-                mm.swap.as_ref().map(|s| s.get(slot)),
-                Some(SwapEnt::Cached(_))
-            )
-        };
-        if cached {
-            return self.do_swap_page(mmid, vpn, slot, write, memcg, node).await;
-        }
-        let ra = self.swap_cluster_readahead(slot, node).await;
-        let same = self.mm.borrow().mms[mmid as usize].ptes[vpn as usize] == pte::mk_swap(slot);
-        let r = if same {
-            self.do_swap_page(mmid, vpn, slot, write, memcg, node).await
-        } else {
-            Fault::Retry { major: false }
-        };
-        self.swap_readahead_unlock(ra).await;
-        r
     }
 }

@@ -1,4 +1,4 @@
-//! The swap cache seen from a folio: taking a folio out of it, and shmem's swap readahead.
+//! The swap cache seen from a folio: taking a folio out of it, and swap readahead.
 //!
 //! Models mm/swap_state.c's delete_from_swap_cache() together with the put_swap_folio()
 //! that follows it (the slot goes back to the device, swapfile.rs) and the memcg's swap
@@ -23,25 +23,34 @@
 //! the folio's pfn), so there is no lock to take; the nodes above the leaves are not
 //! counted.
 //!
-//! Swap readahead. A shmem swap-in that does not bypass the swap cache (shmem.rs) goes
-//! through swap_cluster_readahead(): it reads the aligned block of slots around the
-//! faulting one, each slot in use and not cached becoming a locked swap-cache folio
-//! (charged to the memcg the slot was charged to, refault-tested against its shadow, put
-//! on the LRU with PG_readahead) whose read is submitted with the faulting one's. The
-//! block's size is swapin_nr_pages(): a window of `hits + 2` rounded up to a power of two
-//! (hits: faults that found a PG_readahead folio in the swap cache since the last
-//! window), 1 without hits unless the fault is next to the previous one, at most
-//! 1 << page_cluster, and no less than half the last window. A later fault that finds such
-//! a folio is a minor fault; it clears PG_readahead and counts a hit (SWAP_RA_HIT).
-//! Which PTE a slot serves is what the model needs to set the folio up (its owner and
-//! index); the kernel keeps only the memcg (swap_cgroup), so the model records both when
-//! reclaim gives a folio its slot, in runs that can read ahead only. Simplified: the
-//! slots' order is the model's allocator's (a free stack, not per-CPU clusters), so which
-//! pages are neighbours on swap differs from the kernel's; the readahead folios unlock
-//! when their reads complete on zram, and when the faulting read completes on a block
-//! device (the kernel unlocks each at its own completion, no later on a device that
-//! serves reads in order); anonymous memory's VMA-based readahead is not modeled (its
-//! faults read one page).
+//! Swap readahead. A swap-in that does not bypass the swap cache reads its neighbours
+//! with it (swapin_readahead), in one of two ways:
+//! - swap_cluster_readahead(), for shmem (shmem_swapin_cluster, shmem.rs) and for
+//!   anonymous memory when a rotational device is swapped on: the aligned block of slots
+//!   around the faulting one. Its size is swapin_nr_pages(): a window of `hits + 2`
+//!   rounded up to a power of two of at least 4 (hits: faults that found a PG_readahead
+//!   folio in the swap cache since the last window), 1 without hits unless the fault is
+//!   next to the previous one, at most 1 << page_cluster, and no less than half the last
+//!   window. Which PTE a slot serves is what the model needs to set its folio up (owner
+//!   and index); the kernel keeps only the memcg (swap_cgroup), so the model records both
+//!   when reclaim gives a folio its slot, in runs where this readahead can run only.
+//! - swap_vma_readahead(), for anonymous memory otherwise (swap_use_vma_readahead): the
+//!   swap PTEs around the faulting page, in its VMA and its PMD. The window is the same
+//!   arithmetic over page numbers with the VMA's own state (swap_readahead_info: the last
+//!   fault's page, its window, the hits since), starting at the fault when it follows the
+//!   previous one, ending there when it precedes it, centred otherwise (swap_vma_ra_win).
+//!
+//! Each page read ahead is a locked swap-cache folio (charged to the memcg the slot was
+//! charged to, refault-tested against its shadow, put on the LRU with PG_readahead) whose
+//! read is submitted with the faulting one's. A later fault that finds such a folio is a
+//! minor fault; it clears PG_readahead and counts a hit (SWAP_RA_HIT), in the VMA's state
+//! or the global one. An anonymous swap-in from a synchronous device (zram) of a slot one
+//! process uses reads its page alone (do_swap_page's SWP_SYNCHRONOUS_IO path). Simplified:
+//! the faulting page is read after its neighbours (the kernel reads the window in order);
+//! the readahead folios unlock when their reads complete on zram, and when the faulting
+//! read completes on a block device (the kernel unlocks each at its own completion, no
+//! later on a device that serves reads in order); page_cluster is its default (3); a
+//! process's area is one VMA.
 
 use super::mm_types::{pte, PG_HELD, PG_LOCKED, PG_OWNED, PG_SWAPBACKED, PG_SWAPCACHE};
 use super::swapfile::{SwapEnt, SwapInfo};
@@ -76,8 +85,67 @@ pub fn __swapin_nr_pages(
     pages.min(max_pages).max(prev_win / 2)
 }
 
-/// swap_cluster_readahead()'s state: swapin_nr_pages()'s statics, the folios with
-/// PG_readahead, and where each slot's swap PTE is.
+/// vma->swap_readahead_info: the page of the VMA's last swap fault that missed the swap
+/// cache or hit it (None before the first), that miss's window, and the readahead hits
+/// since. The kernel packs them in one word (the address, then PAGE_SHIFT / 2 bits each
+/// of window and hits) and starts at 0, an address no fault of the area has: None here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SwapRaInfo {
+    pub prev: Option<u32>,
+    pub win: u32,
+    pub hits: u32,
+}
+
+/// SWAP_RA_HITS_MAX: the hits the packed word holds (6 bits).
+pub const SWAP_RA_HITS_MAX: u32 = 63;
+
+/// SWAP_RA_ORDER_CEILING: VMA readahead's window is at most 1 << min(page_cluster, this).
+pub const SWAP_RA_ORDER_CEILING: u32 = 5;
+
+/// PTRS_PER_PTE: VMA readahead stays within the faulting page's PMD.
+const PTRS_PER_PTE: u32 = 512;
+
+/// swap_vma_ra_win(): the window of a swap fault at page `faddr` of a VMA of `vma_pages`
+/// pages, with the VMA's readahead state `info`: (win, start, end), the pages
+/// [start, end) to read, and the state it leaves (the fault, its window, no hits). The
+/// window is __swapin_nr_pages over page numbers; it starts at the fault when the fault
+/// follows the previous one, ends at it when it precedes it, and is otherwise centred on
+/// it ((win - 1) / 2 pages before); then clamped to the VMA and to the fault's PMD.
+pub fn swap_vma_ra_win(
+    info: SwapRaInfo,
+    faddr: u32,
+    vma_pages: u32,
+) -> (u32, u32, u32, SwapRaInfo) {
+    let max_win = 1 << PAGE_CLUSTER.min(SWAP_RA_ORDER_CEILING);
+    // No previous fault: a page that is next to nothing.
+    let prev = info.prev.unwrap_or(faddr.wrapping_add(2));
+    let win = __swapin_nr_pages(prev, faddr, info.hits, max_win, info.win);
+    let after = SwapRaInfo {
+        prev: Some(faddr),
+        win,
+        hits: 0,
+    };
+    if win == 1 {
+        return (1, faddr, faddr + 1, after);
+    }
+    let (f, w) = (faddr as i64, win as i64);
+    let left = if info.prev.is_some_and(|p| faddr == p.wrapping_add(1)) {
+        f
+    } else if info.prev.is_some_and(|p| p == faddr.wrapping_add(1)) {
+        f - w + 1
+    } else {
+        f - (w - 1) / 2
+    };
+    let right = left + w;
+    let pmd = f & !(PTRS_PER_PTE as i64 - 1);
+    let start = left.max(0).max(pmd);
+    let end = right.min(vma_pages as i64).min(pmd + PTRS_PER_PTE as i64);
+    (win, start as u32, end as u32, after)
+}
+
+/// Swap readahead's state: swapin_nr_pages()'s statics (cluster readahead's window), the
+/// folios with PG_readahead, and, where cluster readahead runs, each slot's PTE.
+#[derive(Default)]
 pub struct SwapReadahead {
     /// swapin_readahead_hits.
     hits: u32,
@@ -85,21 +153,32 @@ pub struct SwapReadahead {
     prev_offset: u32,
     /// last_readahead_pages.
     last_pages: u32,
-    /// Per slot, the PTE that refers to it: (mm + 1) << 32 | vpn, 0 when unknown.
+    /// Per slot, the PTE that refers to it: (mm + 1) << 32 | vpn, 0 when unknown. Empty
+    /// (no slot known) unless cluster readahead can run: a rotational device's anonymous
+    /// swap-ins, or shmem's.
     owner: Vec<u64>,
     /// The slots whose swap-cache folio has PG_readahead.
     readahead: rustc_hash::FxHashSet<u32>,
 }
 
 impl SwapReadahead {
+    /// The state of a swap of `slots` slots that records their PTEs.
     pub fn new(slots: u64) -> Self {
-        SwapReadahead {
-            hits: 0,
-            prev_offset: 0,
-            last_pages: 0,
-            owner: vec![0; slots as usize],
-            readahead: Default::default(),
+        let mut ra = Self::default();
+        ra.track_owners(slots);
+        ra
+    }
+
+    /// Record each slot's PTE from now on (8 bytes a slot), once.
+    pub fn track_owners(&mut self, slots: u64) {
+        if self.owner.is_empty() {
+            self.owner = vec![0; slots as usize];
         }
+    }
+
+    /// Are the slots' PTEs recorded?
+    pub fn tracks_owners(&self) -> bool {
+        !self.owner.is_empty()
     }
 
     /// swapin_nr_pages(): this fault's window, taking the hits since the last one.
@@ -128,9 +207,20 @@ impl SwapReadahead {
 
     /// The PTE (mm, vpn) that refers to `slot`, if recorded.
     fn owner(&self, slot: u32) -> Option<(u32, u32)> {
-        let v = self.owner[slot as usize];
+        let v = *self.owner.get(slot as usize)?;
         (v != 0).then(|| ((v >> 32) as u32 - 1, v as u32))
     }
+}
+
+/// Which readahead a swap-in that missed the swap cache does first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwapinRa {
+    /// None: one page (do_swap_page's SWP_SYNCHRONOUS_IO path, a hit, no swap).
+    None,
+    /// swap_cluster_readahead(): the aligned block of slots around the faulting one.
+    Cluster,
+    /// swap_vma_readahead(): the swap PTEs around the faulting page.
+    Vma,
 }
 
 /// The folios one readahead set up: locked until their reads complete.
@@ -168,9 +258,9 @@ impl Mm {
     pub fn add_to_swap_cache(&mut self, pfn: Pfn, cpu: u32) -> Option<u32> {
         let s = self.swap.as_mut()?;
         let (slot, node) = s.alloc_slot(pfn, cpu)?;
-        if let Some(ra) = s.ra.as_deref_mut() {
+        if s.ra.tracks_owners() {
             let p = &self.pages[pfn as usize];
-            ra.owner[slot as usize] = (p.owner as u64 + 1) << 32 | p.index as u64;
+            s.ra.owner[slot as usize] = (p.owner as u64 + 1) << 32 | p.index as u64;
         }
         self.swap_update_node(node);
         Some(slot)
@@ -251,18 +341,56 @@ impl Mm {
 }
 
 impl Mm {
-    /// swap_cache_get_folio()'s readahead accounting, for a fault of `mmid` that found
-    /// `slot`'s folio in the swap cache: a folio read ahead loses PG_readahead and counts
-    /// SWAP_RA_HIT, and a shmem fault's hit (no VMA readahead state) feeds the next window.
-    pub fn swap_cache_readahead_hit(&mut self, mmid: u32, slot: u32) {
-        let Some(ra) = self.swap.as_mut().and_then(|s| s.ra.as_deref_mut()) else {
+    /// swap_cache_get_folio()'s readahead accounting, for a fault of `mmid` at `vpn` that
+    /// found `slot`'s folio in the swap cache: a folio read ahead loses PG_readahead and
+    /// counts SWAP_RA_HIT. With VMA readahead (no rotational swap) an anonymous fault's
+    /// VMA remembers the fault's page and counts the hit; a shmem fault (no VMA) or one
+    /// with cluster readahead feeds the global window's hits instead.
+    pub fn swap_cache_readahead_hit(&mut self, mmid: u32, vpn: u32, slot: u32) {
+        let Some(s) = self.swap.as_mut() else {
             return;
         };
-        if ra.readahead.remove(&slot) {
-            if self.mms[mmid as usize].shmem {
-                ra.hits += 1;
+        let readahead = !s.ra.readahead.is_empty() && s.ra.readahead.remove(&slot);
+        let m = &mut self.mms[mmid as usize];
+        if !m.shmem && !s.rotational {
+            let info = &mut m.swap_ra_info;
+            if readahead {
+                info.hits = (info.hits + 1).min(SWAP_RA_HITS_MAX);
             }
+            info.prev = Some(vpn);
+        } else if readahead {
+            s.ra.hits += 1;
+        }
+        if readahead {
             self.count_event(VmEvent::SwapRaHit, 1);
+        }
+    }
+
+    /// Which readahead a swap-in of `mmid`'s `slot` does before its own read: none for a
+    /// swap-cache hit; for shmem, shmem_swapin_cluster's where the kernel reads ahead
+    /// (shmem.rs); for anonymous memory, none on a synchronous device when one process
+    /// uses the slot (do_swap_page's SWP_SYNCHRONOUS_IO path), else swapin_readahead's
+    /// choice: by slots on a rotational device, by the VMA otherwise.
+    pub fn swapin_readahead_mode(&self, mmid: u32, slot: u32) -> SwapinRa {
+        let Some(s) = self.swap.as_ref() else {
+            return SwapinRa::None;
+        };
+        if matches!(s.get(slot), SwapEnt::Cached(_)) {
+            return SwapinRa::None;
+        }
+        if self.mms[mmid as usize].shmem {
+            return if self.shmem_reads_ahead_on(s) {
+                SwapinRa::Cluster
+            } else {
+                SwapinRa::None
+            };
+        }
+        if s.synchronous && s.swap_count(slot).is_none_or(|c| c <= 1) {
+            SwapinRa::None
+        } else if s.rotational {
+            SwapinRa::Cluster
+        } else {
+            SwapinRa::Vma
         }
     }
 
@@ -271,28 +399,51 @@ impl Mm {
     /// the memcg to charge (the mm's, as swap_cgroup records it) and the slot's shadow.
     fn swap_readahead_candidate(&self, slot: u32) -> Option<(u32, u32, MemcgId, Option<u64>)> {
         let s = self.swap.as_ref()?;
-        let shadow = match s.get(slot) {
-            SwapEnt::Shadow(sh) => Some(sh),
-            SwapEnt::Swapped => None,
-            SwapEnt::Free | SwapEnt::Cached(_) => return None,
-        };
-        let (mmid, vpn) = s.ra.as_ref()?.owner(slot)?;
+        let shadow = swap_readahead_shadow(s, slot)?;
+        let (mmid, vpn) = s.ra.owner(slot)?;
         let m = self.mms.get(mmid as usize)?;
         (m.alive && m.ptes.get(vpn as usize) == Some(&pte::mk_swap(slot)))
             .then_some((mmid, vpn, m.memcg, shadow))
+    }
+
+    /// swap_vma_readahead()'s test of page `vpn` of `mmid`: its PTE a swap entry of
+    /// `slot`, in use and not cached. Returns the folio's owner (the anon_vma root for a
+    /// slot other processes share, as do_swap_page), `vpn`, the memcg and the shadow.
+    fn swap_vma_candidate(
+        &self,
+        mmid: u32,
+        vpn: u32,
+        slot: u32,
+    ) -> Option<(u32, u32, MemcgId, Option<u64>)> {
+        let m = self.mms.get(mmid as usize)?;
+        if !m.alive || m.ptes.get(vpn as usize) != Some(&pte::mk_swap(slot)) {
+            return None;
+        }
+        let s = self.swap.as_ref()?;
+        let shadow = swap_readahead_shadow(s, slot)?;
+        let shared = s.swap_count(slot).is_some_and(|c| c > 1);
+        let owner = match m.fork_parent {
+            Some(root) if shared => root,
+            _ => mmid,
+        };
+        Some((owner, vpn, m.memcg, shadow))
+    }
+}
+
+/// A slot readahead may read: in use and not in the swap cache; Some(its shadow).
+fn swap_readahead_shadow(s: &SwapInfo, slot: u32) -> Option<Option<u64>> {
+    match s.get(slot) {
+        SwapEnt::Shadow(sh) => Some(Some(sh)),
+        SwapEnt::Swapped => Some(None),
+        SwapEnt::Free | SwapEnt::Cached(_) => None,
     }
 }
 
 impl Sim {
     /// swap_cluster_readahead() around `slot`, less the faulting slot itself (the caller
     /// reads it as any swap-in): for a window of more than one page, each slot of the
-    /// aligned block that is in use and not cached gets a folio allocated on `node`,
-    /// charged to the slot's memcg (mem_cgroup_swapin_charge_folio), added to the swap
-    /// cache with PG_readahead (SWAP_RA), refault-tested against the slot's shadow,
-    /// added to the LRU, and read (PSWPIN); then lru_add_drain(). A failed allocation or
-    /// charge skips the slot, as __read_swap_cache_async() does. On a synchronous device
-    /// each read is the task's time and unlocks its folio; on a block device the reads
-    /// are submitted and the folios stay locked (see [`Sim::swap_readahead_unlock`]).
+    /// aligned block that is in use and not cached, whose PTE is recorded, is read ahead
+    /// ([`Sim::swap_readahead_folio`]); then lru_add_drain().
     pub(crate) async fn swap_cluster_readahead(&self, slot: u32, node: u32) -> Readahead {
         let mut ra = Readahead {
             folios: Vec::new(),
@@ -304,69 +455,115 @@ impl Sim {
                 return ra;
             };
             let last = s.nr_slots() as u32 - 1;
-            let Some(r) = s.ra.as_deref_mut() else {
-                return ra;
-            };
-            let mask = r.swapin_nr_pages(slot) - 1;
+            let mask = s.ra.swapin_nr_pages(slot) - 1;
             if mask == 0 {
                 return ra;
             }
             (slot & !mask, (slot | mask).min(last))
         };
         for offset in start..=end {
-            if offset == slot {
-                continue;
-            }
-            let Some((_, _, memcg, _)) = self.mm.borrow().swap_readahead_candidate(offset) else {
-                continue;
-            };
-            let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
-                continue;
-            };
-            // The slot may have been read in, freed or reused while we allocated.
-            let (read_ns, shadow, sync) = {
-                let mut mm = self.mm.borrow_mut();
-                let now_candidate = mm.swap_readahead_candidate(offset);
-                let Some((mmid, vpn, _, shadow)) = now_candidate.filter(|c| c.2 == memcg) else {
-                    mm.free_folio(pfn);
-                    continue;
-                };
-                mm.swap_cache_add_read_folio(pfn, mmid, vpn, offset);
-                mm.count_event(VmEvent::Pswpin, 1);
-                mm.count_event(VmEvent::SwapRa, 1);
-                let s = mm.swap.as_mut().expect("readahead without swap");
-                s.ra.as_deref_mut()
-                    .expect("readahead state")
-                    .readahead
-                    .insert(offset);
-                let now = self.e.now();
-                let done = s.read_done(now);
-                let sync = s.synchronous;
-                ra.done_at = ra.done_at.max(done);
-                (done - now, shadow, sync)
-            };
-            self.e.charge(self.c.swap_cache_op);
-            if let Some(s) = shadow {
-                self.workingset_refault(pfn, s, true).await;
-            }
-            self.folio_add_lru(pfn, true).await;
-            if sync {
-                // swap_read_folio() on zram: the read is done when it returns.
-                self.e.sleep(read_ns).await;
-                let orphan = {
-                    let p = &mut self.mm.borrow_mut().pages[pfn as usize];
-                    p.clear(PG_LOCKED);
-                    !p.test(PG_HELD)
-                };
-                if orphan {
-                    self.folios_put_refs(&[pfn]).await;
-                }
-            } else {
-                ra.folios.push(pfn);
+            if offset != slot {
+                let test = move |mm: &Mm| mm.swap_readahead_candidate(offset);
+                self.swap_readahead_folio(offset, node, &mut ra, test).await;
             }
         }
         self.lru_add_drain().await;
         ra
+    }
+
+    /// swap_vma_readahead() for a fault of `mmid` at `vpn`, less the faulting page itself
+    /// (the caller reads it): the window of swap_vma_ra_win() over the VMA's state (the
+    /// area is one VMA), and each page of it whose PTE is a swap entry in use and not
+    /// cached is read ahead ([`Sim::swap_readahead_folio`]), in address order; then
+    /// lru_add_drain(). Simplified: the kernel reads the faulting page in the same pass,
+    /// in its place; here it is read after the others.
+    pub(crate) async fn swap_vma_readahead(&self, mmid: u32, vpn: u32, node: u32) -> Readahead {
+        let mut ra = Readahead {
+            folios: Vec::new(),
+            done_at: 0,
+        };
+        let (start, end) = {
+            let mut mm = self.mm.borrow_mut();
+            let m = &mut mm.mms[mmid as usize];
+            let (win, start, end, after) =
+                swap_vma_ra_win(m.swap_ra_info, vpn, m.ptes.len() as u32);
+            m.swap_ra_info = after;
+            if win == 1 {
+                return ra;
+            }
+            (start, end)
+        };
+        for v in start..end {
+            let entry = self.mm.borrow().mms[mmid as usize].ptes[v as usize];
+            if v == vpn || !pte::is_swap(entry) {
+                continue;
+            }
+            let slot = pte::slot(entry);
+            let test = move |mm: &Mm| mm.swap_vma_candidate(mmid, v, slot);
+            self.swap_readahead_folio(slot, node, &mut ra, test).await;
+        }
+        self.lru_add_drain().await;
+        ra
+    }
+
+    /// __read_swap_cache_async() of a neighbouring `slot` that `test` finds readable (its
+    /// PTE's mm and page, memcg and shadow): a folio allocated on `node` and charged to
+    /// the slot's memcg (mem_cgroup_swapin_charge_folio), added to the swap cache with
+    /// PG_readahead (SWAP_RA), refault-tested against the slot's shadow, added to the LRU
+    /// and read (PSWPIN). A failed allocation or charge skips the slot, as does a slot
+    /// `test` no longer finds readable once the allocation returns. On a synchronous
+    /// device the read is the task's time and unlocks the folio; on a block device it is
+    /// submitted and the folio stays locked in `ra` (see [`Sim::swap_readahead_unlock`]).
+    async fn swap_readahead_folio(
+        &self,
+        slot: u32,
+        node: u32,
+        ra: &mut Readahead,
+        test: impl Fn(&Mm) -> Option<(u32, u32, MemcgId, Option<u64>)>,
+    ) {
+        let Some((_, _, memcg, _)) = test(&self.mm.borrow()) else {
+            return;
+        };
+        let Some(pfn) = self.alloc_charged_page(node, memcg).await else {
+            return;
+        };
+        // The slot may have been read in, freed or reused while we allocated.
+        let (read_ns, shadow, sync) = {
+            let mut mm = self.mm.borrow_mut();
+            let Some((owner, vpn, _, shadow)) = test(&mm).filter(|c| c.2 == memcg) else {
+                mm.free_folio(pfn);
+                return;
+            };
+            mm.swap_cache_add_read_folio(pfn, owner, vpn, slot);
+            mm.count_event(VmEvent::Pswpin, 1);
+            mm.count_event(VmEvent::SwapRa, 1);
+            let s = mm.swap.as_mut().expect("readahead without swap");
+            s.ra.readahead.insert(slot);
+            let now = self.e.now();
+            let done = s.read_done(now);
+            let sync = s.synchronous;
+            ra.done_at = ra.done_at.max(done);
+            (done - now, shadow, sync)
+        };
+        self.e.charge(self.c.swap_cache_op);
+        if let Some(s) = shadow {
+            self.workingset_refault(pfn, s, true).await;
+        }
+        self.folio_add_lru(pfn, true).await;
+        if sync {
+            // swap_read_folio() on zram: the read is done when it returns.
+            self.e.sleep(read_ns).await;
+            let orphan = {
+                let p = &mut self.mm.borrow_mut().pages[pfn as usize];
+                p.clear(PG_LOCKED);
+                !p.test(PG_HELD)
+            };
+            if orphan {
+                self.folios_put_refs(&[pfn]).await;
+            }
+        } else {
+            ra.folios.push(pfn);
+        }
     }
 
     /// The end of a readahead's reads on a block device: its folios unlock (one whose

@@ -199,9 +199,12 @@ pub struct SwapInfo {
     shared: rustc_hash::FxHashMap<u32, u32>,
     /// The swap cache's leaf xarray nodes.
     leaves: XaLeaves,
-    /// swap_cluster_readahead's state, for a run whose shmem swap-ins read ahead
-    /// (swap_state.rs; None for every other run).
-    pub ra: Option<Box<super::swap_state::SwapReadahead>>,
+    /// The block device reports itself rotational: swap readahead goes by slots
+    /// (swap_cluster_readahead), not by the faulting VMA (swap_use_vma_readahead).
+    pub rotational: bool,
+    /// Swap readahead's state (swap_state.rs): the folios with PG_readahead, the hits,
+    /// and where cluster readahead runs, each slot's PTE.
+    pub ra: super::swap_state::SwapReadahead,
 }
 
 impl SwapInfo {
@@ -222,7 +225,8 @@ impl SwapInfo {
             dev,
             shared: Default::default(),
             leaves: XaLeaves::new(slots as usize),
-            ra: None,
+            rotational: false,
+            ra: super::swap_state::SwapReadahead::default(),
         }
     }
 
@@ -230,10 +234,8 @@ impl SwapInfo {
     /// a cached folio or a shadow, and a shadow is a value entry.
     fn store(&mut self, slot: u32, v: u64) -> ShadowNode {
         let old = std::mem::replace(&mut self.map[slot as usize], v);
-        if let Some(ra) = self.ra.as_deref_mut() {
-            // A folio leaving the slot takes its PG_readahead with it.
-            ra.forget(slot);
-        }
+        // A folio leaving the slot takes its PG_readahead with it.
+        self.ra.forget(slot);
         let kind = |e: u64| {
             let tag = e & !VAL_MASK;
             (tag == CACHED || tag == SHADOW, tag == SHADOW)

@@ -56,6 +56,10 @@ pub struct Swap {
     /// Time to write one page out [ns]; default from the cost table (`zram_write` or `ssd_write_latency`).
     #[serde(default)]
     pub write_latency: Option<Dur>,
+    /// The block device reports itself rotational (/sys/block/DEV/queue/rotational = 1):
+    /// swap readahead then goes by swap slots, not by the faulting VMA. `ssd` only.
+    #[serde(default)]
+    pub rotational: bool,
 }
 
 fn default_swap_device() -> SwapDevice {

@@ -71,6 +71,12 @@ impl Scenario {
                     ),
                 ));
             }
+            if sw.rotational && sw.device == SwapDevice::Zram {
+                return Err(Error::scenario(
+                    "scenario.machine.swap.rotational",
+                    "true: allowed only with device = \"ssd\" (zram is not a rotational device)",
+                ));
+            }
             for (f, l) in [
                 ("read_latency", sw.read_latency),
                 ("write_latency", sw.write_latency),
