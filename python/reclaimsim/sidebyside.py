@@ -26,7 +26,7 @@ class KernelRunError(Exception):
 VMSTAT_COUNTERS = [
     "pgscan_anon", "pgscan_file", "pgsteal_anon", "pgsteal_file",
     "pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct",
-    "pswpin", "pswpout",
+    "pswpin", "pswpout", "swap_ra", "swap_ra_hit",
     "workingset_refault_anon", "workingset_refault_file",
     "workingset_activate_anon", "workingset_activate_file",
     "workingset_restore_anon", "workingset_restore_file",
