@@ -593,3 +593,109 @@ impl Sim {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture::one_node_machine;
+    use crate::mm::MmStruct;
+
+    /// A fresh mm of /a and the counters of swap_ra_hit.
+    fn setup(shmem: bool, rotational: bool) -> (std::rc::Rc<Sim>, u32) {
+        let s = one_node_machine("64M", Some("64M"), "");
+        let mmid = {
+            let mut mm = s.mm.borrow_mut();
+            mm.swap.as_mut().unwrap().rotational = rotational;
+            let id = mm.mm_alloc(MmStruct::new(64, 1, 0, 0));
+            if shmem {
+                mm.mark_shmem(id);
+            }
+            mm.swap.as_mut().unwrap().ra.readahead.insert(5);
+            id
+        };
+        (s, mmid)
+    }
+
+    fn hits(s: &Sim) -> u64 {
+        s.mm.borrow().events[VmEvent::SwapRaHit as usize]
+    }
+
+    #[test]
+    fn a_hit_on_a_folio_not_read_ahead_counts_nothing_but_moves_the_vmas_page() {
+        let (s, mmid) = setup(false, false);
+        s.mm.borrow_mut().swap_cache_readahead_hit(mmid, 12, 7);
+        let mm = s.mm.borrow();
+        assert_eq!(hits(&s), 0);
+        assert!(mm.swap.as_ref().unwrap().ra.readahead.contains(&5));
+        let want = SwapRaInfo {
+            prev: Some(12),
+            win: 0,
+            hits: 0,
+        };
+        assert_eq!(mm.mms[mmid as usize].swap_ra_info, want);
+    }
+
+    #[test]
+    fn a_hit_on_a_folio_read_ahead_counts_once_in_the_vma_or_the_global_window() {
+        // (shmem, rotational) -> the hit goes to the VMA's state, else to the global one.
+        for (shmem, rotational, in_vma) in [
+            (false, false, true),
+            (true, false, false),
+            (false, true, false),
+        ] {
+            let (s, mmid) = setup(shmem, rotational);
+            s.mm.borrow_mut().swap_cache_readahead_hit(mmid, 3, 5);
+            s.mm.borrow_mut().swap_cache_readahead_hit(mmid, 3, 5);
+            assert_eq!(
+                hits(&s),
+                1,
+                "{shmem} {rotational}: PG_readahead cleared by the first"
+            );
+            let mm = s.mm.borrow();
+            let sw = mm.swap.as_ref().unwrap();
+            assert!(!sw.ra.readahead.contains(&5));
+            let info = mm.mms[mmid as usize].swap_ra_info;
+            assert_eq!(info.hits, in_vma as u32, "{shmem} {rotational}");
+            assert_eq!(info.prev, in_vma.then_some(3), "{shmem} {rotational}");
+            assert_eq!(sw.ra.hits, !in_vma as u32, "{shmem} {rotational}");
+        }
+    }
+
+    #[test]
+    fn a_cached_slot_reads_nothing_ahead_and_a_shared_zram_slot_reads_by_the_vma() {
+        // zram (the fixture's device), anonymous memory.
+        let (s, mmid) = setup(false, false);
+        let mut mm = s.mm.borrow_mut();
+        assert_eq!(mm.swapin_readahead_mode(mmid, 9), SwapinRa::None);
+        // Two swap PTEs name slot 9 (fork): swapin_readahead, by the VMA.
+        mm.swap.as_mut().unwrap().swap_duplicate(9, 1, 1);
+        assert_eq!(mm.swapin_readahead_mode(mmid, 9), SwapinRa::Vma);
+        // Its folio in the swap cache: a hit, nothing read.
+        let _ = mm.swap.as_mut().unwrap().set_cached(9, 0);
+        assert_eq!(mm.swapin_readahead_mode(mmid, 9), SwapinRa::None);
+        // On a rotational device the same shared slot reads by slots.
+        mm.swap.as_mut().unwrap().rotational = true;
+        mm.swap.as_mut().unwrap().swap_duplicate(10, 1, 1);
+        assert_eq!(mm.swapin_readahead_mode(mmid, 10), SwapinRa::Cluster);
+    }
+
+    #[test]
+    fn the_vmas_hits_stop_at_what_the_packed_word_holds() {
+        let (s, mmid) = setup(false, false);
+        for slot in 100..200 {
+            s.mm.borrow_mut()
+                .swap
+                .as_mut()
+                .unwrap()
+                .ra
+                .readahead
+                .insert(slot);
+            s.mm.borrow_mut().swap_cache_readahead_hit(mmid, 1, slot);
+        }
+        assert_eq!(
+            s.mm.borrow().mms[mmid as usize].swap_ra_info.hits,
+            SWAP_RA_HITS_MAX
+        );
+        assert_eq!(hits(&s), 100);
+    }
+}
