@@ -680,6 +680,58 @@ mod tests {
     }
 
     #[test]
+    fn a_vma_readahead_candidate_is_a_swap_pte_of_a_slot_in_use_and_not_cached() {
+        use crate::mm::mm_types::pte;
+        let (s, mmid) = setup(false, false);
+        let mut mm = s.mm.borrow_mut();
+        let root = mm.mm_alloc(MmStruct::new(64, 1, 0, 0));
+        let sw = mm.swap.as_mut().unwrap();
+        let (slot, _) = sw.alloc_slot(0, 0).unwrap();
+        mm.mms[mmid as usize].ptes[3] = pte::mk_swap(slot);
+        let shadow = |mm: &Mm| swap_readahead_shadow(mm.swap.as_ref().unwrap(), slot);
+        // In the swap cache (as alloc_slot leaves it): nothing to read.
+        assert_eq!(shadow(&mm), None);
+        assert_eq!(mm.swap_vma_candidate(mmid, 3, slot), None);
+        // Evicted with a shadow: read, refault-tested against it.
+        let _ = mm.swap.as_mut().unwrap().set_shadow(slot, 42);
+        assert_eq!(shadow(&mm), Some(Some(42)));
+        assert_eq!(
+            mm.swap_vma_candidate(mmid, 3, slot),
+            Some((mmid, 3, 1, Some(42)))
+        );
+        // Its shadow dropped: read, no refault test.
+        let _ = mm.swap.as_mut().unwrap().clear_shadow(slot);
+        assert_eq!(shadow(&mm), Some(None));
+        // Another page, or another slot at this page: not this entry.
+        assert_eq!(mm.swap_vma_candidate(mmid, 4, slot), None);
+        assert_eq!(mm.swap_vma_candidate(mmid, 3, slot + 1), None);
+        // A slot other processes share, in a forked mm: the folio belongs to the root.
+        mm.swap.as_mut().unwrap().swap_duplicate(slot, 1, 1);
+        assert_eq!(
+            mm.swap_vma_candidate(mmid, 3, slot),
+            Some((mmid, 3, 1, None))
+        );
+        mm.mms[mmid as usize].fork_parent = Some(root);
+        assert_eq!(
+            mm.swap_vma_candidate(mmid, 3, slot),
+            Some((root, 3, 1, None))
+        );
+        // One swap PTE left (an explicit count of 1), forked or not: the faulting mm's.
+        mm.swap.as_mut().unwrap().swap_put(slot);
+        assert_eq!(mm.swap.as_ref().unwrap().swap_count(slot), Some(1));
+        assert_eq!(
+            mm.swap_vma_candidate(mmid, 3, slot),
+            Some((mmid, 3, 1, None))
+        );
+        // A process that exited reads nothing.
+        mm.mms[mmid as usize].alive = false;
+        assert_eq!(mm.swap_vma_candidate(mmid, 3, slot), None);
+        // A freed slot is no candidate.
+        let _ = mm.swap.as_mut().unwrap().free_slot(slot);
+        assert_eq!(shadow(&mm), None);
+    }
+
+    #[test]
     fn the_vmas_hits_stop_at_what_the_packed_word_holds() {
         let (s, mmid) = setup(false, false);
         for slot in 100..200 {
