@@ -10,24 +10,10 @@
 //! starting at draw i * 4096 / THREADS, as there).
 
 use reclaimsim_core::engine::coherence::CacheLine;
+use reclaimsim_core::engine::rng::fixed_exponential_draws;
 use reclaimsim_core::engine::{Engine, EngineCosts};
 use std::cell::RefCell;
 use std::rc::Rc;
-
-/// The host example's exponential draws with mean `mean` [ns] (same generator, same
-/// order).
-fn exp_draws(mean: f64) -> Vec<u64> {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    (0..4096)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-            (-u.ln() * mean).round() as u64
-        })
-        .collect()
-}
 
 /// The per-thread round time [ns] of `threads` CPUs doing `rounds` rounds of work (taken
 /// in turn from `gaps`) and one RMW on each of `k` lines.
@@ -89,7 +75,7 @@ fn main() {
     println!("gap_ns\tround_1_line\tround_2_lines");
     for g in gaps {
         let draws = match g.strip_prefix('e') {
-            Some(mean) => exp_draws(num(mean) as f64),
+            Some(mean) => fixed_exponential_draws(num(mean) as f64, 4096),
             None => vec![num(&g)],
         };
         let one = round_ns(threads, 1, &draws, transfer, atomic, 20_000);

@@ -9,6 +9,7 @@
 //! and with every hardware thread; and calibrate's own cache-line part (run_json), SMT
 //! figures included. Nothing is derived here: it only measures.
 
+use reclaimsim_core::engine::rng::fixed_exponential_draws;
 use reclaimsim_host::affinity;
 use reclaimsim_host::calibrate::{
     lines_in_turn, local_work, pingpong, run_in_turn, run_json, Part, Sizes,
@@ -28,21 +29,6 @@ fn median_ns(reps: usize, f: impl Fn() -> Result<(f64, u64), String>) -> Result<
     Ok(json!({"median": v[v.len() / 2], "min": v[0], "max": v[v.len() - 1]}))
 }
 
-/// Exponentially distributed steps of `local_work` with mean `mean_steps` (4096 draws of
-/// a fixed xorshift; the same draws lines_model takes).
-fn exp_steps(mean_steps: f64) -> Vec<u64> {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    (0..4096)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-            (-u.ln() * mean_steps).round() as u64
-        })
-        .collect()
-}
-
 /// One and two lines in turn on every core, with local work before each round, fixed or
 /// exponentially distributed: the per-thread round time against the same work alone (no
 /// shared line).
@@ -59,7 +45,7 @@ fn gap_sweep(cpus: &[u32], reps: usize) -> Result<Value, String> {
         let gaps: Vec<u64> = match kind {
             "fixed" if gap_ns == 0.0 => Vec::new(),
             "fixed" => vec![(gap_ns / step_ns).round() as u64],
-            _ => exp_steps(gap_ns / step_ns),
+            _ => fixed_exponential_draws(gap_ns / step_ns, 4096),
         };
         let n = if gap_ns >= 500.0 { 20_000 } else { 100_000 };
         let alone = median_ns(reps, || {

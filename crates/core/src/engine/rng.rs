@@ -22,6 +22,23 @@ pub fn stream(seed: u64, stream: u64) -> Rng {
     Pcg64Mcg::new(((a as u128) << 64) | (b as u128 | 1))
 }
 
+/// `n` draws of an exponential distribution with mean `mean` from a fixed xorshift64
+/// generator (the contended-line examples' local work: the host's side and the model's
+/// take the same draws in the same order; docs/fidelity.md's figures were measured with
+/// these).
+pub fn fixed_exponential_draws(mean: f64, n: usize) -> Vec<u64> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            (-u.ln() * mean).round() as u64
+        })
+        .collect()
+}
+
 #[allow(dead_code)]
 fn _assert_seedable(_: impl SeedableRng) {}
 
