@@ -223,6 +223,19 @@ impl Mm {
             && self.pfn_node(pfn) == l.node
     }
 
+    /// Prefetch the frame and generation byte of the folio the PTE at `vpn` of mm `mmid`
+    /// maps, if it is present and young (walk_pte_range and look-around read those next).
+    #[inline]
+    fn prefetch_young_frame(&self, mmid: u32, vpn: usize) {
+        if let Some(&e) = self.mms[mmid as usize].ptes.get(vpn) {
+            if pte::present(e) && e & pte::YOUNG != 0 {
+                let f = pte::pfn(e) as usize;
+                crate::mm::prefetch(&self.pages[f]);
+                crate::mm::prefetch(&self.pages.lru_gen[f]);
+            }
+        }
+    }
+
     /// walk_pte_range() over the PTE table `pmd` of mm `mmid`: clear each young PTE of a
     /// folio of `lv`, promote the folio into the walk's generation, mark a dirty swap-cache
     /// folio dirty (its swap copy is stale).
@@ -242,13 +255,7 @@ impl Mm {
             scan.total += 1;
             // The young PTEs of a random-access workload point all over the frame table:
             // fetch the frame and its generation byte a few PTEs ahead.
-            if let Some(&ahead) = self.mms[mmid as usize].ptes.get(vpn + WALK_PREFETCH) {
-                if pte::present(ahead) {
-                    let f = pte::pfn(ahead) as usize;
-                    crate::mm::prefetch(&self.pages[f]);
-                    crate::mm::prefetch(&self.pages.lru_gen[f]);
-                }
-            }
+            self.prefetch_young_frame(mmid, vpn + WALK_PREFETCH);
             let v = self.mms[mmid as usize].ptes[vpn];
             if !pte::present(v) || v & pte::YOUNG == 0 {
                 continue;
@@ -437,6 +444,10 @@ impl Mm {
         let mut young = 1u64;
         self.mms[mmid as usize].sampled_sync(start as u32, end as u32);
         for v in start..end {
+            // As in walk_pte_range: fetch the frames of the young PTEs ahead.
+            if v + (WALK_PREFETCH as u64) < end {
+                self.prefetch_young_frame(mmid, (v + WALK_PREFETCH as u64) as usize);
+            }
             let e = self.mms[mmid as usize].ptes[v as usize];
             if !pte::present(e) || e & pte::YOUNG == 0 {
                 continue;
