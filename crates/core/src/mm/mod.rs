@@ -186,7 +186,7 @@ impl MmStruct {
     #[inline]
     pub fn sampled_sync(&mut self, lo: u32, hi: u32) {
         if let Some(sa) = self.sampled.as_deref_mut() {
-            sa.sync(lo, hi, &mut self.ptes, &self.wrprotect, &mut self.pmd_young);
+            sa.sync(lo, hi, &mut self.ptes, &mut self.pmd_young);
         }
     }
 

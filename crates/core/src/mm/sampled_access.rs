@@ -13,13 +13,13 @@
 //! makes one by one, as kernel entries.
 //!
 //! So instead of one event per write, the thread counts its draws (`drawn`), and each
-//! piece of its span (a *segment*: the span cut at the page-table blocks' boundaries)
-//! remembers the count at which its bits were last brought up to date. Bringing a segment
-//! up to date after `k` more draws sets each of its present, writable PTEs young (and
-//! dirty) with probability `1 - (1 - 1/n)^k`, `n` the span's pages: the exact probability
-//! that one of `k` uniform draws hit the page. The pages are drawn independently of one
-//! another; the kernel-visible consequences of that and of the other simplifications are
-//! argued in docs/model.md ("Sampled access"):
+//! piece of its span (a *segment*: the span cut at every 64th page, the words of the
+//! faulting bitmap below) remembers the count at which its bits were last brought up to
+//! date. Bringing a segment up to date after `k` more draws sets each of its present,
+//! writable PTEs young (and dirty) with probability `1 - (1 - 1/n)^k`, `n` the span's
+//! pages: the exact probability that one of `k` uniform draws hit the page. The pages are
+//! drawn independently of one another; the kernel-visible consequences of that and of the
+//! other simplifications are argued in docs/model.md ("Sampled access"):
 //!
 //! - Independence: with a fixed number of draws the pages' hit counts are multinomial, so
 //!   two pages' young bits are slightly negatively correlated (covariance about
@@ -30,7 +30,7 @@
 //!   are not present or write-protected), independently of the non-faulting draws' pages.
 //!   The thread draws the number of non-faulting draws before the next faulting one from
 //!   the geometric distribution and the faulting page uniformly among the `F` (a Fenwick
-//!   tree over 64-page words of a faulting bitmap: O(log n)). It commits at most `n/1024`
+//!   tree over 512-page groups of a faulting bitmap: O(log n)). It commits at most `n/1024`
 //!   draws at once (see `usemem.rs`), and draws again with the `F` of that moment, so a
 //!   page that starts to fault in between is seen at most `n/1024` draws late: in a steady
 //!   state that makes about 1/2048 of the faulting writes late by half a chunk.
@@ -41,8 +41,13 @@
 //!   page reclaim took) at each chunk's first write, and with a text a chunk is one
 //!   engine quantum of writes at most.
 //!
-//! The state costs about 0.23 bytes per page of a sampled area (a faulting bit, a Fenwick
-//! counter per 64 pages, a segment per 512 pages) and nothing for other areas.
+//! A segment is small so that the kernel's looks at one page (the rmap walk of a folio
+//! reclaim takes, and a fault that maps or unmaps a page, which brings its segment up to
+//! date first) cost a few draws, not a page table's; its update draws only over the
+//! segment's writable pages, read from the faulting bitmap's word.
+//!
+//! The state costs about 0.45 bytes per page of a sampled area (a faulting bit, a Fenwick
+//! counter per 512 pages, a segment per 64 pages) and nothing for other areas.
 
 use super::mm_types::pte;
 use super::PTRS_PER_PTE;
@@ -57,9 +62,12 @@ use rand::Rng as _;
 pub const CHUNK_SHIFT: u32 = 10;
 
 /// The state's bytes per page of a sampled area, for the memory estimate: a faulting bit
-/// (1/8), a Fenwick counter per 64 pages (4/64), and per 512 pages a segment (start,
-/// thread, sync count: 16) and a block's first segment (4).
-pub const SAMPLED_BYTES_PER_PAGE: f64 = 1.0 / 8.0 + 4.0 / 64.0 + 20.0 / 512.0;
+/// (1/8), a Fenwick counter per 512 pages (4/512), and per 64 pages a segment (start,
+/// thread, sync count: 16) and a word's first segment (4).
+pub const SAMPLED_BYTES_PER_PAGE: f64 = 1.0 / 8.0 + 4.0 / 512.0 + 20.0 / 64.0;
+
+/// Pages per word of the faulting bitmap, and at most per segment.
+const SEG_PAGES: usize = 64;
 
 /// Above this probability that a page was hit, a segment's update draws each page
 /// (a uniform draw per page) instead of skipping geometrically (a logarithm per hit):
@@ -73,6 +81,8 @@ pub struct SampledThread {
     pub hi: u32,
     /// Draws made so far (faulting or not).
     pub drawn: u64,
+    /// Faulting pages in the span (kept by [`SampledArea::note`]).
+    faulting: u64,
     /// ln(1 - 1/n), n the span's pages: the log-probability that one draw misses a page.
     log_miss: f64,
     pub rng: Rng,
@@ -82,14 +92,12 @@ pub struct SampledThread {
 pub struct SampledArea {
     pages: u32,
     pub threads: Vec<SampledThread>,
-    /// Segments: segment `i` covers `[seg_start[i], seg_start[i + 1])` (the last to
-    /// `pages`), all of it in thread `seg_thread[i]`'s span and one page-table block.
-    seg_start: Vec<u32>,
-    seg_thread: Vec<u32>,
-    /// The thread's `drawn` when the segment's bits were last brought up to date.
-    seg_sync: Vec<u64>,
-    /// The first segment of each page-table block.
-    block_seg: Vec<u32>,
+    /// Segments: segment `i` covers `[segs[i].start, segs[i + 1].start)` (the last to
+    /// `pages`), all of it in thread `segs[i].thread`'s span and one word of `faulting`.
+    segs: Vec<Segment>,
+    /// The first segment of each word of `faulting`; None when segment `w` is word `w`
+    /// (every span starts at a multiple of 64 pages, as one thread's does).
+    word_seg: Option<Vec<u32>>,
     /// The process's text (`base`, `pages`), run by every write of every thread: its
     /// PTEs are young once any write was made since they were last brought up to date.
     text: Option<(u32, u32)>,
@@ -100,8 +108,25 @@ pub struct SampledArea {
     pub writing: u32,
     /// One bit per page: set when a write to it faults (not present, or write-protected).
     faulting: Vec<u64>,
-    /// A Fenwick tree (1-based) over `faulting`'s words: their set bits.
+    /// A Fenwick tree (1-based) over `faulting`'s groups of [`GROUP_WORDS`] words (512
+    /// pages, one cache line of bits): their set bits. Coarser than a word, it stays in
+    /// cache beside a large frame table; the last step of a select counts the group's
+    /// words, which share the line it must read anyway.
     fen: Vec<u32>,
+}
+
+/// Words of the faulting bitmap per Fenwick entry: one 64-byte cache line.
+const GROUP_WORDS: usize = 8;
+
+/// A piece of a thread's span within one word of the faulting bitmap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Segment {
+    /// Its first page.
+    start: u32,
+    /// The thread whose span holds it.
+    thread: u32,
+    /// The thread's `drawn` when the segment's bits were last brought up to date.
+    sync: u64,
 }
 
 /// How a segment's update treats one page whose PTE has just changed (see
@@ -123,9 +148,7 @@ impl SampledArea {
         ptes: &[u32],
         wrprotect: &[u64],
     ) -> Self {
-        let mut seg_start = Vec::new();
-        let mut seg_thread = Vec::new();
-        let mut block_seg = Vec::new();
+        let mut segs: Vec<Segment> = Vec::new();
         let mut threads = Vec::new();
         for (t, ((lo, hi), rng)) in spans.into_iter().enumerate() {
             let n = (hi - lo).max(1) as f64;
@@ -133,26 +156,32 @@ impl SampledArea {
                 lo,
                 hi,
                 drawn: 0,
+                faulting: 0,
                 log_miss: (-1.0 / n).ln_1p(),
                 rng,
             });
             let mut a = lo;
             while a < hi {
-                let block_end = ((a as usize / PTRS_PER_PTE + 1) * PTRS_PER_PTE) as u32;
-                seg_start.push(a);
-                seg_thread.push(t as u32);
-                a = block_end.min(hi);
+                let word_end = ((a as usize / SEG_PAGES + 1) * SEG_PAGES) as u32;
+                segs.push(Segment {
+                    start: a,
+                    thread: t as u32,
+                    sync: 0,
+                });
+                a = word_end.min(hi);
             }
         }
-        let blocks = (pages as usize).div_ceil(PTRS_PER_PTE);
+        let words = (pages as usize).div_ceil(SEG_PAGES);
         let mut s = 0usize;
-        for b in 0..blocks {
-            while s + 1 < seg_start.len() && seg_start[s + 1] as usize <= b * PTRS_PER_PTE {
+        let mut word_seg = Vec::with_capacity(words);
+        for w in 0..words {
+            while s + 1 < segs.len() && segs[s + 1].start as usize <= w * SEG_PAGES {
                 s += 1;
             }
-            block_seg.push(s as u32);
+            word_seg.push(s as u32);
         }
-        let words = (pages as usize).div_ceil(64);
+        let identity =
+            segs.len() == words && word_seg.iter().enumerate().all(|(w, &s)| s as usize == w);
         let mut faulting = vec![0u64; words];
         for vpn in 0..pages {
             if Self::faults(ptes[vpn as usize], wp_bit(wrprotect, vpn)) {
@@ -162,33 +191,35 @@ impl SampledArea {
         let mut area = SampledArea {
             pages,
             threads,
-            seg_sync: vec![0; seg_start.len()],
-            seg_start,
-            seg_thread,
-            block_seg,
+            segs,
+            word_seg: (!identity).then_some(word_seg),
             text,
             text_sync: 0,
             writing: 0,
             faulting,
-            fen: vec![0; words + 1],
+            fen: vec![0; words.div_ceil(GROUP_WORDS) + 1],
         };
         for w in 0..words {
-            area.fen_add(w, area.faulting[w].count_ones() as i64);
+            area.fen_add(w / GROUP_WORDS, area.faulting[w].count_ones() as i64);
+        }
+        for t in 0..area.threads.len() {
+            let (lo, hi) = (area.threads[t].lo, area.threads[t].hi);
+            area.threads[t].faulting = area.rank(hi) - area.rank(lo);
         }
         area
     }
 
-    fn fen_add(&mut self, word: usize, d: i64) {
-        let mut i = word + 1;
+    fn fen_add(&mut self, group: usize, d: i64) {
+        let mut i = group + 1;
         while i < self.fen.len() {
             self.fen[i] = (self.fen[i] as i64 + d) as u32;
             i += i & i.wrapping_neg();
         }
     }
 
-    /// Faulting pages in words `0..word`.
-    fn fen_prefix(&self, word: usize) -> u64 {
-        let (mut i, mut sum) = (word, 0u64);
+    /// Faulting pages in groups `0..group`.
+    fn fen_prefix(&self, group: usize) -> u64 {
+        let (mut i, mut sum) = (group, 0u64);
         while i > 0 {
             sum += self.fen[i] as u64;
             i &= i - 1;
@@ -199,23 +230,27 @@ impl SampledArea {
     /// Faulting pages in `[0, x)`.
     pub fn rank(&self, x: u32) -> u64 {
         let (w, b) = (x as usize / 64, x % 64);
+        let g = w / GROUP_WORDS;
+        let whole: u64 = self.faulting[g * GROUP_WORDS..w]
+            .iter()
+            .map(|v| v.count_ones() as u64)
+            .sum();
         let part = if b == 0 {
             0
         } else {
             (self.faulting[w] & ((1u64 << b) - 1)).count_ones() as u64
         };
-        self.fen_prefix(w) + part
+        self.fen_prefix(g) + whole + part
     }
 
     /// Faulting pages in thread `t`'s span.
     pub fn faulting_in(&self, t: usize) -> u64 {
-        let th = &self.threads[t];
-        self.rank(th.hi) - self.rank(th.lo)
+        self.threads[t].faulting
     }
 
-    /// The faulting page whose rank (faulting pages before it) is `r`.
+    /// The faulting page whose rank (faulting pages before it) is `r` (< the total).
     pub fn select(&self, r: u64) -> u32 {
-        // The last word w with fen_prefix(w) <= r, by the Fenwick tree's binary descent.
+        // The last group g with fen_prefix(g) <= r, by the Fenwick tree's binary descent.
         let (mut pos, mut left) = (0usize, r);
         let mut step = (self.fen.len() - 1).next_power_of_two();
         while step > 0 {
@@ -226,12 +261,21 @@ impl SampledArea {
             }
             step >>= 1;
         }
-        // Bit `left` (0-based) of word `pos`.
-        let mut w = self.faulting[pos];
-        for _ in 0..left {
-            w &= w - 1;
+        // The group's word that holds it, then bit `left` (0-based) of that word.
+        let mut w = pos * GROUP_WORDS;
+        loop {
+            let c = self.faulting[w].count_ones() as u64;
+            if left < c {
+                break;
+            }
+            left -= c;
+            w += 1;
         }
-        pos as u32 * 64 + w.trailing_zeros()
+        let mut bits = self.faulting[w];
+        for _ in 0..left {
+            bits &= bits - 1;
+        }
+        w as u32 * 64 + bits.trailing_zeros()
     }
 
     /// Is a write to `vpn` a fault, by its PTE and write protection?
@@ -258,14 +302,21 @@ impl SampledArea {
             vpn,
             candidate: !was && pte::present(ptes[vpn as usize]),
         };
-        self.sync_segment(seg, Some(except), ptes, wrprotect, pmd_young);
+        self.sync_segment(seg, Some(except), ptes, pmd_young);
         self.faulting[w] ^= bit;
-        self.fen_add(w, if now { 1 } else { -1 });
+        let d = if now { 1 } else { -1 };
+        self.fen_add(w / GROUP_WORDS, d);
+        let th = &mut self.threads[self.segs[seg].thread as usize];
+        th.faulting = th.faulting.wrapping_add_signed(d);
     }
 
     fn segment_of(&self, vpn: u32) -> usize {
-        let mut s = self.block_seg[vpn as usize / PTRS_PER_PTE] as usize;
-        while s + 1 < self.seg_start.len() && self.seg_start[s + 1] <= vpn {
+        let w = vpn as usize / SEG_PAGES;
+        let Some(word_seg) = &self.word_seg else {
+            return w;
+        };
+        let mut s = word_seg[w] as usize;
+        while s + 1 < self.segs.len() && self.segs[s + 1].start <= vpn {
             s += 1;
         }
         s
@@ -277,14 +328,7 @@ impl SampledArea {
     }
 
     /// Bring the bits of pages `[lo, hi)` up to date with their threads' draws.
-    pub fn sync(
-        &mut self,
-        lo: u32,
-        hi: u32,
-        ptes: &mut [u32],
-        wrprotect: &[u64],
-        pmd_young: &mut [u64],
-    ) {
+    pub fn sync(&mut self, lo: u32, hi: u32, ptes: &mut [u32], pmd_young: &mut [u64]) {
         if let Some((base, n)) = self.text {
             let drawn = if lo < base + n && hi > base {
                 self.threads.iter().map(|t| t.drawn).sum::<u64>()
@@ -308,77 +352,96 @@ impl SampledArea {
             return;
         }
         let mut s = self.segment_of(lo);
-        while s < self.seg_start.len() && self.seg_start[s] < hi {
-            self.sync_segment(s, None, ptes, wrprotect, pmd_young);
+        while s < self.segs.len() && self.segs[s].start < hi {
+            self.sync_segment(s, None, ptes, pmd_young);
             s += 1;
         }
     }
 
     /// Bring segment `s` up to date: each writable present PTE of it is hit by one of the
     /// `k` draws since its last update with probability `1 - (1 - 1/n)^k`, independently;
-    /// a hit sets it young and dirty and the PMD's accessed bit. The hits are found by
-    /// geometric skips over the segment's pages (a skip landing on a faulting page is
-    /// dropped: that page's draws are the faulting ones), O(1 + hits), or where most
-    /// pages are hit by a draw per page.
+    /// a hit sets it young and dirty and the PMD's accessed bit. The candidates are the
+    /// segment's pages whose faulting bit is clear (`except` overrides one page's): a
+    /// faulting page's draws are the faulting ones. The hits are found by geometric skips
+    /// over the candidates, O(1 + hits), or where most are hit by a draw per candidate.
     fn sync_segment(
         &mut self,
         s: usize,
         except: Option<Except>,
         ptes: &mut [u32],
-        wrprotect: &[u64],
         pmd_young: &mut [u64],
     ) {
-        let t = self.seg_thread[s] as usize;
-        let th = &mut self.threads[t];
-        let k = th.drawn - self.seg_sync[s];
+        let seg = self.segs[s];
+        let th = &mut self.threads[seg.thread as usize];
+        let k = th.drawn - seg.sync;
         if k == 0 {
             return;
         }
-        self.seg_sync[s] = th.drawn;
+        self.segs[s].sync = th.drawn;
+        let lo = seg.start;
+        let hi = self
+            .segs
+            .get(s + 1)
+            .map_or(self.pages, |n| n.start)
+            .min(th.hi);
+        // The segment lies in one word of the bitmap: its pages are bits lo % 64 .. hi - lo.
+        let base = lo & !(SEG_PAGES as u32 - 1);
+        let width = hi - lo;
+        let mask = if width == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << width) - 1) << (lo - base)
+        };
+        let mut cand = !self.faulting[lo as usize / SEG_PAGES] & mask;
+        if let Some(e) = except {
+            if (lo..hi).contains(&e.vpn) {
+                let bit = 1u64 << (e.vpn - base);
+                cand = if e.candidate { cand | bit } else { cand & !bit };
+            }
+        }
+        if cand == 0 {
+            return;
+        }
         // ln(1 - p_hit) = k ln(1 - 1/n).
         let log_miss = k as f64 * th.log_miss;
-        let lo = self.seg_start[s];
-        let hi = self
-            .seg_start
-            .get(s + 1)
-            .copied()
-            .unwrap_or(self.pages)
-            .min(th.hi);
-        let mut young = false;
-        let mut hit = |v: u32| {
-            let candidate = match except {
-                Some(e) if e.vpn == v => e.candidate,
-                _ => !Self::faults(ptes[v as usize], wp_bit(wrprotect, v)),
-            };
-            if candidate {
-                ptes[v as usize] |= pte::YOUNG | pte::DIRTY;
-                young = true;
-            }
-        };
         let p_hit = -log_miss.exp_m1();
+        let mut hits = 0u64;
         if p_hit > DENSE_HIT {
-            // Most pages are hit: one uniform draw per page beats a logarithm per hit.
+            // Most candidates are hit: one uniform draw each beats a logarithm per hit.
             let threshold = (p_hit * 2f64.powi(64)) as u64; // saturates at p_hit = 1
-            for v in lo..hi {
+            let mut c = cand;
+            while c != 0 {
+                let b = c & c.wrapping_neg();
                 if th.rng.random::<u64>() < threshold || p_hit >= 1.0 {
-                    hit(v);
+                    hits |= b;
                 }
+                c &= c - 1;
             }
         } else {
-            let mut vpn = lo as u64;
+            let mut c = cand;
             loop {
-                vpn = vpn.saturating_add(geometric(&mut th.rng, log_miss));
-                if vpn >= hi as u64 {
+                let skip = geometric(&mut th.rng, log_miss);
+                if skip >= c.count_ones() as u64 {
                     break;
                 }
-                hit(vpn as u32);
-                vpn += 1;
+                for _ in 0..skip {
+                    c &= c - 1;
+                }
+                hits |= c & c.wrapping_neg();
+                c &= c - 1;
             }
         }
-        if young {
-            let b = lo as usize / PTRS_PER_PTE;
-            pmd_young[b / 64] |= 1 << (b % 64);
+        if hits == 0 {
+            return;
         }
+        let mut h = hits;
+        while h != 0 {
+            let v = (base + h.trailing_zeros()) as usize;
+            ptes[v] |= pte::YOUNG | pte::DIRTY;
+            h &= h - 1;
+        }
+        let b = lo as usize / PTRS_PER_PTE;
+        pmd_young[b / 64] |= 1 << (b % 64);
     }
 
     /// Thread `t`'s next faulting draw: how many non-faulting draws come first (None: no
@@ -415,15 +478,28 @@ impl SampledArea {
                 ));
             }
         }
-        let words = self.faulting.len();
-        if self.fen_prefix(words)
-            != self
-                .faulting
-                .iter()
-                .map(|w| w.count_ones() as u64)
-                .sum::<u64>()
-        {
-            return Err("sampled area: the Fenwick tree's total is not the bitmap's".into());
+        let mut below = 0u64;
+        for (g, line) in self.faulting.chunks(GROUP_WORDS).enumerate() {
+            if self.fen_prefix(g) != below {
+                return Err(format!(
+                    "sampled area: the Fenwick tree counts {} faulting pages before group {g}, \
+                     the bitmap {below}",
+                    self.fen_prefix(g)
+                ));
+            }
+            below += line.iter().map(|w| w.count_ones() as u64).sum::<u64>();
+        }
+        for (t, th) in self.threads.iter().enumerate() {
+            let scan = (th.lo..th.hi)
+                .filter(|&v| self.faulting[v as usize / 64] & (1 << (v % 64)) != 0)
+                .count() as u64;
+            if th.faulting != scan {
+                return Err(format!(
+                    "sampled area: thread {t} counts {} faulting pages in its span, \
+                     the bitmap {scan}",
+                    th.faulting
+                ));
+            }
         }
         Ok(())
     }
@@ -486,7 +562,9 @@ mod tests {
     proptest! {
         /// rank and select against a count and a scan of the bitmap.
         #[test]
-        fn rank_and_select_agree_with_a_scan(bits in proptest::collection::vec(any::<bool>(), 1..700)) {
+        fn rank_and_select_agree_with_a_scan(
+            bits in proptest::collection::vec(any::<bool>(), 1..3000),
+        ) {
             let n = bits.len() as u32;
             let (sa, _, _) = area(n, |v| !bits[v as usize]);
             let faulting: Vec<u32> = (0..n).filter(|&v| bits[v as usize]).collect();
@@ -495,6 +573,51 @@ mod tests {
             }
             for (j, &v) in faulting.iter().enumerate() {
                 prop_assert_eq!(sa.select(j as u64), v);
+            }
+        }
+
+        /// Three threads' spans over an area; PTEs mapped and unmapped one by one through
+        /// `note`: each thread's faulting count, rank and select follow the bitmap, and a
+        /// thread's faulting page is in its span.
+        #[test]
+        fn faulting_counts_follow_the_ptes(
+            n in 3u32..2500,
+            cuts in (0.0f64..1.0, 0.0f64..1.0),
+            flips in proptest::collection::vec((0.0f64..1.0, any::<bool>()), 0..200),
+        ) {
+            let (a, b) = (cuts.0.min(cuts.1), cuts.0.max(cuts.1));
+            let c1 = ((n as f64 * a) as u32).clamp(1, n - 2);
+            let c2 = ((n as f64 * b) as u32).clamp(c1 + 1, n - 1);
+            let spans = vec![
+                ((0, c1), stream(7, 1)),
+                ((c1, c2), stream(7, 2)),
+                ((c2, n), stream(7, 3)),
+            ];
+            let mut ptes: Vec<u32> = (0..n)
+                .map(|v| if v % 3 == 0 { 0 } else { pte::mk_present(v + 1, false, false) })
+                .collect();
+            let mut pmd = vec![0u64; (n as usize).div_ceil(PTRS_PER_PTE).div_ceil(64)];
+            let mut sa = SampledArea::new(n, spans, None, &ptes, &[]);
+            for (x, map) in flips {
+                let v = ((x * n as f64) as u32).min(n - 1);
+                ptes[v as usize] = if map {
+                    pte::mk_present(v + 1, false, true)
+                } else {
+                    pte::mk_swap(v)
+                };
+                sa.note(v, &mut ptes, &[], &mut pmd);
+                prop_assert_eq!(sa.check(&ptes, &[]), Ok(()));
+            }
+            for t in 0..3 {
+                let (lo, hi) = (sa.threads[t].lo, sa.threads[t].hi);
+                let scan = (lo..hi).filter(|&v| !pte::present(ptes[v as usize])).count() as u64;
+                prop_assert_eq!(sa.faulting_in(t), scan);
+                prop_assert_eq!(sa.rank(hi) - sa.rank(lo), scan);
+                if let Some(v) = sa.faulting_page(t) {
+                    prop_assert!((lo..hi).contains(&v) && !pte::present(ptes[v as usize]));
+                } else {
+                    prop_assert_eq!(scan, 0);
+                }
             }
         }
     }
@@ -508,7 +631,7 @@ mod tests {
         for k in [100u64, 1000, 4096, 20_000] {
             let (mut sa, mut ptes, mut pmd) = area(4096, |v| v % 2 == 0);
             sa.commit(0, k);
-            sa.sync(0, 4096, &mut ptes, &[], &mut pmd);
+            sa.sync(0, 4096, &mut ptes, &mut pmd);
             let p = 1.0 - (1.0 - 1.0 / 4096.0f64).powf(k as f64);
             let (mean, sd) = (2048.0 * p, (2048.0 * p * (1.0 - p)).sqrt());
             let got = young(&ptes) as f64;
@@ -525,7 +648,7 @@ mod tests {
             }
             // Nothing more drawn: a second sync changes nothing.
             let before = ptes.clone();
-            sa.sync(0, 4096, &mut ptes, &[], &mut pmd);
+            sa.sync(0, 4096, &mut ptes, &mut pmd);
             assert_eq!(ptes, before);
         }
     }
@@ -542,7 +665,7 @@ mod tests {
         sa.note(5, &mut ptes, &[], &mut pmd);
         ptes[9] = pte::mk_swap(3);
         sa.note(9, &mut ptes, &[], &mut pmd);
-        sa.sync(0, 1024, &mut ptes, &[], &mut pmd);
+        sa.sync(0, 1024, &mut ptes, &mut pmd);
         assert_eq!(ptes[5] & pte::YOUNG, 0);
         assert_eq!(ptes[9], pte::mk_swap(3));
         assert_eq!(young(&ptes), 1022);
@@ -559,14 +682,14 @@ mod tests {
         let mut sa = SampledArea::new(64, vec![((0, 64), stream(7, 1))], None, &ptes, &wp);
         assert_eq!((sa.faulting_in(0), sa.faulting_page(0)), (1, Some(3)));
         sa.threads[0].drawn = 100_000;
-        sa.sync(0, 64, &mut ptes, &wp, &mut pmd);
+        sa.sync(0, 64, &mut ptes, &mut pmd);
         assert_eq!(ptes[3] & pte::YOUNG, 0);
         assert_eq!(young(&ptes), 63);
         wp[0] = 0;
         sa.note(3, &mut ptes, &wp, &mut pmd);
         assert_eq!(sa.faulting_in(0), 0);
         sa.threads[0].drawn += 100_000;
-        sa.sync(0, 64, &mut ptes, &wp, &mut pmd);
+        sa.sync(0, 64, &mut ptes, &mut pmd);
         assert_ne!(ptes[3] & pte::YOUNG, 0);
     }
 
@@ -618,9 +741,10 @@ mod tests {
     }
 
     #[test]
-    fn segments_follow_spans_and_blocks() {
-        // Two threads over 1000 pages: spans [0, 500) and [500, 1000) cut by the block
-        // boundary at 512 into [0, 500), [500, 512), [512, 1000). Thread 1's draws touch
+    fn segments_follow_spans_and_words() {
+        // Two threads over 1000 pages: spans [0, 500) and [500, 1000) cut at every 64th
+        // page: [0, 64), .., [448, 500), [500, 512), [512, 576), .., [960, 1000); each
+        // word's first segment is the one holding its first page. Thread 1's draws touch
         // only its pages.
         let ptes: Vec<u32> = (0..1000)
             .map(|v| pte::mk_present(v + 1, false, false))
@@ -629,10 +753,35 @@ mod tests {
         let mut pmd = vec![0u64];
         let spans = vec![((0, 500), stream(1, 1)), ((500, 1000), stream(1, 2))];
         let mut sa = SampledArea::new(1000, spans, None, &ptes, &[]);
-        assert_eq!(sa.seg_start, vec![0, 500, 512]);
-        assert_eq!(sa.block_seg, vec![0, 2]);
+        let starts: Vec<u32> = (0..8)
+            .map(|w| w * 64)
+            .chain([500])
+            .chain((8..16).map(|w| w * 64))
+            .collect();
+        let threads = [vec![0; 8], vec![1; 9]].concat();
+        assert_eq!(sa.segs.iter().map(|g| g.start).collect::<Vec<_>>(), starts);
+        assert_eq!(
+            sa.segs.iter().map(|g| g.thread).collect::<Vec<_>>(),
+            threads
+        );
+        let first: Vec<u32> = (0..8).chain(9..17).collect();
+        assert_eq!(sa.word_seg, Some(first));
+        // Spans on 64-page boundaries: segment w is word w, no table.
+        let spans = vec![((0, 512), stream(1, 1)), ((512, 1000), stream(1, 2))];
+        let aligned = SampledArea::new(1000, spans, None, &ptes, &[]);
+        assert_eq!(aligned.word_seg, None);
+        assert_eq!(aligned.segs.len(), 16);
+        assert!((0..1000).all(|v| aligned.segment_of(v) == v as usize / 64));
+        for v in 0..1000 {
+            let s = sa.segment_of(v);
+            let end = sa.segs.get(s + 1).map_or(1000, |n| n.start);
+            assert!(
+                (sa.segs[s].start..end).contains(&v),
+                "page {v} in segment {s}"
+            );
+        }
         sa.threads[1].drawn = 1_000_000;
-        sa.sync(0, 1000, &mut ptes, &[], &mut pmd);
+        sa.sync(0, 1000, &mut ptes, &mut pmd);
         assert_eq!(young(&ptes[..500]), 0);
         assert_eq!(young(&ptes[500..]), 500);
         assert_eq!(pmd[0], 0b11);
@@ -650,10 +799,10 @@ mod tests {
         let mut pmd = vec![0u64];
         let spans = vec![((0, 256), stream(1, 1)), ((256, 512), stream(1, 2))];
         let mut sa = SampledArea::new(512, spans, Some((600, 3)), &ptes, &[]);
-        sa.sync(600, 601, &mut ptes, &[], &mut pmd);
+        sa.sync(600, 601, &mut ptes, &mut pmd);
         assert_eq!(young(&ptes), 0);
         sa.commit(1, 1);
-        sa.sync(602, 603, &mut ptes, &[], &mut pmd);
+        sa.sync(602, 603, &mut ptes, &mut pmd);
         assert_eq!(
             (ptes[600] & pte::YOUNG, ptes[601], ptes[602] & pte::YOUNG),
             (pte::YOUNG, 0, pte::YOUNG)
@@ -661,10 +810,10 @@ mod tests {
         assert_eq!(pmd[0], 0b10);
         // Cleared by a reader, the text stays old until the next write.
         ptes[600] &= !pte::YOUNG;
-        sa.sync(600, 601, &mut ptes, &[], &mut pmd);
+        sa.sync(600, 601, &mut ptes, &mut pmd);
         assert_eq!(ptes[600] & pte::YOUNG, 0);
         sa.commit(0, 1);
-        sa.sync(600, 601, &mut ptes, &[], &mut pmd);
+        sa.sync(600, 601, &mut ptes, &mut pmd);
         assert_eq!(ptes[600] & pte::YOUNG, pte::YOUNG);
     }
 
