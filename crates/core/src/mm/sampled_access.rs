@@ -674,6 +674,42 @@ mod tests {
     }
 
     #[test]
+    fn the_page_a_note_changes_is_drawn_as_it_stood_before() {
+        // 128 pages, 94 and 104 not present; a million draws make every writable page
+        // young (p = 1 - 1e-3400) at the first look. That look is a note, which brings
+        // the noted page's segment (pages 64..128) up to date:
+        // - reclaim unmaps page 73 (now a swap entry): its swap PTE takes no bit, the
+        //   absent pages none, every other page of the segment its bit;
+        // - fork write-protects page 67 while present: it was writable while the draws
+        //   were made, so it is young like the others.
+        let swap = pte::mk_swap(3);
+        for (vpn, wp) in [(73u32, false), (67, true)] {
+            let (_, mut ptes, mut pmd) = area(128, |v| v != 94 && v != 104);
+            let spans = vec![((0, 128), stream(7, 1))];
+            let mut sa = SampledArea::new(128, spans, None, &ptes, &[]);
+            sa.threads[0].drawn = 1_000_000;
+            let mut wpbits = vec![0u64; 2];
+            if wp {
+                wpbits[1] = 1 << (vpn - 64);
+            } else {
+                ptes[vpn as usize] = swap;
+            }
+            sa.note(vpn, &mut ptes, &wpbits, &mut pmd);
+            assert_eq!((ptes[94], ptes[104]), (0, 0));
+            assert_eq!(young(&ptes[..64]), 0, "another segment: not looked at");
+            if wp {
+                assert_eq!(young(&ptes[64..]), 62, "all present pages young");
+                assert_ne!(ptes[67] & pte::YOUNG, 0);
+            } else {
+                assert_eq!(ptes[73], swap);
+                assert_eq!(young(&ptes[64..]), 61, "all present pages but 73 young");
+            }
+            assert_eq!(sa.faulting_in(0), 3);
+            sa.check(&ptes, &wpbits).unwrap();
+        }
+    }
+
+    #[test]
     fn a_write_protected_page_faults_and_is_never_made_young() {
         // Copy-on-write after fork: page 3 present but write-protected faults, and no
         // sync marks it; once do_wp_page makes it writable it is drawn like the others.
