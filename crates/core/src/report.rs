@@ -11,7 +11,7 @@ use crate::mm::memcontrol::MEMCG_EVENT_NAMES;
 use crate::mm::vmstat::{
     NodeStat, VmEvent, NODE_STAT_NAMES, NR_NODE_STAT, NR_VM_EVENTS, VM_EVENT_NAMES,
 };
-use crate::mm::Mm;
+use crate::mm::{MemcgId, Mm};
 use crate::scenario::{Scenario, PAGE_SIZE};
 use crate::sim::Sim;
 use crate::workload::WorkloadStats;
@@ -109,12 +109,66 @@ pub const TS_COLUMNS: [&str; 16] = [
     "pswpout",
 ];
 
+/// The report's `timeseries`: `{"interval_ns", "columns": TS_COLUMNS, "rows"}`, each row
+/// an array in TS_COLUMNS order, written one by one.
+pub struct Timeseries {
+    interval_ns: u64,
+    /// Each memcg's path, by index.
+    paths: Vec<String>,
+    rows: Vec<TsRow>,
+}
+
+impl Serialize for Timeseries {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct Row<'a>(&'a TsRow, &'a str);
+        impl Serialize for Row<'_> {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                let mut q = s.serialize_seq(Some(TS_COLUMNS.len()))?;
+                q.serialize_element(&self.0.t_ns)?;
+                q.serialize_element(self.1)?;
+                for v in &self.0.values {
+                    q.serialize_element(v)?;
+                }
+                q.end()
+            }
+        }
+        struct Rows<'a>(&'a Timeseries);
+        impl Serialize for Rows<'_> {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                let t = self.0;
+                s.collect_seq(t.rows.iter().map(|r| Row(r, &t.paths[r.memcg as usize])))
+            }
+        }
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("interval_ns", &self.interval_ns)?;
+        m.serialize_entry("columns", &TS_COLUMNS)?;
+        m.serialize_entry("rows", &Rows(self))?;
+        m.end()
+    }
+}
+
 /// Samples per-cgroup sizes and counter deltas on virtual time.
 pub struct Sampler {
     pub interval: u64,
     prev: Vec<[u64; 6]>,
     prev_global: [u64; 2],
-    pub rows: Vec<Value>,
+    rows: Vec<TsRow>,
+}
+
+/// One row of the time series: its time, the cgroup, and the other TS_COLUMNS in order
+/// (a full-scale seed 001 run keeps 543k of them: 128 bytes each rather than a JSON value
+/// per row).
+struct TsRow {
+    t_ns: u64,
+    memcg: MemcgId,
+    values: [u64; TS_COLUMNS.len() - 2],
 }
 
 impl Sampler {
@@ -151,24 +205,26 @@ impl Sampler {
             let d: Vec<u64> = cur.iter().zip(p.iter()).map(|(c, o)| c - o).collect();
             *p = cur;
             let st = |s: NodeStat| page_bytes(v.stat[s as usize]);
-            self.rows.push(json!([
-                now,
-                mm.memcgs[m as usize].path,
-                mm.memcgs[m as usize].usage * PAGE_SIZE,
-                st(NodeStat::NrInactiveAnon),
-                st(NodeStat::NrActiveAnon),
-                st(NodeStat::NrInactiveFile),
-                st(NodeStat::NrActiveFile),
-                st(NodeStat::NrUnevictable),
-                d[0],
-                d[1],
-                d[2],
-                d[3],
-                d[4],
-                d[5],
-                dg[0],
-                dg[1]
-            ]));
+            self.rows.push(TsRow {
+                t_ns: now,
+                memcg: m,
+                values: [
+                    mm.memcgs[m as usize].usage * PAGE_SIZE,
+                    st(NodeStat::NrInactiveAnon),
+                    st(NodeStat::NrActiveAnon),
+                    st(NodeStat::NrInactiveFile),
+                    st(NodeStat::NrActiveFile),
+                    st(NodeStat::NrUnevictable),
+                    d[0],
+                    d[1],
+                    d[2],
+                    d[3],
+                    d[4],
+                    d[5],
+                    dg[0],
+                    dg[1],
+                ],
+            });
         }
     }
 }
@@ -193,9 +249,9 @@ pub struct Report {
     pub lru_gen_writes: Option<Value>,
     /// Tracepoint-derived counters (mm_lru_insertion and its dead share, seed 003).
     pub trace: crate::mm::TraceCounters,
-    pub timeseries: Value,
+    pub timeseries: Timeseries,
     /// /sys/kernel/debug/lru_gen at the end and sampled (MGLRU; null with the classic LRU).
-    pub lru_gen: Value,
+    pub lru_gen: crate::mm::lru_gen::LruGenReport,
     /// The cost table the run used: name -> {"ns", "origin"}, the origin being `default`,
     /// `machine.profile NAME`, `costs_profile FILE` or `costs` (engine/cost_profile.rs).
     pub costs: Map<String, Value>,
@@ -431,12 +487,12 @@ impl Report {
             proactive: crate::schedule::report(sim, sc),
             lru_gen_writes: crate::schedule::lru_gen_report(sim, sc),
             trace: mm.trace,
-            timeseries: json!({
-                "interval_ns": interval,
-                "columns": TS_COLUMNS,
-                "rows": Value::Array(rows),
-            }),
-            lru_gen: sim.lru_gen_samples.borrow().report(&mm, end_ns),
+            timeseries: Timeseries {
+                interval_ns: interval,
+                paths: mm.memcgs.iter().map(|m| m.path.clone()).collect(),
+                rows,
+            },
+            lru_gen: sim.lru_gen_samples.borrow_mut().report(&mm, end_ns),
             costs: cost_report(sim),
             engine: json!({
                 "polls": sim.e.polls.get(),

@@ -669,7 +669,12 @@ fn the_lru_gen_debugfs_file_lists_each_generation() {
     // the swap cache joins max_seq + 1 - MIN_NR_GENS = 2.
     s.fixture_file_folios(A, 0, 300, 0);
     s.fixture_anon_folios(A, 0, 100, false, 0);
-    let rows = s.mm.borrow().lru_gen_debugfs(5_000_000);
+    let mm = s.mm.borrow();
+    let rows: Vec<_> = mm
+        .lru_gen_debugfs(5_000_000)
+        .iter()
+        .map(|r| mm.lru_gen_row_json(r))
+        .collect();
     let a: Vec<Vec<u64>> = rows
         .iter()
         .filter(|r| r[1] == "/a")
@@ -695,9 +700,45 @@ fn the_lru_gen_debugfs_file_lists_each_generation() {
             vec![2, 3, 5, 0, 0]
         ]
     );
-    // With the classic LRU there is no such file.
+    // The report's section, written row by row, is the JSON of the same rows: the file
+    // at the end, and each sample's rows led by its time.
+    let mut samples = reclaimsim_core::mm::lru_gen::LruGenSamples::default();
+    samples.sample(1_000_000, &mm);
+    samples.sample(2_000_000, &mm);
+    let timed = |t: u64| -> Vec<serde_json::Value> {
+        let at = mm.lru_gen_debugfs(t);
+        at.iter()
+            .map(|r| {
+                let mut v = vec![serde_json::json!(t)];
+                v.extend(mm.lru_gen_row_json(r).as_array().unwrap().iter().cloned());
+                serde_json::Value::Array(v)
+            })
+            .collect()
+    };
+    let end: Vec<_> = mm
+        .lru_gen_debugfs(5_000_000)
+        .iter()
+        .map(|r| mm.lru_gen_row_json(r))
+        .collect();
+    let sampled = [timed(1_000_000), timed(2_000_000)].concat();
+    let want = serde_json::json!({
+        "columns": ["memcg_id", "cgroup", "node", "seq", "age_ms", "nr_anon", "nr_file"],
+        "rows": end,
+        "timeseries": {
+            "columns": ["t_ns", "memcg_id", "cgroup", "node", "seq", "age_ms", "nr_anon", "nr_file"],
+            "rows": sampled,
+        },
+    });
+    let got = serde_json::to_string(&samples.report(&mm, 5_000_000)).unwrap();
+    assert_eq!(got, want.to_string());
+    // With the classic LRU there is no such file, and the section is null.
     let c = machine("1G", None, "");
     assert!(c.mm.borrow().lru_gen_debugfs(0).is_empty());
+    let mut none = reclaimsim_core::mm::lru_gen::LruGenSamples::default();
+    assert_eq!(
+        serde_json::to_string(&none.report(&c.mm.borrow(), 0)).unwrap(),
+        "null"
+    );
 }
 
 /// A machine whose TLB shootdown costs 1 ms (`tlb_flush_ipi`): each shows in the virtual
