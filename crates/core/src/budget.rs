@@ -50,10 +50,16 @@ const NR_STAT_KINDS: u64 = crate::mm::memcontrol::NR_STAT_KINDS as u64;
 /// LRU batches, charge stock and IO completion queue).
 const TASK_BYTES: u64 = 4_096;
 const CPU_BYTES: u64 = 512;
-/// Host bytes per time-series row: the row as built (a JSON array of 16 values), its
-/// text in the result and the front's parsed copy (measured: 30,000 rows took 72.5 MiB
-/// of peak RSS through `reclaimsim run`, 2,534 bytes each; docs/bench.md).
+/// Host bytes per time-series row: the row as kept (128 bytes), its text in the result
+/// and the front's parsed copy (measured when a row was kept as a JSON value: 30,000 rows
+/// took 72.5 MiB of peak RSS through `reclaimsim run`, 2,534 bytes each; docs/bench.md).
 const ROW_BYTES: u64 = 2_560;
+/// Host bytes per sampled row of /sys/kernel/debug/lru_gen (MGLRU: a row per generation
+/// of each memcg and node at each sample): the row as kept (56 bytes), its text in the
+/// result and the front's parsed copy. Measured through `reclaimsim run`: seed 001's
+/// shape with 129 memcgs on 4 nodes for 750 s (1.55M rows) peaked at 843 MiB, 385 MiB
+/// over the estimate without this term (docs/bench.md).
+const LRU_GEN_ROW_BYTES: u64 = 256;
 
 /// One term of an estimate.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -325,6 +331,16 @@ pub fn estimate(sc: &Scenario) -> Estimate {
         "scenario.sample_interval".into(),
         samples.saturating_mul(memcgs).saturating_mul(ROW_BYTES),
     );
+    if sc.kernel.lru == crate::scenario::LruKind::Mglru {
+        let rows = samples.saturating_mul(memcgs * nodes * crate::mm::lru_gen::MAX_NR_GENS);
+        terms.add(
+            format!(
+                "lru_gen samples ({rows} rows: a generation of each cgroup and node per sample)"
+            ),
+            "scenario.sample_interval".into(),
+            rows.saturating_mul(LRU_GEN_ROW_BYTES),
+        );
+    }
 
     let terms = terms.0;
     let total = terms.iter().fold(0u64, |a, t| a.saturating_add(t.bytes));

@@ -89,6 +89,11 @@ files = ["16M"]
     let mg = format!("{t}[kernel]\nlru = \"mglru\"\n");
     let e2 = reclaimsim_core::budget::estimate(&Scenario::from_toml(&mg).unwrap());
     assert_eq!(term_of(&e2, "frame table"), (8192 + 4096) * 26);
+    // And the lru_gen file sampled with the time series: ten samples of a row for each
+    // of the MAX_NR_GENS = 4 generations of 2 cgroups on 1 node, 256 bytes each; none
+    // with the classic LRU.
+    assert_eq!(term_of(&e2, "lru_gen samples"), 10 * 2 * 4 * 256);
+    assert!(!e.terms.iter().any(|t| t.name.starts_with("lru_gen")));
     // PTEs: 2 * 16384 pages, 4 bytes each and a byte per 512.
     assert_eq!(term("page tables of workload[0]"), 32768 * 4 + 32768 / 512);
     // The swap map: the anonymous pages beyond the cgroup's 8192, 8 bytes each.
