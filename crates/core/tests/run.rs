@@ -70,6 +70,21 @@ fn memcg_limit_reclaim_swaps_and_refaults_with_kernel_lock_sites() {
         let ci = cols.iter().position(|c| *c == "memory.current").unwrap();
         let rows = r["timeseries"]["rows"].as_array().unwrap();
         assert!(rows.len() >= 5);
+        // Each row has every column, led by its time and a cgroup of the run.
+        let paths: Vec<&str> = r["cgroups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["path"].as_str().unwrap())
+            .collect();
+        let interval = r["timeseries"]["interval_ns"].as_u64().unwrap();
+        for row in rows {
+            let row = row.as_array().unwrap();
+            assert_eq!(row.len(), cols.len(), "{row:?}");
+            assert_eq!(row[0].as_u64().unwrap() % interval, 0, "{row:?}");
+            assert!(paths.contains(&row[1].as_str().unwrap()), "{row:?}");
+            assert!(row[2..].iter().all(|v| v.is_u64()), "{row:?}");
+        }
         for row in rows.iter().filter(|row| row[1] == "/w/leaf") {
             assert!(row[ci].as_u64().unwrap() <= 32 << 20);
         }
