@@ -102,6 +102,21 @@ def test_the_shootdowns_target_time_is_written_as_measured_beside_the_initiators
     assert "tlb_flush_ipi_target" not in derive({"zap_page_path": fig(2_000)}, BASE)[0]
 
 
+def test_the_sibling_transfer_is_an_entry_and_what_a_busy_sibling_costs_a_check():
+    # A host with SMT: the ping-pong between two threads of a core is the entry a scenario
+    # with threads_per_core > 1 charges; the loops alone and beside a sibling stay checks.
+    figs = {"cacheline_transfer_smt": fig(7.6, how="ping-pong between CPUs 0 and 8"),
+            "smt_chase_alone": fig(90), "smt_chase_shared": fig(120)}
+    costs, checks = derive(figs, BASE)
+    assert costs["cacheline_transfer_smt"]["ns"] == 8
+    assert costs["cacheline_transfer_smt"]["source"].startswith("measured: ping-pong between CPUs 0 and 8")
+    assert "cacheline_transfer_smt" not in checks
+    assert (checks["smt_chase_alone"]["ns"], checks["smt_chase_shared"]["ns"]) == (90, 120)
+    assert "smt_chase_shared" not in costs
+    # A host without siblings gives neither.
+    assert "cacheline_transfer_smt" not in derive({}, BASE)[0]
+
+
 def test_derive_floors_a_negative_difference_and_says_so():
     costs, _ = derive({"page_zero": fig(3000), "anon_fault_path": fig(2000)}, BASE)
     assert costs["fault_entry"]["ns"] == 1

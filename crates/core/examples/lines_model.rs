@@ -22,6 +22,7 @@ fn round_ns(threads: u32, k: usize, gaps: &[u64], transfer: u64, atomic: u64, ro
         lock_uncontended: 0,
         cacheline_transfer: transfer,
         cacheline_transfer_remote: transfer,
+        cacheline_transfer_smt: transfer,
         atomic_rmw: atomic,
         home_agent_occupancy: 0,
     };

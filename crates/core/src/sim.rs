@@ -118,22 +118,15 @@ impl Sim {
         let m = &sc.machine;
         let nodes = m.nodes as usize;
         let node_pages = m.memory_per_node.pages();
-        let ncpu = m.cpus;
-        let mut cpu_node: Vec<u32> = (0..ncpu)
-            .map(|c| {
-                (0..m.nodes)
-                    .rev()
-                    .find(|&n| n * ncpu / m.nodes <= c)
-                    .unwrap_or(0)
-            })
-            .collect();
-        cpu_node.extend(0..m.nodes);
-        let cpu_node = crate::engine::Topology::from(cpu_node);
+        // One more CPU per node for the kernel threads.
+        let cpu_node =
+            crate::engine::Topology::machine(m.cpus, m.nodes, m.threads_per_core, m.nodes);
         let e = Engine::new(
             EngineCosts {
                 lock_uncontended: costs.lock_uncontended,
                 cacheline_transfer: costs.cacheline_transfer,
                 cacheline_transfer_remote: costs.cacheline_transfer_remote,
+                cacheline_transfer_smt: costs.cacheline_transfer_smt,
                 atomic_rmw: costs.atomic_rmw,
                 home_agent_occupancy: costs.home_agent_occupancy,
             },
@@ -280,7 +273,7 @@ impl Sim {
             mm_state: Vec::new(),
             mm_lists: Vec::new(),
             lru_gen_walks: Vec::new(),
-            nr_cpus: ncpu,
+            nr_cpus: m.cpus,
             peak_used_frames: 0,
             used_frames: 0,
             oom_log: Vec::new(),
@@ -316,7 +309,7 @@ impl Sim {
             flush_phase: sc.kernel.memcg_flush_phase.map(|d| d.0),
             v: sc.variants.clone(),
             cpu_node,
-            nr_cpus: ncpu,
+            nr_cpus: m.cpus,
             over_high: RefCell::new(Vec::new()),
             oom_lock: Cell::new(false),
             lru_gen_rng: RefCell::new(lru_gen_rng),

@@ -177,6 +177,36 @@ fn sizes_and_counts_beyond_what_the_model_holds_are_refused_with_field_value_and
 }
 
 #[test]
+fn threads_per_core_must_divide_each_nodes_cpus() {
+    let sc = |machine: &str| {
+        format!("duration = \"10ms\"\n[machine]\n{machine}\nmemory_per_node = \"64M\"\n[[workload]]\ntype = \"usemem\"\nsize = \"1M\"\n")
+    };
+    // 12 CPUs on 2 nodes: 6 a node, cores of 2 or 3 threads fit, of 4 do not.
+    for t in [1, 2, 3] {
+        let ok = Scenario::from_toml(&sc(&format!(
+            "nodes = 2\ncpus = 12\nthreads_per_core = {t}"
+        )));
+        assert!(ok.is_ok(), "{t}: {ok:?}");
+    }
+    assert_refused(
+        &sc("nodes = 2\ncpus = 12\nthreads_per_core = 4"),
+        "scenario.machine.threads_per_core",
+        &[
+            "4 threads per core with 12 CPUs on 2 node(s)",
+            "allowed 1..=8",
+            "multiple",
+        ],
+    );
+    for t in [0, 9] {
+        assert_refused(
+            &sc(&format!("cpus = 72\nthreads_per_core = {t}")),
+            "scenario.machine.threads_per_core",
+            &[&format!("{t} threads per core"), "allowed 1..=8"],
+        );
+    }
+}
+
+#[test]
 fn a_deep_cgroup_tree_is_validated_and_built_in_linear_time() {
     // 4095 levels: the paths alone are 4095 * 4096 / 2 * 3 bytes; a quadratic check of
     // paths against paths would compare far more.

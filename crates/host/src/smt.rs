@@ -18,8 +18,10 @@
 //! - `contended_line_1_cores`: `contended_line_1` with one thread per core, to set beside
 //!   the figure with every hardware thread.
 //!
-//! None is a cost-table entry: the model has no SMT (every simulated CPU is a core), and
-//! the figures are kept as checks in the profile. A host without siblings gives none.
+//! `cacheline_transfer_smt` is a cost-table entry (what a line between the threads of one
+//! core costs where a scenario has `machine.threads_per_core` > 1, engine/coherence.rs in
+//! the core crate); the others are kept as checks in the profile, since the model's
+//! siblings share no execution units. A host without siblings gives none.
 
 use crate::affinity;
 use crate::calibrate::{

@@ -38,11 +38,25 @@
 //!   transfers inside lock holds and occupy no agent.
 //! - The agent serves requests in the order the engine runs them (the conservative
 //!   synchronization order), as the lines themselves do.
-//! - SMT siblings are not modeled: every CPU id is a core of its own.
+//! - SMT siblings share only their line transfers here (below); the core's execution
+//!   units they also share are not modeled: a thread runs as fast beside a busy sibling
+//!   as alone.
 //!
 //! A profile without a figure (every built-in one today: no published measurement of a
 //! home agent's capacity was found) leaves `home_agent_occupancy` at 0, and the lines are
 //! independent as before.
+//!
+//! - **SMT siblings.** A machine with `machine.threads_per_core` > 1 has hardware threads,
+//!   not cores: the two threads of a core share its L1 and L2, so a line one wrote last
+//!   is in the other's cache already, and taking it costs `cacheline_transfer_smt` (a few
+//!   nanoseconds; published core-to-core figures give 4-10 ns on x86 parts, against
+//!   40-55 ns between cores of one socket), with no home agent involved. The CPU ids of
+//!   a node are laid out as Linux enumerates an SMT machine: first one thread of each of
+//!   the node's cores, then the second threads in the same order, so a node of `k` CPUs
+//!   and `t` threads per core has `k / t` cores and CPU `lo + j`'s core is
+//!   `lo + j % (k / t)` ([`Topology::machine`]). A scenario that places fewer tasks than
+//!   the machine has cores, on its lowest CPUs, gives each its own core, as the
+//!   scheduler's select_idle_core does.
 
 use super::{Engine, Time};
 use std::rc::Rc;
@@ -74,17 +88,23 @@ impl CacheLine {
     }
 }
 
-/// The node of every CPU id: what tells a local cache-line transfer from a remote one,
-/// shared (not copied) by the engine's locks and lines and by the LRU lists' lines
-/// (mm/lru_lines.rs).
+/// The node of every CPU id, and its core where cores have several threads: what tells
+/// a sibling's, a local and a remote cache-line transfer apart, shared (not copied) by
+/// the engine's locks and lines and by the LRU lists' lines (mm/lru_lines.rs).
 #[derive(Debug, Clone, Default)]
-pub struct Topology(Rc<[u32]>);
+pub struct Topology {
+    node: Rc<[u32]>,
+    /// The core of every CPU id (the id of its first thread); None: every CPU is a core.
+    core: Option<Rc<[u32]>>,
+}
 
 /// Where a line a CPU writes comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transfer {
     /// The writer wrote it last, or nobody did (a cold line is charged nothing extra).
     None,
+    /// The other hardware thread of the writer's core wrote it last.
+    Sibling,
     /// Another CPU of the writer's node wrote it last.
     Local,
     /// A CPU of another node wrote it last.
@@ -97,29 +117,84 @@ impl Topology {
     pub fn transfer(&self, from: u32, to: u32) -> Transfer {
         if from == to || from == u32::MAX {
             Transfer::None
-        } else if self.0.get(from as usize) == self.0.get(to as usize) {
-            Transfer::Local
-        } else {
+        } else if self.node.get(from as usize) != self.node.get(to as usize) {
             Transfer::Remote
+        } else if self.has_smt() && self.siblings(from, to) {
+            // Siblings share a node (Topology::machine lays them out so).
+            Transfer::Sibling
+        } else {
+            Transfer::Local
         }
+    }
+
+    /// Whether CPUs `a` and `b` are hardware threads of one core (a CPU is its own).
+    #[inline]
+    pub fn siblings(&self, a: u32, b: u32) -> bool {
+        match &self.core {
+            None => a == b,
+            Some(core) => core.get(a as usize) == core.get(b as usize),
+        }
+    }
+
+    /// Whether some CPUs share a core (`machine.threads_per_core` > 1).
+    pub fn has_smt(&self) -> bool {
+        self.core.is_some()
     }
 
     /// How many nodes the CPU ids name (the highest node plus one).
     pub fn nodes(&self) -> usize {
-        self.0.iter().max().map_or(1, |&n| n as usize + 1)
+        self.node.iter().max().map_or(1, |&n| n as usize + 1)
+    }
+
+    /// The machine's CPUs: `cpus` over `nodes` in contiguous blocks (node n owns
+    /// [n*cpus/nodes, (n+1)*cpus/nodes)), each block's cores laid out as the module's
+    /// text says for `threads_per_core` threads a core (which divides every block; the
+    /// scenario's validation checks it), then `extra` CPUs, one per node in turn, each a
+    /// core of its own (the kernel threads' CPUs).
+    pub fn machine(cpus: u32, nodes: u32, threads_per_core: u32, extra: u32) -> Self {
+        let node_of = |c: u32| {
+            (0..nodes)
+                .rev()
+                .find(|&n| n * cpus / nodes <= c)
+                .unwrap_or(0)
+        };
+        let mut node: Vec<u32> = (0..cpus).map(node_of).collect();
+        node.extend((0..extra).map(|i| i % nodes));
+        if threads_per_core <= 1 {
+            return Topology::from(node);
+        }
+        let core = (0..cpus + extra)
+            .map(|c| {
+                if c >= cpus {
+                    return c;
+                }
+                let n = node[c as usize];
+                let (lo, hi) = (n * cpus / nodes, (n + 1) * cpus / nodes);
+                let cores = ((hi - lo) / threads_per_core).max(1);
+                lo + (c - lo) % cores
+            })
+            .collect::<Vec<u32>>();
+        Topology {
+            node: node.into(),
+            core: Some(core.into()),
+        }
     }
 }
 
 impl From<Vec<u32>> for Topology {
+    /// One core per CPU id, on the node given for it.
     fn from(cpu_node: Vec<u32>) -> Self {
-        Topology(cpu_node.into())
+        Topology {
+            node: cpu_node.into(),
+            core: None,
+        }
     }
 }
 
 impl std::ops::Deref for Topology {
     type Target = [u32];
     fn deref(&self) -> &[u32] {
-        &self.0
+        &self.node
     }
 }
 
@@ -128,9 +203,9 @@ impl Engine {
     ///
     /// The writer waits for the line to be free, then, for a transfer from a CPU of
     /// another node, for the home agent of the line's node (occupied
-    /// `home_agent_occupancy` by each such transfer), then pays the transfer (local or
-    /// remote) and the RMW. Many CPUs writing one line thus serialize, and lines homed on
-    /// one node share its agent (the module's text).
+    /// `home_agent_occupancy` by each such transfer), then pays the transfer (from its
+    /// core's other thread, local or remote) and the RMW. Many CPUs writing one line thus
+    /// serialize, and lines homed on one node share its agent (the module's text).
     /// Not a yield point: callers charge the cost (and sync where the kernel path would).
     #[inline]
     pub fn rmw_line(&self, line: &mut CacheLine) -> u64 {
@@ -174,6 +249,7 @@ impl Engine {
     fn transfer_cost(&self, t: Transfer) -> u64 {
         match t {
             Transfer::None => 0,
+            Transfer::Sibling => self.costs.cacheline_transfer_smt,
             Transfer::Local => self.costs.cacheline_transfer,
             Transfer::Remote => self.costs.cacheline_transfer_remote,
         }
@@ -186,20 +262,25 @@ mod tests {
     use crate::engine::EngineCosts;
     use std::cell::RefCell;
 
-    // Local transfer 100, remote 200, atomic 5; the home agent occupied 300 per
-    // cross-node transfer.
+    // Local transfer 100, remote 200, between siblings 7, atomic 5; the home agent
+    // occupied 300 per cross-node transfer.
     const H: u64 = 300;
 
-    fn engine(occupancy: u64) -> Rc<Engine> {
+    fn engine_on(occupancy: u64, topology: Topology) -> Rc<Engine> {
         let costs = EngineCosts {
             lock_uncontended: 10,
             cacheline_transfer: 100,
             cacheline_transfer_remote: 200,
+            cacheline_transfer_smt: 7,
             atomic_rmw: 5,
             home_agent_occupancy: occupancy,
         };
-        // CPUs 0 and 1 on node 0, 2 and 3 on node 1.
-        Rc::new(Engine::new(costs, vec![0, 0, 1, 1]))
+        Rc::new(Engine::new(costs, topology))
+    }
+
+    fn engine(occupancy: u64) -> Rc<Engine> {
+        // CPUs 0 and 1 on node 0, 2 and 3 on node 1, each a core.
+        engine_on(occupancy, vec![0, 0, 1, 1].into())
     }
 
     /// Each (time, cpu, line) writes `line` once; the cost each write returned, in order.
@@ -313,6 +394,53 @@ mod tests {
         assert_eq!(lock_after_line(0), (1000 + H + 210, 0));
         // The line homed on node 1: node 0's agent is free.
         assert_eq!(lock_after_line(1), (1000 + 210, 0));
+    }
+
+    #[test]
+    fn smt_cores_are_each_nodes_first_threads_then_their_siblings() {
+        // 12 CPUs on 2 nodes, 2 threads a core, 2 extra: node 0 = CPUs 0-5, cores
+        // {0,3} {1,4} {2,5}; node 1 = CPUs 6-11, cores {6,9} {7,10} {8,11}; CPUs 12
+        // (node 0) and 13 (node 1) cores of their own.
+        let t = Topology::machine(12, 2, 2, 2);
+        assert_eq!(&t[..], &[0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 1]);
+        let pairs: Vec<(u32, u32)> = (0..14)
+            .flat_map(|a| (a + 1..14).map(move |b| (a, b)))
+            .filter(|&(a, b)| t.siblings(a, b))
+            .collect();
+        assert_eq!(pairs, [(0, 3), (1, 4), (2, 5), (6, 9), (7, 10), (8, 11)]);
+        assert_eq!(t.transfer(3, 0), Transfer::Sibling);
+        assert_eq!(t.transfer(1, 0), Transfer::Local);
+        assert_eq!(t.transfer(9, 0), Transfer::Remote);
+        assert_eq!(t.transfer(12, 0), Transfer::Local);
+        assert_eq!(t.transfer(0, 0), Transfer::None);
+        // Four threads a core: node 0 = CPUs 0-7, cores {0,2,4,6} and {1,3,5,7}.
+        let t4 = Topology::machine(8, 1, 4, 0);
+        assert!(t4.siblings(1, 7) && t4.siblings(0, 6) && !t4.siblings(0, 1));
+        // One thread a core: siblings only of themselves, the layout of `From`.
+        let t1 = Topology::machine(12, 2, 1, 2);
+        assert!((0..14).all(|a| (0..14).all(|b| t1.siblings(a, b) == (a == b))));
+        assert_eq!(&t1[..], &t[..]);
+    }
+
+    #[test]
+    fn a_line_from_the_cores_other_thread_costs_the_smt_transfer_and_no_agent() {
+        // 4 CPUs on 2 nodes, 2 threads a core: cores {0,1} on node 0, {2,3} on node 1.
+        let e = engine_on(H, Topology::machine(4, 2, 2, 0));
+        // A line homed on node 1. cpu0 writes it cold at 0 (5). cpu2 at 100: remote,
+        // node 1's agent is granted at 100 (busy until 100 + H), 200 + 5: done at 305.
+        // cpu3, cpu2's sibling, asks at 150, while the agent is still busy: it waits
+        // for the line only (until 305), then 7 + 5. cpu0 at 1000: remote from cpu3,
+        // the agent free again, 205. cpu1, cpu0's sibling, also at 1000 and run after
+        // cpu0 (the lower CPU first): waits for cpu0's write (until 1205), then 7 + 5.
+        let w = [
+            (0, 0, 0),
+            (100, 2, 0),
+            (150, 3, 0),
+            (1000, 0, 0),
+            (1000, 1, 0),
+        ];
+        let c = writes(&e, vec![CacheLine::homed(1)], &w);
+        assert_eq!(c, vec![5, 205, 305 - 150 + 12, 205, 1205 - 1000 + 12]);
     }
 
     #[test]

@@ -101,6 +101,12 @@ cost_table! {
     cacheline_transfer = 80;
     /// Moving a cache line last written by a CPU of another node.
     cacheline_transfer_remote = 200;
+    /// Moving a cache line last written by the other hardware thread of the same core
+    /// (`machine.threads_per_core` > 1; engine/coherence.rs): both threads share the
+    /// core's L1 and L2. An order of magnitude: published core-to-core ping-pong figures
+    /// of x86 parts give 4-10 ns between siblings; `reclaimsim calibrate` measures it
+    /// where the host has SMT.
+    cacheline_transfer_smt = 8;
     /// An atomic read-modify-write on a local line.
     atomic_rmw = 8;
     /// What one transfer of a line between CPUs of two nodes occupies the home agent of

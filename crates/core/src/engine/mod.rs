@@ -226,6 +226,8 @@ pub struct EngineCosts {
     pub lock_uncontended: u64,
     pub cacheline_transfer: u64,
     pub cacheline_transfer_remote: u64,
+    /// A line taken from the other hardware thread of the writer's core (coherence.rs).
+    pub cacheline_transfer_smt: u64,
     pub atomic_rmw: u64,
     /// What each cross-node transfer of a line occupies its home node's agent [ns]; 0:
     /// lines are independent (coherence.rs).
@@ -1044,6 +1046,7 @@ mod tests {
             lock_uncontended: 10,
             cacheline_transfer: 100,
             cacheline_transfer_remote: 200,
+            cacheline_transfer_smt: 7,
             atomic_rmw: 5,
             home_agent_occupancy: 0,
         }

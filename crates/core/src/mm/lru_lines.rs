@@ -16,8 +16,9 @@
 //! (`Lruvec::line_cpu`: its list heads and size counters, taken as one line). While a task
 //! holds an lru_lock ([`LineTracker::arm`] in lock_lruvec), each list operation marks the
 //! lines it writes as this CPU's and counts those another CPU wrote last, same node or
-//! remote; unlock_lruvec charges them (`cacheline_transfer`, `cacheline_transfer_remote`)
-//! before it releases the lock, so they lengthen the hold as in the kernel. The lock word
+//! remote, or from the other hardware thread of its core where cores have several
+//! (`machine.threads_per_core`); unlock_lruvec charges them (`cacheline_transfer`,
+//! `cacheline_transfer_remote`, `cacheline_transfer_smt`) before it releases the lock, so they lengthen the hold as in the kernel. The lock word
 //! itself is the engine's (engine/mod.rs), charged when the lock is taken.
 //!
 //! The tracker is one for the machine, not one per CPU: a task never yields while it holds
@@ -37,14 +38,19 @@ use crate::engine::Topology;
 /// Line owners of the frames and lruvecs, and the transfers of the current lock hold.
 #[derive(Debug, Clone, Default)]
 pub struct LineTracker {
-    /// Node of each CPU (the engine's).
+    /// Node and core of each CPU (the engine's).
     topology: Topology,
     /// The owner byte of the CPU holding an lru_lock now (`code`); 0 when list operations
     /// are not under one (a fixture's placement), which moves no line.
     me: u8,
-    /// That CPU's node.
+    /// Whether cores have several threads (the topology has siblings).
+    smt: bool,
+    /// That CPU, and its node.
+    my_cpu: u32,
     my_node: u32,
-    /// Lines of the current hold that another CPU of the same node wrote last.
+    /// Lines of the current hold that the other thread of this CPU's core wrote last.
+    sibling: u64,
+    /// Lines of the current hold that another core of the same node wrote last.
     local: u64,
     /// Lines of the current hold that a CPU of another node wrote last.
     remote: u64,
@@ -59,6 +65,7 @@ fn code(cpu: u32) -> u8 {
 impl LineTracker {
     pub fn new(topology: Topology) -> Self {
         LineTracker {
+            smt: topology.has_smt(),
             topology,
             ..Default::default()
         }
@@ -75,23 +82,28 @@ impl LineTracker {
         // No task yields while it holds an lru_lock, and none nests two: one hold at a time.
         debug_assert!(!self.armed(), "lru_lock holds overlap");
         self.me = code(cpu);
+        self.my_cpu = cpu;
         self.my_node = self.topology[cpu as usize];
+        self.sibling = 0;
         self.local = 0;
         self.remote = 0;
     }
 
-    /// The lock is about to be released: the hold's (same-node, remote) transfers.
-    pub fn disarm(&mut self) -> (u64, u64) {
+    /// The lock is about to be released: the hold's transfers, (from the core's other
+    /// thread, from another core of the node, from another node).
+    pub fn disarm(&mut self) -> (u64, u64, u64) {
         self.me = 0;
         (
+            std::mem::take(&mut self.sibling),
             std::mem::take(&mut self.local),
             std::mem::take(&mut self.remote),
         )
     }
 
     /// The current CPU writes the line whose owner byte is `owner`: a line another CPU
-    /// wrote last is one transfer, same node or remote (Topology::transfer's rule, with
-    /// this CPU's code and node taken once per hold in `arm`).
+    /// wrote last is one transfer, from a sibling thread, same node or remote
+    /// (Topology::transfer's rule, with this CPU's code and node taken once per hold in
+    /// `arm`).
     #[inline]
     pub fn write(&mut self, owner: &mut u8) {
         let was = *owner;
@@ -99,8 +111,13 @@ impl LineTracker {
             return;
         }
         if was != 0 {
-            if self.topology[was as usize - 1] == self.my_node {
-                self.local += 1;
+            let from = was as u32 - 1;
+            if self.topology[from as usize] == self.my_node {
+                if self.smt && self.topology.siblings(from, self.my_cpu) {
+                    self.sibling += 1;
+                } else {
+                    self.local += 1;
+                }
             } else {
                 self.remote += 1;
             }
@@ -123,15 +140,40 @@ mod tests {
         t.arm(0);
         t.write(&mut line); // a cold line: no transfer
         t.write(&mut line); // ours already
-        assert_eq!(t.disarm(), (0, 0));
+        assert_eq!(t.disarm(), (0, 0, 0));
         t.arm(1);
         t.write(&mut line); // CPU 0 wrote it: same node
         t.write(&mut line);
-        assert_eq!(t.disarm(), (1, 0));
+        assert_eq!(t.disarm(), (0, 1, 0));
         t.arm(2);
         t.write(&mut line); // CPU 1 wrote it: remote
-        assert_eq!(t.disarm(), (0, 1));
+        assert_eq!(t.disarm(), (0, 0, 1));
         assert_eq!(line, code(2));
+    }
+
+    #[test]
+    fn a_line_the_other_thread_of_the_core_wrote_is_a_sibling_transfer() {
+        // 8 CPUs on 2 nodes, 2 threads a core: node 0's cores are {0, 2} and {1, 3}.
+        let mut t = LineTracker::new(Topology::machine(8, 2, 2, 0));
+        let (mut a, mut b) = (0u8, 0u8);
+        t.arm(0);
+        t.write(&mut a);
+        t.write(&mut b);
+        t.disarm();
+        t.arm(2); // CPU 0's sibling takes line a: a sibling transfer
+        t.write(&mut a);
+        assert_eq!(t.disarm(), (1, 0, 0));
+        t.arm(1); // CPU 1 takes b from CPU 0 (another core, same node) and a from CPU 2
+        t.write(&mut b);
+        t.write(&mut a);
+        assert_eq!(t.disarm(), (0, 2, 0));
+        t.arm(3); // CPU 1's sibling takes both back from CPU 1
+        t.write(&mut a);
+        t.write(&mut b);
+        assert_eq!(t.disarm(), (2, 0, 0));
+        t.arm(6); // node 1 (CPUs 4-7): remote, whatever the thread
+        t.write(&mut a);
+        assert_eq!(t.disarm(), (0, 0, 1));
     }
 
     #[test]

@@ -618,12 +618,15 @@ impl Sim {
     /// list operations took from other CPUs (they lengthen the hold). Simplified: they are
     /// charged in one sum at the end of the hold, not at each list operation.
     pub(crate) fn unlock_lruvec(&self, lv: LruvecId) {
-        let (lock, (local, remote)) = {
+        let (lock, (sibling, local, remote)) = {
             let mut mm = self.mm.borrow_mut();
             (mm.lruvecs[lv as usize].lock, mm.lines.disarm())
         };
-        self.e
-            .charge(local * self.c.cacheline_transfer + remote * self.c.cacheline_transfer_remote);
+        self.e.charge(
+            sibling * self.c.cacheline_transfer_smt
+                + local * self.c.cacheline_transfer
+                + remote * self.c.cacheline_transfer_remote,
+        );
         self.flush_stat_pending(true);
         self.e.unlock(lock);
     }

@@ -12,6 +12,12 @@ pub struct Machine {
     pub nodes: u32,
     /// CPUs in the machine (all nodes), 1..=4096. Node n owns CPUs [n*cpus/nodes, (n+1)*cpus/nodes).
     pub cpus: u32,
+    /// Hardware threads per core (SMT), 1..=8: CPUs are hardware threads, and each node's
+    /// CPUs are its cores' first threads, then their second threads, and so on
+    /// (engine/coherence.rs); the threads of a core share its caches, so a line between
+    /// them costs `cacheline_transfer_smt`. Each node's CPUs must be a multiple of it.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub threads_per_core: u32,
     /// Memory of each node [bytes].
     pub memory_per_node: Size,
     /// The swap device; absent means no swap.

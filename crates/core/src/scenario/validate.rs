@@ -48,6 +48,16 @@ impl Scenario {
                 ),
             ));
         }
+        let t = m.threads_per_core;
+        if !(1..=8).contains(&t) || (t > 1 && !m.cpus.is_multiple_of(m.nodes * t)) {
+            return Err(Error::scenario(
+                "scenario.machine.threads_per_core",
+                format!(
+                    "{t} threads per core with {} CPUs on {} node(s): allowed 1..=8, and with more than 1 each node's CPUs a multiple of it",
+                    m.cpus, m.nodes
+                ),
+            ));
+        }
         let node_pages = m.memory_per_node.pages();
         let max_node = MAX_FRAMES / m.nodes as u64;
         if !(4096..=max_node).contains(&node_pages) {
