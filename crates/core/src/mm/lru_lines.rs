@@ -18,8 +18,11 @@
 //! lines it writes as this CPU's and counts those another CPU wrote last, same node or
 //! remote, or from the other hardware thread of its core where cores have several
 //! (`machine.threads_per_core`); unlock_lruvec charges them (`cacheline_transfer`,
-//! `cacheline_transfer_remote`, `cacheline_transfer_smt`) before it releases the lock, so they lengthen the hold as in the kernel. The lock word
-//! itself is the engine's (engine/mod.rs), charged when the lock is taken.
+//! `cacheline_transfer_remote`, `cacheline_transfer_smt`) before it releases the lock, so
+//! they lengthen the hold as in the kernel. The lock word itself is the engine's
+//! (engine/mod.rs), charged when the lock is taken. Which of the four a line is comes
+//! from a table of 256 bytes per CPU, built from the topology once, so a write costs one
+//! byte load and no comparison of nodes or cores.
 //!
 //! The tracker is one for the machine, not one per CPU: a task never yields while it holds
 //! an lru_lock (every critical section of the model is free of await points), so holds do
@@ -33,27 +36,23 @@
 //! machines of more than 255 CPUs two CPUs can share a code and a transfer between them is
 //! missed.
 
-use crate::engine::Topology;
+use crate::engine::{Topology, Transfer};
 
 /// Line owners of the frames and lruvecs, and the transfers of the current lock hold.
 #[derive(Debug, Clone, Default)]
 pub struct LineTracker {
-    /// Node and core of each CPU (the engine's).
-    topology: Topology,
+    /// For each CPU, what a line whose owner byte is `w` costs it, as an index of
+    /// `counts` (0: nothing, a cold line or its own; 1: from its core's other thread;
+    /// 2: from another core of its node; 3: from another node): Topology::transfer's
+    /// rule for the CPU `w - 1`, read once per write instead of the topology.
+    class: Box<[[u8; 256]]>,
     /// The owner byte of the CPU holding an lru_lock now (`code`); 0 when list operations
     /// are not under one (a fixture's placement), which moves no line.
     me: u8,
-    /// Whether cores have several threads (the topology has siblings).
-    smt: bool,
-    /// That CPU, and its node.
-    my_cpu: u32,
-    my_node: u32,
-    /// Lines of the current hold that the other thread of this CPU's core wrote last.
-    sibling: u64,
-    /// Lines of the current hold that another core of the same node wrote last.
-    local: u64,
-    /// Lines of the current hold that a CPU of another node wrote last.
-    remote: u64,
+    /// That CPU's row of `class`.
+    row: usize,
+    /// The current hold's lines by `class` index.
+    counts: [u64; 4],
 }
 
 /// The byte stored for `cpu`.
@@ -64,9 +63,26 @@ fn code(cpu: u32) -> u8 {
 
 impl LineTracker {
     pub fn new(topology: Topology) -> Self {
+        let n = topology.len() as u32;
+        let class = (0..n)
+            .map(|cpu| {
+                let mut row = [0u8; 256];
+                for (w, k) in row.iter_mut().enumerate().skip(1) {
+                    let from = w as u32 - 1;
+                    if from < n && w as u8 != code(cpu) {
+                        *k = match topology.transfer(from, cpu) {
+                            Transfer::None => 0,
+                            Transfer::Sibling => 1,
+                            Transfer::Local => 2,
+                            Transfer::Remote => 3,
+                        };
+                    }
+                }
+                row
+            })
+            .collect();
         LineTracker {
-            smt: topology.has_smt(),
-            topology,
+            class,
             ..Default::default()
         }
     }
@@ -82,46 +98,28 @@ impl LineTracker {
         // No task yields while it holds an lru_lock, and none nests two: one hold at a time.
         debug_assert!(!self.armed(), "lru_lock holds overlap");
         self.me = code(cpu);
-        self.my_cpu = cpu;
-        self.my_node = self.topology[cpu as usize];
-        self.sibling = 0;
-        self.local = 0;
-        self.remote = 0;
+        self.row = cpu as usize;
+        self.counts = [0; 4];
     }
 
     /// The lock is about to be released: the hold's transfers, (from the core's other
     /// thread, from another core of the node, from another node).
     pub fn disarm(&mut self) -> (u64, u64, u64) {
         self.me = 0;
-        (
-            std::mem::take(&mut self.sibling),
-            std::mem::take(&mut self.local),
-            std::mem::take(&mut self.remote),
-        )
+        (self.counts[1], self.counts[2], self.counts[3])
     }
 
     /// The current CPU writes the line whose owner byte is `owner`: a line another CPU
     /// wrote last is one transfer, from a sibling thread, same node or remote
-    /// (Topology::transfer's rule, with this CPU's code and node taken once per hold in
-    /// `arm`).
+    /// (Topology::transfer's rule, looked up in this CPU's row of `class`).
     #[inline]
     pub fn write(&mut self, owner: &mut u8) {
         let was = *owner;
         if was == self.me || self.me == 0 {
             return;
         }
-        if was != 0 {
-            let from = was as u32 - 1;
-            if self.topology[from as usize] == self.my_node {
-                if self.smt && self.topology.siblings(from, self.my_cpu) {
-                    self.sibling += 1;
-                } else {
-                    self.local += 1;
-                }
-            } else {
-                self.remote += 1;
-            }
-        }
+        let k = self.class[self.row][was as usize];
+        self.counts[(k & 3) as usize] += 1;
         *owner = self.me;
     }
 }
