@@ -47,9 +47,10 @@ const MEMCG_CPU_BYTES: u64 = 16 * NR_STAT_KINDS + 8;
 const MEMCG_NODE_CPU_BYTES: u64 = 16 * NR_STAT_KINDS;
 const NR_STAT_KINDS: u64 = crate::mm::memcontrol::NR_STAT_KINDS as u64;
 /// Host bytes per workload task (its boxed future, task state, tally) and per CPU (its
-/// LRU batches, charge stock and IO completion queue).
+/// LRU batches, charge stock and IO completion queue, and the 256-byte row of the list
+/// lines' transfer table, mm/lru_lines.rs).
 const TASK_BYTES: u64 = 4_096;
-const CPU_BYTES: u64 = 512;
+const CPU_BYTES: u64 = 768;
 /// Host bytes per time-series row: the row as kept (128 bytes), its text in the result
 /// and the front's parsed copy (measured when a row was kept as a JSON value: 30,000 rows
 /// took 72.5 MiB of peak RSS through `reclaimsim run`, 2,534 bytes each; docs/bench.md).
