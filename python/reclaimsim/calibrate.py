@@ -38,7 +38,7 @@ derived from it (`home_agent`); on one node nothing crosses and the entry keeps 
 default, said in the profile. With two CPUs there is no queue behind a line, only a
 ping-pong: the figures need a machine with the cores to say more.
 
-Where the host has SMT siblings, six more checks (crates/host/src/smt.rs): an integer
+Where the host has SMT siblings, six more figures (crates/host/src/smt.rs): an integer
 loop and a pointer chase on one hardware thread alone and beside its sibling running the
 same (`smt_alu_alone`/`smt_alu_shared`, `smt_chase_alone`/`smt_chase_shared`: what a thread
 loses to a busy sibling, kept as checks: the model's siblings do not share the core's
