@@ -120,7 +120,7 @@ pub struct Timeseries {
 
 impl Serialize for Timeseries {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
+        use serde::ser::SerializeSeq;
         struct Row<'a>(&'a TsRow, &'a str);
         impl Serialize for Row<'_> {
             fn serialize<S: serde::Serializer>(
@@ -136,21 +136,49 @@ impl Serialize for Timeseries {
                 q.end()
             }
         }
-        struct Rows<'a>(&'a Timeseries);
-        impl Serialize for Rows<'_> {
-            fn serialize<S: serde::Serializer>(
-                &self,
-                s: S,
-            ) -> std::result::Result<S::Ok, S::Error> {
-                let t = self.0;
-                s.collect_seq(t.rows.iter().map(|r| Row(r, &t.paths[r.memcg as usize])))
-            }
+        let rows = self
+            .rows
+            .iter()
+            .map(|r| Row(r, &self.paths[r.memcg as usize]));
+        TableOut {
+            interval_ns: Some(self.interval_ns),
+            columns: &TS_COLUMNS,
+            rows: SeqOut(rows),
         }
-        let mut m = s.serialize_map(Some(3))?;
-        m.serialize_entry("interval_ns", &self.interval_ns)?;
-        m.serialize_entry("columns", &TS_COLUMNS)?;
-        m.serialize_entry("rows", &Rows(self))?;
+        .serialize(s)
+    }
+}
+
+/// A table of the report written as it is read, not built as a JSON value first:
+/// `{"interval_ns" (when it has one), "columns", "rows"}`.
+pub(crate) struct TableOut<'a, R: Serialize> {
+    pub interval_ns: Option<u64>,
+    pub columns: &'a [&'a str],
+    pub rows: R,
+}
+
+impl<R: Serialize> Serialize for TableOut<'_, R> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(2 + self.interval_ns.is_some() as usize))?;
+        if let Some(i) = self.interval_ns {
+            m.serialize_entry("interval_ns", &i)?;
+        }
+        m.serialize_entry("columns", self.columns)?;
+        m.serialize_entry("rows", &self.rows)?;
         m.end()
+    }
+}
+
+/// The items of an iterator written as a JSON array, one by one.
+pub(crate) struct SeqOut<I>(pub I);
+
+impl<I: Iterator + Clone> Serialize for SeqOut<I>
+where
+    I::Item: Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.clone())
     }
 }
 

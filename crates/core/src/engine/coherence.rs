@@ -119,7 +119,7 @@ impl Topology {
             Transfer::None
         } else if self.node.get(from as usize) != self.node.get(to as usize) {
             Transfer::Remote
-        } else if self.has_smt() && self.siblings(from, to) {
+        } else if self.siblings(from, to) {
             // Siblings share a node (Topology::machine lays them out so).
             Transfer::Sibling
         } else {
@@ -134,11 +134,6 @@ impl Topology {
             None => a == b,
             Some(core) => core.get(a as usize) == core.get(b as usize),
         }
-    }
-
-    /// Whether some CPUs share a core (`machine.threads_per_core` > 1).
-    pub fn has_smt(&self) -> bool {
-        self.core.is_some()
     }
 
     /// How many nodes the CPU ids name (the highest node plus one).

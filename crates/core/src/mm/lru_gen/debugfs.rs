@@ -28,6 +28,7 @@ use super::{
 use crate::mm::memcontrol::Errno;
 use crate::mm::vmscan::ScanControl;
 use crate::mm::{LruvecId, MemcgId, Mm};
+use crate::report::{SeqOut, TableOut};
 use crate::sim::Sim;
 use serde_json::{json, Value};
 
@@ -180,15 +181,6 @@ impl serde::Serialize for RowOut<'_> {
     }
 }
 
-/// The rows of a table, written one by one.
-struct RowsOut<'a, I: Iterator<Item = RowOut<'a>> + Clone>(I);
-
-impl<'a, I: Iterator<Item = RowOut<'a>> + Clone> serde::Serialize for RowsOut<'a, I> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.clone())
-    }
-}
-
 impl serde::Serialize for LruGenReport {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -196,7 +188,7 @@ impl serde::Serialize for LruGenReport {
             return s.serialize_none();
         };
         let paths = &t.paths[..];
-        let end = RowsOut(t.end.iter().map(|r| RowOut(None, r, paths)));
+        let end = SeqOut(t.end.iter().map(|r| RowOut(None, r, paths)));
         let sm = &t.samples;
         let timed = sm
             .times
@@ -213,20 +205,12 @@ impl serde::Serialize for LruGenReport {
         let mut m = s.serialize_map(Some(3))?;
         m.serialize_entry("columns", &LRU_GEN_COLUMNS)?;
         m.serialize_entry("rows", &end)?;
-        m.serialize_entry("timeseries", &TimeseriesOut(&ts_cols, RowsOut(timed)))?;
-        m.end()
-    }
-}
-
-/// `{"columns": .., "rows": ..}`.
-struct TimeseriesOut<'a, R: serde::Serialize>(&'a [&'a str], R);
-
-impl<R: serde::Serialize> serde::Serialize for TimeseriesOut<'_, R> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("columns", self.0)?;
-        m.serialize_entry("rows", &self.1)?;
+        let timeseries = TableOut {
+            interval_ns: None,
+            columns: &ts_cols,
+            rows: SeqOut(timed),
+        };
+        m.serialize_entry("timeseries", &timeseries)?;
         m.end()
     }
 }
