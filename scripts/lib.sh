@@ -24,16 +24,16 @@ since() {
 
 # source_hash: one hash over the paths and contents of the compiled module's sources:
 # each crate's src/, Cargo.toml and build.rs, the workspace's Cargo.toml and Cargo.lock,
-# and pyproject.toml (tests, examples and docs are not built into it).
+# and pyproject.toml (tests, examples and docs are not built into it). crates/guest is
+# one of them: crates/py/build.rs builds the VM's runner and the module embeds it.
 source_hash() {
     {
         if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
             git ls-files -z --cached --others --exclude-standard -- ':(glob)crates/*/src/**' \
-                ':(glob)crates/*/Cargo.toml' ':(glob)crates/*/build.rs' Cargo.toml Cargo.lock pyproject.toml \
-                ':(exclude)crates/guest'
+                ':(glob)crates/*/Cargo.toml' ':(glob)crates/*/build.rs' Cargo.toml Cargo.lock pyproject.toml
         else
             find crates/*/src crates/*/Cargo.toml crates/*/build.rs Cargo.toml Cargo.lock pyproject.toml \
-                -type f -not -path 'crates/guest/*' -print0 2>/dev/null
+                -type f -print0 2>/dev/null
         fi
     } | sort -z | while IFS= read -r -d '' f; do
         # A tracked file deleted in the work tree is gone from the build too.
