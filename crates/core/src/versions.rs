@@ -351,6 +351,13 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/vmscan.rs prepare_scan_control" },
     },
     Rule {
+        name: "shadow_count_flushed_stats",
+        commit: "f82e6bf9bb9b \"mm: memcg: use rstat for non-hierarchical stats\" (after v6.1), its flush ratelimited by 417dbd7be383 \"mm: ratelimit stat flush from workingset shrinker\" (v6.8)",
+        has: [N, Y, Y, Y],
+        what: "the shadow-node shrinker weighs a memcg's shadow nodes against its LRU pages as last flushed (after a flush only when the periodic one is late), so right after a reclaim they can still count pages it no longer has; before (6.1), lruvec_page_state_local summed the per-CPU counters: the lists' sizes then",
+        effect: Effect::Rule { at: "mm/workingset.rs count_shadow_nodes" },
+    },
+    Rule {
         name: "mglru_v61_reclaim_loop",
         commit: "replaced by 77d4459a4a1a \"mm: multi-gen LRU: shuffle should_run_aging()\", 7348cc91821b \"mm: multi-gen LRU: remove aging fairness safeguard\", a579086c99ed \"mm: multi-gen LRU: remove eviction fairness safeguard\" (v6.3)",
         has: [Y, N, N, N],
@@ -592,6 +599,9 @@ modeled_rules! {
     /// reclaim_flush_ratelimited: prepare_scan_control flushes only when the periodic
     /// flush is late (else whenever the threshold is crossed, 6.1).
     reclaim_flush_ratelimited,
+    /// shadow_count_flushed_stats: count_shadow_nodes reads the flushed local LRU sizes,
+    /// after a ratelimited flush (else the exact sizes, 6.1).
+    shadow_count_flushed_stats,
     /// mglru_v61_reclaim_loop: lru_gen_shrink_lruvec runs 6.1's loop.
     mglru_v61_reclaim_loop,
     /// mglru_v61_should_abort_scan: 6.1's loop stops by 6.1's should_abort_scan.

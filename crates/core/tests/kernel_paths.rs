@@ -497,8 +497,11 @@ fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
         sc.priority = 0;
         s.shrink_lruvec(lv, &mut sc).await;
     });
+    // The statistics flushed after the reclaim: count_shadow_nodes reads them (the next
+    // test is about a count that reads them stale).
+    s.mm.borrow_mut().flush_stats(0);
     assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 100);
-    assert_eq!(s.mm.borrow().count_shadow_nodes(A), 99);
+    assert_eq!(s.mm.borrow_mut().count_shadow_nodes(A, 0), 99);
     let nodereclaim =
         |s: &Sim| s.mm.borrow().lruvecs[lv as usize].stat[NodeStat::WorkingsetNodereclaim as usize];
     // do_shrink_slab with seeks = 0 at priority 0: delta = 99 / 2 = 49 per call, plus
@@ -519,6 +522,45 @@ fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
         mm.lruvecs[lv as usize].stat[NodeStat::WorkingsetRefaultFile as usize],
         0
     );
+}
+
+/// 6400 file pages of /a at `version`, the memcg statistics flushed with them resident,
+/// all 6400 reclaimed, then three shadow-shrinker calls at priority 0 at time `at`: the
+/// WORKINGSET_NODERECLAIM after them.
+fn shadow_nodes_freed_after_a_flush(version: &str, at: u64) -> i64 {
+    use reclaimsim_core::mm::vmstat::NodeStat;
+    let s = machine("1G", None, &format!("version = \"{version}\""));
+    s.fixture_file_folios(A, 0, 6400, 0);
+    s.mm.borrow_mut().flush_stats(0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(6400, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 100);
+    for _ in 0..3 {
+        run_probe(&s, 0, at, move |s| async move { s.shrink_slab(A, 0) });
+    }
+    let mm = s.mm.borrow();
+    mm.lruvecs[lv as usize].stat[NodeStat::WorkingsetNodereclaim as usize]
+}
+
+#[test]
+fn the_shadow_shrinker_weighs_the_nodes_against_the_flushed_lru_sizes() {
+    // The last flush saw /a's 6400 pages. count_shadow_nodes reads the flushed local LRU
+    // sizes (lruvec_page_state_local): 6400 pages and 14 of slab allow 6414 >> 3 = 801
+    // nodes, so none of the 100 is freeable, though the lists are empty now. On 6.12 and
+    // 6.18 its flush is ratelimited: at once after the reclaim nothing is flushed.
+    for v in ["6.12", "6.18"] {
+        assert_eq!(shadow_nodes_freed_after_a_flush(v, 0), 0, "{v}");
+    }
+    // 6.1 sums the per-CPU counters, the lists' sizes now: 0 pages and 14 of slab allow
+    // one node, and the three calls free all 100 as in the test above (deferred,
+    // deferred, one batch).
+    assert_eq!(shadow_nodes_freed_after_a_flush("6.1", 0), 100);
+    // 5 s later the periodic flush is late (2 * FLUSH_TIME), and 6.18 flushes too.
+    assert_eq!(shadow_nodes_freed_after_a_flush("6.18", 5_000_000_000), 100);
 }
 
 /// 6400 anon pages of /a swapped out to zram at `version`, then the shadow shrinker run

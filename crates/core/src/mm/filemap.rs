@@ -10,7 +10,8 @@
 //! objects), charged to the reader's memcg: they take room from the LRU pages a memcg can
 //! hold. Nodes stay as long as the file (evicted pages leave shadows in them).
 //! Simplified: files are clean (written before the run), no readahead or large folios,
-//! no truncation, and the shadow-node shrinker (count_shadow_nodes) is not modeled.
+//! no truncation. The shadow-node shrinker that frees nodes of shadows only is in
+//! workingset.rs (count_shadow_nodes).
 //! The end of a folio's writeback (folio_end_writeback, with its rotation of a PG_reclaim
 //! folio) and the wait for it (folio_wait_writeback) are here too, as in mm/filemap.c;
 //! only swap writes use them, as file folios are never written back.

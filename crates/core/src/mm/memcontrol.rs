@@ -451,6 +451,10 @@ impl Mm {
                     }
                 }
                 self.lruvecs[lv].stat_flushed = acc;
+                let own = self.lruvecs[lv].stat;
+                self.lruvecs[lv]
+                    .lru_flushed_local
+                    .copy_from_slice(&own[..super::mmzone::NR_LRU_LISTS]);
             }
         }
         if root == 0 {

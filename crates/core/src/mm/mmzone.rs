@@ -79,6 +79,9 @@ pub struct Lruvec {
     /// Hierarchical counters (this memcg and its descendants on this node) as of the last
     /// rstat flush: what lruvec_page_state() returns.
     pub stat_flushed: [i64; NR_NODE_STAT],
+    /// This lruvec's own LRU list sizes (not its descendants') as of the last rstat flush:
+    /// what lruvec_page_state_local() returns for NR_LRU_BASE + lru.
+    pub lru_flushed_local: [i64; NR_LRU_LISTS],
     /// Reclaim's read-ahead along the evictable lists (see `Mm::lru_prefetch_step`), by
     /// list: the folio last prefetched, and how many folios it is ahead of the tail. No
     /// behavior.
@@ -114,6 +117,7 @@ impl Lruvec {
             cost_seen: [[0; 3]; 2],
             stat: [0; NR_NODE_STAT],
             stat_flushed: [0; NR_NODE_STAT],
+            lru_flushed_local: [0; NR_LRU_LISTS],
             prefetch_cursor: [NIL; EVICTABLE_LRUS.len()],
             prefetch_ahead: [0; EVICTABLE_LRUS.len()],
             lrugen: crate::mm::lru_gen::LruGenFolio::new(),

@@ -21,7 +21,8 @@
 //! shrinker run from reclaim (shrink_slab) frees the oldest once there are more than one
 //! node per 8 pages of the memcg's LRU and slab (count_shadow_nodes: 1/8 is the density
 //! below which the kernel gives up detecting every refault), counting
-//! WORKINGSET_NODERECLAIM; the refaults of their pages then go undetected.
+//! WORKINGSET_NODERECLAIM; the refaults of their pages then go undetected. The LRU pages
+//! it counts are the memcg's statistics as last flushed (6.2 on), not its lists' sizes now.
 //! The swap cache's leaves join the root's list where the version has them there
 //! (swap_shadow_nodes_shrinkable, swap_state.rs). Simplified: one list per memcg (not per
 //! memcg and node).
@@ -75,14 +76,27 @@ impl Mm {
     }
 
     /// count_shadow_nodes(): how many shadow nodes of `m` exceed the limit of one per
-    /// 8 pages of its local LRU and slab (pages >> (XA_CHUNK_SHIFT - 3)).
-    pub fn count_shadow_nodes(&self, m: MemcgId) -> u64 {
+    /// 8 pages of its local LRU and slab (pages >> (XA_CHUNK_SHIFT - 3)), at `now`.
+    /// Which LRU pages (rule `shadow_count_flushed_stats`): from 6.2 on the local
+    /// statistics as last flushed (lruvec_page_state_local reads rstat's state_local),
+    /// after a flush only when the periodic one is late (mem_cgroup_flush_stats_ratelimited,
+    /// 417dbd7be383 in 6.8): right after a reclaim that emptied the memcg they can still
+    /// show the pages it had, which keeps its shadows. 6.1 sums the per-CPU counters: the
+    /// lists' sizes now. Simplified: the slab pages are the memcg's exact count.
+    pub fn count_shadow_nodes(&mut self, m: MemcgId, now: crate::engine::Time) -> u64 {
+        let flushed = self.rules.shadow_count_flushed_stats;
+        if flushed {
+            self.flush_stats_ratelimited(m, now);
+        }
         let mc = &self.memcgs[m as usize];
         let mut pages = (mc.slab_reclaimable_bytes / super::PAGE_SIZE) as i64;
         for &lv in &mc.lruvecs {
-            pages += self.lruvecs[lv as usize].stat[..super::mmzone::NR_LRU_LISTS]
-                .iter()
-                .sum::<i64>();
+            let l = &self.lruvecs[lv as usize];
+            pages += if flushed {
+                l.lru_flushed_local.iter().sum::<i64>()
+            } else {
+                l.stat[..super::mmzone::NR_LRU_LISTS].iter().sum::<i64>()
+            };
         }
         let max_nodes = pages.max(0) as u64 >> (super::XA_CHUNK_SHIFT - 3);
         mc.nr_shadow_nodes.saturating_sub(max_nodes)
@@ -241,7 +255,7 @@ impl Sim {
     /// batches of SHRINK_BATCH; what is left is deferred to the next call).
     pub fn shrink_slab(&self, m: MemcgId, priority: i32) {
         let mut mm = self.mm.borrow_mut();
-        let freeable = mm.count_shadow_nodes(m);
+        let freeable = mm.count_shadow_nodes(m, self.e.now());
         if freeable == 0 {
             return;
         }
