@@ -448,17 +448,34 @@ def test_kernel_compare_refuses_equal_model_sides():
     assert kernelcompare._model_version("/nonexistent/bzImage") is None
 
 
-def test_reclaim_progress_maps_due_times_to_the_accesses_done_by_then():
+def test_reclaim_progress_takes_each_writes_accesses_from_the_models_log():
     norm = _norm("calib-mglru-reclaim")
-    # one workload of 200000 accesses that ran 4 s in the model: evenly spread, a write
-    # due at 0.5 s meets it after 25000, at 2.25 s after 112500; one past its end, all
-    sim = {"workloads": [{"runtime_ns": 4_000_000_000, "accesses": 200_000}]}
+    # the model made the first three of eight writes, after 100, 5000 and 9000 accesses;
+    # the run ended before the other five: due when the 200000 accesses are done
+    cols = ["t_ns", "duration_ns", "requested_bytes", "reclaimed_bytes", "calls", "result", "accesses"]
+    log = [[t, 1, 1, 1, 1, "ok", a] for t, a in ((500, 100), (750, 5000), (1000, 9000))]
+    sim = {"workloads": [{"runtime_ns": 4_000_000_000, "accesses": 200_000}],
+           "proactive": {"schedules": [{"log_columns": cols, "log": log}]}}
     th = vm.reclaim_progress(norm, sim)
-    assert th == [[12_500 * (2 + k) for k in range(8)]]  # 0.25 s = 12500 accesses
-    norm["reclaim"][0]["every"] = 10_000_000_000
-    assert vm.reclaim_progress(norm, sim)[0][1:] == [200_000] * 7
+    assert th == [[100, 5000, 9000] + [200_000] * 5]
     plan = vm.guest_plan(norm, 1, [1], [], True, th)
     assert plan["reclaim"][0]["after_accesses"] == th[0]
+
+
+def test_the_models_write_log_counts_the_accesses_done_when_each_write_starts():
+    # The accesses a write's log row gives are those of a run cut at its start: the run
+    # up to then is the same (a discrete-event run does not look ahead).
+    sets = ["workload[0].accesses=40000", "reclaim[0].times=3"]
+    norm = _norm("calib-mglru-reclaim", *sets)
+    sim = json.loads(_core.run_json(json.dumps(norm), None))
+    log = sim["proactive"]["schedules"][0]
+    col, tcol = log["log_columns"].index("accesses"), log["log_columns"].index("t_ns")
+    assert len(log["log"]) == 3
+    for row in log["log"]:
+        cut = _norm("calib-mglru-reclaim", *sets, f"duration={row[tcol] + 1}ns")
+        upto = json.loads(_core.run_json(json.dumps(cut), None))
+        done = sum(w["accesses"] for w in upto["workloads"])
+        assert 0 < row[col] and abs(row[col] - done) <= 1, (row, done)
 
 
 def test_rep_counters_keep_each_threads_hits_and_misses_beside_the_totals():

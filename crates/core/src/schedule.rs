@@ -6,7 +6,8 @@
 //! it does is charged to that CPU and its node's zonelist is walked first. The k-th write
 //! is due at `at + k * every`; a write still running when the next is due delays it, and
 //! the next starts the moment it returns. Each write runs user_proactive_reclaim() and is
-//! logged with its virtual start time, how long it took and what it returned.
+//! logged with its virtual start time, how long it took, what it returned and the
+//! accesses the workloads had issued by its start.
 //!
 //! The `[[lru_gen]]` entries work the same way: a user task per entry (on the free CPUs
 //! after the `[[reclaim]]` writers') writes its command to /sys/kernel/debug/lru_gen at
@@ -38,6 +39,9 @@ pub struct WriteRecord {
     pub reclaimed: u64,
     pub calls: u32,
     pub result: Result<(), Errno>,
+    /// The accesses the scenario's workloads had issued, all together, when it started
+    /// (kernel-run --vm makes the guest's write at this count).
+    pub accesses: u64,
 }
 
 /// The writes of one `[[reclaim]]` entry.
@@ -86,6 +90,7 @@ impl Sim {
                 self.e.sleep(due - now).await;
             }
             let t0 = self.e.now();
+            let accesses = self.tallies.borrow().iter().map(|t| t.accesses.get()).sum();
             self.schedules.borrow_mut()[idx].in_flight = Some(t0);
             let out: ProactiveReclaim = self.user_proactive_reclaim(&buf, memcg).await;
             let rec = WriteRecord {
@@ -95,6 +100,7 @@ impl Sim {
                 reclaimed: out.nr_reclaimed,
                 calls: out.calls.len() as u32,
                 result: out.result,
+                accesses,
             };
             let mut logs = self.schedules.borrow_mut();
             logs[idx].in_flight = None;
@@ -174,7 +180,8 @@ pub fn report(sim: &Sim, sc: &Scenario) -> Option<Value> {
                         match w.result {
                             Ok(()) => "ok",
                             Err(e) => e.name(),
-                        }
+                        },
+                        w.accesses
                     ])
                 })
                 .collect();
@@ -186,7 +193,8 @@ pub fn report(sim: &Sim, sc: &Scenario) -> Option<Value> {
                     "requested_bytes",
                     "reclaimed_bytes",
                     "calls",
-                    "result"
+                    "result",
+                    "accesses"
                 ]),
             );
             m.insert("log".into(), json!(log));
