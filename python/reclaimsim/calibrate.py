@@ -231,11 +231,13 @@ class CalibrateError(Exception):
         self.code = code
 
 
-def _defaults() -> dict[str, int]:
+def table_costs() -> dict[str, int]:
+    """The cost table's built-in values [ns], by entry name."""
     return {c["name"]: c["ns"] for c in json.loads(_core.cost_table_json())}
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """This machine's CPU model, as /proc/cpuinfo names it."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -483,7 +485,7 @@ def remote_wakeup(a: dict, b: dict) -> dict:
 
 def profile(figs: dict, notes: list[str], workdir: Path) -> dict:
     """The cost profile (a dict tomli_w writes) of a calibration on this machine."""
-    costs, checks = derive(figs, _defaults())
+    costs, checks = derive(figs, table_costs())
     agent, why = home_agent(figs, _cpu_nodes())
     if agent is not None:
         costs["home_agent_occupancy"] = agent
@@ -492,7 +494,7 @@ def profile(figs: dict, notes: list[str], workdir: Path) -> dict:
     host = platform.node() or "host"
     when = datetime.date.today().isoformat()
     desc = (
-        f"measured by reclaimsim calibrate on {host} ({_cpu_model()}, {os.cpu_count()} CPUs, "
+        f"measured by reclaimsim calibrate on {host} ({cpu_model()}, {os.cpu_count()} CPUs, "
         f"Linux {platform.release()}), {when}; page-cache file on {fstype(str(workdir)) or 'an unknown filesystem'}"
     )
     if notes:

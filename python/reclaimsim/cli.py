@@ -487,19 +487,21 @@ def versions(version):
 @click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="With --vm: QEMU's accelerator; auto probes KVM once and caches the answer.")
 @click.option("--timeout", type=FiniteFloatRange(10, 86400), default=1800, show_default=True, help="With --vm: stop a guest that has not finished after this many seconds.")
 @click.option("--reclaim-timing", type=click.Choice(["progress", "wall"]), default="progress", show_default=True, help="With --vm: make each memory.reclaim write when the workloads reach the accesses the simulator had done by its due time (progress), or at its wall-clock due time (wall).")
+@click.option("--model-costs", type=click.Choice(["guest", "table"]), default="guest", show_default=True, help="With --vm: the model's costs: the guest's own (guest: timed by one boot of the kernel without reps, as `reclaimsim calibrate` times a host, and cached), or the scenario's cost table (table). A TCG guest runs several times slower than hardware while its clock keeps the host's pace.")
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
 @click.option("--pin", is_flag=True, help="Pin each workload thread to the CPU the simulator gives it (sched_setaffinity; each worker process is forked on its CPUs), as the model has no scheduler. Host runs only.")
 @click.option("--perf-lock", is_flag=True, help="Record `perf lock contention` during the reps (linux-perf, root) and print it per caller beside the model's lock table; adds tracepoint overhead to the kernel's time rows. Host runs only.")
 @_costs_option
-def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, kernel_version, accel, timeout, reclaim_timing, show_all, pin, perf_lock, costs_sets):
+def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, kernel_version, accel, timeout, reclaim_timing, model_costs, show_all, pin, perf_lock, costs_sets):
     """Run SCENARIO's workloads on a real kernel, in real memory cgroups, and print the
     kernel's counters beside the simulator's for the same scenario and seed.
 
     Without --vm, on this machine's kernel: needs root and a memory cgroup controller (v2,
     else v1); the cgroups, swap and files it creates are removed afterwards, also after an
     error or Ctrl-C. With --vm, in a QEMU guest (TCG runs the workloads 2-7x slower than
-    the host): cgroup v2 with per-cgroup rows, the scenario's LRU, its memory.reclaim
-    schedule. Workloads must end by themselves (usemem repeat, file_read passes or
+    the host; the model then runs with the guest's own costs, timed by one boot of the
+    kernel: --model-costs): cgroup v2 with per-cgroup rows, the scenario's LRU, its
+    memory.reclaim schedule. Workloads must end by themselves (usemem repeat, file_read passes or
     accesses).
 
     Beside the counters, each workload's time rows: elapsed_ms, accesses_per_s and
@@ -517,6 +519,7 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
             ("--kernel", kernel_image),
             ("--accel", None if accel == "auto" else accel),
             ("--reclaim-timing", None if reclaim_timing == "progress" else reclaim_timing),
+            ("--model-costs", None if model_costs == "guest" else model_costs),
         ):
             if value is not None:
                 _fail(f"{name} {value}: only with --vm (this machine's kernel runs without it)")
@@ -535,7 +538,7 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
         if vm:
             from .vm import kernel_run_vm
 
-            rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say, reclaim_timing, kernel_version)
+            rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say, reclaim_timing, kernel_version, model_costs)
         else:
             rep = kernel_run(data, reps, workdir, swapfile, say, perf_lock, pin, kernel_version)
     except KernelRunError as e:
@@ -567,8 +570,9 @@ def _report(rep: dict, json_path: str | None, text) -> None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True, help="QEMU's accelerator; auto probes KVM once and caches the answer.")
 @click.option("--timeout", type=FiniteFloatRange(10, 86400), default=1800, show_default=True, help="Stop a guest that has not finished after this many seconds.")
+@click.option("--model-costs", type=click.Choice(["guest", "table"]), default="guest", show_default=True, help="Each model side's costs: its kernel's guest's own (guest: timed by one boot of that kernel without reps, cached), or the scenario's cost table (table).")
 @_json_option("both A/Bs")
-def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, timeout, json_path):
+def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, timeout, model_costs, json_path):
     """Boot two kernels under QEMU, run SCENARIO on each (kernel-run --vm), and print the
     real A/B beside the simulator's A/B of the scenario's [compare] switch sets: per
     counter, each side's mean and std, %change and Welch's mark, and whether the model's
@@ -581,7 +585,7 @@ def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, ti
 
     try:
         data = load_scenario(scenario, sets)
-        rep = kernel_compare(data, kernel_a, kernel_b, reps, accel, timeout, a, b, say)
+        rep = kernel_compare(data, kernel_a, kernel_b, reps, accel, timeout, a, b, say, model_costs)
     except KernelRunError as e:
         _fail(str(e))
     except OSError as e:

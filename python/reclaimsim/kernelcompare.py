@@ -45,13 +45,15 @@ def _model_version(spec: str) -> str | None:
     return found[0] if found else None
 
 
-def kernel_sides(norm: dict, nprocs: list[int], ka: vm.Kernel, kb: vm.Kernel, reps: int, accel: str, timeout: float, progress=None, after=None) -> tuple[dict, list[str]]:
-    """The counters of each rep on each kernel, reps interleaved."""
+def kernel_sides(norm: dict, nprocs: list[int], ka: vm.Kernel, kb: vm.Kernel, reps: int, accel, timeout: float, progress=None, after=None) -> tuple[dict, list[str]]:
+    """The counters of each rep on each kernel, reps interleaved; `accel` is one
+    accelerator for both kernels or a pair (A's, B's)."""
     runs: dict[str, list[dict]] = {"A": [], "B": []}
     how = []
     # Each kernel's accelerator is resolved (KVM probed, under auto) at its first boot
     # and kept for the others.
-    chosen = {"A": accel, "B": accel}
+    pair = (accel, accel) if isinstance(accel, str) else accel
+    chosen = {"A": pair[0], "B": pair[1]}
     took: list[float] = []
     for i in range(reps):
         for side, k in (("A", ka), ("B", kb)):
@@ -87,11 +89,12 @@ def check_sides(scenario: dict, sa: dict, sb: dict, origins: tuple[str, str] = (
 
 def model_sides(
     scenario: dict, sa: dict, sb: dict, reps: int, fold: bool, progress=None,
-    releases: tuple[str, str] | None = None, notes: list | None = None,
+    releases: tuple[str, str] | None = None, notes: list | None = None, profiles: tuple | None = None,
 ) -> dict:
     """The simulator's counters under switch sets `sa` and `sb`, `reps` runs each; with
     `releases` (kernel A's and B's), each side runs as its kernel's version
-    (model_of_kernel), said in `notes`."""
+    (model_of_kernel), said in `notes`; with `profiles`, each with its kernel's guest's
+    costs (vm.guest_costs)."""
     out = {}
     for i, (side, v) in enumerate((("A", sa), ("B", sb))):
         d = apply_side(scenario, v)
@@ -100,6 +103,8 @@ def model_sides(
             d = model_of_kernel(d, releases[i], said)
             if notes is not None:
                 notes.extend(f"model {side}: {n}" for n in said)
+        if profiles is not None:
+            d = vm.with_guest_costs(d, profiles[i], [])
         d = json.loads(_core.validate_json(json.dumps(d)))
         d["kernel"]["cgroup_version"] = 2
         sims = simulate(d, reps, progress, per_cgroup=True)
@@ -127,7 +132,7 @@ def agreement(k: dict, m: dict) -> str:
 
 def kernel_compare(
     scenario: dict, kernel_a: str, kernel_b: str, reps: int, accel: str = "auto", timeout: float = 1800,
-    a: str | None = None, b: str | None = None, progress=None,
+    a: str | None = None, b: str | None = None, progress=None, model_costs: str = "guest",
 ) -> dict:
     if reps < 2:
         raise KernelRunError(f"--reps {reps}: kernel-compare needs at least 2 reps per kernel for its t-test")
@@ -146,11 +151,21 @@ def kernel_compare(
     norm, nprocs, notes = vm.prepare(scenario)
     vm.check_prerequisites()
     ka, kb = _kernel(kernel_a, progress), _kernel(kernel_b, progress)
-    after = vm.reclaim_timing(norm, "progress", notes, progress)
-    runs, how = kernel_sides(norm, nprocs, ka, kb, reps, accel, timeout, progress, after)
+    profiles, accels = None, (accel, accel)
+    timing = norm
+    if model_costs == "guest":
+        # Each kernel's accelerator first (its guest's costs are those under it), then
+        # its guest's costs; kernel A's set the memory.reclaim writes' progress points.
+        got = [vm.model_with_guest_costs(norm, k, accel, timeout, [], progress) for k in (ka, kb)]
+        profiles = tuple(g[0]["costs_profile"] for g in got)
+        accels = tuple(g[1] for g in got)
+        timing = got[0][0]
+        notes.extend(f"model {s}: the model runs with the guest's costs of kernel {s} ({p})" for s, p in zip("AB", profiles))
+    after = vm.reclaim_timing(timing, "progress", notes, progress)
+    runs, how = kernel_sides(norm, nprocs, ka, kb, reps, accels, timeout, progress, after)
     has = [c.pop("_proactive") for side in runs.values() for c in side]
     fold = bool(norm.get("reclaim")) and not all(has)
-    model = model_sides(scenario, sa, sb, reps, fold, progress, (ka.release, kb.release), notes)
+    model = model_sides(scenario, sa, sb, reps, fold, progress, (ka.release, kb.release), notes, profiles)
     # The scenario's [compare] aggregates over cgroups (cv:pgsteal@/memcg*), per rep on
     # each side, first.
     aggs = [n for n in spec.get("metrics", []) if across_cgroup_counters(runs["A"][0], n) is not None]

@@ -29,7 +29,7 @@ VMSTAT_COUNTERS = [
     "pswpin", "pswpout", "swap_ra", "swap_ra_hit",
     "workingset_refault_anon", "workingset_refault_file",
     "workingset_activate_anon", "workingset_activate_file",
-    "workingset_restore_anon", "workingset_restore_file",
+    "workingset_restore_anon", "workingset_restore_file", "workingset_nodereclaim",
     "pgactivate", "pgdeactivate", "pgrefill", "pgrotated", "pgmajfault",
     "allocstall", "oom_kill",
 ]
@@ -147,7 +147,7 @@ CG_STAT_COUNTERS = [
     "pgscan_proactive", "pgsteal_proactive",
     "workingset_refault_anon", "workingset_refault_file",
     "workingset_activate_anon", "workingset_activate_file",
-    "workingset_restore_anon", "workingset_restore_file",
+    "workingset_restore_anon", "workingset_restore_file", "workingset_nodereclaim",
     "pgrefill", "pgactivate", "pgdeactivate", "pgmajfault",
 ]
 CG_EVENTS = ["high", "max", "oom", "oom_kill"]

@@ -635,6 +635,94 @@ def resolve_accel(accel: str, kernel: Kernel, initrd_base: Path, progress=None) 
 
 
 # ---------------------------------------------------------------------------------------
+# the guest's own costs
+
+# What the calibration boot measures: calibrate's anonymous region and file (its full
+# sizes), five repetitions each (the median is kept), on zram swap and an ext4 disk.
+GUEST_CALIBRATION = {"anon_pages": 65536, "file_pages": 8192, "reps": 5}
+# The calibration guest: 2 vCPUs (one busy: the benchmarks run on one thread), 1G.
+CALIBRATION_MACHINE = {"nodes": 1, "cpus": 2, "memory_per_node": 1 << 30}
+CALIBRATION_SWAP = 512 << 20
+
+
+def calibration_key(kernel: Kernel, accel: str, runner: bytes) -> str:
+    """What a guest's costs depend on: the host's CPU and kernel, QEMU, the guest kernel,
+    the accelerator and the runner that timed them (its benchmarks)."""
+    from .calibrate import cpu_model
+
+    qemu = _need("qemu-system-x86_64", "qemu-system-x86")
+    qv = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    parts = [cpu_model(), os.uname().release, qv, str(kernel.image), str(kernel.image.stat().st_size), accel,
+             hashlib.sha256(runner).hexdigest(), json.dumps(GUEST_CALIBRATION, sort_keys=True)]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def guest_profile(figs: dict, kernel: Kernel, accel: str) -> dict:
+    """The cost profile (calibrate's format) of the figures timed in a guest: each
+    entry measured there, or derived by calibrate's subtractions from the table's values."""
+    from .calibrate import cpu_model, derive, table_costs
+
+    costs, checks = derive(figs, table_costs())
+    desc = (
+        f"measured in a {accel.upper()} guest of {kernel.release} on {cpu_model()} by kernel-run --vm's "
+        f"calibration boot, {time.strftime('%Y-%m-%d')}; the entries not listed keep the table's values"
+    )
+    return {"name": f"guest-{kernel.release}-{accel}", "description": desc, "costs": costs, "checks": checks}
+
+
+def guest_costs(kernel: Kernel, accel: str, timeout: float, progress=None) -> tuple[Path, str]:
+    """(cost profile file, how it was had) of `kernel` in this machine's VM under `accel`.
+
+    A guest under TCG runs its CPUs several times slower than hardware while its clock
+    keeps the host's pace, so the kernel's timed work (the 2 s periodic memcg statistics
+    flush, kswapd's and writeback's timeouts) comes several times more often per page of
+    work than in the model run with the table's costs. The model beside a guest therefore
+    runs with the guest's own costs, timed there by the same benchmarks as `reclaimsim
+    calibrate` on a host (one boot without reps; the profile is cached per host CPU, host
+    kernel, QEMU, guest kernel, accelerator and runner)."""
+    import tomli_w
+
+    runner = guest_runner()
+    key = calibration_key(kernel, accel, runner)
+    cache = cache_dir() / "guest-costs" / f"{key}.toml"
+    if cache.exists():
+        return cache, f"the guest's costs, timed before ({cache})"
+    if progress:
+        progress(f"timing the guest's costs with one boot of {kernel.release} (once; the profile is cached)")
+    mods = module_paths(kernel, needed_modules(kernel, True, True))
+    base = base_initramfs(kernel, mods, runner)
+    plan = {
+        "calibrate": GUEST_CALIBRATION,
+        "modules": [f"/modules/{i:02d}-{m.name}" for i, m in enumerate(mods)],
+        "writes": [],
+        "swap_bytes": CALIBRATION_SWAP,
+        "disk": "/dev/vda",
+    }
+    norm = {"machine": CALIBRATION_MACHINE}
+    with scratch_dir() as rd:
+        disk = rd.file("disk.img")
+        make_disk(disk, GUEST_CALIBRATION["file_pages"] * 4096 * 2)
+        initrd = plan_initramfs(base, plan, rd.file("calibrate.cpio"))
+        doc = boot(kernel, initrd, norm, accel, rd.path, disk, timeout, progress)
+    figs = {f["name"]: f for f in doc.get("calibration", [])}
+    prof = guest_profile(figs, kernel, accel)
+    text = "# The costs of a guest, timed by kernel-run --vm (python/reclaimsim/vm.py guest_costs).\n" + tomli_w.dumps(prof)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    replace_atomically(cache, lambda f: f.write(text.encode()))
+    return cache, f"the guest's costs, timed now ({cache})"
+
+
+def with_guest_costs(model: dict, profile: Path, notes: list) -> dict:
+    """The model's scenario with the guest's cost profile as its costs_profile (the
+    scenario's own [costs] entries still win, as everywhere)."""
+    d = json.loads(json.dumps(model))
+    if d.get("costs_profile"):
+        notes.append(f"the scenario's costs_profile {d['costs_profile']} is replaced by the guest's costs")
+    d["costs_profile"] = str(profile)
+    return d
+
+
+# ---------------------------------------------------------------------------------------
 # kernel-run --vm
 
 
@@ -747,19 +835,33 @@ def reclaim_timing(norm: dict, timing: str, notes: list, progress=None) -> list 
     return reclaim_progress(norm, sim)
 
 
-def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None, timing: str = "progress", kernel_version: str | None = None) -> dict:
+def model_with_guest_costs(model: dict, kernel: Kernel, accel: str, timeout: float, notes: list, progress=None) -> tuple[dict, str, str]:
+    """(the model's scenario with the guest's costs, the accelerator, how it was chosen):
+    the accelerator is resolved first, since the costs are those of the guest under it."""
+    mods = module_paths(kernel, needed_modules(kernel, True, True))
+    accel, how = resolve_accel(accel, kernel, base_initramfs(kernel, mods, guest_runner()), progress)
+    profile, had = guest_costs(kernel, accel, timeout, progress)
+    notes.append(f"the model runs with {had}")
+    return with_guest_costs(model, profile, notes), accel, how
+
+
+def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None, timing: str = "progress", kernel_version: str | None = None, model_costs: str = "guest") -> dict:
     """kernel-run's report, with the kernel side from a VM and per-cgroup rows; the model
-    runs as the booted kernel's version, or as `kernel_version` (model_of_kernel)."""
+    runs as the booted kernel's version, or as `kernel_version` (model_of_kernel), with the
+    guest's own costs (`model_costs` "guest", guest_costs) or the scenario's ("table")."""
     norm, nprocs, notes = prepare(scenario)
     check_kernel_file(kernel_image)
     check_prerequisites()
     notes.extend(remove_stale_scratch())
     kernel = resolve_kernel(kernel_image, progress)
     model = model_of_kernel(scenario, kernel.release, notes, kernel_version)
+    how = None
+    if model_costs == "guest":
+        model, accel, how = model_with_guest_costs(model, kernel, accel, timeout, notes, progress)
     model = json.loads(_core.validate_json(json.dumps(per_access(model, notes))))
     after = reclaim_timing(model, timing, notes, progress)
     doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after)
-    notes.append(f"accel: {doc['accel_how']}")
+    notes.append(f"accel: {how or doc['accel_how']}")
     if doc.get("boot_retries"):
         notes.append(f"the guest kernel crashed before its init {doc['boot_retries']} time(s) (emulation faults) and was booted again")
     sim_norm = sim_scenario(model, notes)
@@ -777,7 +879,9 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
     writes = [len(r["reclaim_writes"]) for r in doc["reps"]]
     if norm.get("reclaim"):
         notes.append(f"memory.reclaim writes made per rep: {', '.join(map(str, writes))}")
-    tcg = "under QEMU's TCG the guest runs several times slower than hardware" if doc["accel"] == "tcg" else None
+    tcg = None
+    if doc["accel"] == "tcg" and model_costs != "guest":
+        tcg = "under QEMU's TCG the guest runs several times slower than the hardware the model's costs describe"
     return assemble(
         norm, reps_out, sims, notes, 2, doc["kernel"], time_not_comparable=tcg, model_version=model["kernel"]["version"],
         vm={

@@ -199,6 +199,7 @@ def test_per_cgroup_swappiness_is_refused_under_vm_naming_the_field():
 def test_vm_options_need_vm_and_host_options_are_refused_with_it(tmp_path):
     assert "--kernel" in _refused("calib-zipf", "--kernel", str(tmp_path / "x"))
     assert "--accel tcg" in _refused("calib-zipf", "--accel", "tcg")
+    assert "--model-costs table: only with --vm" in _refused("calib-zipf", "--model-costs", "table")
     assert "--workdir" in _refused("calib-zipf", "--vm", "--workdir", str(tmp_path))
 
 
@@ -245,6 +246,16 @@ def test_vm_page_cache_case_on_mglru_with_memory_reclaim_reports_per_cgroup_coun
     assert rep["model_version"] == "6.12"
     assert any("the model runs as 6.12" in n and "not the scenario's kernel.version 6.18" in n for n in rep["notes"])
     assert rep["vm"]["setup"]["lru_gen_enabled"] == "0x0007"  # MGLRU, all features, as "y" sets
+    # the model ran with the guest's own costs, timed in a boot of the same kernel: a
+    # page-cache hit under TCG costs more than the table's hardware figure
+    said = [n for n in rep["notes"] if n.startswith("the model runs with the guest's costs")]
+    assert len(said) == 1
+    profile = said[0].split("(")[-1].rstrip(")")
+    data = load_scenario("calib-zipf", [f"costs_profile={json.dumps(profile)}"])
+    got = {c["name"]: c for c in json.loads(_core.cost_table_json(json.dumps(data)))}
+    assert got["file_read_hit"]["origin"]["layer"] == "costs_profile"
+    assert got["file_read_hit"]["ns"] > got["file_read_hit"]["default_ns"]
+    assert got["zram_read"]["origin"]["layer"] == "costs_profile"
     rows = {r["name"]: r for r in rep["counters"]}
     assert rows["accesses"]["kernel_mean"] == 40000  # every access replayed in the guest
     assert rows["hits"]["kernel_mean"] + rows["misses"]["kernel_mean"] == 40000
@@ -381,7 +392,7 @@ def test_kernel_compare_interleaves_boots_and_sets_kernel_stats_beside_the_model
     data = load_scenario("calib-anon-zram", ["workload[0].repeat=1", "kernel.cgroup_version=2"])
     said = []
     c = kernelcompare.kernel_compare(data, "A", "B", 3, "auto", 60, "rotation_cost=true", "rotation_cost=false",
-                                     progress=said.append)
+                                     progress=said.append, model_costs="table")
     assert boots == ["A", "B", "A", "B", "A", "B"]
     # KVM is probed at each kernel's first boot only; the progress says what is left.
     assert accels == ["auto", "auto", "tcg", "tcg", "tcg", "tcg"]
@@ -420,7 +431,7 @@ def test_kernel_compare_puts_the_scenarios_aggregates_over_cgroups_first(monkeyp
     data = load_scenario("calib-memcg-reclaim", [
         "cgroup[0].copies=2", "workload[0].copies=2", "machine.cpus=3", "duration=2s",
         "workload[0].random_writes=2000", "reclaim[0].at=1s", "reclaim[0].times=2"])
-    c = kernelcompare.kernel_compare(data, "A", "B", 2, "tcg", 60)
+    c = kernelcompare.kernel_compare(data, "A", "B", 2, "tcg", 60, model_costs="table")
     names = [r["name"] for r in c["metrics"]]
     # In the [compare] list's order; the refault aggregates have no rows on these kernels.
     assert names[:2] == ["cv:pgsteal@/memcg*", "sum:pgsteal@/memcg*"]
@@ -533,3 +544,173 @@ def test_a_kernel_that_crashes_before_its_init_is_booted_again(monkeypatch, tmp_
     with pytest.raises(KernelRunError, match="Oops"):
         vm.boot(k, tmp_path / "i", {}, "tcg", tmp_path, None, 60)
     assert len(calls) == vm.BOOT_RETRIES + 1
+
+
+# ---------------------------------------------------------------------------------------
+# the guest's own costs
+
+
+def _fig(name, ns):
+    return {"name": name, "ns": ns, "spread": 0.05, "ops": 1000, "how": f"timed {name}"}
+
+
+# What a TCG guest's calibration boot might send: every figure several times the table's.
+GUEST_FIGS = [
+    _fig("anon_fault_path", 20000.0), _fig("page_zero", 2000.0), _fig("access_seq", 40.0),
+    _fig("access_random", 300.0), _fig("file_read_hit", 8000.0), _fig("file_read_miss_path", 90000.0),
+    _fig("swap_in_path", 60000.0),
+]
+
+
+def _fake_calibration_boot(monkeypatch, tmp_path, figs=GUEST_FIGS):
+    """vm.guest_costs with the boot, the initramfs and the disk replaced: returns the list
+    of plans the calibration boots were given."""
+    plans = []
+    monkeypatch.setattr(vm, "cache_dir", lambda: tmp_path / "cache")
+    monkeypatch.setattr(vm, "guest_runner", lambda: b"runner")
+    monkeypatch.setattr(vm, "calibration_key", lambda kernel, accel, runner: f"{kernel.release}-{accel}")
+    monkeypatch.setattr(vm, "module_paths", lambda kernel, names: [])
+    monkeypatch.setattr(vm, "base_initramfs", lambda kernel, mods, runner: tmp_path / "base.cpio")
+    monkeypatch.setattr(vm, "make_disk", lambda path, size: None)
+
+    def fake_plan(base, plan, dest):
+        plans.append(plan)
+        return dest
+
+    def fake_boot(kernel, initrd, norm, accel, workdir, disk, timeout, progress=None):
+        assert disk is not None and norm["machine"] == vm.CALIBRATION_MACHINE
+        return {"kernel": kernel.release, "calibration": figs}
+
+    monkeypatch.setattr(vm, "plan_initramfs", fake_plan)
+    monkeypatch.setattr(vm, "boot", fake_boot)
+    return plans
+
+
+def test_guest_costs_time_the_guest_once_and_derive_the_entries_as_calibrate_does(monkeypatch, tmp_path):
+    plans = _fake_calibration_boot(monkeypatch, tmp_path)
+    k = vm.Kernel(tmp_path / "vmlinuz", "6.12.95+deb12-cloud-amd64")
+    path, how = vm.guest_costs(k, "tcg", 60)
+    # one boot, with no reps: the calibration sizes, zram swap and a data disk
+    assert len(plans) == 1
+    p = plans[0]
+    assert p["calibrate"] == vm.GUEST_CALIBRATION and p["swap_bytes"] > 0 and p["disk"] == "/dev/vda"
+    assert "reps" not in p and "scenario" not in p
+    assert "timed now" in how
+    table = {c["name"]: c["ns"] for c in json.loads(_core.cost_table_json())}
+    data = load_scenario("calib-zipf", [f"costs_profile={json.dumps(str(path))}"])
+    got = {c["name"]: c for c in json.loads(_core.cost_table_json(json.dumps(data)))}
+    # measured entries as measured
+    assert got["file_read_hit"]["ns"] == 8000 and got["access_random"]["ns"] == 300
+    # path figures less the entries the path also takes (the measured ones, else the table's)
+    assert got["fault_entry"]["ns"] == 20000 - 2000 - table["page_alloc"] - table["pte_map"]
+    assert got["ssd_read_latency"]["ns"] == 90000 - 8000 - table["page_alloc"]
+    fault = got["fault_entry"]["ns"]
+    assert got["zram_read"]["ns"] == 60000 - fault - table["page_alloc"] - table["pte_map"] - table["swap_cache_op"]
+    assert got["file_read_hit"]["origin"]["layer"] == "costs_profile"
+    # what no figure measured keeps the table's value
+    assert got["list_op"]["ns"] == table["list_op"] and got["list_op"]["origin"]["layer"] == "default"
+    # a second run takes the cached profile: no boot
+    path2, how2 = vm.guest_costs(k, "tcg", 60)
+    assert path2 == path and len(plans) == 1 and "timed before" in how2
+    # another accelerator is another guest
+    vm.guest_costs(k, "kvm", 60)
+    assert len(plans) == 2
+
+
+def test_the_scenarios_own_costs_win_over_the_guests(monkeypatch, tmp_path):
+    _fake_calibration_boot(monkeypatch, tmp_path)
+    path, _ = vm.guest_costs(vm.Kernel(tmp_path / "vmlinuz", "6.12.95"), "tcg", 60)
+    notes = []
+    model = vm.with_guest_costs(load_scenario("calib-zipf", ["costs.file_read_hit=700"]), path, notes)
+    got = {c["name"]: c["ns"] for c in json.loads(_core.cost_table_json(json.dumps(model)))}
+    assert got["file_read_hit"] == 700 and got["access_random"] == 300
+    assert notes == []
+    model = vm.with_guest_costs(dict(model, costs_profile="/elsewhere.toml"), path, notes)
+    assert model["costs_profile"] == str(path) and "/elsewhere.toml" in notes[0]
+
+
+def test_calibration_key_names_the_guest_the_costs_were_timed_in(monkeypatch, tmp_path):
+    monkeypatch.setattr(vm, "_need", lambda tool, package: "/bin/true")
+    img = tmp_path / "vmlinuz"
+    img.write_bytes(b"x" * 10)
+    k = vm.Kernel(img, "6.12.95")
+    key = vm.calibration_key(k, "tcg", b"runner")
+    assert key == vm.calibration_key(k, "tcg", b"runner")
+    assert key != vm.calibration_key(k, "kvm", b"runner")
+    assert key != vm.calibration_key(k, "tcg", b"another runner")
+    img.write_bytes(b"x" * 11)
+    assert key != vm.calibration_key(k, "tcg", b"runner")
+
+
+def _fake_guest_rep(elapsed_ns):
+    return {
+        "wall_s": 1.0, "vmstat": {"pgscan_file": 10},
+        "cgroups": {"/reader": {"memory.stat": {"file": 0}, "memory.events": {}}},
+        "processes": [{"workload": 0, "threads": [{"accesses": 5, "hits": 1, "misses": 4, "major_faults": 4,
+                                                   "minor_faults": 0, "elapsed_ns": elapsed_ns}]}],
+        "reclaim_writes": [],
+    }
+
+
+def test_kernel_run_vm_runs_the_model_with_the_guests_costs_and_compares_time(monkeypatch, tmp_path):
+    _fake_calibration_boot(monkeypatch, tmp_path)
+    k = vm.Kernel(tmp_path / "vmlinuz", "6.12.95+deb12-cloud-amd64")
+    monkeypatch.setattr(vm, "resolve_kernel", lambda spec, progress=None: k)
+    monkeypatch.setattr(vm, "check_prerequisites", lambda: None)
+    monkeypatch.setattr(vm, "resolve_accel", lambda accel, kernel, base, progress=None: ("tcg", "tcg (asked)"))
+    seen = []
+
+    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None):
+        return {"reps": [_fake_guest_rep(10**9)], "accel_how": "tcg (asked)", "accel": accel, "kernel": kernel.release}
+
+    def fake_simulate(norm, runs, progress=None, per_cgroup=False, locks=None):
+        seen.append(norm)
+        return [{"pgscan_file": 10, "elapsed_ms@zipf": 1000.0}]
+
+    monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)
+    monkeypatch.setattr(vm, "simulate", fake_simulate)
+    data = load_scenario("calib-zipf", ["workload[0].accesses=5"])
+    rep = vm.kernel_run_vm(data, 1, None, "tcg", 60)
+    assert seen[0]["costs_profile"].endswith("6.12.95+deb12-cloud-amd64-tcg.toml")
+    assert any("the model runs with the guest's costs, timed now" in n for n in rep["notes"])
+    rows = {r["name"]: r for r in rep["counters"]}
+    assert rows["elapsed_ms@zipf"]["comparable"]
+    # with the table's costs the time rows of a TCG guest are not comparable
+    seen.clear()
+    rep = vm.kernel_run_vm(data, 1, None, "tcg", 60, model_costs="table")
+    assert "costs_profile" not in seen[0] or seen[0]["costs_profile"] is None
+    rows = {r["name"]: r for r in rep["counters"]}
+    assert not rows["elapsed_ms@zipf"]["comparable"] and "TCG" in rows["elapsed_ms@zipf"]["why_not"]
+
+
+def test_kernel_compare_runs_each_model_side_with_its_kernels_guest_costs(monkeypatch, tmp_path):
+    from reclaimsim import kernelcompare
+
+    # Kernel A's guest times file_read_hit at 8000 ns, kernel B's at 4000.
+    figs = {"A": [_fig("file_read_hit", 8000.0)], "B": [_fig("file_read_hit", 4000.0)]}
+    _fake_calibration_boot(monkeypatch, tmp_path)
+    monkeypatch.setattr(vm, "boot", lambda kernel, *a, **k: {"calibration": figs[kernel.release]})
+    monkeypatch.setattr(vm, "resolve_accel", lambda accel, kernel, base, progress=None: ("tcg", "tcg (asked)"))
+    monkeypatch.setattr(vm, "check_prerequisites", lambda: None)
+    monkeypatch.setattr(kernelcompare, "_kernel", lambda spec, progress: vm.Kernel(tmp_path / spec, spec))
+    monkeypatch.setattr(vm, "run_in_vm", lambda norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None: {
+        "reps": [_fake_guest_rep(10**9)], "accel_how": "tcg (asked)", "accel": accel})
+    timed, costs = [], {}
+
+    def fake_timing(norm, how, notes, progress):
+        timed.append(norm.get("costs_profile"))
+        return None
+
+    def fake_simulate(norm, runs, progress=None, per_cgroup=False, locks=None):
+        table = {c["name"]: c["ns"] for c in json.loads(_core.cost_table_json(json.dumps(norm)))}
+        costs.setdefault("sides", []).append(table["file_read_hit"])
+        return [{"pgscan_file": 10}] * runs
+
+    monkeypatch.setattr(vm, "reclaim_timing", fake_timing)
+    monkeypatch.setattr(kernelcompare, "simulate", fake_simulate)
+    data = load_scenario("calib-zipf", ["workload[0].accesses=5"])
+    c = kernelcompare.kernel_compare(data, "A", "B", 2, "tcg", 60, "rotation_cost=true", "rotation_cost=false")
+    assert costs["sides"] == [8000, 4000]
+    # kernel A's guest sets the memory.reclaim writes' progress points
+    assert timed == [str(tmp_path / "cache" / "guest-costs" / "A-tcg.toml")]
+    assert any(n.startswith("model B: the model runs with the guest's costs of kernel B") for n in c["notes"])

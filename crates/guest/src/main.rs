@@ -53,6 +53,13 @@ fn run() -> Result<Value, String> {
     }
     sys::load_modules(&plan.modules)?;
     let setup = sys::setup(&plan)?;
+    if let Some(c) = &plan.calibrate {
+        return Ok(json!({
+            "kernel": sys::uname_release(),
+            "setup": setup,
+            "calibration": calibrate(&plan, c)?,
+        }));
+    }
     let prepared = rep::prepare(&plan)?;
     let mut reps = Vec::new();
     for i in 0..plan.reps {
@@ -65,6 +72,37 @@ fn run() -> Result<Value, String> {
         "setup": setup,
         "reps": reps,
     }))
+}
+
+/// The cost-table primitives timed in this guest (what `reclaimsim calibrate` times on a
+/// host): anonymous faults, accesses and zeroing; page-cache hits, misses and clean
+/// reclaim when the plan has a data disk; swap-out and swap-in when it has zram swap.
+/// Cache lines and the block device are left out: the vCPUs share one host thread under
+/// TCG, and the guest's swap is zram whatever the scenario's device.
+fn calibrate(plan: &plan::Plan, c: &plan::Calibrate) -> Result<Value, String> {
+    use reclaimsim_host::calibrate::{run_json, Part, Sizes};
+    let sizes = Sizes {
+        anon_pages: c.anon_pages,
+        file_pages: c.file_pages,
+        reps: c.reps,
+        pingpongs: 0,
+    };
+    let dir = std::path::Path::new(sys::WORKDIR);
+    let mut parts = vec![Part::Anon];
+    if plan.disk.is_some() {
+        parts.push(Part::PageCache);
+    }
+    if plan.swap_bytes > 0 {
+        parts.push(Part::Swap);
+    }
+    let mut figs = Vec::new();
+    for part in parts {
+        eprintln!("reclaimsim-guest: calibrating {part:?}");
+        let text = run_json(part, dir, (0, 0), sizes)?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        figs.extend(v.as_array().cloned().unwrap_or_default());
+    }
+    Ok(Value::Array(figs))
 }
 
 /// Write the result to the data port, framed so the host can tell a complete document

@@ -9,6 +9,10 @@ pub struct Plan {
     /// Only boot and answer (the `--accel auto` probe).
     #[serde(default)]
     pub probe: bool,
+    /// Only set up (modules, swap, disk) and time the cost-table primitives, no reps:
+    /// the guest's own cost profile, for the model beside it (vm.py `guest_costs`).
+    #[serde(default)]
+    pub calibrate: Option<Calibrate>,
     /// The normalized scenario, as JSON text (what reclaimsim-host replays).
     #[serde(default)]
     pub scenario: String,
@@ -57,6 +61,18 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// The sizes of a calibration in the guest (reclaimsim-host's `calibrate::Sizes`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibrate {
+    /// Anonymous region of the fault, access and swap benchmarks [pages].
+    pub anon_pages: usize,
+    /// The page-cache file [pages], on the data disk (no disk: no page-cache figures).
+    pub file_pages: usize,
+    /// Repetitions of each benchmark (the median is kept).
+    pub reps: usize,
 }
 
 #[derive(Debug, Deserialize)]
