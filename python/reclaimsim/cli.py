@@ -506,7 +506,8 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
 
     Beside the counters, each workload's time rows: elapsed_ms, accesses_per_s and
     faults_per_s, wall time on the kernel and virtual time in the model (whose costs
-    --costs FILE, e.g. from `reclaimsim calibrate`, sets).
+    --costs FILE, e.g. from `reclaimsim calibrate`, sets; with --vm the guest's own
+    replace it unless --model-costs table).
     """
     from .kernelrun import kernel_run
     from .sidebyside import KernelRunError, format_report
