@@ -365,6 +365,7 @@ impl Report {
                 WorkingsetActivateFile,
                 WorkingsetRestoreAnon,
                 WorkingsetRestoreFile,
+                WorkingsetNodereclaim,
             ] {
                 stat.insert(
                     NODE_STAT_NAMES[s as usize].into(),
