@@ -14,12 +14,17 @@
 //! 3. per rep: create the cgroup tree, drop caches, snapshot /proc/vmstat, fork every
 //!    workload process into its cgroup (each replays its access sequence through the
 //!    reclaimsim-host crate, as the host kernel-run does), run the memory.reclaim writes
-//!    on their wall-clock schedule from threads of this process, wait, and read the
+//!    from threads of this process (at the access counts the plan gives, else on their
+//!    wall-clock schedule), wait, and read the
 //!    deltas: /proc/vmstat, and each cgroup's memory.stat and memory.events (new cgroups
 //!    start at zero, so their end values are the deltas);
 //! 4. write one JSON document to the second serial port (/dev/ttyS1, a file on the host)
 //!    and power off. Any error becomes `{"error": ...}` there; the host also has the
 //!    console (ttyS0) for a panic.
+//!
+//! A calibration plan (`calibrate`, vm.py `guest_costs`) does steps 1 and 2 and then,
+//! instead of reps, times `reclaimsim calibrate`'s benchmarks in the guest: the figures
+//! the host turns into the guest's own cost profile for the model beside it.
 
 mod plan;
 mod rep;
