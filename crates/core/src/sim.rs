@@ -286,6 +286,7 @@ impl Sim {
             track_draining: false,
             pfn_vecs: Vec::new(),
             lines: crate::mm::lru_lines::LineTracker::new(cpu_node.clone()),
+            radix_tree_node_cachep: Default::default(),
             trace: Default::default(),
             stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len, lruvecs_len),
             stat_pending: Default::default(),

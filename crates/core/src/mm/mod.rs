@@ -18,6 +18,7 @@
 //! | `swapfile.rs`    | mm/swapfile.c, swap_state.c    | swap slots and the swap cache's slot table, folio_free_swap |
 //! | `swap_state.rs`  | mm/swap_state.c                | a folio leaving the swap cache, swap readahead (cluster and VMA) |
 //! | `shmem.rs`       | mm/shmem.c                     | which shmem swap-ins read ahead (shmem_swapin_folio) |
+//! | `slub.rs`        | mm/slub.c                      | the radix_tree_node slabs shadow nodes live in, discard |
 //! | `memcontrol.rs`  | mm/memcontrol.c, page_counter.c| memcg tree, charge, protection, iteration, stats    |
 //! | `memory.rs`      | mm/memory.c                    | the anon and swap page-fault paths, zap_pte_range   |
 //! | `fork.rs`        | kernel/fork.c, mm/memory.c     | dup_mmap, copy_page_range (copy-on-write sharing)   |
@@ -49,6 +50,7 @@ pub mod page_alloc;
 pub mod rmap;
 pub mod sampled_access;
 pub mod shmem;
+pub mod slub;
 pub mod swap;
 pub mod swap_state;
 pub mod swapfile;
@@ -291,7 +293,7 @@ impl File {
         let mut span = pages.max(1);
         loop {
             span = span.div_ceil(1 << XA_CHUNK_SHIFT);
-            xa_nodes.push(vec![false; span]);
+            xa_nodes.push(vec![slub::NO_SLAB; span]);
             if span == 1 {
                 break;
             }
@@ -330,9 +332,9 @@ impl File {
         loop {
             span = span.div_ceil(1 << XA_CHUNK_SHIFT);
             if level == self.xa_nodes.len() {
-                self.xa_nodes.push(vec![false; span]);
+                self.xa_nodes.push(vec![slub::NO_SLAB; span]);
             } else if self.xa_nodes[level].len() < span {
-                self.xa_nodes[level].resize(span, false);
+                self.xa_nodes[level].resize(span, slub::NO_SLAB);
             }
             level += 1;
             if span == 1 {
@@ -363,7 +365,7 @@ impl File {
     pub fn xa_missing(&self, index: u32) -> u64 {
         let mut n = 0;
         for (level, nodes) in self.xa_nodes.iter().enumerate() {
-            if nodes[index as usize >> (XA_CHUNK_SHIFT as usize * (level + 1))] {
+            if nodes[index as usize >> (XA_CHUNK_SHIFT as usize * (level + 1))] != slub::NO_SLAB {
                 break;
             }
             n += 1;
@@ -372,17 +374,43 @@ impl File {
     }
 
     /// xas_create() for `index`: the xarray nodes the store must allocate (the node holding
-    /// the entry and any missing ancestors), marked present.
-    pub fn xa_create(&mut self, index: u32) -> u64 {
+    /// the entry and any missing ancestors), each from `cachep` on `node`.
+    pub fn xa_create(&mut self, index: u32, cachep: &mut slub::KmemCache, node: u32) -> u64 {
         let mut new = 0;
         for (level, nodes) in self.xa_nodes.iter_mut().enumerate() {
             let i = index as usize >> (XA_CHUNK_SHIFT as usize * (level + 1));
-            if std::mem::replace(&mut nodes[i], true) {
+            if nodes[i] != slub::NO_SLAB {
                 break; // present, and so are its ancestors
             }
+            nodes[i] = cachep.alloc(node);
             new += 1;
         }
         new
+    }
+
+    /// xas_delete_node() after shadow_lru_isolate emptied leaf `leaf`: the leaf is freed,
+    /// then each ancestor left with no child. Returns (nodes freed, slab pages freed).
+    pub fn xa_delete_leaf(&mut self, leaf: u32, cachep: &mut slub::KmemCache) -> (u64, u64) {
+        let (mut nodes, mut pages) = (0, 0);
+        let mut i = leaf as usize;
+        for level in 0..self.xa_nodes.len() {
+            if level > 0 {
+                let children = &self.xa_nodes[level - 1];
+                let first = i << XA_CHUNK_SHIFT;
+                let last = (first + (1 << XA_CHUNK_SHIFT)).min(children.len());
+                if children[first..last].iter().any(|&c| c != slub::NO_SLAB) {
+                    break;
+                }
+            }
+            let slab = std::mem::replace(&mut self.xa_nodes[level][i], slub::NO_SLAB);
+            if slab == slub::NO_SLAB {
+                break;
+            }
+            pages += cachep.free(slab);
+            nodes += 1;
+            i >>= XA_CHUNK_SHIFT;
+        }
+        (nodes, pages)
     }
 }
 
@@ -458,9 +486,11 @@ pub struct File {
     pub cache: Vec<u64>,
     /// The page cache's leaf xarray nodes (their place on the shadow-node list).
     pub leaves: XaLeaves,
-    /// The page-cache xarray's nodes that exist, per level (0 = the nodes holding the
-    /// entries, each covering 64 indices); a node lives while any entry below it does.
-    pub xa_nodes: Vec<Vec<bool>>,
+    /// The page-cache xarray's nodes, per level (0 = the nodes holding the entries, each
+    /// covering 64 indices): the radix_tree_node slab each sits in (slub.rs), NO_SLAB
+    /// where there is none. A node lives until the shadow shrinker frees it or, for an
+    /// upper node, its last child.
+    pub xa_nodes: Vec<Vec<u32>>,
     pub memcg: MemcgId,
     /// file_ra_state.prev_pos of the open file reading it, in pages: the page the last
     /// read() ended in (u32::MAX before the first). Each file is opened once, by its
@@ -557,6 +587,8 @@ pub struct Mm {
     pub pfn_vecs: Vec<Vec<Pfn>>,
     /// The cache lines list operations write under lru_lock, and their last writers.
     pub lines: lru_lines::LineTracker,
+    /// radix_tree_node_cachep: the slabs the page cache's xarray nodes sit in.
+    pub radix_tree_node_cachep: slub::KmemCache,
     /// The kernel version's modeled rules (kernel.version, then kernel.rules), read
     /// where their paths run.
     pub rules: crate::versions::Rules,
@@ -692,6 +724,41 @@ impl Mm {
         mc.vm_events[ev as usize] += n;
         mc.stats_updates += n;
         self.stats_updates += n;
+    }
+}
+
+#[cfg(test)]
+mod xarray_nodes {
+    use super::slub::{KmemCache, NO_SLAB};
+    use super::File;
+
+    #[test]
+    fn a_leaf_freed_takes_its_ancestors_once_they_have_no_child() {
+        // 64 * 64 * 2 = 8192 pages: 128 leaves, 2 nodes above them, 1 root.
+        let mut f = File::new(8192, 1, None);
+        let mut c = KmemCache::default();
+        assert_eq!(
+            f.xa_nodes.iter().map(Vec::len).collect::<Vec<_>>(),
+            [128, 2, 1]
+        );
+        // A store at index 0 creates the leaf, its parent and the root; one at 64 only
+        // its leaf; one at 4096 its leaf and the second parent.
+        assert_eq!(f.xa_missing(0), 3);
+        assert_eq!(f.xa_create(0, &mut c, 0), 3);
+        assert_eq!(f.xa_create(64, &mut c, 0), 1);
+        assert_eq!((f.xa_missing(4096), f.xa_create(4096, &mut c, 0)), (2, 2));
+        assert_eq!(c.nr_objects(), 6);
+        // Leaf 0 goes; its parent still has leaf 1.
+        assert_eq!(f.xa_delete_leaf(0, &mut c).0, 1);
+        assert_ne!(f.xa_nodes[1][0], NO_SLAB);
+        // Leaf 1 goes, and with it parent 0; the root keeps parent 1.
+        assert_eq!(f.xa_delete_leaf(1, &mut c).0, 2);
+        assert_eq!((f.xa_nodes[1][0], f.xa_missing(0)), (NO_SLAB, 2));
+        // Leaf 64 goes with parent 1 and the root: nothing is left.
+        assert_eq!(f.xa_delete_leaf(64, &mut c).0, 3);
+        assert_eq!((c.nr_objects(), f.xa_missing(0)), (0, 3));
+        // One slab held all six, and it is the cpu slab: no page came back.
+        assert_eq!(c.nr_slabs(), 1);
     }
 }
 

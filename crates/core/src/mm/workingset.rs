@@ -103,11 +103,12 @@ impl Mm {
     }
 
     /// shadow_lru_isolate() for up to `nr` of `m`'s oldest shadow nodes: their shadow
-    /// entries are dropped, the node is freed (a page-cache node's slab uncharged) and
-    /// counted in WORKINGSET_NODERECLAIM. The root's list also holds the swap cache's
-    /// leaves (swap_state.rs). Returns how many nodes were freed.
-    pub fn scan_shadow_nodes(&mut self, m: MemcgId, nr: u64) -> u64 {
-        let mut freed = 0;
+    /// entries are dropped, the node is freed (a page-cache node's slab object uncharged,
+    /// and its ancestors left empty with it) and counted in WORKINGSET_NODERECLAIM. The
+    /// root's list also holds the swap cache's leaves (swap_state.rs). Returns how many
+    /// list nodes were freed and how many slab pages their frees released (slub.rs).
+    pub fn scan_shadow_nodes(&mut self, m: MemcgId, nr: u64) -> (u64, u64) {
+        let (mut freed, mut slab_pages) = (0, 0);
         let mut scanned = 0;
         while scanned < nr {
             let Some((file, leaf, gen)) = self.memcgs[m as usize].shadow_nodes.pop_front() else {
@@ -126,24 +127,20 @@ impl Mm {
                 if !self.files[file as usize].leaf_shadow_only(leaf, gen) {
                     continue; // stale: the leaf holds a page again, or left and rejoined
                 }
-                self.page_cache_drop_shadows(file, leaf);
-                self.memcg_kmem_uncharge(
-                    m,
-                    super::memcontrol::XA_NODE_SIZE,
-                    super::memcontrol::KmemKind::SlabReclaimable,
-                );
+                slab_pages += self.page_cache_drop_shadows(file, leaf, m);
             }
             scanned += 1;
             let lv = self.lruvec_of(m, 0) as usize;
             self.lruvecs[lv].mod_state(NodeStat::WorkingsetNodereclaim, 1);
             freed += 1;
         }
-        freed
+        (freed, slab_pages)
     }
 
-    /// shadow_lru_isolate() of the page-cache leaf `leaf` of `file`: its shadows are
-    /// dropped and the node freed.
-    fn page_cache_drop_shadows(&mut self, file: u32, leaf: u32) {
+    /// shadow_lru_isolate() of the page-cache leaf `leaf` of `file` on `m`'s list: its
+    /// shadows are dropped and the node freed with any ancestor it leaves empty
+    /// (xa_delete_node), each object uncharged. Returns the slab pages freed.
+    fn page_cache_drop_shadows(&mut self, file: u32, leaf: u32, m: MemcgId) -> u64 {
         let first = leaf << super::XA_CHUNK_SHIFT;
         let end = (first + (1 << super::XA_CHUNK_SHIFT))
             .min(self.files[file as usize].cache.len() as u32);
@@ -152,7 +149,18 @@ impl Mm {
                 self.page_cache_store(file, i, 0);
             }
         }
-        self.files[file as usize].xa_nodes[0][leaf as usize] = false;
+        let Mm {
+            files,
+            radix_tree_node_cachep,
+            ..
+        } = self;
+        let (nodes, pages) = files[file as usize].xa_delete_leaf(leaf, radix_tree_node_cachep);
+        self.memcg_kmem_uncharge(
+            m,
+            nodes * super::memcontrol::XA_NODE_SIZE,
+            super::memcontrol::KmemKind::SlabReclaimable,
+        );
+        pages
     }
 
     /// workingset_age_nonresident(): advance the clock of `lv` and every ancestor's lruvec on
@@ -265,7 +273,7 @@ impl Sim {
         let mut scanned = 0;
         while total_scan >= SHRINK_BATCH || total_scan >= freeable {
             let n = total_scan.min(SHRINK_BATCH);
-            let freed = mm.scan_shadow_nodes(m, n);
+            let (freed, _) = mm.scan_shadow_nodes(m, n);
             self.e.charge(freed * self.c.list_op);
             total_scan -= n;
             scanned += n;
