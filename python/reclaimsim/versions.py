@@ -22,9 +22,9 @@ def names() -> list[str]:
 
 
 def rules_in_force(norm: dict) -> dict[str, bool]:
-    """Every rule of the registry, on or off in the validated scenario `norm`: a modeled
-    rule or one not modeled yet as its kernel.version has it unless kernel.rules sets it,
-    a switch as its [variants] has it (the core fills a switch from the version)."""
+    """Every rule of the registry, on or off in the validated scenario `norm`: a rule as
+    its kernel.version has it unless kernel.rules sets it, a switch as its [variants] has
+    it (the core fills a switch from the version)."""
     kernel = norm["kernel"]
     version, chosen = kernel["version"], kernel.get("rules") or {}
     out = {}
@@ -57,8 +57,6 @@ def format_differing_rules(rows: list[dict]) -> list[str]:
              f"{'rule':<{w}} {'kind':<11} {'A':>3} {'B':>3}  commit"]
     for r in rows:
         lines.append(f"{r['name']:<{w}} {r['kind']:<11} {yes(r['a']):>3} {yes(r['b']):>3}  {r['commit']}")
-    if any(r["kind"] == "not modeled" for r in rows):
-        lines.append("rules marked `not modeled` differ between the kernels but run the same in the model (docs/versions.md)")
     return lines
 
 
@@ -101,7 +99,7 @@ def model_of_kernel(scenario: dict, release: str, notes: list, version: str | No
 
 def format_versions(version: str | None = None) -> str:
     """Without `version`: the versions and, per rule, which have it. With one: the rules
-    in force on it and the differences it lacks or the model does not have yet."""
+    in force on it and those it lacks."""
     reg = registry()
     vs = [v["name"] for v in reg["versions"]]
     if version is None:
@@ -123,15 +121,13 @@ def format_versions(version: str | None = None) -> str:
     src = next(v["source"] for v in reg["versions"] if v["name"] == version)
     out = [f"kernel {version} ({src})", ""]
     for title, pick in [
-        ("rules in force (modeled)", lambda r: r["kind"] != "not modeled" and version in r["versions"]),
-        ("rules it lacks (modeled: the other form runs)", lambda r: r["kind"] != "not modeled" and version not in r["versions"]),
-        ("differences the model does not have yet (it runs the 6.18 form)", lambda r: r["kind"] == "not modeled"),
+        ("rules in force", lambda r: version in r["versions"]),
+        ("rules it lacks (the other form runs)", lambda r: version not in r["versions"]),
     ]:
         rows = [r for r in reg["rules"] if pick(r)]
         out.append(f"{title}:")
         for r in rows or [{"name": "(none)", "commit": "", "what": "", "kind": "", "at": "", "versions": []}]:
-            has = "" if r["kind"] != "not modeled" else f" [in {version}: {'yes' if version in r['versions'] else 'no'}]"
-            out.append(f"  {r['name']}{has}")
+            out.append(f"  {r['name']}")
             for part in (r["commit"], r["what"]):
                 if part:
                     out += textwrap.wrap(part, 88, initial_indent="      ", subsequent_indent="      ")

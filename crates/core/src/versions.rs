@@ -11,14 +11,15 @@
 //! be set alone (`kernel.rules.NAME = true|false`) to ask which kernel change moved a
 //! result.
 //!
-//! Three kinds of rule:
+//! Two kinds of rule:
 //! - `Effect::Rule`: a behavior the model has in both forms, chosen by the version.
 //! - `Effect::Switch`: a seed switch (variant.rs) that is a kernel's own behavior; the
 //!   version gives the switch its default, and an explicit setting (in `[variants]`)
 //!   overrides it.
-//! - `Effect::NotModeled`: a difference the source review found in the modeled paths that
-//!   the model does not reproduce yet; listed so that `reclaimsim versions V` and
-//!   docs/versions.md say what a version's run does not have.
+//!
+//! Every difference the source review found in the modeled paths is one of these; one
+//! the model cannot yet reproduce belongs in docs/versions.md's list of what is left, not
+//! in the registry, so that every name here can be set.
 //!
 //! Sources: each version's mm/vmscan.c, workingset.c, swap.c (folio.c in 7.3),
 //! memcontrol.c, rmap.c, swap_state.c, swapfile.c, page_alloc.c and mm_inline.h, diffed
@@ -131,8 +132,6 @@ pub enum Effect {
     Rule { at: &'static str },
     /// The version's default of this seed switch (variant.rs).
     Switch,
-    /// Found in the source, not modeled yet.
-    NotModeled,
 }
 
 /// One behavioral difference between the versions.
@@ -477,11 +476,11 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/lru_gen/aging.rs folio_update_gen; walk.rs walk_update_folio, lru_gen_check_references; mm/vmscan.rs shrink_one_folio" },
     },
     Rule {
-        name: "reclaim_slab_credit",
-        commit: "\"mm: vmscan: ignore non-LRU-based reclaim in memcg reclaim\" (Yosry Ahmed, v6.5; id not verified)",
+        name: "reclaim_slab_credit_root_only",
+        commit: "\"mm: vmscan: ignore non-LRU-based reclaim in memcg reclaim\" (Yosry Ahmed, v6.5; mainline id not verified: mm-tree logs list it under two ids)",
         has: [N, Y, Y, Y],
-        what: "slab pages freed during reclaim count toward nr_reclaimed for root reclaim only (6.1: every reclaim); the model credits none",
-        effect: Effect::NotModeled,
+        what: "slab pages a reclaimer frees (shadow nodes' slabs) count toward nr_reclaimed for root reclaim only (flush_reclaim_state); before, shrink_node added reclaim_state->reclaimed_slab for every reclaim, memcg limit and memory.reclaim included",
+        effect: Effect::Rule { at: "mm/vmscan.rs flush_reclaim_state" },
     },
     Rule {
         name: "swap_shadow_nodes_shrinkable",
@@ -647,6 +646,9 @@ modeled_rules! {
     /// shmem_swapin_skip_swapcache: a shmem swap-in from a synchronous device reads one
     /// page (else swap_cluster_readahead on every device).
     shmem_swapin_skip_swapcache,
+    /// reclaim_slab_credit_root_only: flush_reclaim_state credits freed slab pages to root
+    /// reclaim only (else to every reclaim, 6.1).
+    reclaim_slab_credit_root_only,
 }
 
 impl Default for Rules {
@@ -677,13 +679,9 @@ pub fn rule(name: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.name == name)
 }
 
-/// The names a scenario's `kernel.rules` may set: the modeled rules and the switches.
+/// The names a scenario's `kernel.rules` may set: every rule and switch.
 pub fn settable() -> Vec<&'static str> {
-    RULES
-        .iter()
-        .filter(|r| r.effect != Effect::NotModeled)
-        .map(|r| r.name)
-        .collect()
+    RULES.iter().map(|r| r.name).collect()
 }
 
 /// Give each switch that is a kernel's own behavior (an `Effect::Switch` rule) its
@@ -736,7 +734,6 @@ pub fn registry_json() -> String {
             let (kind, at) = match r.effect {
                 Effect::Rule { at } => ("rule", at),
                 Effect::Switch => ("switch", "variant.rs (the switch's default)"),
-                Effect::NotModeled => ("not modeled", ""),
             };
             let has: Vec<&str> = VERSIONS.iter().filter(|v| r.in_version(**v)).map(|v| v.name()).collect();
             serde_json::json!({"name": r.name, "commit": r.commit, "what": r.what, "kind": kind, "at": at, "versions": has})

@@ -509,7 +509,9 @@ fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
     // the freeable count: nothing scanned, all deferred. Call 3: 98 + 49 = 147: one
     // batch of 128 walks the list and frees all 100 nodes.
     for (call, freed) in [(1, 0), (2, 0), (3, 100)] {
-        run_probe(&s, 0, 0, move |s| async move { s.shrink_slab(A, 0) });
+        run_probe(&s, 0, 0, move |s| async move {
+            s.shrink_slab(A, 0);
+        });
         assert_eq!(nodereclaim(&s), freed, "after call {call}");
     }
     assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 0);
@@ -540,7 +542,9 @@ fn shadow_nodes_freed_after_a_flush(version: &str, at: u64) -> i64 {
     });
     assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 100);
     for _ in 0..3 {
-        run_probe(&s, 0, at, move |s| async move { s.shrink_slab(A, 0) });
+        run_probe(&s, 0, at, move |s| async move {
+            s.shrink_slab(A, 0);
+        });
     }
     let mm = s.mm.borrow();
     mm.lruvecs[lv as usize].stat[NodeStat::WorkingsetNodereclaim as usize]
@@ -563,6 +567,72 @@ fn the_shadow_shrinker_weighs_the_nodes_against_the_flushed_lru_sizes() {
     assert_eq!(shadow_nodes_freed_after_a_flush("6.18", 5_000_000_000), 100);
 }
 
+/// 6400 file pages of /a, one file (100 leaves, 2 nodes above them and the root: 103
+/// xarray nodes), all reclaimed at `version`, then three reclaim passes of `target` at
+/// priority 0, 5 s later (statistics flushed on every version). Returns the passes'
+/// nr_reclaimed, the slab pages their shadow shrinker freed, /a's slab bytes left and the
+/// radix_tree_node slabs left.
+fn slab_credit(version: &str, target: u16) -> (u64, u64, u64, u64) {
+    let s = machine("1G", None, &format!("version = \"{version}\""));
+    s.fixture_file_folios(A, 0, 6400, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(6400, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    let out = Rc::new(std::cell::Cell::new((0, 0)));
+    let o = out.clone();
+    run_probe(&s, 0, 5_000_000_000, move |s| async move {
+        let mut sc = ScanControl::new(32, Some(target), false);
+        sc.priority = 0;
+        let mut emptied = 0;
+        for _ in 0..3 {
+            s.shrink_node(0, &mut sc).await;
+            emptied += s.mm.borrow().memcgs[A as usize].shadow_nodes.is_empty() as u64;
+        }
+        o.set((sc.nr_reclaimed, emptied));
+    });
+    let (reclaimed, emptied) = out.get();
+    assert!(emptied > 0, "the shrinker did not empty the list");
+    let mm = s.mm.borrow();
+    let c = &mm.radix_tree_node_cachep;
+    (
+        reclaimed,
+        c.nr_objects(),
+        mm.memcgs[A as usize].slab_reclaimable_bytes,
+        c.nr_slabs(),
+    )
+}
+
+#[test]
+fn slab_pages_the_shadow_shrinker_frees_count_as_reclaimed_by_version() {
+    // The 103 nodes were allocated in index order, 14 to a 2-page slab: slab 0 holds leaf
+    // 0, the first upper node, the root and leaves 1-11; slabs 1-3 leaves 12-53; slab 4
+    // leaves 54-64, the second upper node (allocated with leaf 64) and leaves 65-66;
+    // slabs 5-6 leaves 67-94; slab 7, the cpu slab, leaves 95-99. The shrinker frees
+    // the leaves oldest first (0..99), each upper node with its last leaf, the root last.
+    // Slabs 1, 2 and 3 empty with 2, 3 and 4 partial slabs on the node (fewer than
+    // min_partial, 5): kept. Slabs 5 and 6 empty with 6: discarded, 4 pages. Leaf 99 frees
+    // the second upper node, emptying slab 4 among 6 partial slabs: discarded, 2 pages.
+    // The root empties slab 0 among 4: kept. The cpu slab stays. 6 pages, 5 slabs left.
+    // 6.1 credits them to every reclaim; from 6.5 only root reclaim counts them. Nothing
+    // is left on the LRU, so the slab pages are all that is reclaimed.
+    for (version, target, credited) in [
+        ("6.1", A, 6),
+        ("6.12", A, 0),
+        ("6.12", 0, 6),
+        ("6.18", 0, 6),
+    ] {
+        let (reclaimed, objects, slab_bytes, slabs) = slab_credit(version, target);
+        assert_eq!(
+            (reclaimed, objects, slab_bytes, slabs),
+            (credited, 0, 0, 5),
+            "{version} target {target}"
+        );
+    }
+}
+
 /// 6400 anon pages of /a swapped out to zram at `version`, then the shadow shrinker run
 /// twice for /a and twice for the root at priority 0, then page 7 swapped back in. Returns
 /// the root's shadow nodes before, its WORKINGSET_NODERECLAIM after each call, and /a's
@@ -583,7 +653,9 @@ fn swap_shadows_at(version: &str) -> (u64, Vec<i64>, i64, u64) {
     let root_lv = s.mm.borrow().lruvec_of(0, 0);
     let mut nodereclaim = Vec::new();
     for m in [A, A, 0, 0] {
-        run_probe(&s, 0, 0, move |s| async move { s.shrink_slab(m, 0) });
+        run_probe(&s, 0, 0, move |s| async move {
+            s.shrink_slab(m, 0);
+        });
         let mm = s.mm.borrow();
         nodereclaim
             .push(mm.lruvecs[root_lv as usize].stat[NodeStat::WorkingsetNodereclaim as usize]);

@@ -1,7 +1,7 @@
 //! Kernel versions: a version is the set of its rules, each rule moves a run where its
 //! path runs, and names outside the registry are refused.
 
-use reclaimsim_core::versions::{Effect, KernelVersion, Rules, RULES};
+use reclaimsim_core::versions::{KernelVersion, Rules, RULES};
 use reclaimsim_core::Scenario;
 use std::sync::LazyLock;
 
@@ -99,7 +99,6 @@ fn a_version_is_its_rules() {
     // 6.12 with every rule set as 6.18 has it runs as 6.18, byte for byte.
     let as_618: Vec<(&str, bool)> = RULES
         .iter()
-        .filter(|r| r.effect != Effect::NotModeled)
         .map(|r| (r.name, r.in_version(KernelVersion::V6_18)))
         .collect();
     let a = run(&MGLRU, "6.12", &as_618);
@@ -236,22 +235,19 @@ fn the_lru_batches_of_6_1_hold_15_folios() {
 }
 
 #[test]
-fn rules_outside_the_registry_or_not_modeled_are_refused() {
-    for (name, want) in [
-        ("no_such_rule", "no such rule"),
-        ("reclaim_slab_credit", "does not have yet"),
-    ] {
-        let t = MGLRU
-            .replace("VERSION", "6.12")
-            .replace("RULES", &format!("rules.{name} = true"));
-        let e = Scenario::from_toml(&t).expect_err(name).to_string();
-        assert!(
-            e.starts_with(&format!("scenario.kernel.rules.{name}:"))
-                && e.contains(want)
-                && e.contains("mglru_aging_feedback_rework"),
-            "{e}"
-        );
-    }
+fn rules_outside_the_registry_are_refused() {
+    let t = MGLRU
+        .replace("VERSION", "6.12")
+        .replace("RULES", "rules.no_such_rule = true");
+    let e = Scenario::from_toml(&t)
+        .expect_err("no_such_rule")
+        .to_string();
+    assert!(
+        e.starts_with("scenario.kernel.rules.no_such_rule:")
+            && e.contains("no such rule")
+            && e.contains("mglru_aging_feedback_rework"),
+        "{e}"
+    );
     let t = MGLRU.replace("VERSION", "6.5").replace("RULES", "");
     let e = Scenario::from_toml(&t).expect_err("6.5").to_string();
     assert!(

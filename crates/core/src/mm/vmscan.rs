@@ -114,6 +114,10 @@ pub struct ScanControl {
     /// Pages taken off the LRUs by isolate in this shrink_node pass (sc->nr.taken).
     pub nr_taken: u64,
     pub nr_writeback: u64,
+    /// sc->reclaim_state.reclaimed (reclaimed_slab in 6.1), where current->reclaim_state
+    /// points: pages this reclaimer freed outside the LRUs (discarded slabs, slub.rs),
+    /// until flush_reclaim_state adds them to nr_reclaimed.
+    pub reclaim_state: u64,
     /// current->plug: while Some, swap writes (their folios already under writeback) are
     /// held here instead of reaching the device, until blk_finish_plug, a sleep, or
     /// BLK_MAX_REQUEST_COUNT of them (blk_start_plug in shrink_lruvec).
@@ -151,6 +155,7 @@ impl ScanControl {
             nr_reclaimed: 0,
             nr_taken: 0,
             nr_writeback: 0,
+            reclaim_state: 0,
             plug: None,
         }
     }
@@ -159,6 +164,13 @@ impl ScanControl {
     #[inline]
     pub fn cgroup_reclaim(&self) -> bool {
         self.target.is_some()
+    }
+
+    /// root_reclaim(): global reclaim, or reclaim on behalf of the root memcg
+    /// (memory.reclaim on the root).
+    #[inline]
+    pub fn root_reclaim(&self) -> bool {
+        matches!(self.target, None | Some(0))
     }
 
     /// The memcg a walk starts from (root for global reclaim).
@@ -1419,7 +1431,7 @@ impl Sim {
                 mm.lruvec_of(memcg, node)
             };
             self.shrink_lruvec(lv, sc).await;
-            self.shrink_slab(memcg, sc.priority);
+            sc.reclaim_state += self.shrink_slab(memcg, sc.priority);
             if self.current_killed() {
                 break;
             }
@@ -1440,12 +1452,26 @@ impl Sim {
         sc.nr_writeback = 0;
         self.prepare_scan_control(node, sc).await;
         self.shrink_node_memcgs(node, sc).await;
+        self.flush_reclaim_state(sc);
         self.after_reclaim_pass();
         let mut mm = self.mm.borrow_mut();
         if sc.nr_reclaimed > before {
             mm.nodes[node as usize].kswapd_failures = 0;
         } else if sc.cache_trim_mode {
             sc.cache_trim_mode_failed = true;
+        }
+    }
+
+    /// flush_reclaim_state(): the pages this reclaimer freed outside the LRUs since the
+    /// last flush (slab pages, slub.rs) join nr_reclaimed. From 6.5 (rule
+    /// reclaim_slab_credit_root_only) only for root reclaim: a memcg's reclaim cannot tell
+    /// the slab pages it freed from other memcgs' objects. 6.1 added reclaimed_slab in
+    /// shrink_node for every reclaim. Called where the kernel calls it: after
+    /// shrink_node_memcgs, and after each memcg in MGLRU's shrink_one.
+    pub fn flush_reclaim_state(&self, sc: &mut ScanControl) {
+        let pages = std::mem::take(&mut sc.reclaim_state);
+        if !self.rules().reclaim_slab_credit_root_only || sc.root_reclaim() {
+            sc.nr_reclaimed += pages;
         }
     }
 
@@ -1774,6 +1800,13 @@ struct PutbackNote {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn root_reclaim_is_global_or_the_root_memcg() {
+        assert!(ScanControl::new(32, None, false).root_reclaim());
+        assert!(ScanControl::new(32, Some(0), false).root_reclaim());
+        assert!(!ScanControl::new(32, Some(3), false).root_reclaim());
+    }
 
     #[test]
     fn a_mapped_folio_met_young_while_isolated_is_kept_before_6_14() {

@@ -260,26 +260,31 @@ impl Sim {
     /// shrink_slab() for `m` at `priority`, which here runs the one shrinker modeled, the
     /// shadow nodes' (do_shrink_slab with seeks = 0: half the excess per call, plus
     /// deferred work scaled down by the priority, capped at twice the excess, scanned in
-    /// batches of SHRINK_BATCH; what is left is deferred to the next call).
-    pub fn shrink_slab(&self, m: MemcgId, priority: i32) {
+    /// batches of SHRINK_BATCH; what is left is deferred to the next call). Returns the
+    /// slab pages the freed nodes released, which the kernel's slab allocator counts in
+    /// current->reclaim_state (the caller adds them to its sc.reclaim_state).
+    pub fn shrink_slab(&self, m: MemcgId, priority: i32) -> u64 {
         let mut mm = self.mm.borrow_mut();
         let freeable = mm.count_shadow_nodes(m, self.e.now());
         if freeable == 0 {
-            return;
+            return 0;
         }
         let nr = std::mem::take(&mut mm.memcgs[m as usize].shadow_deferred);
         let delta = freeable / 2;
         let mut total_scan = ((nr >> priority.clamp(0, 63)) + delta).min(2 * freeable);
         let mut scanned = 0;
+        let mut slab_pages = 0;
         while total_scan >= SHRINK_BATCH || total_scan >= freeable {
             let n = total_scan.min(SHRINK_BATCH);
-            let (freed, _) = mm.scan_shadow_nodes(m, n);
+            let (freed, pages) = mm.scan_shadow_nodes(m, n);
             self.e.charge(freed * self.c.list_op);
+            slab_pages += pages;
             total_scan -= n;
             scanned += n;
         }
         mm.memcgs[m as usize].shadow_deferred =
             (nr + delta).saturating_sub(scanned).min(2 * freeable);
+        slab_pages
     }
 
     /// workingset_refault(): a folio is being faulted or read back in; `shadow` is what its

@@ -141,14 +141,10 @@ impl Scenario {
         for name in self.kernel.rules.keys() {
             let allowed = crate::versions::settable();
             if !allowed.contains(&name.as_str()) {
-                let why = match crate::versions::rule(name) {
-                    Some(_) => "a difference between versions that the model does not have yet",
-                    None => "no such rule",
-                };
                 return Err(Error::scenario(
                     format!("scenario.kernel.rules.{name}"),
                     format!(
-                        "{why}; allowed: {} (`reclaimsim versions` lists them)",
+                        "no such rule; allowed: {} (`reclaimsim versions` lists them)",
                         allowed.join(", ")
                     ),
                 ));

@@ -980,7 +980,8 @@ impl Sim {
             }
         }
         let aged = self.try_to_shrink_lruvec(lv, sc).await;
-        self.shrink_slab(memcg, sc.priority);
+        sc.reclaim_state += self.shrink_slab(memcg, sc.priority);
+        self.flush_reclaim_state(sc);
         if aged {
             return MemcgLruOp::Young;
         }
@@ -1078,7 +1079,9 @@ impl Sim {
             prev = Some(memcg);
             if let Some(lv) = self.memcg_iter_protected(target, memcg, node, sc) {
                 self.try_to_shrink_lruvec(lv, sc).await;
-                self.shrink_slab(memcg, sc.priority);
+                // The patch's shrink_one: shrink_slab, then flush_reclaim_state.
+                sc.reclaim_state += self.shrink_slab(memcg, sc.priority);
+                self.flush_reclaim_state(sc);
                 if self.mm.borrow().should_abort_scan(lv, sc) || self.current_killed() {
                     break;
                 }

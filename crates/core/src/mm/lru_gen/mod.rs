@@ -336,16 +336,6 @@ pub fn evictable_min_seq(min_seq: [u64; ANON_AND_FILE], swappiness: u32) -> u64 
     min_seq[first].min(min_seq[last])
 }
 
-impl ScanControl {
-    /// root_reclaim(): global reclaim, or reclaim on behalf of the root memcg
-    /// (memory.reclaim on the root). vmscan.c defines it beside cgroup_reclaim(), above
-    /// the lru_gen sections; only MGLRU's paths call it.
-    #[inline]
-    pub fn root_reclaim(&self) -> bool {
-        matches!(self.target, None | Some(0))
-    }
-}
-
 impl Mm {
     /// get_swappiness(): 0 (file only) when the reclaim may not swap or the memcg has
     /// fewer than MIN_LRU_BATCH swap slots left; else memory.reclaim's swappiness= or the
@@ -459,17 +449,5 @@ mod test_util {
             flags,
             ..Page::default()
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn root_reclaim_is_global_or_the_root_memcg() {
-        assert!(ScanControl::new(32, None, false).root_reclaim());
-        assert!(ScanControl::new(32, Some(0), false).root_reclaim());
-        assert!(!ScanControl::new(32, Some(3), false).root_reclaim());
     }
 }
