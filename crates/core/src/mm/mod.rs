@@ -748,17 +748,59 @@ mod xarray_nodes {
         assert_eq!(f.xa_create(64, &mut c, 0), 1);
         assert_eq!((f.xa_missing(4096), f.xa_create(4096, &mut c, 0)), (2, 2));
         assert_eq!(c.nr_objects(), 6);
+        // Leaf 64 goes first, with parent 1 (its only child); the root keeps parent 0.
+        assert_eq!(f.xa_delete_leaf(64, &mut c).0, 2);
+        assert_eq!((f.xa_nodes[1][1], f.xa_missing(4096)), (NO_SLAB, 2));
         // Leaf 0 goes; its parent still has leaf 1.
         assert_eq!(f.xa_delete_leaf(0, &mut c).0, 1);
         assert_ne!(f.xa_nodes[1][0], NO_SLAB);
-        // Leaf 1 goes, and with it parent 0; the root keeps parent 1.
-        assert_eq!(f.xa_delete_leaf(1, &mut c).0, 2);
-        assert_eq!((f.xa_nodes[1][0], f.xa_missing(0)), (NO_SLAB, 2));
-        // Leaf 64 goes with parent 1 and the root: nothing is left.
-        assert_eq!(f.xa_delete_leaf(64, &mut c).0, 3);
+        // Leaf 1 goes, and with it parent 0 and the root: nothing is left.
+        assert_eq!(f.xa_delete_leaf(1, &mut c).0, 3);
         assert_eq!((c.nr_objects(), f.xa_missing(0)), (0, 3));
         // One slab held all six, and it is the cpu slab: no page came back.
         assert_eq!(c.nr_slabs(), 1);
+    }
+
+    #[test]
+    fn the_pages_a_delete_returns_are_those_of_the_slabs_it_discards() {
+        // 65536 pages: 1024 leaves, 16 nodes above them, a root; all 1041 nodes in 75
+        // slabs, then every leaf freed in order, which frees everything.
+        let mut f = File::new(65536, 1, None);
+        let mut c = KmemCache::default();
+        for leaf in 0..1024 {
+            f.xa_create(leaf << 6, &mut c, 0);
+        }
+        assert_eq!((c.nr_objects(), c.nr_slabs()), (1041, 75));
+        let (mut nodes, mut pages) = (0, 0);
+        for leaf in 0..1024 {
+            let (n, p) = f.xa_delete_leaf(leaf, &mut c);
+            nodes += n;
+            pages += p;
+        }
+        assert_eq!((nodes, c.nr_objects()), (1041, 0));
+        // An emptied slab is kept only while fewer than min_partial (5) slabs are
+        // listed, and stays listed: at most 5 of them and the cpu slab are left. Every
+        // other slab's 2 pages came back through the deletes.
+        assert!(c.nr_slabs() <= 6, "{}", c.nr_slabs());
+        assert_eq!(pages, 2 * (75 - c.nr_slabs()));
+    }
+
+    #[test]
+    fn a_grown_file_has_the_levels_of_its_new_size() {
+        let lens = |f: &File| f.xa_nodes.iter().map(Vec::len).collect::<Vec<_>>();
+        let mut c = KmemCache::default();
+        let mut f = File::new(64, 1, None);
+        assert_eq!(lens(&f), [1]);
+        f.xa_create(0, &mut c, 0);
+        // 4097 pages: 65 leaves, 2 nodes above them, a root; the old leaf keeps its slab.
+        f.grow(4097);
+        assert_eq!(lens(&f), [65, 2, 1]);
+        assert_ne!(f.xa_nodes[0][0], NO_SLAB);
+        assert!(f.xa_nodes[0][1..].iter().all(|&s| s == NO_SLAB));
+        assert_eq!(f.xa_missing(4096), 3);
+        // Growing to fewer pages changes nothing.
+        f.grow(100);
+        assert_eq!(lens(&f), [65, 2, 1]);
     }
 }
 
