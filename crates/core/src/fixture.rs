@@ -89,12 +89,7 @@ impl Sim {
         p.set(PG_OWNED | flags);
         p.owner = file;
         p.index = index;
-        let crate::mm::Mm {
-            files,
-            radix_tree_node_cachep,
-            ..
-        } = &mut *mm;
-        let nodes = files[file as usize].xa_create(index, radix_tree_node_cachep, node);
+        let nodes = mm.xa_create(file, index, node);
         fixture_kmem_charge(&mut mm, memcg, nodes * crate::mm::memcontrol::XA_NODE_SIZE);
         mm.page_cache_store(file, index, crate::mm::filemap::page_entry(pfn));
         let lv = mm.folio_lruvec(pfn) as usize;

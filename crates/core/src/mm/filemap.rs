@@ -19,7 +19,7 @@
 use super::memcontrol::{KmemKind, XA_NODE_SIZE};
 use super::mm_types::*;
 use super::vmstat::NodeStat;
-use super::{Mm, Pfn};
+use super::Pfn;
 use crate::sim::Sim;
 
 const PAGE: u64 = 1 << 62;
@@ -93,12 +93,7 @@ impl Sim {
         // Another task may have created some of them while we reclaimed.
         let node = self.current_node();
         let mut mm = self.mm.borrow_mut();
-        let Mm {
-            files,
-            radix_tree_node_cachep,
-            ..
-        } = &mut *mm;
-        let created = files[file as usize].xa_create(index, radix_tree_node_cachep, node);
+        let created = mm.xa_create(file, index, node);
         mm.memcg_kmem_refund(
             memcg,
             (need - created) * XA_NODE_SIZE,

@@ -610,6 +610,17 @@ impl Mm {
         self.lru_gen_caps & (1 << lru_gen::LRU_GEN_MM_WALK) != 0
     }
 
+    /// xas_create() for `index` of `file`, its missing nodes allocated from
+    /// radix_tree_node_cachep on `node` (File::xa_create): how many were created.
+    pub fn xa_create(&mut self, file: u32, index: u32, node: u32) -> u64 {
+        let Mm {
+            files,
+            radix_tree_node_cachep,
+            ..
+        } = self;
+        files[file as usize].xa_create(index, radix_tree_node_cachep, node)
+    }
+
     /// The node a frame belongs to.
     #[inline]
     pub fn pfn_node(&self, pfn: Pfn) -> u32 {

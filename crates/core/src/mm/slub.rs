@@ -149,6 +149,7 @@ impl KmemCache {
     }
 
     /// The partial list of `node`, head first, as (slab, objects in use).
+    #[cfg(test)]
     pub fn partial_list(&self, node: u32) -> Vec<(u32, u8)> {
         let mut out = Vec::new();
         let mut s = self.nodes.get(node as usize).map_or(NO_SLAB, |n| n.head);
