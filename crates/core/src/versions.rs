@@ -472,8 +472,8 @@ pub const RULES: &[Rule] = &[
         name: "mglru_promote_second_sighting",
         commit: "\"mm/mglru: rework workingset protection\" (Yu Zhao, patch 6/7 of the v6.14 MGLRU series posted 2024-12-07; mainline id not identified: lru_gen_set_refs replaced the classic reference check under MGLRU)",
         has: [N, N, Y, Y],
-        what: "a young PTE found by the page-table walk, look-around or eviction's rmap walk only sets PG_referenced the first time (lru_gen_set_refs, folio_update_gen) and promotes or activates the second time; before, folio_update_gen promoted at the first young PTE (an isolated folio got PG_referenced), look-around activated a folio of an older generation at once, shrink_folio_list kept a mapped folio with PG_referenced, and folio_check_references took its classic form (activate on a second reference, else keep with PG_referenced)",
-        effect: Effect::Rule { at: "mm/lru_gen/aging.rs folio_update_gen; walk.rs walk_update_folio, lru_gen_check_references; mm/vmscan.rs shrink_one_folio" },
+        what: "a young PTE found by the page-table walk, look-around or eviction's rmap walk only sets PG_referenced the first time (lru_gen_set_refs, folio_update_gen) and promotes or activates the second time; before, get_pfn_folio took folios off the lists too and folio_update_gen promoted at the first young PTE (an isolated folio got PG_referenced), look-around activated a folio of an older generation at once, shrink_folio_list kept a mapped folio with PG_referenced, and folio_check_references took its classic form (activate on a second reference, else keep with PG_referenced)",
+        effect: Effect::Rule { at: "mm/lru_gen/aging.rs folio_update_gen; walk.rs get_pfn_folio, walk_update_folio, lru_gen_check_references; mm/vmscan.rs shrink_one_folio" },
     },
     Rule {
         name: "reclaim_slab_credit_root_only",

@@ -215,10 +215,13 @@ const WALK_PREFETCH: usize = 8;
 
 impl Mm {
     /// Does the folio at `pfn` belong to lruvec `lv`'s memcg and node, on its MGLRU lists
-    /// (get_pfn_folio)?
+    /// (get_pfn_folio)? Before 6.14 (rule mglru_promote_second_sighting off: 6.1, 6.12)
+    /// get_pfn_folio does not ask whether the folio is on the lists, so the walk and the
+    /// look-around also clear the young PTE of a folio reclaim has isolated, and
+    /// folio_update_gen marks it PG_referenced for shrink_folio_list.
     fn get_pfn_folio(&self, pfn: Pfn, lv: LruvecId) -> bool {
         let l = &self.lruvecs[lv as usize];
-        folio_lru_gen(&self.pages, pfn).is_some()
+        (!self.rules.mglru_promote_second_sighting || folio_lru_gen(&self.pages, pfn).is_some())
             && self.pages[pfn as usize].memcg == l.memcg
             && self.pfn_node(pfn) == l.node
     }
@@ -726,6 +729,45 @@ mod tests {
     }
 
     #[test]
+    fn walk_pte_range_meets_isolated_folios_before_6_14() {
+        // 20 anonymous folios of one process, every PTE young, pages 0..5 isolated by
+        // eviction. 6.12's get_pfn_folio does not skip a folio off the lists: the walk
+        // clears all 20 young PTEs, counts them, and folio_update_gen marks the five
+        // isolated ones PG_referenced. 6.18's skips them: 15 cleared, the five left young.
+        let run = |version: &str| {
+            let extra = format!("lru = \"mglru\"\nversion = \"{version}\"");
+            let s = crate::fixture::one_node_machine("256M", Some("256M"), &extra);
+            let (mmid, pfns) = s.fixture_anon_folios(1, 0, 20, true, 0);
+            let mut mm = s.mm.borrow_mut();
+            let lv = mm.lruvec_of(1, 0);
+            let rules = mm.rules;
+            {
+                let Mm { pages, lruvecs, .. } = &mut *mm;
+                for &p in &pfns[..5] {
+                    let l = &mut lruvecs[lv as usize];
+                    assert!(super::super::eviction::isolate_folio(
+                        pages, l, p, true, &rules
+                    ));
+                }
+            }
+            let max_seq = mm.lruvecs[lv as usize].lrugen.max_seq;
+            let mut walk = LruGenMmWalk::new(max_seq, 60, false);
+            let scan = mm.walk_pte_range(lv, mmid, 0, &mut walk);
+            let young = mm.mms[mmid as usize].ptes[..20]
+                .iter()
+                .filter(|&&v| v & pte::YOUNG != 0)
+                .count();
+            let marked = pfns[..5]
+                .iter()
+                .filter(|&&p| mm.pages[p as usize].test(PG_REFERENCED))
+                .count();
+            (scan.young, young, marked)
+        };
+        assert_eq!(run("6.12"), (20, 0, 5));
+        assert_eq!(run("6.18"), (15, 5, 0));
+    }
+
+    #[test]
     fn look_around_runs_in_every_mapping_whose_pte_is_young() {
         // Eight page-cache folios of one file, mapped by two processes, every PTE young
         // (6.18, MGLRU, no mm_walk). Eviction's check of page 0 finds it young in both
@@ -922,6 +964,79 @@ mod tests {
         assert_eq!(run("6.1", 16, 1), (0, 15, 15, 0));
         assert_eq!(run("6.12", 16, 1), (15, 0, 0, 0));
         assert_eq!(run("6.1", 8, 2), (14, 0, 0, 0));
+    }
+
+    #[test]
+    fn look_around_before_6_14_marks_the_isolated_batch() {
+        // Eight page-cache folios of one file, mapped by one process, every PTE young;
+        // eviction has isolated pages 0..4 (one batch) and checks page 0 without an
+        // mm_walk. Before 6.14 get_pfn_folio takes any folio of the memcg and node, so
+        // the look-around clears the young PTEs of isolated pages 1..3 too and marks them
+        // PG_referenced (shrink_folio_list then keeps them: "folio_update_gen() tried to
+        // promote this page?"); pages 4..7, on the lists in an older generation, are
+        // queued for activation. From 6.14 get_pfn_folio skips a folio off the lists:
+        // pages 1..3 stay young and unmarked, and pages 4..7 get PG_referenced at this
+        // first sighting (lru_gen_set_refs), none queued.
+        use crate::fixture::{Mapped, MAPPED_FILE_BASE};
+        let run = |version: &str| {
+            let extra = format!("lru = \"mglru\"\nversion = \"{version}\"");
+            let s = crate::fixture::one_node_machine("64M", None, &extra);
+            let how = Mapped {
+                exec: false,
+                mappers: 1,
+                young: true,
+            };
+            let (_, mms, pfns) = s.fixture_mapped_file_folios(1, 0, 8, how, 0);
+            {
+                let mut mm = s.mm.borrow_mut();
+                let lv = mm.lruvec_of(1, 0) as usize;
+                let rules = mm.rules;
+                let Mm { pages, lruvecs, .. } = &mut *mm;
+                for &p in &pfns[..4] {
+                    let l = &mut lruvecs[lv];
+                    assert!(super::super::eviction::isolate_folio(
+                        pages, l, p, true, &rules
+                    ));
+                }
+            }
+            let p0 = pfns[0];
+            crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+                s.lru_gen_check_references(p0, false).await;
+            });
+            let mm = s.mm.borrow();
+            let young: Vec<bool> = (1..8)
+                .map(|i| {
+                    let vpn = (MAPPED_FILE_BASE + i) as usize;
+                    mm.mms[mms[0] as usize].ptes[vpn] & pte::YOUNG != 0
+                })
+                .collect();
+            let marked: Vec<bool> = pfns[1..]
+                .iter()
+                .map(|&p| mm.pages[p as usize].test(PG_REFERENCED))
+                .collect();
+            let kept: Vec<bool> = pfns[1..4]
+                .iter()
+                .map(|&p| mm.pages[p as usize].test(PG_REFERENCED) && mm.folio_mapped(p))
+                .collect();
+            (young, marked, kept, mm.batches[0].lru_activate.len())
+        };
+        let (f, t) = (false, true);
+        for v in ["6.1", "6.12"] {
+            assert_eq!(
+                run(v),
+                (vec![f; 7], vec![t, t, t, f, f, f, f], vec![t; 3], 4),
+                "{v}"
+            );
+        }
+        assert_eq!(
+            run("6.18"),
+            (
+                vec![t, t, t, f, f, f, f],
+                vec![f, f, f, t, t, t, t],
+                vec![f; 3],
+                0
+            )
+        );
     }
 
     #[test]
