@@ -152,6 +152,54 @@ CG_STAT_COUNTERS = [
 ]
 CG_EVENTS = ["high", "max", "oom", "oom_kill"]
 
+# MGLRU: a memcg's lruvec starts at max_seq MIN_NR_GENS + 1 (lru_gen_init_lruvec) and
+# each aging (inc_max_seq) adds one, so a memcg made for the run has aged max_seq - 3
+# times on each node when the run ends.
+LRU_GEN_FIRST_MAX_SEQ = 3
+
+
+def parse_lru_gen(text: str) -> dict[tuple[str, int], int]:
+    """max_seq of each (memcg path, node) in the text of /sys/kernel/debug/lru_gen (a
+    `memcg ID PATH` line, then per node a ` node NID` line and one line per generation
+    from the oldest to max_seq, its sequence number first)."""
+    out: dict[tuple[str, int], int] = {}
+    path, node = None, None
+    for line in text.splitlines():
+        f = line.split()
+        if not f:
+            continue
+        if f[0] == "memcg":
+            path, node = (f[2] if len(f) > 2 else ""), None
+        elif f[0] == "node":
+            node = int(f[1])
+        elif path is not None and node is not None and f[0].isdigit():
+            out[(path, node)] = max(out.get((path, node), 0), int(f[0]))
+    return out
+
+
+def inc_max_seq_rows(max_seqs: dict[tuple[str, int], int], paths: list[str]) -> dict[str, int]:
+    """`inc_max_seq@PATH`: the agings of each of `paths` (max_seq - 3), summed over the
+    nodes it has generations on; none for a path the file does not list."""
+    out: dict[str, int] = {}
+    for (path, _node), seq in max_seqs.items():
+        if path in paths:
+            out[f"inc_max_seq@{path}"] = out.get(f"inc_max_seq@{path}", 0) + seq - LRU_GEN_FIRST_MAX_SEQ
+    return out
+
+
+def sim_max_seqs(lru_gen: dict | None) -> dict[tuple[str, int], int]:
+    """max_seq of each (cgroup, node) in a result's `lru_gen` table (its debugfs file at
+    the run's end)."""
+    if not lru_gen:
+        return {}
+    cols = lru_gen["columns"]
+    ci, ni, si = cols.index("cgroup"), cols.index("node"), cols.index("seq")
+    out: dict[tuple[str, int], int] = {}
+    for row in lru_gen["rows"]:
+        key = (row[ci], row[ni])
+        out[key] = max(out.get(key, 0), row[si])
+    return out
+
 
 def kernel_counters(
     processes: list[dict], vm_delta: dict, settled: dict, cg_stats: dict | None = None, names: list[str] | None = None
@@ -204,6 +252,9 @@ def sim_counters(result, per_cgroup: bool = False, names: list[str] | None = Non
                 out[f"{k}@{c['path']}"] = st.get(k, 0)
             for k in CG_EVENTS:
                 out[f"memory.events.{k}@{c['path']}"] = c["memory.events"].get(k, 0)
+    if per_cgroup:
+        paths = [c["path"] for c in result.cgroups]
+        out.update(inc_max_seq_rows(sim_max_seqs(result.data.get("lru_gen")), paths))
     out["oom_killed_processes"] = len(result.oom_kills)
     out.update(per_thread_counters([t for w in result.workloads for t in w.get("threads", [])]))
     out.update(sim_time_counters(result, names or [w["name"] for w in result.workloads]))

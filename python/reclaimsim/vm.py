@@ -43,7 +43,9 @@ from . import _core
 from .versions import model_of_kernel
 from . import debkernels
 from .debpkg import cache_dir
-from .sidebyside import KernelRunError, assemble, kernel_counters, per_access, simulate, workload_names
+from .sidebyside import (
+    KernelRunError, assemble, inc_max_seq_rows, kernel_counters, parse_lru_gen, per_access, simulate, workload_names,
+)
 from . import safefs
 from .batch import child_of_this_process
 from .safefs import RunDir, replace_atomically
@@ -741,7 +743,10 @@ def rep_counters(rep: dict, norm: dict) -> dict:
         st, ev = d.get("memory.stat", {}), d.get("memory.events", {})
         settled[cg["path"]] = (st.get("file", 0), st.get("anon", 0), st.get("kernel", 0))
         cg_stats[cg["path"]] = (st, ev)
-    return kernel_counters(rep["processes"], rep["vmstat"], settled, cg_stats, workload_names(norm))
+    c = kernel_counters(rep["processes"], rep["vmstat"], settled, cg_stats, workload_names(norm))
+    if rep.get("lru_gen"):
+        c.update(inc_max_seq_rows(parse_lru_gen(rep["lru_gen"]), list(settled)))
+    return c
 
 
 def has_proactive_counters(doc: dict) -> bool:

@@ -517,6 +517,46 @@ def test_rep_counters_keep_each_threads_hits_and_misses_beside_the_totals():
     assert rows["misses"]["comparable"]
 
 
+# /sys/kernel/debug/lru_gen as 6.1's lru_gen_seq_show prints it (memcg id and path, then
+# per node its generations, oldest first: seq, age in ms, anon and file pages).
+LRU_GEN_TEXT = """memcg     1 /
+ node     0
+          0      40113          0          0
+          1      40113          0          0
+          2      40113          0          0
+          3      40113          0          0
+memcg     2 /anon
+ node     0
+         14        150          0        512
+         15         93       1024          0
+         16         25       2048          0
+ node     1
+          4        310         16          0
+          5         12          0          0
+"""
+
+
+def test_rep_counters_count_each_memcgs_agings_from_lru_gen():
+    # A memcg made for the rep starts at max_seq 3 on each node (MIN_NR_GENS + 1) and
+    # each inc_max_seq adds one: /anon aged 16 - 3 = 13 times on node 0 and 5 - 3 = 2
+    # on node 1. The root is not one of the scenario's cgroups: no row.
+    rep = {"processes": [], "vmstat": {}, "cgroups": {"/anon": {}}, "lru_gen": LRU_GEN_TEXT}
+    c = vm.rep_counters(rep, {"cgroup": [{"path": "/anon"}]})
+    assert c["inc_max_seq@/anon"] == 15
+    assert not any(k.startswith("inc_max_seq@/") and k != "inc_max_seq@/anon" for k in c)
+    # A classic-LRU guest (or one without debugfs) sends none: no row.
+    rep["lru_gen"] = None
+    assert "inc_max_seq@/anon" not in vm.rep_counters(rep, {"cgroup": [{"path": "/anon"}]})
+    # The simulator's lru_gen table at the run's end gives the same row.
+    from reclaimsim.sidebyside import inc_max_seq_rows, sim_max_seqs
+
+    table = {"columns": ["memcg_id", "cgroup", "node", "seq", "age_ms", "nr_anon", "nr_file"],
+             "rows": [[1, "/", 0, 3, 9, 0, 0], [2, "/anon", 0, 26, 25, 0, 3], [2, "/anon", 0, 27, 15, 0, 0],
+                      [2, "/anon", 1, 3, 15, 0, 0]]}
+    assert inc_max_seq_rows(sim_max_seqs(table), ["/anon"]) == {"inc_max_seq@/anon": 24}
+    assert sim_max_seqs(None) == {}
+
+
 def test_a_kernel_that_crashes_before_its_init_is_booted_again(monkeypatch, tmp_path):
     consoles = [b"[ 1.8] Oops: int3\n[ 1.9] Kernel panic", b"[ 1.8] Oops\n", b"reclaimsim-guest: started\n"]
     calls = []

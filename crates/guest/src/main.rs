@@ -7,7 +7,7 @@
 //! carries the plan out, with no shell and no Python in the guest:
 //!
 //! 1. mount proc, sysfs, devtmpfs, a tmpfs for the live counters, cgroup2 (with the
-//!    memory controller) and the data disk (ext4, for the page-cache workloads' files);
+//!    memory controller), debugfs (where the kernel has it) and the data disk (ext4, for the page-cache workloads' files);
 //!    load the modules (zram, virtio_blk, and what they need) with finit_module;
 //! 2. set vm.* sysctls, /sys/kernel/mm/lru_gen/enabled, zram swap (a swap header written
 //!    here, then swapon);
@@ -17,7 +17,8 @@
 //!    from threads of this process (at the access counts the plan gives, else on their
 //!    wall-clock schedule), wait, and read the
 //!    deltas: /proc/vmstat, and each cgroup's memory.stat and memory.events (new cgroups
-//!    start at zero, so their end values are the deltas);
+//!    start at zero, so their end values are the deltas), and MGLRU's
+//!    /sys/kernel/debug/lru_gen (each new memcg's generations start at max_seq 3);
 //! 4. write one JSON document to the second serial port (/dev/ttyS1, a file on the host)
 //!    and power off. Any error becomes `{"error": ...}` there; the host also has the
 //!    console (ttyS0) for a panic.

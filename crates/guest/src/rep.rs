@@ -319,11 +319,15 @@ fn run_rep_in_tree(plan: &Plan, ready: &Ready) -> Result<Value, String> {
             )
         })
         .collect();
+    // MGLRU's generations as the rep left them (before the cgroups are removed): the
+    // host reads how many times each memcg's lruvecs aged. None without MGLRU or debugfs.
+    let lru_gen = std::fs::read_to_string(Path::new(sys::DEBUGFS).join("lru_gen")).ok();
     Ok(json!({
         "wall_s": wall,
         "vmstat": vmstat,
         "cgroups": cgroups,
         "processes": results,
         "reclaim_writes": writes,
+        "lru_gen": lru_gen,
     }))
 }

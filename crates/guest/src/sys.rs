@@ -45,8 +45,14 @@ pub fn mount_base() -> Result<(), String> {
     mount("devtmpfs", "/dev", "devtmpfs", "")?;
     mount("tmpfs", "/dev/shm", "tmpfs", "")?;
     mount("cgroup2", CGROOT, "cgroup2", "")?;
+    // debugfs is for MGLRU's /sys/kernel/debug/lru_gen only: a kernel without it still
+    // runs every plan.
+    let _ = mount("debugfs", DEBUGFS, "debugfs", "");
     Ok(())
 }
+
+/// Where mount_base mounts debugfs.
+pub const DEBUGFS: &str = "/sys/kernel/debug";
 
 /// Load kernel modules in order (finit_module; compressed .ko.xz/.ko.zst are
 /// decompressed by the kernel, which Debian's kernels allow).
