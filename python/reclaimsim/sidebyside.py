@@ -39,10 +39,16 @@ NOT_COMPARABLE = {
     "pgmajfault": "system-wide: counts every process's major faults (the workloads' own are major_faults)",
     "minor_faults": "the host counts faults of the runner itself (stacks, buffers) too",
 }
-# Prefix rules: counters named PREFIX@/cgroup.
+CTXT_NOT_COMPARABLE = (
+    "the model has no scheduler (each switch back in marks the process for MGLRU's walk, "
+    "lru_gen_use_mm; the model marks it whenever it runs: mm_list.rs)"
+)
+# Prefix rules: counters named PREFIX@/cgroup or PREFIX#tN.
 NOT_COMPARABLE_PREFIX = {
     "kernel@": "the kernel's count includes the runner process's own objects (task, stacks, mm), "
     "of which some outlive it",
+    "voluntary_ctxt_switches#": CTXT_NOT_COMPARABLE,
+    "nonvoluntary_ctxt_switches#": CTXT_NOT_COMPARABLE,
 }
 
 
@@ -212,6 +218,10 @@ def kernel_counters(
     threads = [t for p in processes for t in p["threads"]]
     c = {k: sum(t[k] for t in threads) for k in ("accesses", "hits", "misses", "major_faults", "minor_faults")}
     c.update(per_thread_counters(threads))
+    # How often each thread was switched out and back in (a killed one's are not known).
+    for i, t in enumerate(threads):
+        for k in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+            c[f"{k}#t{i}"] = t.get(k, 0)
     vm = dict(vm_delta)
     vm["allocstall"] = sum(v for k, v in vm_delta.items() if k.startswith("allocstall_"))
     for k in VMSTAT_COUNTERS:

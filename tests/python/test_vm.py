@@ -536,6 +536,25 @@ memcg     2 /anon
 """
 
 
+def test_rep_counters_give_each_threads_context_switches_not_compared():
+    # Each thread's switches (getrusage's ru_nvcsw and ru_nivcsw) are rows of their own; a
+    # thread the OOM killer ended has none (0). The model has no scheduler: the rows are
+    # shown, not compared.
+    t0 = {"accesses": 10, "hits": 10, "misses": 0, "major_faults": 0, "minor_faults": 0,
+          "voluntary_ctxt_switches": 7, "nonvoluntary_ctxt_switches": 2}
+    t1 = {"accesses": 10, "hits": 10, "misses": 0, "major_faults": 0, "minor_faults": 0}
+    rep = {"processes": [{"threads": [t0, t1]}], "vmstat": {}, "cgroups": {}}
+    c = vm.rep_counters(rep, {"cgroup": []})
+    assert (c["voluntary_ctxt_switches#t0"], c["nonvoluntary_ctxt_switches#t0"]) == (7, 2)
+    assert (c["voluntary_ctxt_switches#t1"], c["nonvoluntary_ctxt_switches#t1"]) == (0, 0)
+    from reclaimsim.sidebyside import assemble
+
+    report = assemble({"seed": 1}, [{"wall_s": 1.0, "counters": c}], [{}], [], 2, "k")
+    rows = {r["name"]: r for r in report["counters"]}
+    for k in ("voluntary_ctxt_switches#t0", "nonvoluntary_ctxt_switches#t1"):
+        assert not rows[k]["comparable"] and "scheduler" in rows[k]["why_not"]
+
+
 def test_rep_counters_count_each_memcgs_agings_from_lru_gen():
     # A memcg made for the rep starts at max_seq 3 on each node (MIN_NR_GENS + 1) and
     # each inc_max_seq adds one: /anon aged 16 - 3 = 13 times on node 0 and 5 - 3 = 2

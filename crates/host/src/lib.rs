@@ -119,6 +119,13 @@ pub struct ThreadStats {
     /// Wall time from the thread's start to its last access [ns] (kernel-run's elapsed
     /// time and accesses per second, beside the model's virtual runtime).
     pub elapsed_ns: u64,
+    /// Context switches of the thread from its start to its end, voluntary (it blocked)
+    /// and involuntary (preempted), as /proc/PID/status names them (getrusage's ru_nvcsw
+    /// and ru_nivcsw): after each it was switched back in. None until it ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voluntary_ctxt_switches: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nonvoluntary_ctxt_switches: Option<u64>,
     /// The CPUs the thread could run on when it started (one: pinned to its simulated
     /// CPU; see [`affinity`]).
     pub affinity: Vec<u32>,

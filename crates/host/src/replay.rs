@@ -187,6 +187,7 @@ fn replay_thread(
     clock: &mut dyn Clock,
 ) -> Result<ThreadStats, String> {
     let (maj0, min0) = thread_faults();
+    let (vol0, invol0) = thread_switches();
     let mut st = ThreadStats {
         stream: th.stream,
         log: record.then(Vec::new),
@@ -207,6 +208,9 @@ fn replay_thread(
     }
     n.update(&mut st, maj0, min0);
     live.publish(&mut st);
+    let (vol, invol) = thread_switches();
+    st.voluntary_ctxt_switches = Some(vol - vol0);
+    st.nonvoluntary_ctxt_switches = Some(invol - invol0);
     Ok(st)
 }
 
@@ -351,6 +355,19 @@ fn thread_faults() -> (u64, u64) {
     }
 }
 
+/// This thread's context switches so far, (voluntary: it blocked, involuntary: it was
+/// preempted), as getrusage's ru_nvcsw and ru_nivcsw and /proc's
+/// voluntary_ctxt_switches and nonvoluntary_ctxt_switches count them. Each is followed by
+/// a switch back in, where context_switch() calls lru_gen_use_mm for the process.
+fn thread_switches() -> (u64, u64) {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
+    }
+}
+
 /// An anonymous private mapping, unmapped on drop.
 pub(crate) struct Mapping {
     pub(crate) base: *mut u8,
@@ -455,4 +472,20 @@ fn on_cpu(
     let mut st = body()?;
     st.affinity = allowed;
     Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_that_sleeps_is_switched_out_each_time() {
+        // Each nanosleep blocks the thread: a voluntary context switch (ru_nvcsw), then a
+        // switch back in.
+        let (before, _) = thread_switches();
+        for _ in 0..3 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(thread_switches().0 - before >= 3);
+    }
 }
