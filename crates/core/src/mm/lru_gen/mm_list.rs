@@ -20,11 +20,11 @@
 //! its tasks runs (workload/task.rs `Runner::flush`: at its start, after every sleep, at
 //! every quantum of user time and on every entry to the kernel) rather than at each
 //! context switch, which the model has no scheduler for; it is handed over at the next
-//! walk (`Mm::lru_gen_collect_uses`). The two agree for tasks that share a CPU; a task
-//! alone on its CPU is switched in only after it sleeps or when a kernel thread took the
-//! CPU (vmstat_update's kworker, about once a second; an interrupt switches nothing), which
-//! can be rarer than aging: then the kernel skips the mm where the model walks it
-//! (docs/fidelity.md, "Anonymous memory on MGLRU before 6.14"); the mm_list lock is never
+//! walk (`Mm::lru_gen_collect_uses`). The kernel's busy tasks are switched back in every
+//! 0.3 to 10 ms (measured by kernel-run), the model's mark comes every quantum (2 µs): the
+//! two differ where two agings come microseconds apart, the second of which the kernel
+//! makes without walking the mm (docs/fidelity.md, "Anonymous memory on MGLRU before
+//! 6.14"); the mm_list lock is never
 //! contended (the walk yields in virtual-time order instead, walk.rs); lru_gen_migrate_mm
 //! (a task moving to another memcg) is not modeled.
 
