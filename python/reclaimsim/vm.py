@@ -744,7 +744,7 @@ def rep_counters(rep: dict, norm: dict) -> dict:
         settled[cg["path"]] = (st.get("file", 0), st.get("anon", 0), st.get("kernel", 0))
         cg_stats[cg["path"]] = (st, ev)
     c = kernel_counters(rep["processes"], rep["vmstat"], settled, cg_stats, workload_names(norm))
-    if rep.get("lru_gen"):
+    if rep.get("lru_gen") and norm.get("kernel", {}).get("lru") == "mglru":
         c.update(inc_max_seq_rows(parse_lru_gen(rep["lru_gen"]), list(settled)))
     return c
 

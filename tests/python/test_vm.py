@@ -560,12 +560,15 @@ def test_rep_counters_count_each_memcgs_agings_from_lru_gen():
     # each inc_max_seq adds one: /anon aged 16 - 3 = 13 times on node 0 and 5 - 3 = 2
     # on node 1. The root is not one of the scenario's cgroups: no row.
     rep = {"processes": [], "vmstat": {}, "cgroups": {"/anon": {}}, "lru_gen": LRU_GEN_TEXT}
-    c = vm.rep_counters(rep, {"cgroup": [{"path": "/anon"}]})
+    norm = {"kernel": {"lru": "mglru"}, "cgroup": [{"path": "/anon"}]}
+    c = vm.rep_counters(rep, norm)
     assert c["inc_max_seq@/anon"] == 15
     assert not any(k.startswith("inc_max_seq@/") and k != "inc_max_seq@/anon" for k in c)
-    # A classic-LRU guest (or one without debugfs) sends none: no row.
+    # The classic LRU leaves the file at max_seq 3 (nothing ages): no row; nor without
+    # the file (no debugfs).
+    assert "inc_max_seq@/anon" not in vm.rep_counters(rep, {**norm, "kernel": {"lru": "classic"}})
     rep["lru_gen"] = None
-    assert "inc_max_seq@/anon" not in vm.rep_counters(rep, {"cgroup": [{"path": "/anon"}]})
+    assert "inc_max_seq@/anon" not in vm.rep_counters(rep, norm)
     # The simulator's lru_gen table at the run's end gives the same row.
     from reclaimsim.sidebyside import inc_max_seq_rows, sim_max_seqs
 

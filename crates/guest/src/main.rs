@@ -7,7 +7,8 @@
 //! carries the plan out, with no shell and no Python in the guest:
 //!
 //! 1. mount proc, sysfs, devtmpfs, a tmpfs for the live counters, cgroup2 (with the
-//!    memory controller), debugfs (where the kernel has it) and the data disk (ext4, for the page-cache workloads' files);
+//!    memory controller), debugfs (where the kernel has it) and the data disk (ext4, for
+//!    the page-cache workloads' files);
 //!    load the modules (zram, virtio_blk, and what they need) with finit_module;
 //! 2. set vm.* sysctls, /sys/kernel/mm/lru_gen/enabled, zram swap (a swap header written
 //!    here, then swapon);
