@@ -345,14 +345,20 @@ fn os_err(what: &str) -> String {
     format!("{what}: {}", std::io::Error::last_os_error())
 }
 
-/// This thread's (major, minor) page faults so far.
-fn thread_faults() -> (u64, u64) {
+/// getrusage(RUSAGE_THREAD): this thread's resource usage so far.
+fn thread_rusage() -> libc::rusage {
     // SAFETY: getrusage writes into the zeroed struct we own.
     unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
-        (ru.ru_majflt as u64, ru.ru_minflt as u64)
+        ru
     }
+}
+
+/// This thread's (major, minor) page faults so far.
+fn thread_faults() -> (u64, u64) {
+    let ru = thread_rusage();
+    (ru.ru_majflt as u64, ru.ru_minflt as u64)
 }
 
 /// This thread's context switches so far, (voluntary: it blocked, involuntary: it was
@@ -360,12 +366,8 @@ fn thread_faults() -> (u64, u64) {
 /// voluntary_ctxt_switches and nonvoluntary_ctxt_switches count them. Each is followed by
 /// a switch back in, where context_switch() calls lru_gen_use_mm for the process.
 fn thread_switches() -> (u64, u64) {
-    // SAFETY: getrusage writes into the zeroed struct we own.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
-        (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
-    }
+    let ru = thread_rusage();
+    (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
 }
 
 /// An anonymous private mapping, unmapped on drop.

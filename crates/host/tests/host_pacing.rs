@@ -123,3 +123,38 @@ fn seed_001_scaling_is_replayed_closed_loop() {
     // Access 3 ends at 100 us too: the next is due one period later.
     assert_eq!(pace(100_000), Some(115_258));
 }
+
+/// A clock that really sleeps (a millisecond at most) when the pace says to wait.
+struct Sleeping {
+    now: u64,
+}
+
+impl Clock for Sleeping {
+    fn now(&mut self) -> u64 {
+        self.now
+    }
+
+    fn sleep_until(&mut self, t: u64) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        self.now = self.now.max(t);
+    }
+}
+
+#[test]
+fn a_paced_thread_counts_each_sleep_as_a_voluntary_switch() {
+    // 16 accesses, each ahead of its due time on a clock that only the sleeps move: the
+    // thread sleeps after every one (16 nanosleeps), each a voluntary context switch of
+    // its own, counted from the thread's start.
+    let clocks = || -> Box<dyn Clock + Send> { Box::new(Sleeping { now: 0 }) };
+    let dir = std::env::temp_dir().join(format!("reclaimsim-vcsw-{}", std::process::id()));
+    let o = Options {
+        clocks: Some(&clocks),
+        ..Options::default()
+    };
+    let st = reclaimsim_host::run_process_with(&paced(false), 0, 0, &dir, &o).expect("native run");
+    let t = &st.threads[0];
+    assert_eq!(t.accesses, 16);
+    let vol = t.voluntary_ctxt_switches.expect("the thread ended");
+    assert!(vol >= 16, "{vol} voluntary switches");
+    assert!(t.nonvoluntary_ctxt_switches.is_some());
+}

@@ -218,7 +218,9 @@ impl Mm {
     /// (get_pfn_folio)? Before 6.14 (rule mglru_promote_second_sighting off: 6.1, 6.12)
     /// get_pfn_folio does not ask whether the folio is on the lists, so the walk and the
     /// look-around also clear the young PTE of a folio reclaim has isolated, and
-    /// folio_update_gen marks it PG_referenced for shrink_folio_list.
+    /// folio_update_gen marks it PG_referenced for shrink_folio_list. Simplified: no
+    /// can_swap test (an anonymous COW folio in a file VMA when anon may not be
+    /// reclaimed: the model's file mappings hold no anonymous folios).
     fn get_pfn_folio(&self, pfn: Pfn, lv: LruvecId) -> bool {
         let l = &self.lruvecs[lv as usize];
         (!self.rules.mglru_promote_second_sighting || folio_lru_gen(&self.pages, pfn).is_some())
