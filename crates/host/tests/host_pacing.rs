@@ -144,7 +144,8 @@ impl Clock for Sleeping {
 fn a_paced_thread_counts_each_sleep_as_a_voluntary_switch() {
     // 16 accesses, each ahead of its due time on a clock that only the sleeps move: the
     // thread sleeps after every one (16 nanosleeps), each a voluntary context switch of
-    // its own, counted from the thread's start.
+    // its own, counted from the thread's start. Each access is the first write to its
+    // page of a fresh area: a minor fault apiece (getrusage's ru_minflt, the same call).
     let clocks = || -> Box<dyn Clock + Send> { Box::new(Sleeping { now: 0 }) };
     let dir = std::env::temp_dir().join(format!("reclaimsim-vcsw-{}", std::process::id()));
     let o = Options {
@@ -154,6 +155,7 @@ fn a_paced_thread_counts_each_sleep_as_a_voluntary_switch() {
     let st = reclaimsim_host::run_process_with(&paced(false), 0, 0, &dir, &o).expect("native run");
     let t = &st.threads[0];
     assert_eq!(t.accesses, 16);
+    assert!(t.minor_faults >= 16, "{} minor faults", t.minor_faults);
     let vol = t.voluntary_ctxt_switches.expect("the thread ended");
     assert!(vol >= 16, "{vol} voluntary switches");
     assert!(t.nonvoluntary_ctxt_switches.is_some());
