@@ -491,8 +491,10 @@ def versions(version):
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
 @click.option("--pin", is_flag=True, help="Pin each workload thread to the CPU the simulator gives it (sched_setaffinity; each worker process is forked on its CPUs), as the model has no scheduler. Host runs only.")
 @click.option("--perf-lock", is_flag=True, help="Record `perf lock contention` during the reps (linux-perf, root) and print it per caller beside the model's lock table; adds tracepoint overhead to the kernel's time rows. Host runs only.")
+@click.option("--trace-hist", "trace_hist", multiple=True, metavar="SUBSYS:EVENT:KEYS[ if FILTER]", help="With --vm: count the kernel event's hits per key over each rep with a hist trigger (e.g. workqueue:workqueue_execute_start:function.sym); rows hist:EVENT{KEY=VALUE}, kernel side only.")
+@click.option("--kprobe", "kprobes", multiple=True, metavar="'NAME SYMBOL [ARGS]'", help="With --vm: define the kprobe event kprobes:NAME on SYMBOL (tracing/kprobe_events syntax, e.g. 'prio vmpressure_prio prio=%dx:s32') for --trace-hist.")
 @_costs_option
-def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, kernel_version, accel, timeout, reclaim_timing, model_costs, show_all, pin, perf_lock, costs_sets):
+def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, kernel_version, accel, timeout, reclaim_timing, model_costs, show_all, pin, perf_lock, trace_hist, kprobes, costs_sets):
     """Run SCENARIO's workloads on a real kernel, in real memory cgroups, and print the
     kernel's counters beside the simulator's for the same scenario and seed.
 
@@ -521,6 +523,8 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
             ("--accel", None if accel == "auto" else accel),
             ("--reclaim-timing", None if reclaim_timing == "progress" else reclaim_timing),
             ("--model-costs", None if model_costs == "guest" else model_costs),
+            ("--trace-hist", trace_hist[0] if trace_hist else None),
+            ("--kprobe", kprobes[0] if kprobes else None),
         ):
             if value is not None:
                 _fail(f"{name} {value}: only with --vm (this machine's kernel runs without it)")
@@ -539,7 +543,9 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
         if vm:
             from .vm import kernel_run_vm
 
-            rep = kernel_run_vm(data, reps, kernel_image, accel, timeout, say, reclaim_timing, kernel_version, model_costs)
+            rep = kernel_run_vm(
+                data, reps, kernel_image, accel, timeout, say, reclaim_timing, kernel_version, model_costs, trace_hist, kprobes,
+            )
         else:
             rep = kernel_run(data, reps, workdir, swapfile, say, perf_lock, pin, kernel_version)
     except KernelRunError as e:

@@ -49,6 +49,7 @@ NOT_COMPARABLE_PREFIX = {
     "of which some outlive it",
     "voluntary_ctxt_switches#": CTXT_NOT_COMPARABLE,
     "nonvoluntary_ctxt_switches#": CTXT_NOT_COMPARABLE,
+    "hist:": "a kernel event histogram (--trace-hist): the model has no tracepoints",
 }
 
 

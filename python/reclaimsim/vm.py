@@ -48,6 +48,7 @@ from .sidebyside import (
 )
 from . import safefs
 from .batch import child_of_this_process
+from .tracehist import hist_entries, hist_rows, kprobe_lines, union_rows
 from .safefs import RunDir, replace_atomically
 from .term import printable
 
@@ -398,8 +399,12 @@ def reclaim_progress(norm: dict, sim: dict) -> list[list[int]]:
     return out
 
 
-def guest_plan(norm: dict, reps: int, nprocs: list[int], modules: list[str], disk: bool, after_accesses: list | None = None) -> dict:
-    """What the guest runner does (crates/guest/src/plan.rs)."""
+def guest_plan(
+    norm: dict, reps: int, nprocs: list[int], modules: list[str], disk: bool, after_accesses: list | None = None,
+    hists: list[dict] | None = None, kprobes: list[str] | None = None,
+) -> dict:
+    """What the guest runner does (crates/guest/src/plan.rs); `hists` and `kprobes` from
+    tracehist.py."""
     k = norm["kernel"]
     writes = [("/proc/sys/vm/swappiness", str(k["swappiness"]))]
     if k.get("min_free_kbytes") is not None:
@@ -439,6 +444,8 @@ def guest_plan(norm: dict, reps: int, nprocs: list[int], modules: list[str], dis
         "cgroups": [{"path": c["path"], "files": _cg_files(c.get("memory", {}))} for c in cgroups],
         "procs": procs,
         "reclaim": reclaim,
+        "kprobes": list(kprobes or []),
+        "hists": [{"event": h["event"], "trigger": h["trigger"]} for h in hists or []],
     }
 
 
@@ -735,8 +742,9 @@ def _host_mem_available() -> int:
     return 0
 
 
-def rep_counters(rep: dict, norm: dict) -> dict:
-    """One guest rep's counters, named as kernel-run names them (sim_counters' names)."""
+def rep_counters(rep: dict, norm: dict, hists: list[dict] | None = None, notes: list | None = None) -> dict:
+    """One guest rep's counters, named as kernel-run names them (sim_counters' names),
+    and the rows of its event histograms (`hists`, tracehist.py)."""
     settled, cg_stats = {}, {}
     for cg in norm.get("cgroup", []):
         d = rep["cgroups"].get(cg["path"], {})
@@ -746,6 +754,11 @@ def rep_counters(rep: dict, norm: dict) -> dict:
     c = kernel_counters(rep["processes"], rep["vmstat"], settled, cg_stats, workload_names(norm))
     if rep.get("lru_gen") and norm.get("kernel", {}).get("lru") == "mglru":
         c.update(inc_max_seq_rows(parse_lru_gen(rep["lru_gen"]), list(settled)))
+    if hists:
+        rows, dropped = hist_rows(hists, rep.get("hists") or [])
+        c.update(rows)
+        if dropped and notes is not None:
+            notes.append(f"the kernel dropped {dropped} hits of the event histograms (a table full): their rows count fewer")
     return c
 
 
@@ -778,7 +791,10 @@ def prepare(scenario: dict) -> tuple[dict, list[int], list[str]]:
     return norm, nprocs, notes
 
 
-def run_in_vm(norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: str, timeout: float, progress=None, after_accesses: list | None = None) -> dict:
+def run_in_vm(
+    norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: str, timeout: float, progress=None,
+    after_accesses: list | None = None, hists: list[dict] | None = None, kprobes: list[str] | None = None,
+) -> dict:
     """Boot `kernel`, run the scenario `reps` times in it; return the guest's document
     (with "accel", how it was chosen)."""
     if norm["kernel"].get("lru") == "mglru" and kernel.config and config_value(kernel, "LRU_GEN") != "y":
@@ -791,7 +807,7 @@ def run_in_vm(norm: dict, nprocs: list[int], reps: int, kernel: Kernel, accel: s
     base = base_initramfs(kernel, mods, guest_runner())
     accel, how = resolve_accel(accel, kernel, base, progress)
     guest_mods = [f"/modules/{i:02d}-{m.name}" for i, m in enumerate(mods)]
-    plan = guest_plan(norm, reps, nprocs, guest_mods, disk_bytes > 0, after_accesses)
+    plan = guest_plan(norm, reps, nprocs, guest_mods, disk_bytes > 0, after_accesses, hists, kprobes)
     with scratch_dir() as rd:
         t = rd.path
         disk = None
@@ -850,10 +866,16 @@ def model_with_guest_costs(model: dict, kernel: Kernel, accel: str, timeout: flo
     return with_guest_costs(model, profile, notes), accel, how
 
 
-def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None, timing: str = "progress", kernel_version: str | None = None, model_costs: str = "guest") -> dict:
+def kernel_run_vm(
+    scenario: dict, reps: int, kernel_image: str | None, accel: str, timeout: float, progress=None,
+    timing: str = "progress", kernel_version: str | None = None, model_costs: str = "guest",
+    trace_hist: tuple = (), kprobes: tuple = (),
+) -> dict:
     """kernel-run's report, with the kernel side from a VM and per-cgroup rows; the model
     runs as the booted kernel's version, or as `kernel_version` (model_of_kernel), with the
-    guest's own costs (`model_costs` "guest", guest_costs) or the scenario's ("table")."""
+    guest's own costs (`model_costs` "guest", guest_costs) or the scenario's ("table").
+    `trace_hist` and `kprobes`: --trace-hist's and --kprobe's values (tracehist.py)."""
+    hists, probes = hist_entries(list(trace_hist)), kprobe_lines(list(kprobes))
     norm, nprocs, notes = prepare(scenario)
     check_kernel_file(kernel_image)
     check_prerequisites()
@@ -865,12 +887,13 @@ def kernel_run_vm(scenario: dict, reps: int, kernel_image: str | None, accel: st
         model, accel, how = model_with_guest_costs(model, kernel, accel, timeout, notes, progress)
     model = json.loads(_core.validate_json(json.dumps(per_access(model, notes))))
     after = reclaim_timing(model, timing, notes, progress)
-    doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after)
+    doc = run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress, after, hists, probes)
     notes.append(f"accel: {how or doc['accel_how']}")
     if doc.get("boot_retries"):
         notes.append(f"the guest kernel crashed before its init {doc['boot_retries']} time(s) (emulation faults) and was booted again")
     sim_norm = sim_scenario(model, notes)
-    reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm)} for r in doc["reps"]]
+    reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm, hists, notes)} for r in doc["reps"]]
+    union_rows([r["counters"] for r in reps_out])
     sims = simulate(sim_norm, reps, progress, per_cgroup=True)
     if norm.get("reclaim") and not has_proactive_counters(doc):
         # The model as the guest's version counts memory.reclaim as direct already (rule

@@ -371,7 +371,7 @@ def test_kernel_compare_interleaves_boots_and_sets_kernel_stats_beside_the_model
 
     accels = []
 
-    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None):
+    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None, hists=None, kprobes=None):
         side = kernel.release
         boots.append(side)
         accels.append(accel)
@@ -416,7 +416,7 @@ def test_kernel_compare_puts_the_scenarios_aggregates_over_cgroups_first(monkeyp
     # uneven (50, 150: cv 50%, the population sd over the mean).
     steals = {"A": (100, 100), "B": (50, 150)}
 
-    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None):
+    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None, hists=None, kprobes=None):
         cgs = {f"/memcg{i}": {"memory.stat": {"pgsteal": n}, "memory.events": {}}
                for i, n in enumerate(steals[kernel.release])}
         rep = {"wall_s": 1.0, "vmstat": {"pgsteal_anon": 200}, "cgroups": cgs,
@@ -722,7 +722,7 @@ def test_kernel_run_vm_runs_the_model_with_the_guests_costs_and_compares_time(mo
     monkeypatch.setattr(vm, "resolve_accel", lambda accel, kernel, base, progress=None: ("tcg", "tcg (asked)"))
     seen = []
 
-    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None):
+    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None, hists=None, kprobes=None):
         return {"reps": [_fake_guest_rep(10**9)], "accel_how": "tcg (asked)", "accel": accel, "kernel": kernel.release}
 
     def fake_simulate(norm, runs, progress=None, per_cgroup=False, locks=None):

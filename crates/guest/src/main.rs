@@ -11,15 +11,17 @@
 //!    the page-cache workloads' files);
 //!    load the modules (zram, virtio_blk, and what they need) with finit_module;
 //! 2. set vm.* sysctls, /sys/kernel/mm/lru_gen/enabled, zram swap (a swap header written
-//!    here, then swapon);
+//!    here, then swapon); with event histograms in the plan, mount tracefs and define
+//!    its kprobe events (trace.rs);
 //! 3. per rep: create the cgroup tree, drop caches, snapshot /proc/vmstat, fork every
 //!    workload process into its cgroup (each replays its access sequence through the
 //!    reclaimsim-host crate, as the host kernel-run does), run the memory.reclaim writes
 //!    from threads of this process (at the access counts the plan gives, else on their
 //!    wall-clock schedule), wait, and read the
 //!    deltas: /proc/vmstat, and each cgroup's memory.stat and memory.events (new cgroups
-//!    start at zero, so their end values are the deltas), and MGLRU's
-//!    /sys/kernel/debug/lru_gen (each new memcg's generations start at max_seq 3);
+//!    start at zero, so their end values are the deltas), MGLRU's
+//!    /sys/kernel/debug/lru_gen (each new memcg's generations start at max_seq 3), and
+//!    the rep's event histograms (triggers installed at its start, read at its end);
 //! 4. write one JSON document to the second serial port (/dev/ttyS1, a file on the host)
 //!    and power off. Any error becomes `{"error": ...}` there; the host also has the
 //!    console (ttyS0) for a panic.
@@ -31,6 +33,7 @@
 mod plan;
 mod rep;
 mod sys;
+mod trace;
 
 use serde_json::{json, Value};
 use std::io::Write;
@@ -67,6 +70,7 @@ fn run() -> Result<Value, String> {
             "calibration": calibrate(&plan, c)?,
         }));
     }
+    trace::setup(&plan.kprobes, &plan.hists)?;
     let prepared = rep::prepare(&plan)?;
     let mut reps = Vec::new();
     for i in 0..plan.reps {

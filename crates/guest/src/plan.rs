@@ -43,6 +43,21 @@ pub struct Plan {
     /// memory.reclaim writes.
     #[serde(default)]
     pub reclaim: Vec<Reclaim>,
+    /// kprobe events to define, as lines of tracing/kprobe_events ("p:NAME SYMBOL ARGS").
+    #[serde(default)]
+    pub kprobes: Vec<String>,
+    /// Event histograms to take over each rep (trace.rs).
+    #[serde(default)]
+    pub hists: Vec<Hist>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hist {
+    /// The event's directory under tracing/events, e.g. "workqueue/workqueue_execute_start".
+    pub event: String,
+    /// The trigger, e.g. "hist:keys=function.sym if ..." (removed with a leading "!").
+    pub trigger: String,
 }
 
 impl Plan {
@@ -58,6 +73,31 @@ impl Plan {
                     ));
                 }
             }
+        }
+        for (i, h) in self.hists.iter().enumerate() {
+            let parts: Vec<&str> = h.event.split('/').collect();
+            let name_ok =
+                |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if parts.len() != 2 || !parts.iter().all(|s| name_ok(s)) {
+                return Err(format!(
+                    "plan.hists[{i}].event: {:?} is not SUBSYSTEM/EVENT",
+                    h.event
+                ));
+            }
+            if !h.trigger.starts_with("hist:") || h.trigger.contains('\n') {
+                return Err(format!(
+                    "plan.hists[{i}].trigger: {:?} is not one hist trigger line",
+                    h.trigger
+                ));
+            }
+        }
+        if let Some((i, k)) = self
+            .kprobes
+            .iter()
+            .enumerate()
+            .find(|(_, k)| k.contains('\n'))
+        {
+            return Err(format!("plan.kprobes[{i}]: {k:?} is more than one line"));
         }
         Ok(())
     }
@@ -108,4 +148,43 @@ pub struct Reclaim {
     /// all (the simulator's count at its due time) instead of at its wall-clock due time.
     #[serde(default)]
     pub after_accesses: Option<Vec<u64>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(hists: &str, kprobes: &str) -> Plan {
+        let text = format!(r#"{{"hists": {hists}, "kprobes": {kprobes}}}"#);
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn a_hist_names_an_event_directory_and_one_trigger_line() {
+        let ok = r#"[{"event": "kprobes/prio", "trigger": "hist:keys=prio"}]"#;
+        assert!(plan(ok, "[]").check().is_ok());
+        for bad in [
+            r#"[{"event": "../../x", "trigger": "hist:keys=prio"}]"#,
+            r#"[{"event": "sched/sched_switch/x", "trigger": "hist:keys=prio"}]"#,
+            r#"[{"event": "sched/", "trigger": "hist:keys=prio"}]"#,
+        ] {
+            let e = plan(bad, "[]").check().unwrap_err();
+            assert!(e.contains("plan.hists[0].event"), "{e}");
+        }
+        let two_lines = r#"[{"event": "kprobes/prio", "trigger": "hist:keys=prio\nx"}]"#;
+        assert!(plan(two_lines, "[]")
+            .check()
+            .unwrap_err()
+            .contains("trigger"));
+        let not_hist = r#"[{"event": "kprobes/prio", "trigger": "traceoff"}]"#;
+        assert!(plan(not_hist, "[]")
+            .check()
+            .unwrap_err()
+            .contains("trigger"));
+        let kprobe = r#"["p:a f\nx"]"#;
+        assert!(plan("[]", kprobe)
+            .check()
+            .unwrap_err()
+            .contains("plan.kprobes[0]"));
+    }
 }

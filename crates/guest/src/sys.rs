@@ -19,7 +19,7 @@ fn os_err(what: &str) -> String {
     format!("{what}: {}", std::io::Error::last_os_error())
 }
 
-fn mount(src: &str, target: &str, fstype: &str, data: &str) -> Result<(), String> {
+pub fn mount(src: &str, target: &str, fstype: &str, data: &str) -> Result<(), String> {
     std::fs::create_dir_all(target).map_err(|e| format!("mkdir {target}: {e}"))?;
     let (s, t, f, d) = (cstr(src), cstr(target), cstr(fstype), cstr(data));
     // SAFETY: valid NUL-terminated strings that outlive the call.

@@ -1,0 +1,114 @@
+"""Kernel event histograms beside a VM run: `kernel-run --vm --trace-hist`, `--kprobe`.
+
+The guest (crates/guest/src/trace.rs) installs a hist trigger on each asked event for
+the length of each rep and sends back the kernel's table (tracing/events/S/E/hist). This
+module checks the options before anything boots, turns them into the guest plan's
+entries, and reads the tables into kernel-side rows: `hist:EVENT` (the event's hits in
+the rep) and `hist:EVENT{KEY=VALUE,...}` (its hits per key). The model has no such
+events, so the rows are shown and never compared.
+
+    --trace-hist SUBSYSTEM:EVENT:KEYS[ if FILTER]
+        workqueue:workqueue_execute_start:function.sym
+        sched:sched_switch:prev_comm,next_comm if prev_state == 0
+    --kprobe 'NAME SYMBOL [FETCHARGS...]'  (an event kprobes:NAME)
+        'prio vmpressure_prio prio=%dx:s32'   then  --trace-hist kprobes:prio:prio
+"""
+
+from __future__ import annotations
+
+import re
+
+from .sidebyside import KernelRunError
+from .term import printable
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_SPEC = re.compile(rf"^({_NAME}):({_NAME}):([A-Za-z0-9_.,]+)(?: if (.+))?$")
+_KPROBE = re.compile(rf"^({_NAME}) ([A-Za-z0-9_.]+(?:\+[0-9]+)?)((?: [^ ]+)*)$")
+SPEC_FORMAT = "SUBSYSTEM:EVENT:KEYS[ if FILTER], e.g. workqueue:workqueue_execute_start:function.sym"
+KPROBE_FORMAT = "'NAME SYMBOL[+OFFSET] [FETCHARGS...]', e.g. 'prio vmpressure_prio prio=%dx:s32'"
+
+
+def _one_line(option: str, text: str, allowed: str) -> None:
+    if not text.isprintable() or not text.strip():
+        raise KernelRunError(f"{option} {printable(text)!r}: allowed {allowed}")
+
+
+def hist_entries(specs: list[str]) -> list[dict]:
+    """The guest plan's `hists` from --trace-hist's values: {"event": "S/E", "trigger":
+    "hist:keys=...[ if ...]", "name": "E"}. One histogram per event."""
+    out, seen = [], set()
+    for spec in specs:
+        _one_line("--trace-hist", spec, SPEC_FORMAT)
+        m = _SPEC.match(spec.strip())
+        if not m:
+            raise KernelRunError(f"--trace-hist {printable(spec)!r}: allowed {SPEC_FORMAT}")
+        subsys, event, keys, filt = m.groups()
+        if event in seen:
+            raise KernelRunError(f"--trace-hist {printable(spec)!r}: the event {event} has a histogram already (one per event)")
+        seen.add(event)
+        trigger = f"hist:keys={keys}" + (f" if {filt.strip()}" if filt else "")
+        out.append({"event": f"{subsys}/{event}", "trigger": trigger, "name": event})
+    return out
+
+
+def kprobe_lines(defs: list[str]) -> list[str]:
+    """The guest plan's `kprobes` (lines of tracing/kprobe_events) from --kprobe's values."""
+    out = []
+    for d in defs:
+        _one_line("--kprobe", d, KPROBE_FORMAT)
+        m = _KPROBE.match(" ".join(d.split()))
+        if not m:
+            raise KernelRunError(f"--kprobe {printable(d)!r}: allowed {KPROBE_FORMAT}")
+        name, symbol, args = m.groups()
+        out.append(f"p:{name} {symbol}{args}")
+    return out
+
+
+def parse_hist(text: str) -> tuple[dict[str, int], int, int]:
+    """(hits per key, total hits, dropped) from a hist file's text. A key is
+    "name=value,..." in the table's key order; a .sym key's address is left out."""
+    per_key: dict[str, int] = {}
+    hits = dropped = 0
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("{") and "}" in s:
+            inside, after = s[1:].rsplit("}", 1)
+            m = re.search(r"hitcount:\s*(\d+)", after)
+            if not m:
+                continue
+            parts = []
+            for part in inside.split(", "):
+                name, _, value = part.partition(":")
+                value = re.sub(r"^\[[0-9a-fA-F]+\]\s*", "", value.strip())
+                parts.append(f"{name.strip()}={' '.join(value.split())}")
+            key = ",".join(parts)
+            per_key[key] = per_key.get(key, 0) + int(m.group(1))
+        elif s.startswith("Hits:"):
+            hits = int(s.split(":", 1)[1])
+        elif s.startswith("Dropped:"):
+            dropped = int(s.split(":", 1)[1])
+    return per_key, hits, dropped
+
+
+def hist_rows(entries: list[dict], texts: list[str]) -> tuple[dict[str, int], int]:
+    """One rep's rows from its tables (in `entries`' order), and the hits the kernel
+    dropped (a full table)."""
+    rows: dict[str, int] = {}
+    dropped = 0
+    for e, text in zip(entries, texts):
+        per_key, hits, d = parse_hist(text)
+        dropped += d
+        rows[f"hist:{e['name']}"] = hits
+        for key, n in sorted(per_key.items(), key=lambda kv: (-kv[1], kv[0])):
+            rows[f"hist:{e['name']}{{{key}}}"] = n
+    return rows, dropped
+
+
+def union_rows(counters: list[dict]) -> None:
+    """Give every rep's counters each hist row any rep has (0 where it had no hit)."""
+    names: list[str] = []
+    for c in counters:
+        names.extend(n for n in c if n.startswith("hist:") and n not in names)
+    for c in counters:
+        for n in names:
+            c.setdefault(n, 0)

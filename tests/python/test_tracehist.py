@@ -1,0 +1,180 @@
+"""kernel-run --vm's event histograms (tracehist.py): the options checked before anything
+boots, the guest plan's entries, and the kernel's hist tables read into rows. The tables
+below are written by hand in the format of kernel/trace/trace_events_hist.c's
+hist_trigger_entry_print and hist_trigger_show (a .sym key prints its address in brackets
+and then the symbol, a string key padded, a number right-aligned; then the totals)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from reclaimsim import vm
+from reclaimsim.sidebyside import KernelRunError, why_not_comparable
+from reclaimsim.tracehist import hist_entries, hist_rows, kprobe_lines, parse_hist, union_rows
+
+WORKQUEUE_TABLE = """\
+# event histogram
+#
+# trigger info: hist:keys=function.sym:vals=hitcount:sort=hitcount:size=2048 [active]
+#
+
+{ function: [ffffffff8a2f1e30] kernfs_notify_workfn                          } hitcount:          2
+{ function: [ffffffff8a1c0a50] vmstat_update                                 } hitcount:          3
+{ function: [ffffffff8a2a4c10] vmpressure_work_fn                            } hitcount:         31
+
+Totals:
+    Hits: 36
+    Entries: 3
+    Dropped: 0
+"""
+
+SWITCH_TABLE = """\
+# event histogram
+#
+# trigger info: hist:keys=prev_comm,prev_state,next_comm:vals=hitcount:sort=hitcount:size=2048 if prev_comm == "init" [active]
+#
+
+{ prev_comm: init            , prev_state:          0, next_comm: kworker/1:0     } hitcount:          4
+{ prev_comm: init            , prev_state:        256, next_comm: rcu_preempt     } hitcount:        150
+
+Totals:
+    Hits: 154
+    Entries: 2
+    Dropped: 7
+"""
+
+
+def test_a_hist_table_is_read_per_key_without_the_symbols_addresses():
+    per_key, hits, dropped = parse_hist(WORKQUEUE_TABLE)
+    assert per_key == {
+        "function=kernfs_notify_workfn": 2,
+        "function=vmstat_update": 3,
+        "function=vmpressure_work_fn": 31,
+    }
+    assert (hits, dropped) == (36, 0)
+
+
+def test_a_table_of_several_keys_names_each_in_order():
+    per_key, hits, dropped = parse_hist(SWITCH_TABLE)
+    assert per_key == {
+        "prev_comm=init,prev_state=0,next_comm=kworker/1:0": 4,
+        "prev_comm=init,prev_state=256,next_comm=rcu_preempt": 150,
+    }
+    assert (hits, dropped) == (154, 7)
+
+
+def test_rows_are_the_total_then_each_key_most_hits_first_and_never_compared():
+    entries = hist_entries(["workqueue:workqueue_execute_start:function.sym"])
+    rows, dropped = hist_rows(entries, [WORKQUEUE_TABLE])
+    assert list(rows.items()) == [
+        ("hist:workqueue_execute_start", 36),
+        ("hist:workqueue_execute_start{function=vmpressure_work_fn}", 31),
+        ("hist:workqueue_execute_start{function=vmstat_update}", 3),
+        ("hist:workqueue_execute_start{function=kernfs_notify_workfn}", 2),
+    ]
+    assert dropped == 0
+    assert all("no tracepoints" in why_not_comparable(n) for n in rows)
+
+
+def test_a_key_one_rep_did_not_hit_is_zero_in_the_others():
+    reps = [{"pgscan_anon": 5, "hist:e": 3, "hist:e{k=1}": 3}, {"pgscan_anon": 6, "hist:e": 2, "hist:e{k=2}": 2}]
+    union_rows(reps)
+    assert reps[0] == {"pgscan_anon": 5, "hist:e": 3, "hist:e{k=1}": 3, "hist:e{k=2}": 0}
+    assert reps[1] == {"pgscan_anon": 6, "hist:e": 2, "hist:e{k=2}": 2, "hist:e{k=1}": 0}
+
+
+def test_specs_become_triggers_on_their_event_directories():
+    got = hist_entries([
+        "kprobes:prio:prio",
+        "sched:sched_switch:prev_comm,next_comm if prev_state == 256",
+    ])
+    assert got == [
+        {"event": "kprobes/prio", "trigger": "hist:keys=prio", "name": "prio"},
+        {"event": "sched/sched_switch", "trigger": "hist:keys=prev_comm,next_comm if prev_state == 256", "name": "sched_switch"},
+    ]
+    assert kprobe_lines(["prio  vmpressure_prio   prio=%dx:s32"]) == ["p:prio vmpressure_prio prio=%dx:s32"]
+    plan = vm.guest_plan(
+        {"kernel": {"swappiness": 60, "watermark_scale_factor": 10}, "machine": {}, "workload": []},
+        1, [], [], False, None, got, ["p:prio vmpressure_prio prio=%dx:s32"],
+    )
+    assert plan["hists"] == [{"event": g["event"], "trigger": g["trigger"]} for g in got]
+    assert plan["kprobes"] == ["p:prio vmpressure_prio prio=%dx:s32"]
+
+
+@pytest.mark.parametrize("spec", [
+    "sched_switch:prev_comm",             # no subsystem
+    "sched:sched_switch",                 # no keys
+    "sched/x:sched_switch:prev_comm",     # a path, not a name
+    "sched:sched_switch:prev comm",       # a space in the keys
+    "sched:sched_switch:prev_comm\nx",    # two lines
+])
+def test_a_malformed_spec_is_refused_with_the_format(spec):
+    with pytest.raises(KernelRunError, match="--trace-hist .*allowed SUBSYSTEM:EVENT:KEYS"):
+        hist_entries([spec])
+
+
+def test_one_histogram_per_event():
+    with pytest.raises(KernelRunError, match="sched_switch has a histogram already"):
+        hist_entries(["sched:sched_switch:prev_comm", "sched:sched_switch:next_comm"])
+
+
+@pytest.mark.parametrize("d", ["vmpressure_prio", "p:prio vmpressure_prio", "prio ../x", "prio f\nx"])
+def test_a_malformed_kprobe_is_refused_with_the_format(d):
+    with pytest.raises(KernelRunError, match="--kprobe .*allowed 'NAME SYMBOL"):
+        kprobe_lines([d])
+
+
+def _refused(*args):
+    r = subprocess.run([sys.executable, "-m", "reclaimsim.cli", "kernel-run", *args], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    return r.stderr
+
+
+def test_the_options_need_vm_and_a_bad_one_is_refused_before_anything_boots():
+    assert "--trace-hist kprobes:prio:prio: only with --vm" in _refused("calib-zipf", "--trace-hist", "kprobes:prio:prio")
+    assert "--kprobe" in _refused("calib-zipf", "--kprobe", "prio vmpressure_prio")
+    err = _refused("calib-zipf", "--vm", "--kernel", "/nonexistent/bzImage", "--trace-hist", "nonsense")
+    assert "--trace-hist 'nonsense': allowed" in err
+
+
+def test_kernel_run_vm_sends_the_triggers_and_reports_every_reps_keys(monkeypatch, tmp_path):
+    from reclaimsim.scenario import load_scenario
+
+    k = vm.Kernel(tmp_path / "vmlinuz", "6.12.95+deb12-cloud-amd64")
+    monkeypatch.setattr(vm, "resolve_kernel", lambda spec, progress=None: k)
+    monkeypatch.setattr(vm, "check_prerequisites", lambda: None)
+    other = WORKQUEUE_TABLE.replace("vmstat_update", "psi_avgs_work").replace("Dropped: 0", "Dropped: 4")
+    sent = {}
+
+    def guest_rep(table):
+        return {
+            "wall_s": 1.0, "vmstat": {"pgscan_file": 10},
+            "cgroups": {"/reader": {"memory.stat": {"file": 0}, "memory.events": {}}},
+            "processes": [{"workload": 0, "threads": [{"accesses": 5, "hits": 1, "misses": 4, "major_faults": 4,
+                                                       "minor_faults": 0, "elapsed_ns": 10**9}]}],
+            "reclaim_writes": [], "hists": [table],
+        }
+
+    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None, hists=None, kprobes=None):
+        sent.update(plan=vm.guest_plan(norm, reps, nprocs, [], False, after, hists, kprobes))
+        return {"reps": [guest_rep(WORKQUEUE_TABLE), guest_rep(other)], "accel_how": "tcg (asked)", "accel": accel,
+                "kernel": kernel.release}
+
+    monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)
+    monkeypatch.setattr(vm, "simulate", lambda norm, runs, progress=None, per_cgroup=False, locks=None: [{"pgscan_file": 10}] * runs)
+    data = load_scenario("calib-zipf", ["workload[0].accesses=5"])
+    rep = vm.kernel_run_vm(
+        data, 2, None, "tcg", 60, model_costs="table",
+        trace_hist=("workqueue:workqueue_execute_start:function.sym",), kprobes=("prio vmpressure_prio prio=%dx:s32",),
+    )
+    assert sent["plan"]["hists"] == [{"event": "workqueue/workqueue_execute_start", "trigger": "hist:keys=function.sym"}]
+    assert sent["plan"]["kprobes"] == ["p:prio vmpressure_prio prio=%dx:s32"]
+    rows = {r["name"]: r for r in rep["counters"]}
+    assert rows["hist:workqueue_execute_start"]["kernel_values"] == [36, 36]
+    assert rows["hist:workqueue_execute_start{function=vmstat_update}"]["kernel_values"] == [3, 0]
+    assert rows["hist:workqueue_execute_start{function=psi_avgs_work}"]["kernel_values"] == [0, 3]
+    assert not rows["hist:workqueue_execute_start"]["comparable"]
+    assert rows["pgscan_file"]["comparable"]
+    assert any("dropped 4 hits" in n for n in rep["notes"])
