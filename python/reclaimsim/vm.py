@@ -742,6 +742,17 @@ def _host_mem_available() -> int:
     return 0
 
 
+def guest_setup_notes(setup: dict) -> list[str]:
+    """What the guest kernel runs that the model does not, from the guest's setup report."""
+    out = []
+    if (setup.get("damon_stat") or "").upper() == "Y":
+        out.append(
+            "the guest kernel runs DAMON_STAT (its config enables it by default): a kdamond thread samples "
+            "pages' accessed bits and preempts the workloads now and then; the model has no DAMON"
+        )
+    return out
+
+
 def rep_counters(rep: dict, norm: dict, hists: list[dict] | None = None, notes: list | None = None) -> dict:
     """One guest rep's counters, named as kernel-run names them (sim_counters' names),
     and the rows of its event histograms (`hists`, tracehist.py)."""
@@ -891,6 +902,7 @@ def kernel_run_vm(
     notes.append(f"accel: {how or doc['accel_how']}")
     if doc.get("boot_retries"):
         notes.append(f"the guest kernel crashed before its init {doc['boot_retries']} time(s) (emulation faults) and was booted again")
+    notes.extend(guest_setup_notes(doc.get("setup") or {}))
     sim_norm = sim_scenario(model, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm, hists, notes)} for r in doc["reps"]]
     union_rows([r["counters"] for r in reps_out])

@@ -776,3 +776,10 @@ def test_kernel_compare_runs_each_model_side_with_its_kernels_guest_costs(monkey
     # kernel A's guest sets the memory.reclaim writes' progress points
     assert timed == [str(tmp_path / "cache" / "guest-costs" / "A-tcg.toml")]
     assert any(n.startswith("model B: the model runs with the guest's costs of kernel B") for n in c["notes"])
+
+
+def test_a_guest_running_damon_stat_is_noted_and_one_without_is_not():
+    assert "DAMON_STAT" in vm.guest_setup_notes({"damon_stat": "Y", "cpus": 2})[0]
+    assert vm.guest_setup_notes({"damon_stat": "N"}) == []
+    assert vm.guest_setup_notes({"damon_stat": None}) == []
+    assert vm.guest_setup_notes({}) == []

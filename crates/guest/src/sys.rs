@@ -114,8 +114,15 @@ pub fn setup(plan: &Plan) -> Result<Value, String> {
         // Readahead off, as the workloads read one page at a time (POSIX_FADV_RANDOM too).
         let _ = write(&format!("/sys/block/{name}/queue/read_ahead_kb"), "0");
     }
+    // DAMON_STAT (6.17 on) monitors physical memory from boot where the kernel's config
+    // enables it by default (Debian's 7.x): its kdamond clears the accessed bits of the
+    // pages it samples. The host says so beside the model, which has no DAMON.
+    let damon_stat = std::fs::read_to_string("/sys/module/damon_stat/parameters/enabled")
+        .ok()
+        .map(|s| s.trim().to_string());
     Ok(json!({
         "lru_gen_enabled": lru_gen,
+        "damon_stat": damon_stat,
         "swap_bytes": plan.swap_bytes,
         "memtotal_kb": meminfo("MemTotal"),
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
