@@ -491,7 +491,7 @@ def versions(version):
 @click.option("--all", "show_all", is_flag=True, help="Print counters that are zero on both sides too.")
 @click.option("--pin", is_flag=True, help="Pin each workload thread to the CPU the simulator gives it (sched_setaffinity; each worker process is forked on its CPUs), as the model has no scheduler. Host runs only.")
 @click.option("--perf-lock", is_flag=True, help="Record `perf lock contention` during the reps (linux-perf, root) and print it per caller beside the model's lock table; adds tracepoint overhead to the kernel's time rows. Host runs only.")
-@click.option("--trace-hist", "trace_hist", multiple=True, metavar="SUBSYS:EVENT:KEYS[ if FILTER]", help="With --vm: count the kernel event's hits per key over each rep with a hist trigger (e.g. workqueue:workqueue_execute_start:function.sym); rows hist:EVENT{KEY=VALUE}, kernel side only.")
+@click.option("--trace-hist", "trace_hist", multiple=True, metavar="SUBSYS:EVENT:KEYS[:VALS][ if FILTER]", help="With --vm: count the kernel event's hits per key over each rep with a hist trigger (e.g. workqueue:workqueue_execute_start:function.sym), and sum the fields VALS; rows hist:EVENT{KEY=VALUE}[.FIELD], kernel side only.")
 @click.option("--kprobe", "kprobes", multiple=True, metavar="'NAME SYMBOL [ARGS]'", help="With --vm: define the kprobe event kprobes:NAME on SYMBOL (tracing/kprobe_events syntax, e.g. 'prio vmpressure_prio prio=%dx:s32') for --trace-hist.")
 @_costs_option
 def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm, kernel_image, kernel_version, accel, timeout, reclaim_timing, model_costs, show_all, pin, perf_lock, trace_hist, kprobes, costs_sets):

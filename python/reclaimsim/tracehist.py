@@ -4,12 +4,14 @@ The guest (crates/guest/src/trace.rs) installs a hist trigger on each asked even
 the length of each rep and sends back the kernel's table (tracing/events/S/E/hist). This
 module checks the options before anything boots, turns them into the guest plan's
 entries, and reads the tables into kernel-side rows: `hist:EVENT` (the event's hits in
-the rep) and `hist:EVENT{KEY=VALUE,...}` (its hits per key). The model has no such
-events, so the rows are shown and never compared.
+the rep) and `hist:EVENT{KEY=VALUE,...}` (its hits per key), and with VALS the sums of
+those fields, `hist:EVENT.FIELD` and `hist:EVENT{KEY=VALUE,...}.FIELD`. The model has no
+such events, so the rows are shown and never compared.
 
-    --trace-hist SUBSYSTEM:EVENT:KEYS[ if FILTER]
+    --trace-hist SUBSYSTEM:EVENT:KEYS[:VALS][ if FILTER]
         workqueue:workqueue_execute_start:function.sym
         sched:sched_switch:prev_comm,next_comm if prev_state == 0
+        vmscan:mm_vmscan_lru_shrink_inactive:priority:nr_scanned,nr_reclaimed
     --kprobe 'NAME SYMBOL [FETCHARGS...]'  (an event kprobes:NAME)
         'prio vmpressure_prio prio=%dx:s32'   then  --trace-hist kprobes:prio:prio
 """
@@ -22,9 +24,9 @@ from .sidebyside import KernelRunError
 from .term import printable
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_SPEC = re.compile(rf"^({_NAME}):({_NAME}):([A-Za-z0-9_.,]+)(?: if (.+))?$")
+_SPEC = re.compile(rf"^({_NAME}):({_NAME}):([A-Za-z0-9_.,]+)(?::([A-Za-z0-9_,]+))?(?: if (.+))?$")
 _KPROBE = re.compile(rf"^({_NAME}) ([A-Za-z0-9_.]+(?:\+[0-9]+)?)((?: [^ ]+)*)$")
-SPEC_FORMAT = "SUBSYSTEM:EVENT:KEYS[ if FILTER], e.g. workqueue:workqueue_execute_start:function.sym"
+SPEC_FORMAT = "SUBSYSTEM:EVENT:KEYS[:VALS][ if FILTER], e.g. workqueue:workqueue_execute_start:function.sym"
 KPROBE_FORMAT = "'NAME SYMBOL[+OFFSET] [FETCHARGS...]', e.g. 'prio vmpressure_prio prio=%dx:s32'"
 
 
@@ -42,11 +44,11 @@ def hist_entries(specs: list[str]) -> list[dict]:
         m = _SPEC.match(spec.strip())
         if not m:
             raise KernelRunError(f"--trace-hist {printable(spec)!r}: allowed {SPEC_FORMAT}")
-        subsys, event, keys, filt = m.groups()
+        subsys, event, keys, vals, filt = m.groups()
         if event in seen:
             raise KernelRunError(f"--trace-hist {printable(spec)!r}: the event {event} has a histogram already (one per event)")
         seen.add(event)
-        trigger = f"hist:keys={keys}" + (f" if {filt.strip()}" if filt else "")
+        trigger = f"hist:keys={keys}" + (f":vals={vals}" if vals else "") + (f" if {filt.strip()}" if filt else "")
         out.append({"event": f"{subsys}/{event}", "trigger": trigger, "name": event})
     return out
 
@@ -64,17 +66,18 @@ def kprobe_lines(defs: list[str]) -> list[str]:
     return out
 
 
-def parse_hist(text: str) -> tuple[dict[str, int], int, int]:
-    """(hits per key, total hits, dropped) from a hist file's text. A key is
-    "name=value,..." in the table's key order; a .sym key's address is left out."""
-    per_key: dict[str, int] = {}
+def parse_hist(text: str) -> tuple[dict[str, dict[str, int]], int, int]:
+    """(per key its hitcount and value sums, total hits, dropped) from a hist file's
+    text. A key is "name=value,..." in the table's key order; a .sym key's address is left
+    out; the sums are named by their fields ({"hitcount": 3, "nr_scanned": 96})."""
+    per_key: dict[str, dict[str, int]] = {}
     hits = dropped = 0
     for line in text.splitlines():
         s = line.strip()
         if s.startswith("{") and "}" in s:
             inside, after = s[1:].rsplit("}", 1)
-            m = re.search(r"hitcount:\s*(\d+)", after)
-            if not m:
+            counts = {name: int(v) for name, v in re.findall(r"(\w+):\s*(-?\d+)", after)}
+            if "hitcount" not in counts:
                 continue
             parts = []
             for part in inside.split(", "):
@@ -82,7 +85,9 @@ def parse_hist(text: str) -> tuple[dict[str, int], int, int]:
                 value = re.sub(r"^\[[0-9a-fA-F]+\]\s*", "", value.strip())
                 parts.append(f"{name.strip()}={' '.join(value.split())}")
             key = ",".join(parts)
-            per_key[key] = per_key.get(key, 0) + int(m.group(1))
+            mine = per_key.setdefault(key, {})
+            for name, v in counts.items():
+                mine[name] = mine.get(name, 0) + v
         elif s.startswith("Hits:"):
             hits = int(s.split(":", 1)[1])
         elif s.startswith("Dropped:"):
@@ -99,8 +104,13 @@ def hist_rows(entries: list[dict], texts: list[str]) -> tuple[dict[str, int], in
         per_key, hits, d = parse_hist(text)
         dropped += d
         rows[f"hist:{e['name']}"] = hits
-        for key, n in sorted(per_key.items(), key=lambda kv: (-kv[1], kv[0])):
-            rows[f"hist:{e['name']}{{{key}}}"] = n
+        fields = sorted({f for c in per_key.values() for f in c} - {"hitcount"})
+        for f in fields:
+            rows[f"hist:{e['name']}.{f}"] = sum(c.get(f, 0) for c in per_key.values())
+        for key, c in sorted(per_key.items(), key=lambda kv: (-kv[1]["hitcount"], kv[0])):
+            rows[f"hist:{e['name']}{{{key}}}"] = c["hitcount"]
+            for f in fields:
+                rows[f"hist:{e['name']}{{{key}}}.{f}"] = c.get(f, 0)
     return rows, dropped
 
 

@@ -48,9 +48,9 @@ Totals:
 def test_a_hist_table_is_read_per_key_without_the_symbols_addresses():
     per_key, hits, dropped = parse_hist(WORKQUEUE_TABLE)
     assert per_key == {
-        "function=kernfs_notify_workfn": 2,
-        "function=vmstat_update": 3,
-        "function=vmpressure_work_fn": 31,
+        "function=kernfs_notify_workfn": {"hitcount": 2},
+        "function=vmstat_update": {"hitcount": 3},
+        "function=vmpressure_work_fn": {"hitcount": 31},
     }
     assert (hits, dropped) == (36, 0)
 
@@ -58,10 +58,43 @@ def test_a_hist_table_is_read_per_key_without_the_symbols_addresses():
 def test_a_table_of_several_keys_names_each_in_order():
     per_key, hits, dropped = parse_hist(SWITCH_TABLE)
     assert per_key == {
-        "prev_comm=init,prev_state=0,next_comm=kworker/1:0": 4,
-        "prev_comm=init,prev_state=256,next_comm=rcu_preempt": 150,
+        "prev_comm=init,prev_state=0,next_comm=kworker/1:0": {"hitcount": 4},
+        "prev_comm=init,prev_state=256,next_comm=rcu_preempt": {"hitcount": 150},
     }
     assert (hits, dropped) == (154, 7)
+
+
+SHRINK_TABLE = """\
+# event histogram
+#
+# trigger info: hist:keys=priority:vals=hitcount,nr_scanned,nr_reclaimed:sort=hitcount:size=2048 [active]
+#
+
+{ priority:         11 } hitcount:          2  nr_scanned:         64  nr_reclaimed:         60
+{ priority:         12 } hitcount:         10  nr_scanned:        320  nr_reclaimed:        300
+
+Totals:
+    Hits: 12
+    Entries: 2
+    Dropped: 0
+"""
+
+
+def test_vals_are_summed_per_key_and_over_keys():
+    entries = hist_entries(["vmscan:mm_vmscan_lru_shrink_inactive:priority:nr_scanned,nr_reclaimed"])
+    assert entries[0]["trigger"] == "hist:keys=priority:vals=nr_scanned,nr_reclaimed"
+    rows, _ = hist_rows(entries, [SHRINK_TABLE])
+    assert list(rows.items()) == [
+        ("hist:mm_vmscan_lru_shrink_inactive", 12),
+        ("hist:mm_vmscan_lru_shrink_inactive.nr_reclaimed", 360),
+        ("hist:mm_vmscan_lru_shrink_inactive.nr_scanned", 384),
+        ("hist:mm_vmscan_lru_shrink_inactive{priority=12}", 10),
+        ("hist:mm_vmscan_lru_shrink_inactive{priority=12}.nr_reclaimed", 300),
+        ("hist:mm_vmscan_lru_shrink_inactive{priority=12}.nr_scanned", 320),
+        ("hist:mm_vmscan_lru_shrink_inactive{priority=11}", 2),
+        ("hist:mm_vmscan_lru_shrink_inactive{priority=11}.nr_reclaimed", 60),
+        ("hist:mm_vmscan_lru_shrink_inactive{priority=11}.nr_scanned", 64),
+    ]
 
 
 def test_rows_are_the_total_then_each_key_most_hits_first_and_never_compared():
@@ -107,6 +140,7 @@ def test_specs_become_triggers_on_their_event_directories():
     "sched:sched_switch",                 # no keys
     "sched/x:sched_switch:prev_comm",     # a path, not a name
     "sched:sched_switch:prev comm",       # a space in the keys
+    "sched:sched_switch:prev_comm:a.b",   # a modifier on a value
     "sched:sched_switch:prev_comm\nx",    # two lines
 ])
 def test_a_malformed_spec_is_refused_with_the_format(spec):
