@@ -49,7 +49,6 @@ NOT_COMPARABLE_PREFIX = {
     "of which some outlive it",
     "voluntary_ctxt_switches#": CTXT_NOT_COMPARABLE,
     "nonvoluntary_ctxt_switches#": CTXT_NOT_COMPARABLE,
-    "hist:": "a kernel event histogram (--trace-hist): the model has no tracepoints",
 }
 
 
@@ -276,7 +275,10 @@ def sim_counters(result, per_cgroup: bool = False, names: list[str] | None = Non
 # the simulator's side and the report
 
 
-def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False, locks: list | None = None) -> list[dict]:
+def simulate(
+    norm: dict, runs: int, progress=None, per_cgroup: bool = False, locks: list | None = None,
+    tracepoints: list | None = None,
+) -> list[dict]:
     """The simulator's counters for the scenario, once per kernel rep.
 
     The kernel's periodic memcg flush has an arbitrary phase relative to a workload's
@@ -284,7 +286,8 @@ def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False, loc
     activation test) depend on it; the kernel's reps sample it at random. Unless the
     scenario pins `kernel.memcg_flush_phase`, the simulator's runs spread it evenly over
     the 2 s period, with the same seed (the same access sequences) in each. With `locks`
-    (a list), each run's lock table is appended to it."""
+    (a list), each run's lock table is appended to it; with `tracepoints`, each run's
+    tracepoint table (the scenario's `tracepoints`; [] without)."""
     out = []
     pinned = norm["kernel"].get("memcg_flush_phase") is not None
     for i in range(1 if pinned else runs):
@@ -297,6 +300,8 @@ def simulate(norm: dict, runs: int, progress=None, per_cgroup: bool = False, loc
         out.append(sim_counters(r, per_cgroup, workload_names(norm)))
         if locks is not None:
             locks.append(r.locks)
+        if tracepoints is not None:
+            tracepoints.append(r.data.get("tracepoints") or [])
     return out
 
 
@@ -311,14 +316,16 @@ def is_time_row(name: str) -> bool:
 
 def assemble(
     norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cgroup_version: int, kernel: str,
-    time_not_comparable: str | None = None, **extra,
+    time_not_comparable: str | None = None, why_not: dict[str, str] | None = None, **extra,
 ) -> dict:
     """The side-by-side report from the kernel's reps and the simulator's runs: one row
     per counter the kernel side has, with mean, CV, the simulator's mean and the
     difference. With `time_not_comparable` (why), the time rows are marked not
     comparable (a guest under QEMU's TCG runs slower than any hardware the costs
-    describe)."""
+    describe). `why_not`: rows not comparable for a reason of this run, by name or by a
+    name they extend ("hist:E" covers "hist:E{...}" and "hist:E.F")."""
     rows = []
+    why_not_run = why_not or {}
     names = list(reps_out[0]["counters"])
     cut = cut_short(reps_out, sims)
     for name in names:
@@ -332,7 +339,7 @@ def assemble(
             diff = (s - mean) / mean * 100.0
         else:
             diff = 0.0 if s == 0 else None
-        why_not = why_not_comparable(name)
+        why_not = why_not_comparable(name) or _extended_reason(why_not_run, name)
         if why_not is None and cut and name not in ("oom_kill", "oom_killed_processes"):
             why_not = cut
         if why_not is None and time_not_comparable and is_time_row(name):
@@ -363,6 +370,13 @@ def assemble(
         "cut_short": cut,
         "counters": rows,
     }
+
+
+def _extended_reason(reasons: dict[str, str], name: str) -> str | None:
+    for base, why in reasons.items():
+        if name == base or name.startswith((base + "{", base + ".")):
+            return why
+    return None
 
 
 def cut_short(reps_out: list[dict], sims: list[dict]) -> str | None:

@@ -5,8 +5,11 @@ the length of each rep and sends back the kernel's table (tracing/events/S/E/his
 module checks the options before anything boots, turns them into the guest plan's
 entries, and reads the tables into kernel-side rows: `hist:EVENT` (the event's hits in
 the rep) and `hist:EVENT{KEY=VALUE,...}` (its hits per key), and with VALS the sums of
-those fields, `hist:EVENT.FIELD` and `hist:EVENT{KEY=VALUE,...}.FIELD`. The model has no
-such events, so the rows are shown and never compared.
+those fields, `hist:EVENT.FIELD` and `hist:EVENT{KEY=VALUE,...}.FIELD`. For the vmscan
+tracepoints the model fires too (MODEL_EVENTS, crates/core/src/mm/trace_vmscan.rs, on the
+classic LRU) the model keeps the same table (the scenario's `tracepoints`), summed here
+over the keys the trigger names, and the rows are compared; the others are the kernel's
+alone.
 
     --trace-hist SUBSYSTEM:EVENT:KEYS[:VALS][ if FILTER]
         workqueue:workqueue_execute_start:function.sym
@@ -27,6 +30,13 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _SPEC = re.compile(rf"^({_NAME}):({_NAME}):([A-Za-z0-9_.,]+)(?::([A-Za-z0-9_,]+))?(?: if (.+))?$")
 _KPROBE = re.compile(rf"^({_NAME}) ([A-Za-z0-9_.]+(?:\+[0-9]+)?)((?: [^ ]+)*)$")
 SPEC_FORMAT = "SUBSYSTEM:EVENT:KEYS[:VALS][ if FILTER], e.g. workqueue:workqueue_execute_start:function.sym"
+# The events the model fires (trace_vmscan.rs): their value fields. The model's table is
+# keyed by nid and priority.
+MODEL_EVENTS = {
+    "vmscan/mm_vmscan_lru_shrink_inactive": ("nr_scanned", "nr_reclaimed"),
+    "vmscan/mm_vmscan_lru_shrink_active": ("nr_taken", "nr_active", "nr_deactivated", "nr_referenced"),
+}
+MODEL_KEYS = ("nid", "priority")
 KPROBE_FORMAT = "'NAME SYMBOL[+OFFSET] [FETCHARGS...]', e.g. 'prio vmpressure_prio prio=%dx:s32'"
 
 
@@ -49,7 +59,10 @@ def hist_entries(specs: list[str]) -> list[dict]:
             raise KernelRunError(f"--trace-hist {printable(spec)!r}: the event {event} has a histogram already (one per event)")
         seen.add(event)
         trigger = f"hist:keys={keys}" + (f":vals={vals}" if vals else "") + (f" if {filt.strip()}" if filt else "")
-        out.append({"event": f"{subsys}/{event}", "trigger": trigger, "name": event})
+        out.append({
+            "event": f"{subsys}/{event}", "trigger": trigger, "name": event,
+            "keys": keys.split(","), "vals": vals.split(",") if vals else [], "filter": filt,
+        })
     return out
 
 
@@ -112,6 +125,46 @@ def hist_rows(entries: list[dict], texts: list[str]) -> tuple[dict[str, int], in
             for f in fields:
                 rows[f"hist:{e['name']}{{{key}}}.{f}"] = c.get(f, 0)
     return rows, dropped
+
+
+def model_support(entry: dict, lru: str) -> str | None:
+    """None when the model keeps the entry's table (the event, its keys and values), else
+    why its rows are the kernel's alone."""
+    fields = MODEL_EVENTS.get(entry["event"])
+    if fields is None:
+        return "a kernel event histogram (--trace-hist): the model does not fire this event"
+    if lru == "mglru":
+        return "the model fires the vmscan tracepoints on the classic LRU only (trace_vmscan.rs)"
+    if entry.get("filter"):
+        return "a filtered histogram: the model's table has no filter"
+    bad = [k for k in entry["keys"] if k not in MODEL_KEYS] + [v for v in entry["vals"] if v not in fields]
+    if bad:
+        return f"the model's table has no field {bad[0]} (keys {', '.join(MODEL_KEYS)}; values {', '.join(fields)})"
+    return None
+
+
+def model_rows(entries: list[dict], table: list[dict]) -> dict[str, int]:
+    """The rows of `entries` (each one the model keeps: model_support) from one run's
+    `tracepoints` table, named as hist_rows names the kernel's."""
+    rows: dict[str, int] = {}
+    for e in entries:
+        name = e["event"].split("/", 1)[1]
+        per_key: dict[str, dict[str, int]] = {}
+        for r in table:
+            if r["event"] != name:
+                continue
+            key = ",".join(f"{k}={r[k]}" for k in e["keys"])
+            mine = per_key.setdefault(key, {})
+            for f in ["hitcount", *e["vals"]]:
+                mine[f] = mine.get(f, 0) + r[f]
+        rows[f"hist:{name}"] = sum(c["hitcount"] for c in per_key.values())
+        for f in e["vals"]:
+            rows[f"hist:{name}.{f}"] = sum(c[f] for c in per_key.values())
+        for key, c in sorted(per_key.items(), key=lambda kv: (-kv[1]["hitcount"], kv[0])):
+            rows[f"hist:{name}{{{key}}}"] = c["hitcount"]
+            for f in e["vals"]:
+                rows[f"hist:{name}{{{key}}}.{f}"] = c[f]
+    return rows
 
 
 def union_rows(counters: list[dict]) -> None:

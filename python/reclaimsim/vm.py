@@ -48,7 +48,7 @@ from .sidebyside import (
 )
 from . import safefs
 from .batch import child_of_this_process
-from .tracehist import hist_entries, hist_rows, kprobe_lines, union_rows
+from .tracehist import hist_entries, hist_rows, kprobe_lines, model_rows, model_support, union_rows
 from .safefs import RunDir, replace_atomically
 from .term import printable
 
@@ -905,8 +905,21 @@ def kernel_run_vm(
     notes.extend(guest_setup_notes(doc.get("setup") or {}))
     sim_norm = sim_scenario(model, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm, hists, notes)} for r in doc["reps"]]
+    lru = sim_norm["kernel"].get("lru", "classic")
+    why_not = {f"hist:{h['name']}": why for h in hists if (why := model_support(h, lru))}
+    modeled = [h for h in hists if model_support(h, lru) is None]
+    if modeled:
+        sim_norm["tracepoints"] = True
+    tables: list = []
+    sims = simulate(sim_norm, reps, progress, per_cgroup=True, tracepoints=tables)
+    for s, t in zip(sims, tables):
+        s.update(model_rows(modeled, t))
+    # A key only the model's runs hit is a row too (the kernel's reps at 0).
+    for s in sims:
+        for name in s:
+            if name.startswith("hist:"):
+                reps_out[0]["counters"].setdefault(name, 0)
     union_rows([r["counters"] for r in reps_out])
-    sims = simulate(sim_norm, reps, progress, per_cgroup=True)
     if norm.get("reclaim") and not has_proactive_counters(doc):
         # The model as the guest's version counts memory.reclaim as direct already (rule
         # pgscan_proactive); a model of a later version (--kernel-version) is folded.
@@ -923,7 +936,8 @@ def kernel_run_vm(
     if doc["accel"] == "tcg" and model_costs != "guest":
         tcg = "under QEMU's TCG the guest runs several times slower than the hardware the model's costs describe"
     return assemble(
-        norm, reps_out, sims, notes, 2, doc["kernel"], time_not_comparable=tcg, model_version=model["kernel"]["version"],
+        norm, reps_out, sims, notes, 2, doc["kernel"], time_not_comparable=tcg, why_not=why_not,
+        model_version=model["kernel"]["version"],
         vm={
             "image": str(kernel.image), "accel": doc["accel"], "version": doc.get("version"),
             "setup": doc.get("setup"), "boot_s": doc.get("boot_s"),

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from reclaimsim import vm
-from reclaimsim.sidebyside import KernelRunError, why_not_comparable
-from reclaimsim.tracehist import hist_entries, hist_rows, kprobe_lines, parse_hist, union_rows
+from reclaimsim.sidebyside import KernelRunError
+from reclaimsim.tracehist import hist_entries, hist_rows, kprobe_lines, model_rows, model_support, parse_hist, union_rows
 
 WORKQUEUE_TABLE = """\
 # event histogram
@@ -97,7 +97,7 @@ def test_vals_are_summed_per_key_and_over_keys():
     ]
 
 
-def test_rows_are_the_total_then_each_key_most_hits_first_and_never_compared():
+def test_rows_are_the_total_then_each_key_most_hits_first():
     entries = hist_entries(["workqueue:workqueue_execute_start:function.sym"])
     rows, dropped = hist_rows(entries, [WORKQUEUE_TABLE])
     assert list(rows.items()) == [
@@ -107,7 +107,7 @@ def test_rows_are_the_total_then_each_key_most_hits_first_and_never_compared():
         ("hist:workqueue_execute_start{function=kernfs_notify_workfn}", 2),
     ]
     assert dropped == 0
-    assert all("no tracepoints" in why_not_comparable(n) for n in rows)
+    assert "does not fire this event" in model_support(entries[0], "classic")
 
 
 def test_a_key_one_rep_did_not_hit_is_zero_in_the_others():
@@ -122,10 +122,11 @@ def test_specs_become_triggers_on_their_event_directories():
         "kprobes:prio:prio",
         "sched:sched_switch:prev_comm,next_comm if prev_state == 256",
     ])
-    assert got == [
-        {"event": "kprobes/prio", "trigger": "hist:keys=prio", "name": "prio"},
-        {"event": "sched/sched_switch", "trigger": "hist:keys=prev_comm,next_comm if prev_state == 256", "name": "sched_switch"},
+    assert [(g["event"], g["trigger"], g["name"]) for g in got] == [
+        ("kprobes/prio", "hist:keys=prio", "prio"),
+        ("sched/sched_switch", "hist:keys=prev_comm,next_comm if prev_state == 256", "sched_switch"),
     ]
+    assert (got[1]["keys"], got[1]["vals"], got[1]["filter"]) == (["prev_comm", "next_comm"], [], "prev_state == 256")
     assert kprobe_lines(["prio  vmpressure_prio   prio=%dx:s32"]) == ["p:prio vmpressure_prio prio=%dx:s32"]
     plan = vm.guest_plan(
         {"kernel": {"swappiness": 60, "watermark_scale_factor": 10}, "machine": {}, "workload": []},
@@ -197,7 +198,7 @@ def test_kernel_run_vm_sends_the_triggers_and_reports_every_reps_keys(monkeypatc
                 "kernel": kernel.release}
 
     monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)
-    monkeypatch.setattr(vm, "simulate", lambda norm, runs, progress=None, per_cgroup=False, locks=None: [{"pgscan_file": 10}] * runs)
+    monkeypatch.setattr(vm, "simulate", lambda norm, runs, progress=None, per_cgroup=False, locks=None, tracepoints=None: [{"pgscan_file": 10}] * runs)
     data = load_scenario("calib-zipf", ["workload[0].accesses=5"])
     rep = vm.kernel_run_vm(
         data, 2, None, "tcg", 60, model_costs="table",
@@ -212,3 +213,73 @@ def test_kernel_run_vm_sends_the_triggers_and_reports_every_reps_keys(monkeypatc
     assert not rows["hist:workqueue_execute_start"]["comparable"]
     assert rows["pgscan_file"]["comparable"]
     assert any("dropped 4 hits" in n for n in rep["notes"])
+
+
+def test_model_support_names_what_the_model_cannot_key_or_sum():
+    inactive = hist_entries(["vmscan:mm_vmscan_lru_shrink_inactive:nid,priority:nr_scanned,nr_reclaimed"])[0]
+    assert model_support(inactive, "classic") is None
+    assert "classic LRU only" in model_support(inactive, "mglru")
+    pid = hist_entries(["vmscan:mm_vmscan_lru_shrink_inactive:common_pid"])[0]
+    assert "no field common_pid" in model_support(pid, "classic")
+    dirty = hist_entries(["vmscan:mm_vmscan_lru_shrink_inactive:priority:nr_dirty"])[0]
+    assert "no field nr_dirty" in model_support(dirty, "classic")
+    filtered = hist_entries(["vmscan:mm_vmscan_lru_shrink_active:priority if nr_taken > 4"])[0]
+    assert "filter" in model_support(filtered, "classic")
+    assert "does not fire" in model_support(hist_entries(["sched:sched_switch:next_comm"])[0], "classic")
+
+
+def test_the_models_table_is_summed_over_the_keys_the_trigger_names():
+    table = [
+        {"event": "mm_vmscan_lru_shrink_inactive", "nid": 0, "priority": 12, "hitcount": 3, "nr_scanned": 6, "nr_reclaimed": 5},
+        {"event": "mm_vmscan_lru_shrink_inactive", "nid": 1, "priority": 12, "hitcount": 1, "nr_scanned": 2, "nr_reclaimed": 2},
+        {"event": "mm_vmscan_lru_shrink_inactive", "nid": 1, "priority": 11, "hitcount": 5, "nr_scanned": 20, "nr_reclaimed": 9},
+        {"event": "mm_vmscan_lru_shrink_active", "nid": 0, "priority": 12, "hitcount": 7, "nr_taken": 9,
+         "nr_active": 0, "nr_deactivated": 9, "nr_referenced": 0},
+    ]
+    e = hist_entries(["vmscan:mm_vmscan_lru_shrink_inactive:priority:nr_reclaimed"])
+    assert model_rows(e, table) == {
+        "hist:mm_vmscan_lru_shrink_inactive": 9,
+        "hist:mm_vmscan_lru_shrink_inactive.nr_reclaimed": 16,
+        "hist:mm_vmscan_lru_shrink_inactive{priority=11}": 5,
+        "hist:mm_vmscan_lru_shrink_inactive{priority=11}.nr_reclaimed": 9,
+        "hist:mm_vmscan_lru_shrink_inactive{priority=12}": 4,
+        "hist:mm_vmscan_lru_shrink_inactive{priority=12}.nr_reclaimed": 7,
+    }
+
+
+def test_kernel_run_vm_sets_the_models_table_beside_the_kernels(monkeypatch, tmp_path):
+    """The model side runs for real (calib-zipf cut short, classic LRU): its rows are
+    compared, and their sums are its own pgsteal_file and pgdeactivate (the kernel counts
+    both from the traced variables); an event the model does not fire stays the kernel's."""
+    from reclaimsim.scenario import load_scenario
+
+    k = vm.Kernel(tmp_path / "vmlinuz", "6.12.95+deb12-cloud-amd64")
+    monkeypatch.setattr(vm, "resolve_kernel", lambda spec, progress=None: k)
+    monkeypatch.setattr(vm, "check_prerequisites", lambda: None)
+
+    def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None, hists=None, kprobes=None):
+        rep = {
+            "wall_s": 1.0, "vmstat": {"pgscan_file": 10},
+            "cgroups": {"/reader": {"memory.stat": {"file": 0}, "memory.events": {}}},
+            "processes": [{"workload": 0, "threads": [{"accesses": 5, "hits": 1, "misses": 4, "major_faults": 4,
+                                                       "minor_faults": 0, "elapsed_ns": 10**9}]}],
+            "reclaim_writes": [], "hists": [SHRINK_TABLE, WORKQUEUE_TABLE],
+        }
+        return {"reps": [rep], "accel_how": "tcg (asked)", "accel": accel, "kernel": kernel.release}
+
+    monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)
+    data = load_scenario("calib-zipf", ["workload[0].accesses=100000"])
+    rep = vm.kernel_run_vm(
+        data, 1, None, "tcg", 60, model_costs="table",
+        trace_hist=("vmscan:mm_vmscan_lru_shrink_inactive:priority:nr_scanned,nr_reclaimed",
+                    "workqueue:workqueue_execute_start:function.sym"),
+    )
+    rows = {r["name"]: r for r in rep["counters"]}
+    total = rows["hist:mm_vmscan_lru_shrink_inactive.nr_reclaimed"]
+    assert total["comparable"] and total["kernel_mean"] == 360
+    assert total["sim"] == rows["pgsteal_file"]["sim"] > 0
+    per_prio = [r for n, r in rows.items() if n.startswith("hist:mm_vmscan_lru_shrink_inactive{") and n.endswith(".nr_reclaimed")]
+    assert sum(r["sim"] for r in per_prio) == total["sim"]
+    assert all(r["comparable"] for r in per_prio)
+    assert not rows["hist:workqueue_execute_start"]["comparable"]
+    assert "does not fire" in rows["hist:workqueue_execute_start{function=vmpressure_work_fn}"]["why_not"]

@@ -725,7 +725,7 @@ def test_kernel_run_vm_runs_the_model_with_the_guests_costs_and_compares_time(mo
     def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None, hists=None, kprobes=None):
         return {"reps": [_fake_guest_rep(10**9)], "accel_how": "tcg (asked)", "accel": accel, "kernel": kernel.release}
 
-    def fake_simulate(norm, runs, progress=None, per_cgroup=False, locks=None):
+    def fake_simulate(norm, runs, progress=None, per_cgroup=False, locks=None, tracepoints=None):
         seen.append(norm)
         return [{"pgscan_file": 10, "elapsed_ms@zipf": 1000.0}]
 

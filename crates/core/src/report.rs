@@ -277,6 +277,10 @@ pub struct Report {
     pub lru_gen_writes: Option<Value>,
     /// Tracepoint-derived counters (mm_lru_insertion and its dead share, seed 003).
     pub trace: crate::mm::TraceCounters,
+    /// The vmscan tracepoints' hist table, with the scenario's `tracepoints = true`
+    /// (mm/trace_vmscan.rs): one row per (event, nid, priority), its hitcount and sums.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracepoints: Option<Vec<Value>>,
     pub timeseries: Timeseries,
     /// /sys/kernel/debug/lru_gen at the end and sampled (MGLRU; null with the classic LRU).
     pub lru_gen: crate::mm::lru_gen::LruGenReport,
@@ -516,6 +520,7 @@ impl Report {
             proactive: crate::schedule::report(sim, sc),
             lru_gen_writes: crate::schedule::lru_gen_report(sim, sc),
             trace: mm.trace,
+            tracepoints: mm.trace_hist.as_ref().map(|t| t.report()),
             timeseries: Timeseries {
                 interval_ns: interval,
                 paths: mm.memcgs.iter().map(|m| m.path.clone()).collect(),

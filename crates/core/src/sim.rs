@@ -288,6 +288,7 @@ impl Sim {
             lines: crate::mm::lru_lines::LineTracker::new(cpu_node.clone()),
             radix_tree_node_cachep: Default::default(),
             trace: Default::default(),
+            trace_hist: sc.tracepoints.then(Default::default),
             stat_pcpu: crate::mm::memcontrol::StatPcpu::new(all_cpus, memcgs_len, lruvecs_len),
             stat_pending: Default::default(),
             file_dev: {

@@ -54,6 +54,7 @@ pub mod slub;
 pub mod swap;
 pub mod swap_state;
 pub mod swapfile;
+pub mod trace_vmscan;
 pub mod vmscan;
 pub mod vmstat;
 pub mod workingset;
@@ -574,6 +575,9 @@ pub struct Mm {
     pub stat_pending: memcontrol::StatPending,
     /// Tracepoint-derived counters (not /proc/vmstat items).
     pub trace: TraceCounters,
+    /// The vmscan tracepoints' hist table (trace_vmscan.rs); None unless the scenario asks
+    /// for it (`tracepoints`).
+    pub trace_hist: Option<trace_vmscan::TraceHist>,
     /// The device holding the files (page-cache misses read from it).
     pub file_dev: crate::engine::blkdev::BlockDevice,
     /// Batch references beyond the first (PG_INBATCH) of folios queued more than once.

@@ -31,6 +31,7 @@ use super::lru_gen::FolioRef;
 use super::mm_inline::{lruvec_add_folio_untracked, lruvec_del_folio_untracked};
 use super::mm_types::*;
 use super::mmzone::*;
+use super::trace_vmscan::Tracepoint;
 use super::vmstat::{NodeStat, VmEvent};
 use super::{
     LruvecId, MemcgId, Mm, Pfn, BLK_MAX_REQUEST_COUNT, DEF_PRIORITY, NIL, SWAP_CLUSTER_MAX,
@@ -711,11 +712,19 @@ impl Sim {
             putback_site: Site::ShrinkActiveList,
             cost_site: Site::ShrinkActiveList,
         };
+        let priority = sc.priority;
         self.putback_and_note_cost(lv, file, &[&l_active, &hold], note, |mm, moved| {
             mm.count_isolated(lv, file, -(taken as i64));
             let memcg = mm.lruvecs[lv as usize].memcg;
             mm.count_event(VmEvent::Pgdeactivate, moved[1]);
             mm.count_memcg_event(memcg, VmEvent::Pgdeactivate, moved[1]);
+            // trace_mm_vmscan_lru_shrink_active(nid, nr_taken, nr_activate, nr_deactivate,
+            // nr_rotated, priority, file)
+            let node = mm.lruvecs[lv as usize].node;
+            if let Some(t) = mm.trace_hist.as_mut() {
+                let vals = [taken, moved[0], moved[1], nr_rotated];
+                t.hit(Tracepoint::LruShrinkActive, node, priority, vals);
+            }
         })
         .await;
         self.mm.borrow_mut().put_pfn_vec(hold);
@@ -874,9 +883,17 @@ impl Sim {
         };
         let item = sc.reclaimer_offset(&self.mm.borrow().rules).pgsteal();
         let cgroup_reclaim = sc.cgroup_reclaim();
+        let priority = sc.priority;
         self.putback_and_note_cost(lv, file, &[&list], note, |mm, _| {
             mm.count_isolated(lv, file, -(taken as i64));
             let memcg = mm.lruvecs[lv as usize].memcg;
+            // trace_mm_vmscan_lru_shrink_inactive(nid, nr_scanned, nr_reclaimed, stat,
+            // priority, file): fired after the putback, not when nothing was taken.
+            let node = mm.lruvecs[lv as usize].node;
+            if let Some(t) = mm.trace_hist.as_mut() {
+                let vals = [scanned, stat.nr_reclaimed, 0, 0];
+                t.hit(Tracepoint::LruShrinkInactive, node, priority, vals);
+            }
             mm.count_reclaim_event(memcg, item, stat.nr_reclaimed, !cgroup_reclaim);
             mm.count_event(
                 if file {

@@ -74,6 +74,12 @@ pub struct Scenario {
         skip_serializing_if = "crate::engine::perf_lock::Observe::is_none"
     )]
     pub observe: crate::engine::perf_lock::Observe,
+    /// Count the vmscan tracepoints the model fires (mm_vmscan_lru_shrink_inactive and
+    /// mm_vmscan_lru_shrink_active) per node and priority, as a hist trigger counts them:
+    /// the result's `tracepoints` table (mm/trace_vmscan.rs). kernel-run --vm --trace-hist
+    /// sets it for the model beside the kernel.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tracepoints: bool,
     /// The seed-patch switches of this run (variant.rs); defaults are upstream.
     #[serde(default)]
     pub variants: crate::variant::Variants,
