@@ -167,6 +167,27 @@ def model_rows(entries: list[dict], table: list[dict]) -> dict[str, int]:
     return rows
 
 
+def split_by_model(entries: list[dict], lru: str) -> tuple[list[dict], dict[str, str]]:
+    """(the entries the model keeps a table for, and for the others' rows why they are the
+    kernel's alone: assemble's `why_not`, by row-name base)."""
+    modeled = [e for e in entries if model_support(e, lru) is None]
+    why_not = {f"hist:{e['name']}": why for e in entries if (why := model_support(e, lru))}
+    return modeled, why_not
+
+
+def add_model_rows(modeled: list[dict], tables: list[list], sims: list[dict], reps: list[dict]) -> None:
+    """Put each model run's rows of `modeled` (from its tracepoints table) into its
+    counters `sims`, and give the kernel's reps every hist row either side has (0 where a
+    rep had no hit), so a key only the model's runs hit is a row too."""
+    for s, t in zip(sims, tables):
+        s.update(model_rows(modeled, t))
+    for s in sims:
+        for name in s:
+            if name.startswith("hist:") and reps:
+                reps[0].setdefault(name, 0)
+    union_rows(reps)
+
+
 def union_rows(counters: list[dict]) -> None:
     """Give every rep's counters each hist row any rep has (0 where it had no hit)."""
     names: list[str] = []

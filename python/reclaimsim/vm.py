@@ -48,7 +48,7 @@ from .sidebyside import (
 )
 from . import safefs
 from .batch import child_of_this_process
-from .tracehist import hist_entries, hist_rows, kprobe_lines, model_rows, model_support, union_rows
+from .tracehist import add_model_rows, hist_entries, hist_rows, kprobe_lines, split_by_model
 from .safefs import RunDir, replace_atomically
 from .term import printable
 
@@ -905,21 +905,12 @@ def kernel_run_vm(
     notes.extend(guest_setup_notes(doc.get("setup") or {}))
     sim_norm = sim_scenario(model, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm, hists, notes)} for r in doc["reps"]]
-    lru = sim_norm["kernel"].get("lru", "classic")
-    why_not = {f"hist:{h['name']}": why for h in hists if (why := model_support(h, lru))}
-    modeled = [h for h in hists if model_support(h, lru) is None]
+    modeled, why_not = split_by_model(hists, sim_norm["kernel"].get("lru", "classic"))
     if modeled:
         sim_norm["tracepoints"] = True
     tables: list = []
     sims = simulate(sim_norm, reps, progress, per_cgroup=True, tracepoints=tables)
-    for s, t in zip(sims, tables):
-        s.update(model_rows(modeled, t))
-    # A key only the model's runs hit is a row too (the kernel's reps at 0).
-    for s in sims:
-        for name in s:
-            if name.startswith("hist:"):
-                reps_out[0]["counters"].setdefault(name, 0)
-    union_rows([r["counters"] for r in reps_out])
+    add_model_rows(modeled, tables, sims, [r["counters"] for r in reps_out])
     if norm.get("reclaim") and not has_proactive_counters(doc):
         # The model as the guest's version counts memory.reclaim as direct already (rule
         # pgscan_proactive); a model of a later version (--kernel-version) is folded.
