@@ -411,20 +411,24 @@ def format_report(rep: dict, show_all: bool = False) -> str:
         lines.append(f"note: {n}")
     if rep.get("cut_short"):
         lines.append(f"NOT COMPARABLE: {rep['cut_short']}; every row but the kills is marked")
-    lines.append(f"{'counter':<28} {'kernel mean':>14} {'cv':>7} {'sim mean':>14} {'cv':>7} {'diff':>9}")
-    for r in rep["counters"]:
-        if not show_all and r["kernel_mean"] == 0 and r["sim"] == 0:
-            continue
+    shown = [r for r in rep["counters"] if show_all or r["kernel_mean"] != 0 or r["sim"] != 0]
+    # The name column fits the longest name shown (event histogram rows are long), up to 72.
+    w = min(72, max([28] + [len(r["name"]) for r in shown]))
+    lines.append(f"{'counter':<{w}} {'kernel mean':>14} {'cv':>7} {'sim mean':>14} {'cv':>7} {'diff':>9}")
+    said = set()
+    for r in shown:
         d = r["diff_pct"]
         ds = "n/a" if d is None else f"{d:+.1f}%"
         flag = ""
         if not r["comparable"]:
             why = "the kernel side ended early" if r["why_not"] == rep.get("cut_short") else r["why_not"]
-            flag = f"  (not comparable: {why})"
+            # A reason is given in full once; the rows after it that share it say so.
+            flag = f"  (not comparable: {'as above' if why in said else why})"
+            said.add(why)
         elif r["name"] in KEY_COUNTERS and off_by_more_than_5pct(r):
             flag = "  !"
         lines.append(
-            f"{r['name']:<28} {r['kernel_mean']:>14.0f} {r['kernel_cv']:>7.3f} {r['sim']:>14.0f} {r['sim_cv']:>7.3f} {ds:>9}{flag}"
+            f"{r['name']:<{w}} {r['kernel_mean']:>14.0f} {r['kernel_cv']:>7.3f} {r['sim']:>14.0f} {r['sim_cv']:>7.3f} {ds:>9}{flag}"
         )
     if any(r["comparable"] and r["name"] in KEY_COUNTERS and off_by_more_than_5pct(r) for r in rep["counters"]):
         lines.append(f"! = a key counter more than 5% and {NOISE_FLOOR} events from the kernel's mean")

@@ -283,3 +283,28 @@ def test_kernel_run_vm_sets_the_models_table_beside_the_kernels(monkeypatch, tmp
     assert all(r["comparable"] for r in per_prio)
     assert not rows["hist:workqueue_execute_start"]["comparable"]
     assert "does not fire" in rows["hist:workqueue_execute_start{function=vmpressure_work_fn}"]["why_not"]
+
+
+def test_the_report_fits_long_names_and_gives_a_shared_reason_once():
+    from reclaimsim.sidebyside import format_report
+
+    def row(name, comparable, why=None):
+        r = {"name": name, "kernel_mean": 5.0, "kernel_cv": 0.0, "kernel_values": [5], "sim": 4.0, "sim_cv": 0.0,
+             "diff_pct": -20.0, "comparable": comparable}
+        if why:
+            r["why_not"] = why
+        return r
+
+    long = "hist:workqueue_execute_start{function=vmpressure_work_fn}"
+    rep = {"scenario": "s", "seed": 1, "reps": 1, "kernel": "k", "cgroup_version": 2, "wall_s": [1.0], "notes": [],
+           "counters": [row("pgscan_file", True), row("hist:workqueue_execute_start", False, "no events"),
+                        row(long, False, "no events")]}
+    lines = format_report(rep).splitlines()
+    body = [line for line in lines if line.startswith(("counter", "pgscan_file", "hist:"))]
+    # the name column is as wide as the longest name, on every line
+    w = len(long)
+    names = ["counter", "pgscan_file", "hist:workqueue_execute_start", long]
+    assert [line[:w].rstrip() for line in body] == names
+    assert all(line[w] == " " and line[w + 1:].lstrip()[0] in "k5" for line in body)
+    assert body[2].endswith("(not comparable: no events)")
+    assert body[3].endswith("(not comparable: as above)")
