@@ -339,7 +339,10 @@ def assemble(
             diff = (s - mean) / mean * 100.0
         else:
             diff = 0.0 if s == 0 else None
-        why_not = why_not_comparable(name) or _extended_reason(why_not_run, name)
+        kernel_only = _extended_reason(why_not_run, name)
+        if kernel_only:
+            diff = None  # the model has no such row: its 0 is no value
+        why_not = why_not_comparable(name) or kernel_only
         if why_not is None and cut and name not in ("oom_kill", "oom_killed_processes"):
             why_not = cut
         if why_not is None and time_not_comparable and is_time_row(name):

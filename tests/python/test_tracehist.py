@@ -282,6 +282,8 @@ def test_kernel_run_vm_sets_the_models_table_beside_the_kernels(monkeypatch, tmp
     assert sum(r["sim"] for r in per_prio) == total["sim"]
     assert all(r["comparable"] for r in per_prio)
     assert not rows["hist:workqueue_execute_start"]["comparable"]
+    assert rows["hist:workqueue_execute_start"]["diff_pct"] is None  # no model value to differ
+    assert total["diff_pct"] is not None
     assert "does not fire" in rows["hist:workqueue_execute_start{function=vmpressure_work_fn}"]["why_not"]
 
 
