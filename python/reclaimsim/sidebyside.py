@@ -316,16 +316,16 @@ def is_time_row(name: str) -> bool:
 
 def assemble(
     norm: dict, reps_out: list[dict], sims: list[dict], notes: list, cgroup_version: int, kernel: str,
-    time_not_comparable: str | None = None, why_not: dict[str, str] | None = None, **extra,
+    time_not_comparable: str | None = None, kernel_only: dict[str, str] | None = None, **extra,
 ) -> dict:
     """The side-by-side report from the kernel's reps and the simulator's runs: one row
     per counter the kernel side has, with mean, CV, the simulator's mean and the
     difference. With `time_not_comparable` (why), the time rows are marked not
     comparable (a guest under QEMU's TCG runs slower than any hardware the costs
-    describe). `why_not`: rows not comparable for a reason of this run, by name or by a
-    name they extend ("hist:E" covers "hist:E{...}" and "hist:E.F")."""
+    describe). `kernel_only`: rows the model has no value for, with the reason, by name
+    or by a name they extend ("hist:E" covers "hist:E{...}" and "hist:E.F"): not
+    comparable, and no difference."""
     rows = []
-    why_not_run = why_not or {}
     names = list(reps_out[0]["counters"])
     cut = cut_short(reps_out, sims)
     for name in names:
@@ -339,10 +339,10 @@ def assemble(
             diff = (s - mean) / mean * 100.0
         else:
             diff = 0.0 if s == 0 else None
-        kernel_only = _extended_reason(why_not_run, name)
-        if kernel_only:
+        alone = _extended_reason(kernel_only or {}, name)
+        if alone:
             diff = None  # the model has no such row: its 0 is no value
-        why_not = why_not_comparable(name) or kernel_only
+        why_not = why_not_comparable(name) or alone
         if why_not is None and cut and name not in ("oom_kill", "oom_killed_processes"):
             why_not = cut
         if why_not is None and time_not_comparable and is_time_row(name):

@@ -97,15 +97,33 @@ def parse_hist(text: str) -> tuple[dict[str, dict[str, int]], int, int]:
                 name, _, value = part.partition(":")
                 value = re.sub(r"^\[[0-9a-fA-F]+\]\s*", "", value.strip())
                 parts.append(f"{name.strip()}={' '.join(value.split())}")
-            key = ",".join(parts)
-            mine = per_key.setdefault(key, {})
-            for name, v in counts.items():
-                mine[name] = mine.get(name, 0) + v
+            _add(per_key, ",".join(parts), counts)
         elif s.startswith("Hits:"):
             hits = int(s.split(":", 1)[1])
         elif s.startswith("Dropped:"):
             dropped = int(s.split(":", 1)[1])
     return per_key, hits, dropped
+
+
+def _add(per_key: dict[str, dict[str, int]], key: str, counts: dict[str, int]) -> None:
+    """Add one table line's (or model row's) hitcount and sums to its key's."""
+    mine = per_key.setdefault(key, {})
+    for name, v in counts.items():
+        mine[name] = mine.get(name, 0) + v
+
+
+def _table_rows(name: str, hits: int, per_key: dict[str, dict[str, int]]) -> dict[str, int]:
+    """The rows of one event's table: its hits, each value field's sum, then per key
+    (most hits first) its hits and sums. Both sides' tables are named this way."""
+    fields = sorted({f for c in per_key.values() for f in c} - {"hitcount"})
+    rows = {f"hist:{name}": hits}
+    for f in fields:
+        rows[f"hist:{name}.{f}"] = sum(c.get(f, 0) for c in per_key.values())
+    for key, c in sorted(per_key.items(), key=lambda kv: (-kv[1]["hitcount"], kv[0])):
+        rows[f"hist:{name}{{{key}}}"] = c["hitcount"]
+        for f in fields:
+            rows[f"hist:{name}{{{key}}}.{f}"] = c.get(f, 0)
+    return rows
 
 
 def hist_rows(entries: list[dict], texts: list[str]) -> tuple[dict[str, int], int]:
@@ -116,14 +134,7 @@ def hist_rows(entries: list[dict], texts: list[str]) -> tuple[dict[str, int], in
     for e, text in zip(entries, texts):
         per_key, hits, d = parse_hist(text)
         dropped += d
-        rows[f"hist:{e['name']}"] = hits
-        fields = sorted({f for c in per_key.values() for f in c} - {"hitcount"})
-        for f in fields:
-            rows[f"hist:{e['name']}.{f}"] = sum(c.get(f, 0) for c in per_key.values())
-        for key, c in sorted(per_key.items(), key=lambda kv: (-kv[1]["hitcount"], kv[0])):
-            rows[f"hist:{e['name']}{{{key}}}"] = c["hitcount"]
-            for f in fields:
-                rows[f"hist:{e['name']}{{{key}}}.{f}"] = c.get(f, 0)
+        rows.update(_table_rows(e["name"], hits, per_key))
     return rows, dropped
 
 
@@ -148,28 +159,18 @@ def model_rows(entries: list[dict], table: list[dict]) -> dict[str, int]:
     `tracepoints` table, named as hist_rows names the kernel's."""
     rows: dict[str, int] = {}
     for e in entries:
-        name = e["event"].split("/", 1)[1]
         per_key: dict[str, dict[str, int]] = {}
         for r in table:
-            if r["event"] != name:
-                continue
-            key = ",".join(f"{k}={r[k]}" for k in e["keys"])
-            mine = per_key.setdefault(key, {})
-            for f in ["hitcount", *e["vals"]]:
-                mine[f] = mine.get(f, 0) + r[f]
-        rows[f"hist:{name}"] = sum(c["hitcount"] for c in per_key.values())
-        for f in e["vals"]:
-            rows[f"hist:{name}.{f}"] = sum(c[f] for c in per_key.values())
-        for key, c in sorted(per_key.items(), key=lambda kv: (-kv[1]["hitcount"], kv[0])):
-            rows[f"hist:{name}{{{key}}}"] = c["hitcount"]
-            for f in e["vals"]:
-                rows[f"hist:{name}{{{key}}}.{f}"] = c[f]
+            if r["event"] == e["name"]:
+                key = ",".join(f"{k}={r[k]}" for k in e["keys"])
+                _add(per_key, key, {f: r[f] for f in ["hitcount", *e["vals"]]})
+        rows.update(_table_rows(e["name"], sum(c["hitcount"] for c in per_key.values()), per_key))
     return rows
 
 
 def split_by_model(entries: list[dict], lru: str) -> tuple[list[dict], dict[str, str]]:
     """(the entries the model keeps a table for, and for the others' rows why they are the
-    kernel's alone: assemble's `why_not`, by row-name base)."""
+    kernel's alone: assemble's `kernel_only`, by row-name base)."""
     modeled = [e for e in entries if model_support(e, lru) is None]
     why_not = {f"hist:{e['name']}": why for e in entries if (why := model_support(e, lru))}
     return modeled, why_not

@@ -905,7 +905,7 @@ def kernel_run_vm(
     notes.extend(guest_setup_notes(doc.get("setup") or {}))
     sim_norm = sim_scenario(model, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm, hists, notes)} for r in doc["reps"]]
-    modeled, why_not = split_by_model(hists, sim_norm["kernel"].get("lru", "classic"))
+    modeled, kernel_only = split_by_model(hists, sim_norm["kernel"].get("lru", "classic"))
     if modeled:
         sim_norm["tracepoints"] = True
     tables: list = []
@@ -927,7 +927,7 @@ def kernel_run_vm(
     if doc["accel"] == "tcg" and model_costs != "guest":
         tcg = "under QEMU's TCG the guest runs several times slower than the hardware the model's costs describe"
     return assemble(
-        norm, reps_out, sims, notes, 2, doc["kernel"], time_not_comparable=tcg, why_not=why_not,
+        norm, reps_out, sims, notes, 2, doc["kernel"], time_not_comparable=tcg, kernel_only=kernel_only,
         model_version=model["kernel"]["version"],
         vm={
             "image": str(kernel.image), "accel": doc["accel"], "version": doc.get("version"),

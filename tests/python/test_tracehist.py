@@ -174,27 +174,34 @@ def test_the_options_need_vm_and_a_bad_one_is_refused_before_anything_boots():
     assert "--trace-hist 'nonsense': allowed" in err
 
 
-def test_kernel_run_vm_sends_the_triggers_and_reports_every_reps_keys(monkeypatch, tmp_path):
-    from reclaimsim.scenario import load_scenario
+def _guest_rep(*tables):
+    """A calib-zipf rep of the guest's document whose event histograms are `tables`."""
+    return {
+        "wall_s": 1.0, "vmstat": {"pgscan_file": 10},
+        "cgroups": {"/reader": {"memory.stat": {"file": 0}, "memory.events": {}}},
+        "processes": [{"workload": 0, "threads": [{"accesses": 5, "hits": 1, "misses": 4, "major_faults": 4,
+                                                   "minor_faults": 0, "elapsed_ns": 10**9}]}],
+        "reclaim_writes": [], "hists": list(tables),
+    }
 
+
+def _fake_kernel(monkeypatch, tmp_path):
+    """kernel-run --vm with no kernel to fetch and no prerequisites to check."""
     k = vm.Kernel(tmp_path / "vmlinuz", "6.12.95+deb12-cloud-amd64")
     monkeypatch.setattr(vm, "resolve_kernel", lambda spec, progress=None: k)
     monkeypatch.setattr(vm, "check_prerequisites", lambda: None)
+
+
+def test_kernel_run_vm_sends_the_triggers_and_reports_every_reps_keys(monkeypatch, tmp_path):
+    from reclaimsim.scenario import load_scenario
+
+    _fake_kernel(monkeypatch, tmp_path)
     other = WORKQUEUE_TABLE.replace("vmstat_update", "psi_avgs_work").replace("Dropped: 0", "Dropped: 4")
     sent = {}
 
-    def guest_rep(table):
-        return {
-            "wall_s": 1.0, "vmstat": {"pgscan_file": 10},
-            "cgroups": {"/reader": {"memory.stat": {"file": 0}, "memory.events": {}}},
-            "processes": [{"workload": 0, "threads": [{"accesses": 5, "hits": 1, "misses": 4, "major_faults": 4,
-                                                       "minor_faults": 0, "elapsed_ns": 10**9}]}],
-            "reclaim_writes": [], "hists": [table],
-        }
-
     def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None, hists=None, kprobes=None):
         sent.update(plan=vm.guest_plan(norm, reps, nprocs, [], False, after, hists, kprobes))
-        return {"reps": [guest_rep(WORKQUEUE_TABLE), guest_rep(other)], "accel_how": "tcg (asked)", "accel": accel,
+        return {"reps": [_guest_rep(WORKQUEUE_TABLE), _guest_rep(other)], "accel_how": "tcg (asked)", "accel": accel,
                 "kernel": kernel.release}
 
     monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)
@@ -253,18 +260,10 @@ def test_kernel_run_vm_sets_the_models_table_beside_the_kernels(monkeypatch, tmp
     both from the traced variables); an event the model does not fire stays the kernel's."""
     from reclaimsim.scenario import load_scenario
 
-    k = vm.Kernel(tmp_path / "vmlinuz", "6.12.95+deb12-cloud-amd64")
-    monkeypatch.setattr(vm, "resolve_kernel", lambda spec, progress=None: k)
-    monkeypatch.setattr(vm, "check_prerequisites", lambda: None)
+    _fake_kernel(monkeypatch, tmp_path)
 
     def fake_run_in_vm(norm, nprocs, reps, kernel, accel, timeout, progress=None, after=None, hists=None, kprobes=None):
-        rep = {
-            "wall_s": 1.0, "vmstat": {"pgscan_file": 10},
-            "cgroups": {"/reader": {"memory.stat": {"file": 0}, "memory.events": {}}},
-            "processes": [{"workload": 0, "threads": [{"accesses": 5, "hits": 1, "misses": 4, "major_faults": 4,
-                                                       "minor_faults": 0, "elapsed_ns": 10**9}]}],
-            "reclaim_writes": [], "hists": [SHRINK_TABLE, WORKQUEUE_TABLE],
-        }
+        rep = _guest_rep(SHRINK_TABLE, WORKQUEUE_TABLE)
         return {"reps": [rep], "accel_how": "tcg (asked)", "accel": accel, "kernel": kernel.release}
 
     monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)

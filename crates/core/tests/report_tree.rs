@@ -4,18 +4,8 @@
 
 mod common;
 
-use common::within;
+use common::{cgroup, within};
 use reclaimsim_core::{sim, Scenario};
-use serde_json::Value;
-
-fn cgroup<'a>(r: &'a Value, path: &str) -> &'a Value {
-    r["cgroups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["path"] == path)
-        .unwrap()
-}
 
 #[test]
 fn a_parent_counts_its_subtree() {

@@ -1,5 +1,8 @@
 //! End-to-end runs of small scenarios through the whole model.
 
+mod common;
+
+use common::cgroup;
 use reclaimsim_core::fixture::run_toml;
 use reclaimsim_core::{run_json, Error, Scenario};
 use serde_json::Value;
@@ -35,15 +38,6 @@ random = true
 repeat = 0
 "#
     )
-}
-
-fn cgroup<'a>(r: &'a Value, path: &str) -> &'a Value {
-    r["cgroups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["path"] == path)
-        .expect("cgroup present")
 }
 
 #[test]

@@ -6,6 +6,9 @@
 //! shrink_active_list, PGDEACTIVATE from its nr_deactivate and the memcg's PGREFILL from
 //! the scan that took its nr_taken (the global PGREFILL counts global reclaim only).
 
+mod common;
+
+use common::cgroup;
 use reclaimsim_core::fixture::run_toml;
 use serde_json::Value;
 
@@ -68,13 +71,9 @@ fn the_traced_sums_are_the_kernels_counters() {
     assert!(scanned <= get("pgscan_anon") + get("pgscan_file"));
     assert!(scanned >= sum(t, inactive, "nr_reclaimed"));
     assert_eq!(sum(t, active, "nr_deactivated"), get("pgdeactivate"));
-    let memcg = r["cgroups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["path"] == "/w")
+    let refill = cgroup(&r, "/w")["memory.stat"]["pgrefill"]
+        .as_u64()
         .unwrap();
-    let refill = memcg["memory.stat"]["pgrefill"].as_u64().unwrap();
     assert!(sum(t, active, "nr_taken") <= refill);
     assert!(sum(t, active, "nr_taken") >= sum(t, active, "nr_deactivated"));
     // Both events fired, at priorities reclaim can have, on the one node.

@@ -161,7 +161,8 @@ mod tests {
 
     #[test]
     fn a_hist_names_an_event_directory_and_one_trigger_line() {
-        let ok = r#"[{"event": "kprobes/prio", "trigger": "hist:keys=prio"}]"#;
+        let ok = r#"[{"event": "kprobes/prio", "trigger": "hist:keys=prio"},
+                     {"event": "workqueue/workqueue_execute_start", "trigger": "hist:keys=function.sym"}]"#;
         assert!(plan(ok, "[]").check().is_ok());
         for bad in [
             r#"[{"event": "../../x", "trigger": "hist:keys=prio"}]"#,

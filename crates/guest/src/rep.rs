@@ -246,7 +246,7 @@ pub fn run_rep(plan: &Plan, ready: &Ready) -> Result<Value, String> {
 fn run_rep_in_tree(plan: &Plan, ready: &Ready) -> Result<Value, String> {
     sys::drop_caches()?;
     let v0 = kv(Path::new("/proc/vmstat"));
-    crate::trace::start(&plan.hists)?;
+    crate::trace::start(crate::trace::TRACEFS, &plan.hists)?;
     let start = Instant::now();
     let mut kids = Vec::new();
     for p in &plan.procs {
@@ -298,7 +298,7 @@ fn run_rep_in_tree(plan: &Plan, ready: &Ready) -> Result<Value, String> {
         .into_iter()
         .flat_map(|t| t.join().unwrap_or_default())
         .collect();
-    let hists = crate::trace::stop(&plan.hists)?;
+    let hists = crate::trace::stop(crate::trace::TRACEFS, &plan.hists)?;
     if !errors.is_empty() {
         return Err(errors.join("; "));
     }

@@ -78,3 +78,13 @@ pub fn builtin_scenarios() -> Vec<(String, String)> {
     out.sort();
     out
 }
+
+/// The result's entry of the cgroup at `path` (its memory.stat, memory.events, ...).
+pub fn cgroup<'a>(r: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {
+    r["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == path)
+        .unwrap_or_else(|| panic!("no cgroup {path} in the result"))
+}
