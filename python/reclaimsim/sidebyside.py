@@ -158,6 +158,34 @@ CG_STAT_COUNTERS = [
 ]
 CG_EVENTS = ["high", "max", "oom", "oom_kill"]
 
+# Where a cgroup's time went, as the guest kernel accounts it (kernel-run --vm): the stall
+# totals of memory.pressure (PSI: time a task of the cgroup waited in memory reclaim or
+# on a refault of its working set; `some`, at least one task; `full`, all of its non-idle
+# tasks) and cpu.stat's CPU time, user and system. Rows the kernel alone has.
+CG_TIME_ROWS = {
+    "memory.pressure.some_ms": ("memory.pressure", "some", 1e3),
+    "memory.pressure.full_ms": ("memory.pressure", "full", 1e3),
+    "cpu.stat.user_ms": ("cpu.stat", "user_usec", 1e3),
+    "cpu.stat.system_ms": ("cpu.stat", "system_usec", 1e3),
+}
+KERNEL_ONLY_PREFIX = {
+    "memory.pressure.": "the model keeps no pressure stall information (PSI): the kernel's time in reclaim "
+    "and refault waits, to set beside the model's time rows",
+    "cpu.stat.": "the model does not split a task's time into user and system CPU time",
+}
+
+
+def cgroup_time_rows(path: str, files: dict) -> dict[str, float]:
+    """A cgroup's CG_TIME_ROWS from its files as the guest read them (`files`: file name to
+    its parsed fields), in milliseconds; a file or field the kernel lacks gives no row. A
+    cgroup created for the rep starts at zero, so its totals are the rep's."""
+    out = {}
+    for row, (file, field, per_ms) in CG_TIME_ROWS.items():
+        v = files.get(file, {}).get(field)
+        if v is not None:
+            out[f"{row}@{path}"] = v / per_ms
+    return out
+
 # MGLRU: a memcg's lruvec starts at max_seq MIN_NR_GENS + 1 (lru_gen_init_lruvec) and
 # each aging (inc_max_seq) adds one, so a memcg made for the run has aged max_seq - 3
 # times on each node when the run ends.
@@ -339,7 +367,7 @@ def assemble(
             diff = (s - mean) / mean * 100.0
         else:
             diff = 0.0 if s == 0 else None
-        alone = _extended_reason(kernel_only or {}, name)
+        alone = _extended_reason(kernel_only or {}, name) or _prefix_reason(KERNEL_ONLY_PREFIX, name)
         if alone:
             diff = None  # the model has no such row: its 0 is no value
         why_not = why_not_comparable(name) or alone
@@ -380,6 +408,10 @@ def _extended_reason(reasons: dict[str, str], name: str) -> str | None:
         if name == base or name.startswith((base + "{", base + ".")):
             return why
     return None
+
+
+def _prefix_reason(reasons: dict[str, str], name: str) -> str | None:
+    return next((why for prefix, why in reasons.items() if name.startswith(prefix)), None)
 
 
 def cut_short(reps_out: list[dict], sims: list[dict]) -> str | None:

@@ -6,8 +6,8 @@ module checks the options before anything boots, turns them into the guest plan'
 entries, and reads the tables into kernel-side rows: `hist:EVENT` (the event's hits in
 the rep) and `hist:EVENT{KEY=VALUE,...}` (its hits per key), and with VALS the sums of
 those fields, `hist:EVENT.FIELD` and `hist:EVENT{KEY=VALUE,...}.FIELD`. For the vmscan
-tracepoints the model fires too (MODEL_EVENTS, crates/core/src/mm/trace_vmscan.rs, on the
-classic LRU) the model keeps the same table (the scenario's `tracepoints`), summed here
+tracepoints the model fires too (MODEL_EVENTS, crates/core/src/mm/trace_vmscan.rs: on the
+classic LRU, and MGLRU's evict_folios from 6.12 on, as the kernel fires them) the model keeps the same table (the scenario's `tracepoints`), summed here
 over the keys the trigger names, and the rows are compared; the others are the kernel's
 alone.
 
@@ -138,14 +138,12 @@ def hist_rows(entries: list[dict], texts: list[str]) -> tuple[dict[str, int], in
     return rows, dropped
 
 
-def model_support(entry: dict, lru: str) -> str | None:
+def model_support(entry: dict) -> str | None:
     """None when the model keeps the entry's table (the event, its keys and values), else
     why its rows are the kernel's alone."""
     fields = MODEL_EVENTS.get(entry["event"])
     if fields is None:
         return "a kernel event histogram (--trace-hist): the model does not fire this event"
-    if lru == "mglru":
-        return "the model fires the vmscan tracepoints on the classic LRU only (trace_vmscan.rs)"
     if entry.get("filter"):
         return "a filtered histogram: the model's table has no filter"
     bad = [k for k in entry["keys"] if k not in MODEL_KEYS] + [v for v in entry["vals"] if v not in fields]
@@ -168,11 +166,11 @@ def model_rows(entries: list[dict], table: list[dict]) -> dict[str, int]:
     return rows
 
 
-def split_by_model(entries: list[dict], lru: str) -> tuple[list[dict], dict[str, str]]:
+def split_by_model(entries: list[dict]) -> tuple[list[dict], dict[str, str]]:
     """(the entries the model keeps a table for, and for the others' rows why they are the
     kernel's alone: assemble's `kernel_only`, by row-name base)."""
-    modeled = [e for e in entries if model_support(e, lru) is None]
-    why_not = {f"hist:{e['name']}": why for e in entries if (why := model_support(e, lru))}
+    modeled = [e for e in entries if model_support(e) is None]
+    why_not = {f"hist:{e['name']}": why for e in entries if (why := model_support(e))}
     return modeled, why_not
 
 

@@ -44,7 +44,7 @@ from .versions import model_of_kernel
 from . import debkernels
 from .debpkg import cache_dir
 from .sidebyside import (
-    KernelRunError, assemble, inc_max_seq_rows, kernel_counters, parse_lru_gen, per_access, simulate, workload_names,
+    KernelRunError, assemble, cgroup_time_rows, inc_max_seq_rows, kernel_counters, parse_lru_gen, per_access, simulate, workload_names,
 )
 from . import safefs
 from .batch import child_of_this_process
@@ -763,6 +763,8 @@ def rep_counters(rep: dict, norm: dict, hists: list[dict] | None = None, notes: 
         settled[cg["path"]] = (st.get("file", 0), st.get("anon", 0), st.get("kernel", 0))
         cg_stats[cg["path"]] = (st, ev)
     c = kernel_counters(rep["processes"], rep["vmstat"], settled, cg_stats, workload_names(norm))
+    for path in settled:
+        c.update(cgroup_time_rows(path, rep["cgroups"].get(path, {})))
     if rep.get("lru_gen") and norm.get("kernel", {}).get("lru") == "mglru":
         c.update(inc_max_seq_rows(parse_lru_gen(rep["lru_gen"]), list(settled)))
     if hists:
@@ -905,7 +907,7 @@ def kernel_run_vm(
     notes.extend(guest_setup_notes(doc.get("setup") or {}))
     sim_norm = sim_scenario(model, notes)
     reps_out = [{"wall_s": r["wall_s"], "counters": rep_counters(r, norm, hists, notes)} for r in doc["reps"]]
-    modeled, kernel_only = split_by_model(hists, sim_norm["kernel"].get("lru", "classic"))
+    modeled, kernel_only = split_by_model(hists)
     if modeled:
         sim_norm["tracepoints"] = True
     tables: list = []

@@ -107,7 +107,7 @@ def test_rows_are_the_total_then_each_key_most_hits_first():
         ("hist:workqueue_execute_start{function=kernfs_notify_workfn}", 2),
     ]
     assert dropped == 0
-    assert "does not fire this event" in model_support(entries[0], "classic")
+    assert "does not fire this event" in model_support(entries[0])
 
 
 def test_a_key_one_rep_did_not_hit_is_zero_in_the_others():
@@ -224,15 +224,14 @@ def test_kernel_run_vm_sends_the_triggers_and_reports_every_reps_keys(monkeypatc
 
 def test_model_support_names_what_the_model_cannot_key_or_sum():
     inactive = hist_entries(["vmscan:mm_vmscan_lru_shrink_inactive:nid,priority:nr_scanned,nr_reclaimed"])[0]
-    assert model_support(inactive, "classic") is None
-    assert "classic LRU only" in model_support(inactive, "mglru")
+    assert model_support(inactive) is None
     pid = hist_entries(["vmscan:mm_vmscan_lru_shrink_inactive:common_pid"])[0]
-    assert "no field common_pid" in model_support(pid, "classic")
+    assert "no field common_pid" in model_support(pid)
     dirty = hist_entries(["vmscan:mm_vmscan_lru_shrink_inactive:priority:nr_dirty"])[0]
-    assert "no field nr_dirty" in model_support(dirty, "classic")
+    assert "no field nr_dirty" in model_support(dirty)
     filtered = hist_entries(["vmscan:mm_vmscan_lru_shrink_active:priority if nr_taken > 4"])[0]
-    assert "filter" in model_support(filtered, "classic")
-    assert "does not fire" in model_support(hist_entries(["sched:sched_switch:next_comm"])[0], "classic")
+    assert "filter" in model_support(filtered)
+    assert "does not fire" in model_support(hist_entries(["sched:sched_switch:next_comm"])[0])
 
 
 def test_the_models_table_is_summed_over_the_keys_the_trigger_names():

@@ -555,6 +555,27 @@ def test_rep_counters_give_each_threads_context_switches_not_compared():
         assert not rows[k]["comparable"] and "scheduler" in rows[k]["why_not"]
 
 
+def test_rep_counters_give_each_cgroups_stall_and_cpu_time_in_ms_kernel_only():
+    # memory.pressure's totals and cpu.stat's are microseconds (psi_show, cpu_stat_show);
+    # the rows are milliseconds. The model has neither: shown without a difference.
+    files = {"memory.pressure": {"some": 2_500_000, "full": 1_750_500},
+             "cpu.stat": {"usage_usec": 9_000_000, "user_usec": 1_000_000, "system_usec": 8_000_000}}
+    rep = {"processes": [], "vmstat": {}, "cgroups": {"/r": files, "/empty": {}}}
+    c = vm.rep_counters(rep, {"cgroup": [{"path": "/r"}, {"path": "/empty"}]})
+    assert c["memory.pressure.some_ms@/r"] == 2500.0
+    assert c["memory.pressure.full_ms@/r"] == 1750.5
+    assert (c["cpu.stat.user_ms@/r"], c["cpu.stat.system_ms@/r"]) == (1000.0, 8000.0)
+    # A kernel without PSI (or a cgroup whose files were not read) gives no row.
+    assert not any(k.endswith("@/empty") and k.startswith(("memory.pressure", "cpu.stat")) for k in c)
+    from reclaimsim.sidebyside import assemble
+
+    report = assemble({"seed": 1}, [{"wall_s": 1.0, "counters": c}], [{}], [], 2, "k")
+    rows = {r["name"]: r for r in report["counters"]}
+    for k in ("memory.pressure.some_ms@/r", "cpu.stat.system_ms@/r"):
+        assert not rows[k]["comparable"] and rows[k]["diff_pct"] is None, rows[k]
+    assert "PSI" in rows["memory.pressure.full_ms@/r"]["why_not"]
+
+
 def test_rep_counters_count_each_memcgs_agings_from_lru_gen():
     # A memcg made for the rep starts at max_seq 3 on each node (MIN_NR_GENS + 1) and
     # each inc_max_seq adds one: /anon aged 16 - 3 = 13 times on node 0 and 5 - 3 = 2

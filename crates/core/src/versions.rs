@@ -476,6 +476,13 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/lru_gen/aging.rs folio_update_gen; walk.rs get_pfn_folio, walk_update_folio, lru_gen_check_references; mm/vmscan.rs shrink_one_folio" },
     },
     Rule {
+        name: "mglru_vmscan_tracepoints",
+        commit: "\"mm: multi-gen LRU: reuse some legacy trace events\" (Jaewon Kim, posted October 2023; between v6.1 and v6.12, mainline id not identified: mm-tree logs list it under several ids)",
+        has: [N, Y, Y, Y],
+        what: "MGLRU fires the classic LRU's vmscan events: evict_folios fires mm_vmscan_lru_shrink_inactive after each shrink_folio_list pass (its retry pass too) and scan_folios mm_vmscan_lru_isolate; before, MGLRU fired neither",
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs evict_folios" },
+    },
+    Rule {
         name: "reclaim_slab_credit_root_only",
         commit: "\"mm: vmscan: ignore non-LRU-based reclaim in memcg reclaim\" (Yosry Ahmed, v6.5; mainline id not verified: mm-tree logs list it under two ids)",
         has: [N, Y, Y, Y],
@@ -649,6 +656,9 @@ modeled_rules! {
     /// reclaim_slab_credit_root_only: flush_reclaim_state credits freed slab pages to root
     /// reclaim only (else to every reclaim, 6.1).
     reclaim_slab_credit_root_only,
+    /// mglru_vmscan_tracepoints: evict_folios fires mm_vmscan_lru_shrink_inactive (else
+    /// MGLRU fires no vmscan event, 6.1).
+    mglru_vmscan_tracepoints,
 }
 
 impl Default for Rules {

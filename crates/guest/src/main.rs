@@ -18,8 +18,9 @@
 //!    reclaimsim-host crate, as the host kernel-run does), run the memory.reclaim writes
 //!    from threads of this process (at the access counts the plan gives, else on their
 //!    wall-clock schedule), wait, and read the
-//!    deltas: /proc/vmstat, and each cgroup's memory.stat and memory.events (new cgroups
-//!    start at zero, so their end values are the deltas), MGLRU's
+//!    deltas: /proc/vmstat, and each cgroup's memory.stat, memory.events,
+//!    memory.pressure's stall totals and cpu.stat (new cgroups start at zero, so their
+//!    end values are the deltas), MGLRU's
 //!    /sys/kernel/debug/lru_gen (each new memcg's generations start at max_seq 3), and
 //!    the rep's event histograms (triggers installed at its start, read at its end);
 //! 4. write one JSON document to the second serial port (/dev/ttyS1, a file on the host)

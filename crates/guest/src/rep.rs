@@ -71,6 +71,20 @@ fn remove_cgroups(plan: &Plan) {
     }
 }
 
+/// A pressure file's (memory.pressure) stall totals in microseconds, `some` and `full`
+/// (the `total=` field of each line); empty where the kernel has no PSI.
+fn psi_totals(path: &Path) -> BTreeMap<String, i64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (kind, rest) = l.split_once(' ')?;
+            let total = rest.split(' ').find_map(|f| f.strip_prefix("total="))?;
+            Some((kind.to_string(), total.parse().ok()?))
+        })
+        .collect()
+}
+
 /// `key value` lines (memory.stat, memory.events, /proc/vmstat) as a map.
 fn kv(path: &Path) -> BTreeMap<String, i64> {
     std::fs::read_to_string(path)
@@ -233,8 +247,9 @@ fn reclaim_thread(
     log
 }
 
-/// A rep: returns wall time, the /proc/vmstat deltas, each cgroup's memory.stat and
-/// memory.events, each process's statistics and the memory.reclaim log.
+/// A rep: returns wall time, the /proc/vmstat deltas, each cgroup's memory.stat,
+/// memory.events, memory.pressure totals and cpu.stat, each process's statistics and the
+/// memory.reclaim log.
 pub fn run_rep(plan: &Plan, ready: &Ready) -> Result<Value, String> {
     remove_cgroups(plan);
     create_cgroups(plan)?;
@@ -317,6 +332,8 @@ fn run_rep_in_tree(plan: &Plan, ready: &Ready) -> Result<Value, String> {
                 json!({
                     "memory.stat": kv(&d.join("memory.stat")),
                     "memory.events": kv(&d.join("memory.events")),
+                    "memory.pressure": psi_totals(&d.join("memory.pressure")),
+                    "cpu.stat": kv(&d.join("cpu.stat")),
                 }),
             )
         })
@@ -333,4 +350,29 @@ fn run_rep_in_tree(plan: &Plan, ready: &Ready) -> Result<Value, String> {
         "lru_gen": lru_gen,
         "hists": hists,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn psi_totals_reads_the_total_field_of_each_line() {
+        let d = std::env::temp_dir().join(format!("reclaimsim-psi-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("memory.pressure");
+        // The format of the kernel's psi_show(): avg10, avg60, avg300, total (us).
+        std::fs::write(
+            &f,
+            "some avg10=0.00 avg60=1.25 avg300=0.40 total=1234567\n\
+             full avg10=0.00 avg60=0.90 avg300=0.30 total=987654\n",
+        )
+        .unwrap();
+        let t = psi_totals(&f);
+        assert_eq!(t.get("some"), Some(&1_234_567));
+        assert_eq!(t.get("full"), Some(&987_654));
+        assert_eq!(t.len(), 2);
+        assert!(psi_totals(&d.join("absent")).is_empty());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

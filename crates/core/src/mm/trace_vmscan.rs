@@ -13,9 +13,12 @@
 //! model gives a value that a trigger could key on (nid and priority; the kernel's
 //! reclaim_flags carry the file bit and the writeback mode, left out).
 //!
-//! Simplified: the classic LRU's two events only. MGLRU's evict_folios fires
-//! mm_vmscan_lru_shrink_inactive from 6.12 on (6.1's does not) and scan_folios
-//! mm_vmscan_lru_isolate; the model fires neither, and the front says so.
+//! MGLRU has no active list, so no mm_vmscan_lru_shrink_active; its evict_folios fires
+//! mm_vmscan_lru_shrink_inactive from 6.12 on (rule mglru_vmscan_tracepoints; 6.1's MGLRU
+//! fires no vmscan event), once per shrink_folio_list pass, the retry pass included
+//! (mm/lru_gen/eviction.rs). Simplified: these two events only; mm_vmscan_lru_isolate
+//! (isolate_lru_folios, and MGLRU's scan_folios) and the rest are not fired, and the
+//! front says so.
 
 use std::collections::BTreeMap;
 

@@ -31,6 +31,7 @@ use super::*;
 use crate::engine::Site;
 use crate::mm::mmzone::Lruvec;
 use crate::mm::swap::folio_test_lru;
+use crate::mm::trace_vmscan::Tracepoint;
 use crate::mm::vmscan::ScanControl;
 use crate::mm::vmstat::{NodeStat, VmEvent};
 use crate::mm::{LruvecId, MemcgId, Mm, Pfn, DEF_PRIORITY};
@@ -405,6 +406,9 @@ pub fn get_type_to_scan(lrugen: &LruGenFolio, swappiness: u32) -> usize {
 struct Isolated {
     ty: usize,
     scanned: u64,
+    /// What the pass that isolated scanned (7.2's `isolate_scanned`, the tracepoint's
+    /// nr_scanned there); 0 when nothing was isolated.
+    type_scanned: u64,
 }
 
 impl Mm {
@@ -434,7 +438,11 @@ impl Mm {
         } else {
             first_type_to_scan_v612(lrugen, swappiness)
         };
-        let mut out = Isolated { ty, scanned: 0 };
+        let mut out = Isolated {
+            ty,
+            scanned: 0,
+            type_scanned: 0,
+        };
         for _ in (0..ANON_AND_FILE).filter(|&t| type_is_evictable(t, swappiness)) {
             let lrugen = &self.lruvecs[lv as usize].lrugen;
             let tier = match first_tier.take() {
@@ -447,6 +455,7 @@ impl Mm {
             if exact {
                 out.scanned += pass.scanned;
                 if pass.isolated > 0 {
+                    out.type_scanned = pass.scanned;
                     return out;
                 }
                 if pass.scanned == 0 {
@@ -455,6 +464,7 @@ impl Mm {
             } else {
                 if pass.isolated > 0 || pass.budget_used {
                     out.scanned = pass.scanned;
+                    out.type_scanned = pass.scanned;
                     return out;
                 }
                 ty = 1 - ty;
@@ -495,7 +505,7 @@ impl Sim {
     ) -> (u64, Option<usize>) {
         self.lock_lruvec(lv, Site::EvictFolios).await;
         let mut list = self.mm.borrow_mut().pfn_vec();
-        let (ty, scanned) = {
+        let (ty, scanned, traced) = {
             let mut mm = self.mm.borrow_mut();
             let tiers = self.v.mglru_tiers;
             // Rule mglru_scan_budget_nr_to_scan (v6.17): before it, scan_folios always
@@ -525,7 +535,9 @@ impl Sim {
                     iso.scanned + inc
                 }
             };
-            (iso.ty, scanned)
+            // The tracepoint's nr_scanned: 7.2's isolate_scanned, before it the answer.
+            let traced = if exact { iso.type_scanned } else { scanned };
+            (iso.ty, scanned, traced)
         };
         self.e.charge(scanned * self.c.isolate_folio);
         self.unlock_lruvec(lv);
@@ -534,6 +546,7 @@ impl Sim {
         while !list.is_empty() {
             let stat = self.shrink_folio_list(&mut list, lv, sc).await;
             sc.nr_reclaimed += stat.nr_reclaimed;
+            self.trace_evict_pass(lv, sc.priority, traced, stat.nr_reclaimed);
             let clean = self.lru_gen_sort_kept(lv, &mut list, skip_retry);
             self.lru_gen_putback(lv, sc, ty, &list, stat.nr_reclaimed)
                 .await;
@@ -544,6 +557,22 @@ impl Sim {
         }
         self.mm.borrow_mut().put_pfn_vec(list);
         (scanned, isolated)
+    }
+
+    /// evict_folios' trace_mm_vmscan_lru_shrink_inactive after a shrink_folio_list pass
+    /// (rule mglru_vmscan_tracepoints; 6.1's MGLRU fires none): the pass's nr_reclaimed and
+    /// the batch's nr_scanned, the same again on the retry pass, as the kernel's `goto
+    /// retry` fires it again with the value it had.
+    fn trace_evict_pass(&self, lv: LruvecId, priority: i32, scanned: u64, reclaimed: u64) {
+        let mut mm = self.mm.borrow_mut();
+        if !mm.rules.mglru_vmscan_tracepoints {
+            return;
+        }
+        let node = mm.lruvecs[lv as usize].node;
+        if let Some(t) = mm.trace_hist.as_mut() {
+            let vals = [scanned, reclaimed, 0, 0];
+            t.hit(Tracepoint::LruShrinkInactive, node, priority, vals);
+        }
     }
 
     /// evict_folios' look at what shrink_folio_list kept, from the last: folios that are
