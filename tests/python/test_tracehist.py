@@ -253,10 +253,13 @@ def test_the_models_table_is_summed_over_the_keys_the_trigger_names():
     }
 
 
-def test_kernel_run_vm_sets_the_models_table_beside_the_kernels(monkeypatch, tmp_path):
-    """The model side runs for real (calib-zipf cut short, classic LRU): its rows are
-    compared, and their sums are its own pgsteal_file and pgdeactivate (the kernel counts
-    both from the traced variables); an event the model does not fire stays the kernel's."""
+@pytest.mark.parametrize("lru", ["classic", "mglru"])
+def test_kernel_run_vm_sets_the_models_table_beside_the_kernels(monkeypatch, tmp_path, lru):
+    """The model side runs for real (calib-zipf cut short; the guest is 6.12, whose MGLRU
+    fires shrink_inactive from evict_folios as its classic LRU does from
+    shrink_inactive_list): its rows are compared, and their sums are its own pgsteal_file
+    (the kernel counts it from the traced variable); an event the model does not fire
+    stays the kernel's."""
     from reclaimsim.scenario import load_scenario
 
     _fake_kernel(monkeypatch, tmp_path)
@@ -266,7 +269,7 @@ def test_kernel_run_vm_sets_the_models_table_beside_the_kernels(monkeypatch, tmp
         return {"reps": [rep], "accel_how": "tcg (asked)", "accel": accel, "kernel": kernel.release}
 
     monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)
-    data = load_scenario("calib-zipf", ["workload[0].accesses=100000"])
+    data = load_scenario("calib-zipf", ["workload[0].accesses=100000", f"kernel.lru={lru}"])
     rep = vm.kernel_run_vm(
         data, 1, None, "tcg", 60, model_costs="table",
         trace_hist=("vmscan:mm_vmscan_lru_shrink_inactive:priority:nr_scanned,nr_reclaimed",

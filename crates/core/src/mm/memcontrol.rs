@@ -69,8 +69,9 @@ pub struct Memcg {
     /// limit (memory.swap.max; u64::MAX = "max").
     pub swap_hier: u64,
     pub swap_max: u64,
-    /// Statistics updates of this memcg not yet flushed (its share of rstat's
-    /// stats_updates; the machine-wide count is Mm::stats_updates).
+    /// Event updates of this memcg (count_memcg_events) not yet flushed; with its
+    /// lruvecs' `rstat_updates`, its share of rstat's stats_updates
+    /// (`Mm::memcg_stats_need_flush`).
     pub stats_updates: u64,
     /// Pages charged for kernel memory (slab objects and page tables), local; part of
     /// `usage` but on no LRU.
@@ -443,6 +444,7 @@ impl Mm {
             self.memcgs[m as usize].stats_updates = 0;
             for n in 0..nodes {
                 let lv = self.memcgs[m as usize].lruvecs[n] as usize;
+                self.lruvecs[lv].rstat_updates = 0;
                 let mut acc = self.lruvecs[lv].stat;
                 for &c in &self.memcgs[m as usize].children {
                     let clv = self.memcgs[c as usize].lruvecs[n] as usize;
@@ -464,15 +466,27 @@ impl Mm {
     }
 
     /// memcg_vmstats_needs_flush() of `m`: its subtree's updates since they were last
-    /// flushed above MEMCG_CHARGE_BATCH * nr_cpus (the root's count is kept machine-wide).
+    /// flushed above MEMCG_CHARGE_BATCH * nr_cpus. An update is memcg_rstat_updated()'s:
+    /// the absolute value of each change of a memcg event (`MemCgroup::stats_updates`; the
+    /// root's event count is kept machine-wide) or of a memcg-accounted lruvec item
+    /// (`Lruvec::rstat_updates`: LRU sizes, NR_FILE_PAGES, ...). Simplified: the kernel
+    /// adds a CPU's updates to the atomic in batches of MEMCG_CHARGE_BATCH; the model
+    /// counts them one by one.
     pub fn memcg_stats_need_flush(&self, m: MemcgId) -> bool {
-        let updates = if m == 0 {
-            self.stats_updates
+        let lruvecs = |c: MemcgId| -> u64 {
+            let mc = &self.memcgs[c as usize];
+            mc.lruvecs
+                .iter()
+                .map(|&lv| self.lruvecs[lv as usize].rstat_updates)
+                .sum()
+        };
+        let updates: u64 = if m == 0 {
+            self.stats_updates + self.lruvecs.iter().map(|l| l.rstat_updates).sum::<u64>()
         } else {
             self.memcg_preorder
                 .iter()
                 .filter(|&&c| self.memcg_in_subtree(m, c))
-                .map(|&c| self.memcgs[c as usize].stats_updates)
+                .map(|&c| self.memcgs[c as usize].stats_updates + lruvecs(c))
                 .sum()
         };
         updates > MEMCG_CHARGE_BATCH * self.nr_cpus as u64
@@ -632,6 +646,42 @@ mod tests {
             50 + 150 * 50 / 250
         );
         assert_eq!(effective_protection(100, 300, 50, 200, 50, false), 50);
+    }
+
+    #[test]
+    fn every_memcg_accounted_update_counts_toward_the_flush_threshold() {
+        use crate::mm::mm_types::PG_ACTIVE;
+        use crate::mm::vmstat::NodeStat;
+        // memcg_rstat_updated() adds abs(val) of every __mod_lruvec_state of a
+        // memcg-accounted item; a flush is due above MEMCG_CHARGE_BATCH * nr_cpus, 64 * 4.
+        let s = crate::fixture::one_node_machine("64M", None, "");
+        let (_, pfns) = s.fixture_file_folios(1, 0, 200, 0); // flushed when linked
+        let mut mm = s.mm.borrow_mut();
+        assert!(!mm.memcg_stats_need_flush(1));
+        // An activation takes the folio off one list and puts it on another: -1 and +1.
+        for &pfn in &pfns[..128] {
+            mm.lruvec_del_folio(pfn);
+            mm.pages[pfn as usize].set(PG_ACTIVE);
+            mm.lruvec_add_folio(pfn);
+        }
+        assert!(
+            !mm.memcg_stats_need_flush(1),
+            "256 updates are not above 256"
+        );
+        // NR_ISOLATED_FILE is a node's item (__mod_node_page_state): no memcg update.
+        let lv = mm.folio_lruvec(pfns[0]);
+        mm.count_isolated(lv, true, 32);
+        assert!(!mm.memcg_stats_need_flush(1));
+        let lv = lv as usize;
+        // One page-cache page removed (NR_FILE_PAGES - 1): the 257th.
+        mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);
+        assert!(mm.memcg_stats_need_flush(1));
+        assert!(
+            mm.memcg_stats_need_flush(0),
+            "the root's count covers its descendants"
+        );
+        mm.flush_stats_subtree(1, 0);
+        assert!(!mm.memcg_stats_need_flush(1) && !mm.memcg_stats_need_flush(0));
     }
 }
 

@@ -28,7 +28,6 @@
 
 use super::mm_types::{Frames, LruLink, Page, PG_ACTIVE, PG_LRU, PG_SWAPBACKED, PG_UNEVICTABLE};
 use super::mmzone::{Lruvec, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, LRU_UNEVICTABLE};
-use super::vmstat::LRU_STAT;
 use super::{LruvecId, Mm, Pfn, NIL};
 
 impl Page {
@@ -173,8 +172,7 @@ pub fn lruvec_add_folio_untracked(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn)
         lv.lists[lru].tail = pfn;
     }
     lv.lists[lru].head = pfn;
-    lv.nr[lru] += 1;
-    lv.stat[LRU_STAT[lru] as usize] += 1;
+    lv.mod_lru_size(lru, 1);
 }
 
 /// lruvec_add_folio_tail()'s list step, untracked: link at the tail (the next to be reclaimed).
@@ -195,8 +193,7 @@ pub fn lruvec_add_folio_tail_untracked(pages: &mut Frames, lv: &mut Lruvec, pfn:
         lv.lists[lru].head = pfn;
     }
     lv.lists[lru].tail = pfn;
-    lv.nr[lru] += 1;
-    lv.stat[LRU_STAT[lru] as usize] += 1;
+    lv.mod_lru_size(lru, 1);
 }
 
 /// lruvec_del_folio()'s list step, untracked: unlink from its list (the caller clears PG_lru when isolating).
@@ -217,8 +214,7 @@ pub fn lruvec_del_folio_untracked(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn)
         prev: NIL,
         next: NIL,
     };
-    lv.nr[lru] -= 1;
-    lv.stat[LRU_STAT[lru] as usize] -= 1;
+    lv.mod_lru_size(lru, -1);
 }
 
 #[cfg(test)]

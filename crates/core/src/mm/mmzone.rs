@@ -6,7 +6,7 @@
 //! frame table's link array (`Frames::links`); the head is the young end and reclaim takes
 //! from the tail. The operations on them (include/linux/mm_inline.h) are mm_inline.rs.
 
-use super::vmstat::{NodeStat, NR_NODE_STAT};
+use super::vmstat::{NodeStat, LRU_STAT, NR_NODE_STAT};
 use super::{LruvecId, MemcgId, Pfn, NIL};
 use crate::engine::{LockId, TaskId};
 
@@ -76,6 +76,12 @@ pub struct Lruvec {
     pub cost_seen: [[u64; 3]; 2],
     /// Local node_stat_item counters of this lruvec (exact).
     pub stat: [i64; NR_NODE_STAT],
+    /// memcg_rstat_updated()'s count for this lruvec's items since its memcg was last
+    /// flushed: the absolute value of every update of a memcg-accounted item (the LRU
+    /// sizes, NR_FILE_PAGES, the mapped and swap-cache counts, the workingset events; not
+    /// NR_ISOLATED_*, a node-only item), toward the memcg's flush threshold
+    /// (`Mm::memcg_stats_need_flush`).
+    pub rstat_updates: u64,
     /// Hierarchical counters (this memcg and its descendants on this node) as of the last
     /// rstat flush: what lruvec_page_state() returns.
     pub stat_flushed: [i64; NR_NODE_STAT],
@@ -116,6 +122,7 @@ impl Lruvec {
             cost_lock,
             cost_seen: [[0; 3]; 2],
             stat: [0; NR_NODE_STAT],
+            rstat_updates: 0,
             stat_flushed: [0; NR_NODE_STAT],
             lru_flushed_local: [0; NR_LRU_LISTS],
             prefetch_cursor: [NIL; EVICTABLE_LRUS.len()],
@@ -132,9 +139,27 @@ impl Lruvec {
         self.stat_flushed[item as usize].max(0) as u64
     }
 
+    /// __mod_lruvec_state(): `delta` on the lruvec's local counter, and on its memcg's
+    /// pending update count (memcg_rstat_updated).
     #[inline]
     pub fn mod_state(&mut self, item: NodeStat, delta: i64) {
         self.stat[item as usize] += delta;
+        self.rstat_updates += delta.unsigned_abs();
+    }
+
+    /// __mod_node_page_state(): `delta` on an item the kernel keeps per node only
+    /// (NR_ISOLATED_*), kept here per lruvec for the node's sum; no memcg update.
+    #[inline]
+    pub fn mod_node_state(&mut self, item: NodeStat, delta: i64) {
+        self.stat[item as usize] += delta;
+    }
+
+    /// __update_lru_size()'s counters: the list's size and its NR_{IN,}ACTIVE_* item, a
+    /// memcg-accounted update (__mod_lruvec_state).
+    #[inline]
+    pub fn mod_lru_size(&mut self, lru: usize, delta: i64) {
+        self.nr[lru] = self.nr[lru].wrapping_add_signed(delta);
+        self.mod_state(LRU_STAT[lru], delta);
     }
 
     /// lruvec_lru_size(): exact local size of one list (all zones, as there is one).

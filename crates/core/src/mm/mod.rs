@@ -565,7 +565,8 @@ pub struct Mm {
     pub oom_log: Vec<(u64, MemcgId, u32)>,
     /// oom_rs, the rate limit of the OOM reports.
     pub oom_rs: oom_kill::RateLimit,
-    /// memcg stats updates since the last flush (rstat's stats_updates, machine-wide).
+    /// memcg event updates (count_memcg_events) since the last flush of the root,
+    /// machine-wide; with every lruvec's `rstat_updates`, rstat's machine-wide count.
     pub stats_updates: u64,
     /// Virtual time of the last memcg stats flush.
     pub last_flush: u64,
@@ -721,15 +722,12 @@ impl Mm {
     }
 
     /// mod_lruvec_state() for an event-like item (refaults, activations): `n` more on the
-    /// lruvec, a statistics update for its memcg's flush threshold.
+    /// lruvec, a statistics update for its memcg's flush threshold (Lruvec::mod_state).
     pub fn mod_lruvec_state(&mut self, lv: LruvecId, item: vmstat::NodeStat, n: u64) {
         if n == 0 {
             return;
         }
         self.lruvecs[lv as usize].mod_state(item, n as i64);
-        let m = self.lruvecs[lv as usize].memcg;
-        self.memcgs[m as usize].stats_updates += n;
-        self.stats_updates += n;
     }
 
     /// count_memcg_events(): a memcg's local event counter.

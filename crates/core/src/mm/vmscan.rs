@@ -522,13 +522,15 @@ impl Mm {
         self.nodes[node as usize].watermark_ok(WMARK_HIGH)
     }
 
-    fn count_isolated(&mut self, lv: LruvecId, file: bool, delta: i64) {
+    /// The node's NR_ISOLATED_ANON/FILE (__mod_node_page_state in isolate_lru_folios and at
+    /// the putback), kept on the lruvec: a node's item, no memcg statistics update.
+    pub(crate) fn count_isolated(&mut self, lv: LruvecId, file: bool, delta: i64) {
         let item = if file {
             NodeStat::NrIsolatedFile
         } else {
             NodeStat::NrIsolatedAnon
         };
-        self.lruvecs[lv as usize].mod_state(item, delta);
+        self.lruvecs[lv as usize].mod_node_state(item, delta);
     }
 }
 

@@ -30,7 +30,6 @@
 
 use super::*;
 use crate::mm::mmzone::{ListHead, Lruvec};
-use crate::mm::vmstat::LRU_STAT;
 use crate::mm::{Pfn, NIL};
 use crate::versions::Rules;
 
@@ -213,8 +212,7 @@ pub fn lru_gen_set_refs(frames: &mut Frames, pfn: Pfn, rules: &Rules) -> bool {
 /// negative, as the kernel's long counters go negative.
 #[inline]
 pub fn update_lru_size(lv: &mut Lruvec, lru: usize, delta: i64) {
-    lv.nr[lru] = lv.nr[lru].wrapping_add_signed(delta);
-    lv.stat[LRU_STAT[lru] as usize] += delta;
+    lv.mod_lru_size(lru, delta);
 }
 
 /// lru_gen_update_size(): move one page of type `ty` from generation `old` to `new` (None
