@@ -673,6 +673,7 @@ mod tests {
         mm.count_isolated(lv, true, 32);
         assert!(!mm.memcg_stats_need_flush(1));
         let lv = lv as usize;
+        assert_eq!(mm.lruvecs[lv].stat[NodeStat::NrIsolatedFile as usize], 32);
         // One page-cache page removed (NR_FILE_PAGES - 1): the 257th.
         mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);
         assert!(mm.memcg_stats_need_flush(1));
@@ -682,6 +683,10 @@ mod tests {
         );
         mm.flush_stats_subtree(1, 0);
         assert!(!mm.memcg_stats_need_flush(1) && !mm.memcg_stats_need_flush(0));
+        // Updates of the root's own pages are the root's: /a is not due.
+        let root_lv = mm.memcgs[0].lruvecs[0] as usize;
+        mm.lruvecs[root_lv].mod_state(NodeStat::NrFilePages, 300);
+        assert!(mm.memcg_stats_need_flush(0) && !mm.memcg_stats_need_flush(1));
     }
 }
 
