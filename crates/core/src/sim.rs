@@ -301,6 +301,8 @@ impl Sim {
         if mm.lru_gen_enabled() {
             mm.lru_gen_init(&mut lru_gen_rng);
         }
+        #[cfg(test)]
+        LIVE_SIMS.with(|n| n.set(n.get() + 1));
         let sim = Rc::new(Sim {
             e,
             mm: RefCell::new(mm),
@@ -679,9 +681,10 @@ pub fn record_accesses(sc: &Scenario) -> Result<Vec<(u64, Vec<Access>)>> {
     *sim.access_log.borrow_mut() = Some(BTreeMap::new());
     sim.recording.set(true);
     let end = sim.end;
-    match sim.e.run_until(end, 1 << 14, &mut |_| true) {
-        RunEnd::Stalled(t) => return Err(stalled(sc, t)),
-        RunEnd::Interrupted | RunEnd::Done => {}
+    let ran = sim.e.run_until(end, 1 << 14, &mut |_| true);
+    sim.e.drop_tasks();
+    if let RunEnd::Stalled(t) = ran {
+        return Err(stalled(sc, t));
     }
     let log = sim.access_log.borrow_mut().take().unwrap_or_default();
     Ok(log.into_iter().collect())
@@ -755,9 +758,22 @@ pub fn run_with(
     let estimate = crate::budget::check_available(sc, max_memory)?;
     let traces = sc.workloads.iter().filter(|w| w.spec().grows()).count() as u64;
     let sim = Sim::build(sc)?;
+    let report = run_built(&sim, sc, check, (limit, estimate.total, traces), progress);
+    sim.e.drop_tasks();
+    report
+}
+
+/// [`run_with`]'s run of the built machine `sim` and its report; `(limit, estimate,
+/// traces)` share the memory limit among the trace workloads.
+fn run_built(
+    sim: &Sim,
+    sc: &Scenario,
+    check: bool,
+    (limit, estimate, traces): (Option<u64>, u64, u64),
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> Result<Report> {
     if let (Some(l), true) = (limit, traces > 0) {
-        sim.trace_memory
-            .set(l.saturating_sub(estimate.total) / traces);
+        sim.trace_memory.set(l.saturating_sub(estimate) / traces);
     }
     sim.check.set(check);
     sim.mm.borrow_mut().track_draining = check;
@@ -777,6 +793,55 @@ pub fn run_with(
     if let Some(v) = sim.violation.borrow().clone() {
         return Err(Error::Internal(format!("invariant violated {v}")));
     }
-    let report = Report::build(&sim, sc);
-    Ok(report)
+    Ok(Report::build(sim, sc))
+}
+
+// The Sims built on this thread and not yet dropped (tests: a run frees its machine).
+#[cfg(test)]
+thread_local! {
+    static LIVE_SIMS: Cell<usize> = const { Cell::new(0) };
+}
+
+#[cfg(test)]
+impl Drop for Sim {
+    fn drop(&mut self) {
+        LIVE_SIMS.with(|n| n.set(n.get() - 1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run ends with tasks still pending (an endless writer cut by the duration, kswapd
+    /// asleep): their futures hold the Sim, which holds them. The run drops them, so the
+    /// machine is freed when the run returns, not kept for the life of the process.
+    #[test]
+    fn a_finished_run_frees_its_machine() {
+        let t = r#"
+duration = "20ms"
+[machine]
+cpus = 2
+memory_per_node = "64M"
+[[workload]]
+type = "usemem"
+size = "8M"
+repeat = 0
+"#;
+        let sc = Scenario::from_toml(t).unwrap();
+        let live = || LIVE_SIMS.with(|n| n.get());
+        let before = live();
+        run(&sc, &mut |_, _| true).unwrap();
+        assert_eq!(live(), before, "run_with");
+        record_accesses(&sc).unwrap();
+        assert_eq!(live(), before, "record_accesses");
+        // Without the drop, the pending tasks keep it.
+        let sim = Sim::build(&sc).unwrap();
+        sim.e.run_until(sim.end, 1 << 14, &mut |_| true);
+        assert!(Rc::strong_count(&sim) > 1);
+        sim.e.drop_tasks();
+        assert_eq!(Rc::strong_count(&sim), 1);
+        drop(sim);
+        assert_eq!(live(), before);
+    }
 }

@@ -433,6 +433,17 @@ impl Engine {
         self.requeue.set(Some(k));
     }
 
+    /// Drop every task's future, once the run is over. A task's future holds the Sim
+    /// (an Rc) that holds this engine, so a task still pending at the end (kswapd, the
+    /// periodic flush, a workload cut by the duration) would keep the whole simulated
+    /// machine alive after its run: in a process that runs several (compare, sweep,
+    /// kernel-run's model side), every run's memory would stay. The futures are taken out
+    /// before they are dropped, so a drop that reaches the engine finds it unborrowed.
+    pub fn drop_tasks(&self) {
+        let futures = std::mem::take(&mut *self.futures.borrow_mut());
+        drop(futures);
+    }
+
     /// Run until the smallest ready clock reaches `end` or nothing is runnable.
     /// `tick(now)` is called every `tick_every` work units (task polls, and
     /// [`Engine::work_point`]s inside long polls); returning false interrupts the run.
