@@ -125,10 +125,12 @@ def sim_time_counters(result, names: list[str]) -> dict[str, float]:
 def why_not_comparable(name: str) -> str | None:
     if name in NOT_COMPARABLE:
         return NOT_COMPARABLE[name]
-    for prefix, why in NOT_COMPARABLE_PREFIX.items():
-        if name.startswith(prefix):
-            return why
-    return None
+    return _prefix_reason(NOT_COMPARABLE_PREFIX, name)
+
+
+def _prefix_reason(reasons: dict[str, str], name: str) -> str | None:
+    """The reason of the first prefix of `reasons` that `name` starts with."""
+    return next((why for prefix, why in reasons.items() if name.startswith(prefix)), None)
 
 # FLUSH_TIME of mm/memcontrol.c (2 * HZ) [ns].
 FLUSH_TIME_NS = 2_000_000_000
@@ -161,12 +163,13 @@ CG_EVENTS = ["high", "max", "oom", "oom_kill"]
 # Where a cgroup's time went, as the guest kernel accounts it (kernel-run --vm): the stall
 # totals of memory.pressure (PSI: time a task of the cgroup waited in memory reclaim or
 # on a refault of its working set; `some`, at least one task; `full`, all of its non-idle
-# tasks) and cpu.stat's CPU time, user and system. Rows the kernel alone has.
+# tasks) and cpu.stat's CPU time, user and system, all in microseconds in the files.
+# Rows the kernel alone has.
 CG_TIME_ROWS = {
-    "memory.pressure.some_ms": ("memory.pressure", "some", 1e3),
-    "memory.pressure.full_ms": ("memory.pressure", "full", 1e3),
-    "cpu.stat.user_ms": ("cpu.stat", "user_usec", 1e3),
-    "cpu.stat.system_ms": ("cpu.stat", "system_usec", 1e3),
+    "memory.pressure.some_ms": ("memory.pressure", "some"),
+    "memory.pressure.full_ms": ("memory.pressure", "full"),
+    "cpu.stat.user_ms": ("cpu.stat", "user_usec"),
+    "cpu.stat.system_ms": ("cpu.stat", "system_usec"),
 }
 KERNEL_ONLY_PREFIX = {
     "memory.pressure.": "the model keeps no pressure stall information (PSI): the kernel's time in reclaim "
@@ -180,10 +183,10 @@ def cgroup_time_rows(path: str, files: dict) -> dict[str, float]:
     its parsed fields), in milliseconds; a file or field the kernel lacks gives no row. A
     cgroup created for the rep starts at zero, so its totals are the rep's."""
     out = {}
-    for row, (file, field, per_ms) in CG_TIME_ROWS.items():
+    for row, (file, field) in CG_TIME_ROWS.items():
         v = files.get(file, {}).get(field)
         if v is not None:
-            out[f"{row}@{path}"] = v / per_ms
+            out[f"{row}@{path}"] = v / 1e3
     return out
 
 # MGLRU: a memcg's lruvec starts at max_seq MIN_NR_GENS + 1 (lru_gen_init_lruvec) and
@@ -408,10 +411,6 @@ def _extended_reason(reasons: dict[str, str], name: str) -> str | None:
         if name == base or name.startswith((base + "{", base + ".")):
             return why
     return None
-
-
-def _prefix_reason(reasons: dict[str, str], name: str) -> str | None:
-    return next((why for prefix, why in reasons.items() if name.startswith(prefix)), None)
 
 
 def cut_short(reps_out: list[dict], sims: list[dict]) -> str | None:

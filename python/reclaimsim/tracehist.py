@@ -7,9 +7,9 @@ entries, and reads the tables into kernel-side rows: `hist:EVENT` (the event's h
 the rep) and `hist:EVENT{KEY=VALUE,...}` (its hits per key), and with VALS the sums of
 those fields, `hist:EVENT.FIELD` and `hist:EVENT{KEY=VALUE,...}.FIELD`. For the vmscan
 tracepoints the model fires too (MODEL_EVENTS, crates/core/src/mm/trace_vmscan.rs: on the
-classic LRU, and MGLRU's evict_folios from 6.12 on, as the kernel fires them) the model keeps the same table (the scenario's `tracepoints`), summed here
-over the keys the trigger names, and the rows are compared; the others are the kernel's
-alone.
+classic LRU, and MGLRU's evict_folios from 6.12 on, as the kernel fires them) the model
+keeps the same table (the scenario's `tracepoints`), summed here over the keys the
+trigger names, and the rows are compared; the others are the kernel's alone.
 
     --trace-hist SUBSYSTEM:EVENT:KEYS[:VALS][ if FILTER]
         workqueue:workqueue_execute_start:function.sym
