@@ -160,7 +160,7 @@ impl MmStruct {
     /// A new, empty address space of `pages` pages (mm_alloc + one anonymous VMA).
     pub fn new(pages: usize, memcg: MemcgId, node: u32, workload: u32) -> Self {
         MmStruct {
-            ptes: vec![0; pages],
+            ptes: mm_types::zeroed_table(pages),
             memcg,
             node,
             rss: 0,

@@ -172,7 +172,7 @@ impl SwapReadahead {
     /// Record each slot's PTE from now on (8 bytes a slot), once.
     pub fn track_owners(&mut self, slots: u64) {
         if self.owner.is_empty() {
-            self.owner = vec![0; slots as usize];
+            self.owner = crate::mm::mm_types::zeroed_table(slots as usize);
         }
     }
 

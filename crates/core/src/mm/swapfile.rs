@@ -216,7 +216,7 @@ impl SwapInfo {
         dev: crate::engine::blkdev::BlockDevice,
     ) -> Self {
         SwapInfo {
-            map: vec![0; slots as usize],
+            map: crate::mm::mm_types::zeroed_table(slots as usize),
             clusters: SwapClusters::new(slots),
             nr_used: 0,
             synchronous,
