@@ -7,9 +7,10 @@ entries, and reads the tables into kernel-side rows: `hist:EVENT` (the event's h
 the rep) and `hist:EVENT{KEY=VALUE,...}` (its hits per key), and with VALS the sums of
 those fields, `hist:EVENT.FIELD` and `hist:EVENT{KEY=VALUE,...}.FIELD`. For the vmscan
 tracepoints the model fires too (MODEL_EVENTS, crates/core/src/mm/trace_vmscan.rs: on the
-classic LRU, and MGLRU's evict_folios from 6.12 on, as the kernel fires them) the model
-keeps the same table (the scenario's `tracepoints`), summed here over the keys the
-trigger names, and the rows are compared; the others are the kernel's alone.
+classic LRU, and MGLRU's evict_folios and scan_folios from 6.12 on, as the kernel fires
+them) the model keeps the same table (the scenario's `tracepoints`), summed here over
+the keys the trigger names, and the rows are compared; the others are the kernel's
+alone.
 
     --trace-hist SUBSYSTEM:EVENT:KEYS[:VALS][ if FILTER]
         workqueue:workqueue_execute_start:function.sym
@@ -30,13 +31,16 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _SPEC = re.compile(rf"^({_NAME}):({_NAME}):([A-Za-z0-9_.,]+)(?::([A-Za-z0-9_,]+))?(?: if (.+))?$")
 _KPROBE = re.compile(rf"^({_NAME}) ([A-Za-z0-9_.]+(?:\+[0-9]+)?)((?: [^ ]+)*)$")
 SPEC_FORMAT = "SUBSYSTEM:EVENT:KEYS[:VALS][ if FILTER], e.g. workqueue:workqueue_execute_start:function.sym"
-# The events the model fires (trace_vmscan.rs): their value fields. The model's table is
-# keyed by nid and priority.
+# The events the model fires (trace_vmscan.rs): the key fields its table has, and the
+# value fields.
 MODEL_EVENTS = {
-    "vmscan/mm_vmscan_lru_shrink_inactive": ("nr_scanned", "nr_reclaimed"),
-    "vmscan/mm_vmscan_lru_shrink_active": ("nr_taken", "nr_active", "nr_deactivated", "nr_referenced"),
+    "vmscan/mm_vmscan_lru_shrink_inactive": (("nid", "priority"), ("nr_scanned", "nr_reclaimed")),
+    "vmscan/mm_vmscan_lru_shrink_active": (
+        ("nid", "priority"),
+        ("nr_taken", "nr_active", "nr_deactivated", "nr_referenced"),
+    ),
+    "vmscan/mm_vmscan_lru_isolate": (("lru", "order"), ("nr_requested", "nr_scanned", "nr_skipped", "nr_taken")),
 }
-MODEL_KEYS = ("nid", "priority")
 KPROBE_FORMAT = "'NAME SYMBOL[+OFFSET] [FETCHARGS...]', e.g. 'prio vmpressure_prio prio=%dx:s32'"
 
 
@@ -141,14 +145,15 @@ def hist_rows(entries: list[dict], texts: list[str]) -> tuple[dict[str, int], in
 def model_support(entry: dict) -> str | None:
     """None when the model keeps the entry's table (the event, its keys and values), else
     why its rows are the kernel's alone."""
-    fields = MODEL_EVENTS.get(entry["event"])
-    if fields is None:
+    model = MODEL_EVENTS.get(entry["event"])
+    if model is None:
         return "a kernel event histogram (--trace-hist): the model does not fire this event"
     if entry.get("filter"):
         return "a filtered histogram: the model's table has no filter"
-    bad = [k for k in entry["keys"] if k not in MODEL_KEYS] + [v for v in entry["vals"] if v not in fields]
+    keys, fields = model
+    bad = [k for k in entry["keys"] if k not in keys] + [v for v in entry["vals"] if v not in fields]
     if bad:
-        return f"the model's table has no field {bad[0]} (keys {', '.join(MODEL_KEYS)}; values {', '.join(fields)})"
+        return f"the model's table has no field {bad[0]} (keys {', '.join(keys)}; values {', '.join(fields)})"
     return None
 
 

@@ -232,6 +232,12 @@ def test_model_support_names_what_the_model_cannot_key_or_sum():
     filtered = hist_entries(["vmscan:mm_vmscan_lru_shrink_active:priority if nr_taken > 4"])[0]
     assert "filter" in model_support(filtered)
     assert "does not fire" in model_support(hist_entries(["sched:sched_switch:next_comm"])[0])
+    isolate = hist_entries(["vmscan:mm_vmscan_lru_isolate:lru,order:nr_requested,nr_scanned,nr_skipped,nr_taken"])[0]
+    assert model_support(isolate) is None
+    # Each event has its own keys: the isolation is not per priority, the shrink not per list.
+    assert "no field priority" in model_support(hist_entries(["vmscan:mm_vmscan_lru_isolate:priority"])[0])
+    assert "no field lru" in model_support(hist_entries(["vmscan:mm_vmscan_lru_shrink_inactive:lru"])[0])
+    assert "no field highest_zoneidx" in model_support(hist_entries(["vmscan:mm_vmscan_lru_isolate:highest_zoneidx"])[0])
 
 
 def test_the_models_table_is_summed_over_the_keys_the_trigger_names():

@@ -480,7 +480,7 @@ pub const RULES: &[Rule] = &[
         commit: "\"mm: multi-gen LRU: reuse some legacy trace events\" (Jaewon Kim, posted October 2023; between v6.1 and v6.12, mainline id not identified: mm-tree logs list it under several ids)",
         has: [N, Y, Y, Y],
         what: "MGLRU fires the classic LRU's vmscan events: evict_folios fires mm_vmscan_lru_shrink_inactive after each shrink_folio_list pass (its retry pass too) and scan_folios mm_vmscan_lru_isolate; before, MGLRU fired neither",
-        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs evict_folios" },
+        effect: Effect::Rule { at: "mm/lru_gen/eviction.rs evict_folios, scan_folios" },
     },
     Rule {
         name: "reclaim_slab_credit_root_only",

@@ -5,7 +5,12 @@
 //! isolation, which fires no trace, so pgscan is at least the traced sum); in
 //! shrink_active_list, PGDEACTIVATE from its nr_deactivate and the memcg's PGREFILL from
 //! the scan that took its nr_taken (the global PGREFILL counts global reclaim only); in
-//! MGLRU's evict_folios (6.12 on), PGSTEAL_* from the same nr_reclaimed.
+//! MGLRU's evict_folios (6.12 on), PGSTEAL_* from the same nr_reclaimed. And
+//! mm_vmscan_lru_isolate: in isolate_lru_folios its nr_scanned is what shrink_inactive_list
+//! counts as PGSCAN_ANON/FILE and shrink_active_list as the memcg's PGREFILL, its nr_taken
+//! what shrink_active_list traces again; in MGLRU's scan_folios (6.12 on) its nr_taken is
+//! PGSCAN_ANON/FILE and the rest of its nr_scanned, less nr_skipped, the memcg's PGREFILL
+//! (the folios sort_folio moved).
 
 mod common;
 
@@ -55,6 +60,22 @@ passes = 0
     )
 }
 
+const ISOLATE: &str = "mm_vmscan_lru_isolate";
+
+/// The kernel's enum lru_list: LRU_INACTIVE_ANON, LRU_ACTIVE_ANON, LRU_INACTIVE_FILE,
+/// LRU_ACTIVE_FILE.
+const INACTIVE: [i64; 2] = [0, 2];
+const ACTIVE: [i64; 2] = [1, 3];
+
+/// The sum of `field` over the mm_vmscan_lru_isolate rows of the lists `lrus`.
+fn isolate_sum(table: &[Value], lrus: [i64; 2], field: &str) -> u64 {
+    table
+        .iter()
+        .filter(|r| r["event"] == ISOLATE && lrus.contains(&r["lru"].as_i64().unwrap()))
+        .map(|r| r[field].as_u64().unwrap())
+        .sum()
+}
+
 fn sum(table: &[Value], event: &str, field: &str) -> u64 {
     table
         .iter()
@@ -86,7 +107,7 @@ fn the_traced_sums_are_the_kernels_counters() {
     assert!(sum(t, active, "nr_taken") >= sum(t, active, "nr_deactivated"));
     // Both events fired, at priorities reclaim can have, on the one node.
     assert!(sum(t, inactive, "hitcount") > 0 && sum(t, active, "hitcount") > 0);
-    for row in t {
+    for row in t.iter().filter(|r| r["event"] != ISOLATE) {
         let p = row["priority"].as_i64().unwrap();
         assert!((0..=12).contains(&p), "priority {p}");
         assert_eq!(row["nid"], 0);
@@ -119,12 +140,90 @@ fn mglru_fires_shrink_inactive_from_evict_folios_from_6_12_on() {
         let isolated = get("pgscan_anon") + get("pgscan_file");
         assert!(sum(t, inactive, "nr_scanned") >= isolated, "{version}");
         assert_eq!(sum(t, "mm_vmscan_lru_shrink_active", "hitcount"), 0);
-        assert!(t.iter().all(|row| row["event"] == inactive));
+        assert!(t
+            .iter()
+            .all(|row| row["event"] == inactive || row["event"] == ISOLATE));
     }
     let off = "rules = { mglru_vmscan_tracepoints = false }";
     for (version, extra) in [("6.1", ""), ("6.12", off)] {
         let r = run_toml(&versioned("mglru", true, version, extra), true);
         assert_eq!(r["tracepoints"], serde_json::json!([]), "{version} {extra}");
         assert!(r["vmstat"]["pgsteal_anon"].as_u64().unwrap() > 0);
+    }
+}
+
+/// isolate_lru_folios fires mm_vmscan_lru_isolate for every isolation, from either list:
+/// an inactive list's nr_scanned is the PGSCAN_ANON/FILE shrink_inactive_list counts from
+/// the same variable, an active list's the memcg's PGREFILL (all reclaim here is the
+/// memcg's); shrink_active_list fires once per isolation of its own, nothing taken
+/// included, with the same nr_taken. Nothing is skipped (one zone), the order is 0, and
+/// no isolation scans more than it was asked to.
+#[test]
+fn isolate_lru_folios_fires_lru_isolate_for_both_lists() {
+    let r = run_toml(&scenario("classic", true), true);
+    let t = r["tracepoints"].as_array().expect("a tracepoints table");
+    let get = |k: &str| r["vmstat"][k].as_u64().unwrap();
+    let scanned = isolate_sum(t, INACTIVE, "nr_scanned");
+    assert_eq!(scanned, get("pgscan_anon") + get("pgscan_file"));
+    let refill = cgroup(&r, "/w")["memory.stat"]["pgrefill"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(isolate_sum(t, ACTIVE, "nr_scanned"), refill);
+    let active = "mm_vmscan_lru_shrink_active";
+    assert_eq!(
+        isolate_sum(t, ACTIVE, "hitcount"),
+        sum(t, active, "hitcount")
+    );
+    assert_eq!(
+        isolate_sum(t, ACTIVE, "nr_taken"),
+        sum(t, active, "nr_taken")
+    );
+    let inactive = "mm_vmscan_lru_shrink_inactive";
+    assert!(isolate_sum(t, INACTIVE, "hitcount") >= sum(t, inactive, "hitcount"));
+    assert!(isolate_sum(t, INACTIVE, "nr_taken") >= sum(t, inactive, "nr_reclaimed"));
+    let all = [0, 1, 2, 3].map(|l| [l, l]);
+    let requested: u64 = all.iter().map(|&l| isolate_sum(t, l, "nr_requested")).sum();
+    let looked: u64 = all.iter().map(|&l| isolate_sum(t, l, "nr_scanned")).sum();
+    assert!(looked > 0 && requested >= looked);
+    for row in t.iter().filter(|r| r["event"] == ISOLATE) {
+        assert_eq!(
+            (row["order"].as_i64(), row["nr_skipped"].as_u64()),
+            (Some(0), Some(0))
+        );
+    }
+}
+
+/// MGLRU's scan_folios fires mm_vmscan_lru_isolate from 6.12 on, keyed by the inactive
+/// list of the type it scanned: nr_taken sums to PGSCAN_ANON + PGSCAN_FILE (MGLRU counts
+/// the isolated), nr_scanned less nr_taken and nr_skipped to the memcg's PGREFILL (what
+/// sort_folio moved). 6.12 asks for MAX_LRU_BATCH (4096) every time; 7.3 hands it what
+/// its reclaim loop allows, at most MIN_LRU_BATCH (64) a call (rule
+/// mglru_scan_batch_min_lru_batch).
+#[test]
+fn mglru_scan_folios_fires_lru_isolate_from_6_12_on() {
+    for (version, per_call) in [("6.12", 4096), ("7.3", 64)] {
+        let r = run_toml(&versioned("mglru", true, version, ""), true);
+        let t = r["tracepoints"].as_array().expect("a tracepoints table");
+        let get = |k: &str| r["vmstat"][k].as_u64().unwrap();
+        let taken = isolate_sum(t, INACTIVE, "nr_taken");
+        assert_eq!(taken, get("pgscan_anon") + get("pgscan_file"), "{version}");
+        let refill = cgroup(&r, "/w")["memory.stat"]["pgrefill"]
+            .as_u64()
+            .unwrap();
+        let moved =
+            isolate_sum(t, INACTIVE, "nr_scanned") - taken - isolate_sum(t, INACTIVE, "nr_skipped");
+        assert_eq!(moved, refill, "{version}");
+        assert_eq!(isolate_sum(t, ACTIVE, "hitcount"), 0, "{version}");
+        let hits = isolate_sum(t, INACTIVE, "hitcount");
+        let requested = isolate_sum(t, INACTIVE, "nr_requested");
+        assert!(hits > 0, "{version}");
+        if version == "6.12" {
+            assert_eq!(requested, per_call * hits);
+        } else {
+            assert!(
+                requested <= per_call * hits && requested >= hits,
+                "{version}"
+            );
+        }
     }
 }

@@ -1,24 +1,32 @@
 //! The vmscan tracepoints the model fires, counted as a hist trigger counts them.
 //!
-//! Models include/trace/events/vmscan.h's mm_vmscan_lru_shrink_inactive and
-//! mm_vmscan_lru_shrink_active, fired where mm/vmscan.c fires them: at the end of
-//! shrink_inactive_list (after the putback; not when nothing was isolated, which returns
-//! first) and of shrink_active_list. `kernel-run --vm --trace-hist` puts a hist trigger on
+//! Models include/trace/events/vmscan.h's mm_vmscan_lru_shrink_inactive,
+//! mm_vmscan_lru_shrink_active and mm_vmscan_lru_isolate, fired where mm/vmscan.c fires
+//! them: at the end of shrink_inactive_list (after the putback; not when nothing was
+//! isolated, which returns first), of shrink_active_list, and of isolate_lru_folios. `kernel-run --vm --trace-hist` puts a hist trigger on
 //! the kernel's events; with the scenario's `tracepoints = true` the model keeps the same
 //! table for the same events, so the two can be set side by side row by row (the front's
 //! tracehist.py sums this table over the keys a trigger names).
 //!
 //! Why a table and not a log: a hist trigger keeps one entry per distinct key with its
 //! hit count and the sums of its value fields, and so does this, keyed by every field the
-//! model gives a value that a trigger could key on (nid and priority; the kernel's
-//! reclaim_flags carry the file bit and the writeback mode, left out).
+//! model gives a value that a trigger could key on: nid and priority for the shrink
+//! events (the kernel's reclaim_flags carry the file bit and the writeback mode, left
+//! out), lru and order for mm_vmscan_lru_isolate (order is 0: the model reclaims for
+//! order-0 pages only; its highest_zoneidx, and 6.1's isolate_mode, are left out: the
+//! model has one zone per node, and never clears may_unmap).
 //!
-//! MGLRU has no active list, so no mm_vmscan_lru_shrink_active; its evict_folios fires
-//! mm_vmscan_lru_shrink_inactive from 6.12 on (rule mglru_vmscan_tracepoints; 6.1's MGLRU
-//! fires no vmscan event), once per shrink_folio_list pass, the retry pass included
-//! (mm/lru_gen/eviction.rs). Simplified: these two events only; mm_vmscan_lru_isolate
-//! (isolate_lru_folios, and MGLRU's scan_folios) and the rest are not fired, and the
-//! front says so.
+//! MGLRU has no active list, so no mm_vmscan_lru_shrink_active; from 6.12 on (rule
+//! mglru_vmscan_tracepoints; 6.1's MGLRU fires no vmscan event) its evict_folios fires
+//! mm_vmscan_lru_shrink_inactive once per shrink_folio_list pass, the retry pass
+//! included, and its scan_folios fires mm_vmscan_lru_isolate once per pass that reached
+//! the lists (not when only MIN_NR_GENS generations are left), with lru the inactive list
+//! of its type, nr_requested the budget it was handed (MAX_LRU_BATCH before the scan
+//! budget rule, so 6.12's constant), nr_scanned every folio it looked at, sorted ones
+//! included, and nr_skipped the folios isolate_folio refused (mm/lru_gen/eviction.rs).
+//! The classic isolate_lru_folios' nr_skipped counts folios of zones above the
+//! reclaim's highest zone, which the model, one zone per node, never has: always 0.
+//! Simplified: these three events only; the rest are not fired, and the front says so.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +37,8 @@ pub enum Tracepoint {
     LruShrinkInactive,
     /// mm_vmscan_lru_shrink_active: nr_taken, nr_active, nr_deactivated, nr_referenced.
     LruShrinkActive,
+    /// mm_vmscan_lru_isolate: nr_requested, nr_scanned, nr_skipped, nr_taken.
+    LruIsolate,
 }
 
 impl Tracepoint {
@@ -37,6 +47,15 @@ impl Tracepoint {
         match self {
             Tracepoint::LruShrinkInactive => "mm_vmscan_lru_shrink_inactive",
             Tracepoint::LruShrinkActive => "mm_vmscan_lru_shrink_active",
+            Tracepoint::LruIsolate => "mm_vmscan_lru_isolate",
+        }
+    }
+
+    /// The key fields, in the order `hit` takes them.
+    pub fn keys(self) -> [&'static str; 2] {
+        match self {
+            Tracepoint::LruShrinkInactive | Tracepoint::LruShrinkActive => ["nid", "priority"],
+            Tracepoint::LruIsolate => ["lru", "order"],
         }
     }
 
@@ -47,24 +66,26 @@ impl Tracepoint {
             Tracepoint::LruShrinkActive => {
                 &["nr_taken", "nr_active", "nr_deactivated", "nr_referenced"]
             }
+            Tracepoint::LruIsolate => &["nr_requested", "nr_scanned", "nr_skipped", "nr_taken"],
         }
     }
 }
 
-/// The key of one table entry: the event and its key fields.
-type Key = (Tracepoint, u32, i32);
+/// The key of one table entry: the event and its key fields (in `keys()` order).
+type Key = (Tracepoint, [i64; 2]);
 
-/// The hit counts and value sums of the events fired, per (event, nid, priority).
+/// The hit counts and value sums of the events fired, per event and key.
 #[derive(Default)]
 pub struct TraceHist {
     entries: BTreeMap<Key, (u64, [u64; 4])>,
 }
 
 impl TraceHist {
-    /// One firing of `tp` on node `nid` at `priority` with its value fields (in
+    /// One firing of `tp` with its key fields (in `tp.keys()` order: the shrink events'
+    /// nid and priority, mm_vmscan_lru_isolate's lru and order) and its value fields (in
     /// `tp.vals()` order; the rest 0).
-    pub fn hit(&mut self, tp: Tracepoint, nid: u32, priority: i32, vals: [u64; 4]) {
-        let e = self.entries.entry((tp, nid, priority)).or_default();
+    pub fn hit(&mut self, tp: Tracepoint, key: [i64; 2], vals: [u64; 4]) {
+        let e = self.entries.entry((tp, key)).or_default();
         e.0 += 1;
         for (s, v) in e.1.iter_mut().zip(vals) {
             *s += v;
@@ -75,13 +96,12 @@ impl TraceHist {
     pub fn report(&self) -> Vec<serde_json::Value> {
         self.entries
             .iter()
-            .map(|(&(tp, nid, priority), &(hits, sums))| {
-                let mut row = serde_json::json!({
-                    "event": tp.name(),
-                    "nid": nid,
-                    "priority": priority,
-                    "hitcount": hits,
-                });
+            .map(|(&(tp, key), &(hits, sums))| {
+                let mut row = serde_json::json!({ "event": tp.name() });
+                for (name, k) in tp.keys().iter().zip(key) {
+                    row[*name] = k.into();
+                }
+                row["hitcount"] = hits.into();
                 for (name, s) in tp.vals().iter().zip(sums) {
                     row[*name] = s.into();
                 }
@@ -98,10 +118,10 @@ mod tests {
     #[test]
     fn hits_are_counted_and_summed_per_key_in_key_order() {
         let mut t = TraceHist::default();
-        t.hit(Tracepoint::LruShrinkInactive, 0, 12, [2, 1, 0, 0]);
-        t.hit(Tracepoint::LruShrinkActive, 0, 11, [4, 0, 4, 0]);
-        t.hit(Tracepoint::LruShrinkInactive, 0, 12, [3, 3, 0, 0]);
-        t.hit(Tracepoint::LruShrinkInactive, 1, 11, [8, 5, 0, 0]);
+        t.hit(Tracepoint::LruShrinkInactive, [0, 12], [2, 1, 0, 0]);
+        t.hit(Tracepoint::LruShrinkActive, [0, 11], [4, 0, 4, 0]);
+        t.hit(Tracepoint::LruShrinkInactive, [0, 12], [3, 3, 0, 0]);
+        t.hit(Tracepoint::LruShrinkInactive, [1, 11], [8, 5, 0, 0]);
         let r = t.report();
         assert_eq!(r.len(), 3);
         assert_eq!(

@@ -394,7 +394,7 @@ impl Mm {
     /// isolate_lru_folios(): take up to `nr_to_scan` folios off the tail of `lru` into
     /// `dst` (oldest first). Folios whose PG_lru cannot be cleared (a per-CPU batch holds
     /// it, rule lru_batch_clears_pg_lru) or that are dying rotate to the head. Returns
-    /// (nr_taken, nr_scanned). Caller holds lru_lock.
+    /// (nr_taken, nr_scanned), and fires mm_vmscan_lru_isolate. Caller holds lru_lock.
     pub fn isolate_lru_folios(
         &mut self,
         nr_to_scan: u64,
@@ -438,6 +438,12 @@ impl Mm {
         }
         let l = &mut self.lruvecs[lv as usize];
         l.prefetch_ahead[lru] = l.prefetch_ahead[lru].saturating_sub(scan as u32);
+        // trace_mm_vmscan_lru_isolate(reclaim_idx, order, nr_to_scan, total_scan, skipped,
+        // nr_taken, lru): nothing is skipped for its zone here (one zone per node).
+        if let Some(t) = self.trace_hist.as_mut() {
+            let vals = [nr_to_scan, scan, 0, taken];
+            t.hit(Tracepoint::LruIsolate, [lru as i64, 0], vals);
+        }
         (taken, scan)
     }
 
@@ -673,10 +679,8 @@ impl Sim {
         };
         self.e.charge(scanned * self.c.isolate_folio);
         self.unlock_lruvec(lv);
-        if taken == 0 {
-            self.mm.borrow_mut().put_pfn_vec(hold);
-            return;
-        }
+        // Nothing taken does not end it: as in the kernel, the putback below still takes
+        // its lru_lock hold (before 7.x) and the tracepoint fires with zeros.
         let mut nr_rotated = 0;
         let mut l_active = self.mm.borrow_mut().pfn_vec();
         {
@@ -725,7 +729,11 @@ impl Sim {
             let node = mm.lruvecs[lv as usize].node;
             if let Some(t) = mm.trace_hist.as_mut() {
                 let vals = [taken, moved[0], moved[1], nr_rotated];
-                t.hit(Tracepoint::LruShrinkActive, node, priority, vals);
+                t.hit(
+                    Tracepoint::LruShrinkActive,
+                    [node.into(), priority.into()],
+                    vals,
+                );
             }
         })
         .await;
@@ -894,7 +902,11 @@ impl Sim {
             let node = mm.lruvecs[lv as usize].node;
             if let Some(t) = mm.trace_hist.as_mut() {
                 let vals = [scanned, stat.nr_reclaimed, 0, 0];
-                t.hit(Tracepoint::LruShrinkInactive, node, priority, vals);
+                t.hit(
+                    Tracepoint::LruShrinkInactive,
+                    [node.into(), priority.into()],
+                    vals,
+                );
             }
             mm.count_reclaim_event(memcg, item, stat.nr_reclaimed, !cgroup_reclaim);
             mm.count_event(

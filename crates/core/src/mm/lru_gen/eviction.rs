@@ -29,7 +29,7 @@
 
 use super::*;
 use crate::engine::Site;
-use crate::mm::mmzone::Lruvec;
+use crate::mm::mmzone::{Lruvec, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE};
 use crate::mm::swap::folio_test_lru;
 use crate::mm::trace_vmscan::Tracepoint;
 use crate::mm::vmscan::ScanControl;
@@ -308,6 +308,20 @@ impl Mm {
             VmEvent::PgscanAnon
         };
         self.count_event(by_type, isolated);
+        // trace_mm_vmscan_lru_isolate(reclaim_idx, order, nr_requested, scanned, skipped,
+        // isolated, the type's inactive list), from 6.12 on: nr_requested is the budget
+        // handed in (MAX_LRU_BATCH before rule mglru_scan_budget_nr_to_scan).
+        if self.rules.mglru_vmscan_tracepoints {
+            if let Some(t) = self.trace_hist.as_mut() {
+                let lru = if ty == LRU_GEN_FILE {
+                    LRU_INACTIVE_FILE
+                } else {
+                    LRU_INACTIVE_ANON
+                };
+                let vals = [nr_to_scan.min(MAX_LRU_BATCH), scanned, skipped, isolated];
+                t.hit(Tracepoint::LruIsolate, [lru as i64, 0], vals);
+            }
+        }
         // Rule mglru_protect_counts_activate (6.1): sort_folio counts each folio it
         // protects as a workingset activation.
         if self.rules.mglru_protect_counts_activate {
@@ -571,7 +585,11 @@ impl Sim {
         let node = mm.lruvecs[lv as usize].node;
         if let Some(t) = mm.trace_hist.as_mut() {
             let vals = [scanned, reclaimed, 0, 0];
-            t.hit(Tracepoint::LruShrinkInactive, node, priority, vals);
+            t.hit(
+                Tracepoint::LruShrinkInactive,
+                [node.into(), priority.into()],
+                vals,
+            );
         }
     }
 
