@@ -343,6 +343,20 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/memcontrol.rs flush_scope" },
     },
     Rule {
+        name: "memcg_rstat_val_in_pages",
+        commit: "\"mm: memcg: normalize the value passed into memcg_rstat_updated()\" (Yosry Ahmed, v6.8 with the flush-threshold series; id not identified)",
+        has: [N, Y, Y, Y],
+        what: "a statistics update counts toward the flush threshold in pages (memcg_state_val_in_pages: a byte-valued item's change, as the slab objects' per-CPU stock pushes it out, counts its pages, at least 1); before (6.1), memcg_rstat_updated added the change as it came, so a slab stock push of 4.5 KiB counted 4,608 updates",
+        effect: Effect::Rule { at: "mm/memcontrol.rs mod_objcg_state" },
+    },
+    Rule {
+        name: "memcg_v1_charge_statistics",
+        commit: "ended by \"mm: memcg: put cgroup v1-specific code under a config option\" (Roman Gushchin, v6.11; id not identified): memcg1_charge_statistics and memcg1_uncharge_batch only with CONFIG_MEMCG_V1, which defaults to n and Debian's 6.12 and 7.3 leave off",
+        has: [Y, N, N, N],
+        what: "each charge counts PGPGIN (mem_cgroup_charge_statistics) and each uncharged folio PGPGOUT (uncharge_batch), memcg events that count toward the statistics flush threshold; after, not built",
+        effect: Effect::Rule { at: "mm/memory.rs alloc_charged_page; mm/page_alloc.rs free_folio" },
+    },
+    Rule {
         name: "reclaim_flush_ratelimited",
         commit: "\"memcg: use ratelimited stats flush in the reclaim\" (Shakeel Butt, v6.12 or earlier; id not identified)",
         has: [N, Y, Y, Y],
@@ -602,6 +616,12 @@ modeled_rules! {
     /// memcg_flush_global_threshold: a memcg statistics flush tests the machine-wide
     /// update count and flushes the whole tree (6.1).
     memcg_flush_global_threshold,
+    /// memcg_rstat_val_in_pages: a byte-valued statistics update counts its pages toward
+    /// the flush threshold (else its bytes, 6.1).
+    memcg_rstat_val_in_pages,
+    /// memcg_v1_charge_statistics: a charge counts PGPGIN and an uncharged folio PGPGOUT
+    /// toward the flush threshold (6.1; later only with CONFIG_MEMCG_V1).
+    memcg_v1_charge_statistics,
     /// reclaim_flush_ratelimited: prepare_scan_control flushes only when the periodic
     /// flush is late (else whenever the threshold is crossed, 6.1).
     reclaim_flush_ratelimited,

@@ -94,6 +94,9 @@ impl Sim {
         let node = self.current_node();
         let mut mm = self.mm.borrow_mut();
         let created = mm.xa_create(file, index, node);
+        for _ in 0..created {
+            mm.mod_objcg_state(memcg, XA_NODE_SIZE as i64);
+        }
         mm.memcg_kmem_refund(
             memcg,
             (need - created) * XA_NODE_SIZE,

@@ -83,6 +83,10 @@ pub struct Memcg {
     pub slab_reclaimable_bytes: u64,
     /// Bytes of PTE page tables, local (memory.stat pagetables).
     pub pagetables_bytes: u64,
+    /// The slab statistics' byte cache of the object stock (memcg_stock_pcp's
+    /// nr_slab_reclaimable_b): changes of slab_reclaimable not yet pushed to the
+    /// statistics (`Mm::mod_objcg_state`).
+    pub slab_stat_bytes: i64,
     /// The memcg's part of the shadow-node list_lru: leaf xarray nodes of its files that
     /// hold shadow entries only, oldest first, as (file, leaf, stamp) (entries whose stamp
     /// is stale are skipped); how many are current; the shrinker's deferred work.
@@ -134,6 +138,7 @@ impl Memcg {
             obj_stock_bytes: 0,
             slab_reclaimable_bytes: 0,
             pagetables_bytes: 0,
+            slab_stat_bytes: 0,
             shadow_nodes: Default::default(),
             nr_shadow_nodes: 0,
             shadow_deferred: 0,
@@ -151,6 +156,49 @@ impl Memcg {
 }
 
 impl Mm {
+    /// memcg_rstat_updated(): `n` more statistics updates of `memcg` toward the flush
+    /// threshold (`memcg_stats_need_flush`; the root's count is kept machine-wide). The
+    /// lruvec items count on their own (`Lruvec::mod_state`); this is for the rest:
+    /// memcg events, 6.1's PGPGIN and PGPGOUT, MEMCG_KMEM, NR_PAGETABLE, and the slab
+    /// bytes of `mod_objcg_state`.
+    #[inline]
+    pub fn memcg_rstat_updated(&mut self, memcg: MemcgId, n: u64) {
+        self.memcgs[memcg as usize].stats_updates += n;
+        self.stats_updates += n;
+    }
+
+    /// mod_objcg_state() for NR_SLAB_RECLAIMABLE_B: a slab object of `memcg` of `bytes`
+    /// allocated (positive) or freed (negative). The change waits in the object stock's
+    /// byte cache, which takes the first change whole and pushes the cache out
+    /// (mod_objcg_mlstate) once it holds more than a page either way. A push counts
+    /// toward the flush threshold in pages, at least one (rule memcg_rstat_val_in_pages),
+    /// or in bytes (6.1). Simplified: one cache per memcg; the kernel's per-CPU stock
+    /// caches one objcg and node at a time and pushes its bytes out on a switch. 6.12's
+    /// memcg_state_val_in_pages rounds a negative push up, not down (a sign slip later
+    /// kernels mend): counted as later kernels count it.
+    pub fn mod_objcg_state(&mut self, memcg: MemcgId, bytes: i64) {
+        let m = &mut self.memcgs[memcg as usize];
+        let push = if m.slab_stat_bytes == 0 {
+            m.slab_stat_bytes = bytes;
+            0
+        } else {
+            m.slab_stat_bytes += bytes;
+            if m.slab_stat_bytes.unsigned_abs() > super::PAGE_SIZE {
+                std::mem::take(&mut m.slab_stat_bytes)
+            } else {
+                0
+            }
+        };
+        if push != 0 {
+            let n = if self.rules.memcg_rstat_val_in_pages {
+                (push.unsigned_abs() / super::PAGE_SIZE).max(1)
+            } else {
+                push.unsigned_abs()
+            };
+            self.memcg_rstat_updated(memcg, n);
+        }
+    }
+
     /// obj_cgroup_uncharge() of slab objects charged but not used: the bytes go back to the
     /// memcg's byte stock.
     pub fn memcg_kmem_refund(&mut self, memcg: MemcgId, bytes: u64, kind: KmemKind) {
@@ -163,7 +211,8 @@ impl Mm {
     }
 
     /// Uncharge freed kernel objects: their bytes return to the byte stock, and whole
-    /// pages of the stock go back to the page counters.
+    /// pages of the stock go back to the page counters (memcg_account_kmem: MEMCG_KMEM
+    /// less those pages, each a statistics update).
     pub fn memcg_kmem_uncharge(&mut self, memcg: MemcgId, bytes: u64, kind: KmemKind) {
         self.memcg_kmem_refund(memcg, bytes, kind);
         let m = &mut self.memcgs[memcg as usize];
@@ -171,6 +220,7 @@ impl Mm {
         m.obj_stock_bytes -= pages * super::PAGE_SIZE;
         m.kmem_pages -= pages;
         self.page_counter_uncharge(memcg, pages);
+        self.memcg_rstat_updated(memcg, pages);
     }
 
     /// mem_cgroup_is_root().
@@ -688,6 +738,77 @@ mod tests {
         mm.lruvecs[root_lv].mod_state(NodeStat::NrFilePages, 300);
         assert!(mm.memcg_stats_need_flush(0) && !mm.memcg_stats_need_flush(1));
     }
+
+    #[test]
+    fn a_slab_push_counts_its_bytes_on_6_1_and_its_pages_after() {
+        // mod_objcg_state: the byte cache takes the first 576-byte xa_node whole and
+        // holds up to a page; the 8th brings 8 x 576 = 4608 > 4096 and is pushed out.
+        // 6.1's memcg_rstat_updated adds abs(4608); later kernels add
+        // memcg_state_val_in_pages: 4608 / 4096 = 1. Frees push the same way, negative.
+        for (version, per_push) in [("6.1", 4608u64), ("6.12", 1), ("7.3", 1)] {
+            let s =
+                crate::fixture::one_node_machine("64M", None, &format!("version = \"{version}\""));
+            let mut mm = s.mm.borrow_mut();
+            let before = mm.memcgs[1].stats_updates;
+            let node = XA_NODE_SIZE as i64;
+            for _ in 0..7 {
+                mm.mod_objcg_state(1, node);
+            }
+            assert_eq!(
+                mm.memcgs[1].stats_updates, before,
+                "{version}: 4032 bytes stay cached"
+            );
+            assert_eq!(mm.memcgs[1].slab_stat_bytes, 7 * node);
+            mm.mod_objcg_state(1, node);
+            assert_eq!(mm.memcgs[1].stats_updates, before + per_push, "{version}");
+            assert_eq!(mm.memcgs[1].slab_stat_bytes, 0);
+            for _ in 0..8 {
+                mm.mod_objcg_state(1, -node);
+            }
+            assert_eq!(
+                mm.memcgs[1].stats_updates,
+                before + 2 * per_push,
+                "{version}"
+            );
+            // A page-sized change is cached whole the first time, pushed with the next.
+            mm.mod_objcg_state(1, 4096);
+            assert_eq!(mm.memcgs[1].stats_updates, before + 2 * per_push);
+            mm.mod_objcg_state(1, 8192);
+            let n = if version == "6.1" { 12288 } else { 3 };
+            assert_eq!(
+                mm.memcgs[1].stats_updates,
+                before + 2 * per_push + n,
+                "{version}"
+            );
+            assert_eq!(
+                mm.stats_updates,
+                mm.memcgs.iter().map(|m| m.stats_updates).sum::<u64>()
+            );
+        }
+    }
+
+    #[test]
+    fn a_charge_and_its_uncharge_are_one_update_each_on_6_1_only() {
+        // mem_cgroup_charge_statistics' PGPGIN at the charge, uncharge_batch's PGPGOUT
+        // (once per folio) at the free: one memcg_rstat_updated each on 6.1; 6.12 and
+        // later build them with CONFIG_MEMCG_V1 only (memcg1_charge_statistics).
+        for (version, each) in [("6.1", 1), ("6.12", 0), ("7.3", 0)] {
+            let v = format!("version = \"{version}\"");
+            let s = crate::fixture::one_node_machine("64M", None, &v);
+            let before = s.mm.borrow().memcgs[1].stats_updates;
+            let got = std::rc::Rc::new(std::cell::Cell::new(None));
+            let g = got.clone();
+            crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+                g.set(s.alloc_charged_page(0, 1).await);
+            });
+            let pfn = got.get().expect("a page");
+            let after_charge = s.mm.borrow().memcgs[1].stats_updates;
+            assert_eq!(after_charge - before, each, "{version}");
+            s.mm.borrow_mut().free_folio(pfn);
+            let after_free = s.mm.borrow().memcgs[1].stats_updates;
+            assert_eq!(after_free - after_charge, each, "{version}");
+        }
+    }
 }
 
 /// memory.high penalty: the kernel's MEMCG_DELAY_PRECISION_SHIFT and SCALING_SHIFT.
@@ -758,6 +879,8 @@ impl crate::sim::Sim {
             let m = &mut mm.memcgs[memcg as usize];
             m.kmem_pages += 1;
             m.obj_stock_bytes += super::PAGE_SIZE;
+            // memcg_account_kmem(): MEMCG_KMEM + 1.
+            mm.memcg_rstat_updated(memcg, 1);
         }
     }
 

@@ -119,8 +119,12 @@ impl Sim {
             return false;
         }
         let mut mm = self.mm.borrow_mut();
+        // The page table's NR_PAGETABLE + 1 (pagetable_pte_ctor), a statistics update.
+        mm.memcg_rstat_updated(memcg, 1);
         if !mm.mms[mmid as usize].pte_alloc(vpn) {
-            // Another thread of the process populated it while we reclaimed.
+            // Another thread of the process populated it while we reclaimed: pte_free
+            // (NR_PAGETABLE - 1).
+            mm.memcg_rstat_updated(memcg, 1);
             mm.memcg_kmem_uncharge(memcg, bytes, KmemKind::Pagetables);
         }
         true
@@ -137,8 +141,15 @@ impl Sim {
             self.mm.borrow_mut().free_uncharged(pfn);
             return None;
         }
-        self.mm.borrow_mut().pages[pfn as usize].memcg = memcg;
-        // mem_cgroup_charge_statistics(): PGPGIN.
+        {
+            let mut mm = self.mm.borrow_mut();
+            mm.pages[pfn as usize].memcg = memcg;
+            // mem_cgroup_charge_statistics(): PGPGIN, a statistics update (rule
+            // memcg_v1_charge_statistics: 6.1; later kernels build it with cgroup v1 only).
+            if mm.rules.memcg_v1_charge_statistics {
+                mm.memcg_rstat_updated(memcg, 1);
+            }
+        }
         self.memcg_stat_update(memcg, node, StatKind::Pgpgin, 1);
         Some(pfn)
     }

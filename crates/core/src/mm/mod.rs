@@ -733,10 +733,8 @@ impl Mm {
     /// count_memcg_events(): a memcg's local event counter.
     #[inline]
     pub fn count_memcg_event(&mut self, memcg: MemcgId, ev: vmstat::VmEvent, n: u64) {
-        let mc = &mut self.memcgs[memcg as usize];
-        mc.vm_events[ev as usize] += n;
-        mc.stats_updates += n;
-        self.stats_updates += n;
+        self.memcgs[memcg as usize].vm_events[ev as usize] += n;
+        self.memcg_rstat_updated(memcg, n);
     }
 }
 

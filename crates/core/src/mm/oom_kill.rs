@@ -194,6 +194,8 @@ impl Sim {
         let tables = m.pte_tables.iter().filter(|&&t| t).count() as u64;
         m.pte_tables.fill(false);
         let memcg = m.memcg;
+        // Each table's NR_PAGETABLE - 1 (pagetable_dtor), a statistics update.
+        mm.memcg_rstat_updated(memcg, tables);
         mm.memcg_kmem_uncharge(memcg, tables * PAGE_SIZE, KmemKind::Pagetables);
     }
 }

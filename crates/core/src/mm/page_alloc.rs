@@ -107,6 +107,9 @@ impl Mm {
         let memcg = self.pages[pfn as usize].memcg;
         self.stat_pending
             .push_freed(memcg, 0, super::memcontrol::StatKind::Pgpgout, 1);
+        if self.rules.memcg_v1_charge_statistics {
+            self.memcg_rstat_updated(memcg, 1);
+        }
         self.release_frame(pfn);
     }
 

@@ -155,6 +155,9 @@ impl Mm {
             ..
         } = self;
         let (nodes, pages) = files[file as usize].xa_delete_leaf(leaf, radix_tree_node_cachep);
+        for _ in 0..nodes {
+            self.mod_objcg_state(m, -(super::memcontrol::XA_NODE_SIZE as i64));
+        }
         self.memcg_kmem_uncharge(
             m,
             nodes * super::memcontrol::XA_NODE_SIZE,
