@@ -780,6 +780,13 @@ mod tests {
                 before + 2 * per_push + n,
                 "{version}"
             );
+            // Exactly a page stays cached: a push needs more than PAGE_SIZE.
+            let pushed = mm.memcgs[1].stats_updates;
+            mm.mod_objcg_state(1, 2048);
+            mm.mod_objcg_state(1, 2048);
+            assert_eq!(mm.memcgs[1].stats_updates, pushed, "{version}: 4096 stays");
+            mm.mod_objcg_state(1, 1);
+            assert!(mm.memcgs[1].stats_updates > pushed, "{version}: 4097 goes");
             assert_eq!(
                 mm.stats_updates,
                 mm.memcgs.iter().map(|m| m.stats_updates).sum::<u64>()
