@@ -432,3 +432,63 @@ fn unmapping_takes_pages_off_the_mapped_counters() {
         );
     }
 }
+
+#[test]
+fn folios_put_refs_frees_after_dropping_the_lru_lock() {
+    // folios_put_refs unlinks each LRU folio under lru_lock and frees the batch
+    // (mem_cgroup_uncharge_folios, free_unref_folios) once the lock is dropped: a dearer
+    // page free lengthens the call by its cost per folio, and the lock's hold not at all.
+    let run = |page_free: u64| {
+        let t = format!(
+            "duration = \"1000s\"\n[machine]\ncpus = 2\nmemory_per_node = \"64M\"\n\
+             [costs]\npage_free = {page_free}\n[[cgroup]]\npath = \"/a\"\n\
+             [[workload]]\ntype = \"usemem\"\ncgroup = \"/a\"\nsize = \"4K\"\nstart = \"900s\"\n"
+        );
+        let s = Sim::build(&Scenario::from_toml(&t).unwrap()).unwrap();
+        let (_, pfns) = s.fixture_anon_folios(1, 0, 20, false, 0);
+        let end = run_probe(&s, 0, 1_000_000, move |s| async move {
+            put_last_refs(&s, &pfns).await
+        });
+        let hold =
+            s.e.lock_stats()
+                .iter()
+                .find(|x| x.1 == reclaimsim_core::engine::Site::FoliosPutRefs)
+                .map(|x| (x.2.acquisitions, x.2.total_hold))
+                .expect("folios_put_refs took the lru_lock");
+        (end - 1_000_000, hold)
+    };
+    let (took, (n, hold)) = run(80);
+    let (took_dear, (n_dear, hold_dear)) = run(1080);
+    assert_eq!((n, n_dear), (1, 1), "one hold for one lruvec's run of 20");
+    assert_eq!(hold_dear, hold, "the frees are outside the hold");
+    assert_eq!(
+        took_dear - took,
+        20 * 1000,
+        "each of the 20 frees costs page_free"
+    );
+}
+
+#[test]
+fn an_unmap_frees_its_folios_a_folio_batch_per_lru_lock_hold() {
+    // free_pages_and_swap_cache fills a folio_batch (31) and hands each full one, and the
+    // rest, to folios_put_refs: 100 folios of one lruvec take the lock 4 times (31, 31,
+    // 31, 7), not once for the whole range.
+    use reclaimsim_core::engine::Site;
+    use reclaimsim_core::mm::MmStruct;
+    let s = machine("percpu_local");
+    let mmid = s.mm.borrow_mut().mm_alloc(MmStruct::new(100, C, 0, 0));
+    run_probe(&s, 0, 1_000_000, move |s| async move {
+        for vpn in 0..100 {
+            s.handle_mm_fault(mmid, vpn, true).await;
+        }
+        s.lru_add_drain().await;
+        s.zap_pte_range(mmid, 0, 100).await;
+    });
+    let puts =
+        s.e.lock_stats()
+            .iter()
+            .filter(|x| x.1 == Site::FoliosPutRefs)
+            .map(|x| x.2.acquisitions)
+            .sum::<u64>();
+    assert_eq!(puts, 4);
+}

@@ -645,7 +645,10 @@ fn push_run<K: PartialEq>(runs: &mut Vec<(K, u32)>, key: K) {
 impl Sim {
     /// zap_pte_range() over [lo, hi) of mm `mmid` (munmap, exit): clear the PTEs, drop swap
     /// entries and swap-cache folios, and free the folios through
-    /// free_pages_and_swap_cache(), which first drains this CPU's LRU batches. A folio still
+    /// free_pages_and_swap_cache(), which first drains this CPU's LRU batches and then
+    /// hands them to folios_put_refs a folio_batch (31) at a time, so the lru_lock is
+    /// taken once per 31 folios (6.1's release_pages re-takes it every SWAP_CLUSTER_MAX,
+    /// 32: modeled as 31, and its frees come after all its holds). A folio still
     /// sitting in another CPU's lru_add batch keeps only that batch's reference: it is dead
     /// there until the batch drains (seed 003). Clearing present PTEs ends in one TLB
     /// flush of the range (tlb_finish_mmu), a shootdown when other CPUs run the mm.
@@ -740,8 +743,11 @@ impl Sim {
                 self.memcg_stat_update(m, nid, StatKind::FileMapped, -1);
             }
         }
-        // free_pages_and_swap_cache()
+        // free_pages_and_swap_cache(): the drain, then folios_put_refs of each
+        // folio_batch it fills (FOLIO_BATCH_SIZE folios): one lru_lock hold per batch.
         self.lru_add_drain().await;
-        self.folios_put_refs(&folios).await;
+        for batch in folios.chunks(super::FOLIO_BATCH_SIZE) {
+            self.folios_put_refs(batch).await;
+        }
     }
 }

@@ -217,7 +217,11 @@ impl Sim {
     /// folio_batch_move_lru(): apply `op` to every folio of this CPU's batch, taking each
     /// lruvec's lru_lock once per run of consecutive folios of that lruvec, then drop the
     /// batch's references (folios_put): a folio that nobody else holds is freed, which
-    /// takes its lruvec's lru_lock again to unlink it.
+    /// takes its lruvec's lru_lock again to unlink it. Simplified: the kernel claims an
+    /// activate or move-tail folio (folio_test_clear_lru) before it waits for the lock,
+    /// so a reclaimer that meets it on its list meanwhile passes it by; the model tests
+    /// PG_lru before the wait, and a folio a reclaimer isolated during the wait is left
+    /// to the reclaimer (batch_apply skips it).
     pub async fn folio_batch_move_lru(&self, cpu: u32, op: BatchOp, site: Site) {
         let batch = self.mm.borrow_mut().take_batch(cpu, op);
         if batch.is_empty() {
@@ -288,11 +292,15 @@ impl Sim {
 
     /// folios_put_refs(): drop the last reference of each folio; folios on an LRU are
     /// unlinked under their lruvec's lru_lock, taken once per run of consecutive folios of
-    /// the same lruvec (folio_lruvec_relock_irqsave). Folios still held elsewhere (a batch,
-    /// an isolating reclaimer, writeback, a read) are left to that holder, who frees them
-    /// when it lets go.
+    /// the same lruvec (folio_lruvec_relock_irqsave), and freed once the lock is dropped:
+    /// mem_cgroup_uncharge_folios and free_unref_folios run after the loop, outside any
+    /// lru_lock (6.1's release_pages the same way, with pages_to_free). Folios still held
+    /// elsewhere (a batch, an isolating reclaimer, writeback, a read) are left to that
+    /// holder, who frees them when it lets go. Simplified: 6.1's release_pages also drops
+    /// the lock every SWAP_CLUSTER_MAX folios of one lruvec (lock_batch); not modeled.
     pub async fn folios_put_refs(&self, folios: &[Pfn]) {
         let mut locked: Option<LruvecId> = None;
+        let mut freed = self.mm.borrow_mut().pfn_vec();
         for &pfn in folios {
             let (on_lru, lv) = {
                 let mut mm = self.mm.borrow_mut();
@@ -319,12 +327,19 @@ impl Sim {
                 }
                 self.e.charge(self.c.list_op);
             }
-            self.mm.borrow_mut().free_folio(pfn);
-            self.e.charge(self.c.page_free);
+            freed.push(pfn);
         }
         if let Some(old) = locked {
             self.unlock_lruvec(old);
         }
+        {
+            let mut mm = self.mm.borrow_mut();
+            for &pfn in &freed {
+                mm.free_folio(pfn);
+            }
+        }
+        self.e.charge(freed.len() as u64 * self.c.page_free);
+        self.mm.borrow_mut().put_pfn_vec(freed);
         self.flush_stat_pending(false);
     }
 
