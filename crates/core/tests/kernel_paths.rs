@@ -1455,3 +1455,73 @@ fn only_an_unlocked_clean_folio_on_the_lru_is_queued_to_rotate() {
     });
     assert_eq!(queued.borrow().len(), 1);
 }
+
+/// Page `index` of a new 8-page program text charged to /a, mapped by one new process at
+/// MAPPED_FILE_BASE, none of it cached; `shadow`, if any, left in its page-cache slot.
+/// Faults `index` in and returns the folio with the lruvec's max_seq and the file
+/// min_seq at the fault (MGLRU on).
+fn text_fault(shadow: bool, index: u32) -> (Rc<Sim>, u32, u64, u64) {
+    use reclaimsim_core::fixture::MAPPED_FILE_BASE;
+    use reclaimsim_core::mm::lru_gen::{LRU_GEN_FILE, LRU_REFS_WIDTH};
+    use reclaimsim_core::mm::{File, MmStruct};
+    let s = machine("64M", None, "lru = \"mglru\"");
+    let (file, mmid, lv) = {
+        let mut mm = s.mm.borrow_mut();
+        mm.files.push(File::text(8, A, MAPPED_FILE_BASE));
+        let file = (mm.files.len() - 1) as u32;
+        let mmid = mm.mm_alloc(MmStruct::new(MAPPED_FILE_BASE as usize, A, 0, 0));
+        mm.map_text(mmid, file);
+        (file, mmid, mm.lruvec_of(A, 0))
+    };
+    let seqs = {
+        let mm = s.mm.borrow();
+        let g = &mm.lruvecs[lv as usize].lrugen;
+        (g.max_seq, g.min_seq[LRU_GEN_FILE])
+    };
+    if shadow {
+        // lru_gen_eviction's token of a folio evicted from the current oldest generation
+        // with no refs: (min_seq << LRU_REFS_WIDTH) | 0, within MAX_NR_GENS of max_seq.
+        let token = seqs.1 << LRU_REFS_WIDTH;
+        let entry = reclaimsim_core::mm::filemap::shadow_entry(
+            reclaimsim_core::mm::workingset::pack_shadow(A, 0, token, false),
+        );
+        s.mm.borrow_mut().page_cache_store(file, index, entry);
+    }
+    run_probe(&s, 0, 1_000_000, move |s| async move {
+        s.handle_mm_fault(mmid, MAPPED_FILE_BASE + index, false)
+            .await;
+        s.lru_add_drain().await;
+    });
+    let pfn = {
+        let mm = s.mm.borrow();
+        reclaimsim_core::mm::filemap::entry_page(mm.files[file as usize].cache[index as usize])
+            .expect("the fault brought the page in")
+    };
+    (s, pfn, seqs.0, seqs.1)
+}
+
+#[test]
+fn a_text_page_faulted_in_starts_young_on_mglru() {
+    use reclaimsim_core::mm::lru_gen::{folio_lru_gen, lru_gen_from_seq, MIN_NR_GENS};
+    // filemap_fault runs under handle_mm_fault's lru_gen_enter_fault (a text VMA has
+    // recency): folio_add_lru sets PG_active, and lru_gen_folio_seq puts an active folio
+    // without PG_workingset MIN_NR_GENS below max_seq + 1, i.e. at max_seq - 1; read()'s
+    // misses (not in a fault) go to the oldest generations instead.
+    let (s, pfn, max_seq, _) = text_fault(false, 3);
+    let gen = folio_lru_gen(&s.mm.borrow().pages, pfn);
+    assert_eq!(gen, Some(lru_gen_from_seq(max_seq + 1 - MIN_NR_GENS)));
+}
+
+#[test]
+fn a_recent_text_refault_under_a_fault_counts_an_activation() {
+    // lru_gen_refault: a refault whose token is within MAX_NR_GENS of max_seq is recent;
+    // in a page fault it counts WORKINGSET_ACTIVATE (folio_add_lru activates the folio),
+    // besides WORKINGSET_REFAULT. Not workingset in the shadow: no restore.
+    let (s, pfn, _, _) = text_fault(true, 5);
+    let mm = s.mm.borrow();
+    let lv = mm.folio_lruvec(pfn) as usize;
+    let st = |i: NodeStat| mm.lruvecs[lv].stat[i as usize];
+    assert_eq!(st(NodeStat::WorkingsetRefaultFile), 1);
+    assert_eq!(st(NodeStat::WorkingsetActivateFile), 1);
+    assert_eq!(st(NodeStat::WorkingsetRestoreFile), 0);
+}

@@ -158,7 +158,7 @@ impl Sim {
             std::mem::replace(&mut mm.files[file as usize].ra_prev_index, index) == index
         };
         let (pfn, read) = match self
-            .filemap_add_folio_and_read(file, index, memcg, node)
+            .filemap_add_folio_and_read(file, index, memcg, node, false)
             .await
         {
             NewFolio::Oom => return Read::Oom,
@@ -175,13 +175,18 @@ impl Sim {
     /// A missing page-cache folio, brought in (page_cache_sync_ra's one page +
     /// filemap_read_folio): allocate and charge it to `memcg`, insert it (a shadow found
     /// there goes to workingset_refault), add it to the LRU and read it from the file's
-    /// device, the task sleeping on the folio lock until the read completes.
+    /// device, the task sleeping on the folio lock until the read completes. `in_fault`
+    /// is lru_gen_in_fault(): true under a page fault (filemap_fault, which
+    /// handle_mm_fault's lru_gen_enter_fault marks for a VMA with recency, as the model's
+    /// text mappings all are), false for read(); with MGLRU it decides whether a recent
+    /// refault counts WORKINGSET_ACTIVATE and whether folio_add_lru sets PG_active.
     pub(crate) async fn filemap_add_folio_and_read(
         &self,
         file: u32,
         index: u32,
         memcg: u16,
         node: u32,
+        in_fault: bool,
     ) -> NewFolio {
         debug_assert!(
             entry_page(self.mm.borrow().files[file as usize].cache[index as usize]).is_none()
@@ -214,9 +219,9 @@ impl Sim {
             mm.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
         }
         if let Some(s) = entry_shadow(entry) {
-            self.workingset_refault(pfn, s, false).await;
+            self.workingset_refault(pfn, s, in_fault).await;
         }
-        self.folio_add_lru(pfn, false).await;
+        self.folio_add_lru(pfn, in_fault).await;
         let done = self
             .mm
             .borrow_mut()

@@ -211,7 +211,9 @@ impl Sim {
     /// do_read_fault(): a fault on page `index` of the program's text, a private read-only
     /// VM_EXEC file mapping. filemap_fault finds the folio in the page cache (a minor
     /// fault: another process of the program brought it in, or reclaim only unmapped it)
-    /// or reads it in, charged to the faulting task's memcg (a major fault: PGMAJFAULT);
+    /// or reads it in, charged to the faulting task's memcg (a major fault: PGMAJFAULT),
+    /// inside handle_mm_fault's lru_gen_enter_fault (with MGLRU the new folio gets
+    /// PG_active from folio_add_lru, and a recent refault counts WORKINGSET_ACTIVATE);
     /// finish_fault maps it young and counts NR_FILE_MAPPED. Simplified: no fault-around
     /// (the kernel maps up to 16 cached neighbours with it) and no mmap read-around; a
     /// folio another task is still reading is mapped without waiting for its lock, as
@@ -232,7 +234,7 @@ impl Sim {
         let (pfn, major) = match super::filemap::entry_page(entry) {
             Some(p) => (p, false),
             None => match self
-                .filemap_add_folio_and_read(file, index, memcg, node)
+                .filemap_add_folio_and_read(file, index, memcg, node, true)
                 .await
             {
                 NewFolio::Read(p) => (p, true),
