@@ -492,3 +492,30 @@ fn an_unmap_frees_its_folios_a_folio_batch_per_lru_lock_hold() {
             .sum::<u64>();
     assert_eq!(puts, 4);
 }
+
+#[test]
+fn a_root_charge_takes_no_stock_and_writes_no_counter_line() {
+    // try_charge() returns at once for the root memcg: /a/b/c's first page charges a
+    // batch of MEMCG_CHARGE_BATCH (64) up the hierarchy and stocks 63 on the CPU; a root
+    // task's page on the same CPU then leaves that stock alone (a charge of its own
+    // would refill the stock with the root's remainder, draining /a/b/c's) and costs no
+    // counter-line write: no time at all.
+    let s = machine("percpu_local");
+    let root_before = s.mm.borrow().memcgs[0].usage;
+    let took = |s: &Rc<Sim>, m: u16, at: u64| {
+        run_probe(s, 0, at, move |s| async move {
+            assert!(s.try_charge_memcg(m, 1).await);
+        }) - at
+    };
+    took(&s, C, 1_000_000);
+    assert_eq!(s.mm.borrow().stocked(C), 63);
+    assert_eq!(took(&s, 0, 2_000_000), 0);
+    let mm = s.mm.borrow();
+    assert_eq!(mm.stocked(C), 63, "the root's charge left /a/b/c's stock");
+    assert_eq!(mm.stocked(0), 0);
+    assert_eq!(
+        mm.memcgs[0].usage,
+        root_before + 64 + 1,
+        "the batch, and the one page"
+    );
+}

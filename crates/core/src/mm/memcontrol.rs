@@ -899,7 +899,20 @@ impl crate::sim::Sim {
     /// try_to_free_mem_cgroup_pages, retry while there is margin, drain the stocks once,
     /// retry small charges that made progress, up to MAX_RECLAIM_RETRIES; then the memcg
     /// OOM killer, whose progress resets the retries. Returns false when the charge fails.
+    ///
+    /// The root memcg is never charged (try_charge's mem_cgroup_is_root test): a page of
+    /// a root task takes no stock, writes no counter line and meets no limit. The model
+    /// still adds it to the root's usage, which the report gives as the root's
+    /// memory.current (the pages charged anywhere in the tree, as cgroup v1's root usage
+    /// counts every page; the kernel's root counter holds only its children's charges).
     pub async fn try_charge_memcg(&self, memcg: MemcgId, nr: u64) -> bool {
+        if self.mm.borrow().memcg_is_root(memcg) {
+            let mut mm = self.mm.borrow_mut();
+            let root = &mut mm.memcgs[memcg as usize];
+            root.usage += nr;
+            root.peak = root.peak.max(root.usage);
+            return true;
+        }
         let cpu = self.e.cpu();
         let mut batch = nr.max(MEMCG_CHARGE_BATCH);
         let mut retries = super::MAX_RECLAIM_RETRIES;
