@@ -296,8 +296,9 @@ impl Sim {
     /// mem_cgroup_uncharge_folios and free_unref_folios run after the loop, outside any
     /// lru_lock (6.1's release_pages the same way, with pages_to_free). Folios still held
     /// elsewhere (a batch, an isolating reclaimer, writeback, a read) are left to that
-    /// holder, who frees them when it lets go. Simplified: 6.1's release_pages also drops
-    /// the lock every SWAP_CLUSTER_MAX folios of one lruvec (lock_batch); not modeled.
+    /// holder, who frees them when it lets go. 6.1's release_pages also drops the lock
+    /// every SWAP_CLUSTER_MAX folios of one lruvec (lock_batch); the model's callers hand
+    /// it a folio_batch (31) or fewer at a time, so no hold here is longer.
     pub async fn folios_put_refs(&self, folios: &[Pfn]) {
         let mut locked: Option<LruvecId> = None;
         let mut freed = self.mm.borrow_mut().pfn_vec();
