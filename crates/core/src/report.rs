@@ -346,7 +346,12 @@ impl Report {
             use VmEvent::*;
             for (k, val) in [
                 ("anon", st(NrAnonMapped)),
-                ("file", st(NrFilePages)),
+                // A memcg's NR_FILE_PAGES leaves out the swap cache, which the kernel
+                // counts in NR_FILE_PAGES per node only (the lruvecs keep both).
+                (
+                    "file",
+                    page_bytes(v.stat[NrFilePages as usize] - v.stat[NrSwapcache as usize]),
+                ),
                 ("swapcached", st(NrSwapcache)),
                 ("file_writeback", st(NrWriteback)),
                 ("inactive_anon", st(NrInactiveAnon)),

@@ -437,3 +437,50 @@ fn a_block_device_reads_ahead_on_6_18_and_unlocks_the_folios_when_the_reads_comp
     }
     mm.check_invariants().unwrap();
 }
+
+#[test]
+fn the_swap_cache_is_in_the_nodes_file_pages_and_not_in_a_memcgs() {
+    // add_to_swap_cache and its removals count NR_FILE_PAGES per node only
+    // (node_stat_mod_folio) and NR_SWAPCACHE per lruvec: with no page cache anywhere,
+    // /proc/vmstat's nr_file_pages is exactly nr_swapcached, and an anonymous memcg's
+    // memory.stat shows file 0 beside its swapcached.
+    let t = r#"
+duration = "3s"
+seed = 3
+[machine]
+cpus = 2
+memory_per_node = "512M"
+[machine.swap]
+size = "256M"
+device = "ssd"
+[[cgroup]]
+path = "/anon"
+memory.max = "16M"
+[[workload]]
+type = "usemem"
+cgroup = "/anon"
+size = "24M"
+random = true
+repeat = 0
+"#;
+    let r = reclaimsim_core::fixture::run_toml(t, true);
+    let vm = |k: &str| {
+        r["vmstat"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("vmstat {k}"))
+    };
+    let cg = r["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == "/anon")
+        .expect("/anon")["memory.stat"]
+        .clone();
+    assert!(
+        vm("nr_swapcached") > 0,
+        "the run left folios in the swap cache"
+    );
+    assert_eq!(vm("nr_file_pages"), vm("nr_swapcached"));
+    assert_eq!(cg["file"].as_u64(), Some(0));
+    assert_eq!(cg["swapcached"].as_u64(), Some(vm("nr_swapcached") * 4096));
+}

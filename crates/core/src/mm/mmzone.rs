@@ -148,7 +148,9 @@ impl Lruvec {
     }
 
     /// __mod_node_page_state(): `delta` on an item the kernel keeps per node only
-    /// (NR_ISOLATED_*), kept here per lruvec for the node's sum; no memcg update.
+    /// (NR_ISOLATED_*, and the swap cache's share of NR_FILE_PAGES), kept here per lruvec
+    /// for the node's sum; no memcg update (it counts toward no flush threshold, and the
+    /// report takes the swap cache back out of a memcg's `file`).
     #[inline]
     pub fn mod_node_state(&mut self, item: NodeStat, delta: i64) {
         self.stat[item as usize] += delta;

@@ -290,7 +290,8 @@ impl Mm {
         self.swap_cache_add_swapin(slot, pfn);
         let lv = self.folio_lruvec(pfn) as usize;
         self.lruvecs[lv].mod_state(NodeStat::NrSwapcache, 1);
-        self.lruvecs[lv].mod_state(NodeStat::NrFilePages, 1);
+        // NR_FILE_PAGES counts the swap cache per node only (node_stat_mod_folio).
+        self.lruvecs[lv].mod_node_state(NodeStat::NrFilePages, 1);
     }
 
     /// __delete_from_swap_cache() with a shadow: reclaim evicted the slot's folio.
@@ -335,7 +336,7 @@ impl Mm {
         self.mem_cgroup_uncharge_swap(p.memcg);
         let lv = self.folio_lruvec(pfn) as usize;
         self.lruvecs[lv].mod_state(NodeStat::NrSwapcache, -1);
-        self.lruvecs[lv].mod_state(NodeStat::NrFilePages, -1);
+        self.lruvecs[lv].mod_node_state(NodeStat::NrFilePages, -1);
         self.pages[pfn as usize].clear(PG_SWAPCACHE);
     }
 }

@@ -1100,7 +1100,8 @@ impl Sim {
                 self.e.charge(self.c.swap_cache_op);
                 let lvf = mm.folio_lruvec(pfn) as usize;
                 mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, 1);
-                mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, 1);
+                // The swap cache is in NR_FILE_PAGES per node only (node_stat_mod_folio).
+                mm.lruvecs[lvf].mod_node_state(NodeStat::NrFilePages, 1);
                 let pg = &mut mm.pages[pfn as usize];
                 pg.set(PG_SWAPCACHE | PG_DIRTY);
                 pg.private = slot;
@@ -1174,10 +1175,11 @@ impl Sim {
             } else if pg.test(PG_SWAPCACHE) {
                 mm.swap_cache_set_shadow(pg.private, shadow);
                 mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, -1);
+                mm.lruvecs[lvf].mod_node_state(NodeStat::NrFilePages, -1);
             } else {
                 mm.page_cache_store(pg.owner, pg.index, super::filemap::shadow_entry(shadow));
+                mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, -1);
             }
-            mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, -1);
             let pg = &mut mm.pages[pfn as usize];
             pg.clear(PG_OWNED | PG_SWAPCACHE | PG_ACTIVE | PG_ISOLATED);
             Fate::Free
