@@ -907,10 +907,9 @@ impl crate::sim::Sim {
     /// counts every page; the kernel's root counter holds only its children's charges).
     pub async fn try_charge_memcg(&self, memcg: MemcgId, nr: u64) -> bool {
         if self.mm.borrow().memcg_is_root(memcg) {
-            let mut mm = self.mm.borrow_mut();
-            let root = &mut mm.memcgs[memcg as usize];
-            root.usage += nr;
-            root.peak = root.peak.max(root.usage);
+            // Only the report's count: the root's counter has no limit to refuse it.
+            let charged = self.mm.borrow_mut().page_counter_try_charge(memcg, nr);
+            debug_assert!(charged.is_ok());
             return true;
         }
         let cpu = self.e.cpu();
