@@ -368,3 +368,35 @@ fn shrink_active_list_takes_each_versions_holds() {
         assert_eq!(got, vec![(Site::ShrinkActiveList, holds)], "{kernel:?}");
     }
 }
+
+#[test]
+fn reclaiming_page_cache_takes_each_folio_off_nr_file_pages_once() {
+    // __remove_mapping -> filemap_unaccount_folio: NR_FILE_PAGES - 1 on the folio's lruvec
+    // (memcg-accounted) for each page-cache folio freed; the 32 clean, unmapped inactive
+    // folios of /a/b all go at priority 0 (as putback_holds reclaims them), so /a/b's
+    // NR_FILE_PAGES ends at 32 - pgsteal = 0, and nothing else moved it.
+    let t = "duration = \"20s\"\n[machine]\ncpus = 2\nmemory_per_node = \"1G\"\n\
+             [[cgroup]]\npath = \"/a\"\n[[cgroup]]\npath = \"/a/b\"\n[[workload]]\ntype = \"usemem\"\n\
+             cgroup = \"/a/b\"\nsize = \"4K\"\nstart = \"10s\"\n";
+    let s = Sim::build(&Scenario::from_toml(t).unwrap()).unwrap();
+    s.fixture_file_folios(2, 0, 32, 0);
+    let lv = {
+        let mut mm = s.mm.borrow_mut();
+        mm.flush_stats(0);
+        mm.lruvec_of(2, 0)
+    };
+    let file_pages =
+        |s: &Sim| s.mm.borrow().lruvecs[lv as usize].stat[NodeStat::NrFilePages as usize];
+    assert_eq!(file_pages(&s), 32);
+    let s2 = s.clone();
+    s.e.spawn(1000, 0, async move {
+        let mut sc = ScanControl::new(32, Some(2), false);
+        sc.priority = 0;
+        sc.may_deactivate = 3;
+        s2.shrink_lruvec(lv, &mut sc).await;
+    });
+    s.e.run_until(1_000_000, 1 << 20, &mut |_| true);
+    let left = s.mm.borrow().lruvecs[lv as usize].stat[NodeStat::NrInactiveFile as usize];
+    assert_eq!(left, 0, "every folio reclaimed");
+    assert_eq!(file_pages(&s), 0);
+}
