@@ -5,7 +5,7 @@
 //!
 //! | term | bytes | reached when |
 //! |---|---|---|
-//! | frame table | 25 per frame the workloads can use (26 with MGLRU's generation byte): their memory, capped by the cgroups' memory.max and by the machine | frames are allocated zeroed and touched in order as they are first used |
+//! | frame table | 25 per frame the workloads can use (MGLRU's generation byte is in struct page): their memory, capped by the cgroups' memory.max and by the machine | frames are allocated zeroed and touched in order as they are first used |
 //! | page tables | 4 per page of every usemem area (the parent's too, with prealloc, plus a write-protect bit per page) and request_churn buffer ring (PTEs) | areas are written all over (prefault, passes, random writes) |
 //! | page-cache index | 8 per page of every file (file_read files, shared_file mappings) | a read leaves an entry or a shadow per page |
 //! | swap map | 8 per swap slot: the anonymous pages that the cgroups' memory.max and the machine cannot hold | slots are handed out in order |
@@ -286,8 +286,7 @@ pub fn estimate(sc: &Scenario) -> Estimate {
     let mut terms = Terms::default();
 
     let (used, overflow) = resident(sc, frames);
-    // MGLRU writes a generation byte per frame beside the table (Frames::lru_gen).
-    let per = FRAME_BYTES + u64::from(sc.kernel.lru == crate::scenario::LruKind::Mglru);
+    let per = FRAME_BYTES;
     terms.add(
         format!("frame table ({per} bytes per page of the {used} pages the workloads can use)"),
         "scenario.machine.memory_per_node".into(),

@@ -87,7 +87,7 @@ impl Sim {
         let mut mm = self.mm.borrow_mut();
         let p = &mut mm.pages[pfn as usize];
         p.set(PG_OWNED | flags);
-        p.owner = file;
+        p.set_owner(file);
         p.index = index;
         let nodes = mm.xa_create(file, index, node);
         fixture_kmem_charge(&mut mm, memcg, nodes * crate::mm::memcontrol::XA_NODE_SIZE);
@@ -169,7 +169,7 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             let p = &mut mm.pages[pfn as usize];
             p.set(PG_SWAPBACKED | PG_OWNED | flags);
-            p.owner = mmid;
+            p.set_owner(mmid);
             p.index = vpn;
             let m = &mut mm.mms[mmid as usize];
             m.ptes[vpn as usize] = pte::mk_present(pfn, young, true);

@@ -85,10 +85,19 @@ files = ["16M"]
     // Frames: 32M of the cgroup (8192 pages) plus the 16M file (4096), 25 bytes each
     // (Page 16, LruLink 8, the line-owner byte 1).
     assert_eq!(term("frame table"), (8192 + 4096) * 25);
-    // With MGLRU, one generation byte more per frame.
+    // With MGLRU the same: the generation byte is in the Page (std::mem::size_of is the
+    // independent check of the 16 and 8).
+    assert_eq!(
+        std::mem::size_of::<reclaimsim_core::mm::mm_types::Page>(),
+        16
+    );
+    assert_eq!(
+        std::mem::size_of::<reclaimsim_core::mm::mm_types::LruLink>(),
+        8
+    );
     let mg = format!("{t}[kernel]\nlru = \"mglru\"\n");
     let e2 = reclaimsim_core::budget::estimate(&Scenario::from_toml(&mg).unwrap());
-    assert_eq!(term_of(&e2, "frame table"), (8192 + 4096) * 26);
+    assert_eq!(term_of(&e2, "frame table"), (8192 + 4096) * 25);
     // And the lru_gen file sampled with the time series: ten samples of a row for each
     // of the MAX_NR_GENS = 4 generations of 2 cgroups on 1 node, 256 bytes each; none
     // with the classic LRU.

@@ -121,6 +121,20 @@ fn sizes_and_counts_beyond_what_the_model_holds_are_refused_with_field_value_and
         "type = \"usemem\"\nsize = \"4K\"\ntext = 17592186036224"
     ))
     .is_ok());
+    // A frame names its file in 24 bits: files per workload are bounded so that every
+    // workload's files and mms fit.
+    let files = |n: usize| {
+        format!(
+            "type = \"file_read\"\nfiles = [{}]",
+            vec!["4096"; n].join(", ")
+        )
+    };
+    assert!(Scenario::from_toml(&base(m, &files(reclaimsim_core::scenario::MAX_FILES))).is_ok());
+    assert_refused(
+        &base(m, &files(reclaimsim_core::scenario::MAX_FILES + 1)),
+        "scenario.workload[0].files",
+        &["1025 files", "at most 1024"],
+    );
     assert_refused(
         &base(m, "type = \"file_read\"\nfiles = [\"1M\", \"20T\"]"),
         "scenario.workload[0].files[1]",

@@ -369,7 +369,7 @@ fn an_anonymous_swapin_from_a_block_device_reads_ahead_by_the_vma() {
         };
         let p = mm.pages[pfn as usize];
         assert!(p.test(PG_SWAPCACHE) && p.test(PG_LRU) && !p.test(PG_LOCKED));
-        assert_eq!((p.memcg, p.owner, p.index), (1, mmid, vpn as u32));
+        assert_eq!((p.memcg, p.owner(), p.index), (1, mmid, vpn as u32));
     }
     mm.check_invariants().unwrap();
 }

@@ -212,7 +212,7 @@ impl Sim {
             let mut mm = self.mm.borrow_mut();
             let p = &mut mm.pages[pfn as usize];
             p.set(PG_OWNED | PG_LOCKED);
-            p.owner = file;
+            p.set_owner(file);
             p.index = index;
             mm.page_cache_store(file, index, page_entry(pfn));
             let lv = mm.folio_lruvec(pfn) as usize;

@@ -185,7 +185,7 @@ impl Sim {
                     let mut mm = self.mm.borrow_mut();
                     let p = &mut mm.pages[pfn as usize];
                     p.set(PG_OWNED);
-                    p.owner = file;
+                    p.set_owner(file);
                     p.index = vpn;
                     mm.page_cache_store(file, vpn, super::filemap::page_entry(pfn));
                     let lv = mm.folio_lruvec(pfn) as usize;
@@ -307,7 +307,7 @@ impl Sim {
             }
             let p = &mut mm.pages[pfn as usize];
             p.set(PG_SWAPBACKED | PG_OWNED);
-            p.owner = mmid;
+            p.set_owner(mmid);
             p.index = vpn;
             mm.map_anon(mmid, vpn, pfn, write, false);
             mm.pages[pfn as usize].clear(PG_LOCKED);
@@ -582,7 +582,7 @@ impl Sim {
             }
             let p = &mut mm.pages[new as usize];
             p.set(PG_SWAPBACKED | PG_OWNED);
-            p.owner = mmid;
+            p.set_owner(mmid);
             p.index = vpn;
             mm.mms[mmid as usize].rss -= 1;
             mm.map_anon(mmid, vpn, new, true, false);

@@ -1,19 +1,24 @@
 //! struct page (the frame table) and the PTE encoding.
 //!
 //! Models include/linux/mm_types.h and include/linux/page-flags.h for base pages only (every
-//! folio is order 0: no large folios, no THP). A frame is 26 bytes, in four tables:
+//! folio is order 0: no large folios, no THP). A frame is 25 bytes, in three tables:
 //!
 //! ```text
-//!   Page:    flags u16 | memcg u16 | owner u32 | index u32 | private u32     (16 bytes)
+//!   Page:    flags u16 | memcg u16 | owner u24 | lru_gen u8 | index u32 | private u32
+//!                                                                           (16 bytes)
+//!            lru_gen: bits 0-2 gen+1 | bits 3-4 refs | bits 5-7 unused
 //!   LruLink: lru.prev u32 | lru.next u32                                      (8 bytes)
-//!   lru_gen: bits 0-2 gen+1 | bits 3-4 refs | bits 5-7 unused                 (1 byte)
 //!   line_cpu: the CPU that last wrote the struct page line under lru_lock + 1 (1 byte)
 //! ```
 //! The list links live apart from the rest (struct page keeps them together): unlinking a
 //! folio writes its two neighbours, which are anywhere in the table, and a links-only
 //! table is a third of the size, so those neighbours are far more often in cache.
 //! `lru_gen` holds the two MGLRU fields the kernel keeps in folio->flags (Page.flags has
-//! no bits left): the generation counter (LRU_GEN_MASK: gen+1 while the folio is on one of
+//! no bits left, so they take the top byte of a 32-bit owner, which 24 bits hold: at most
+//! 16M mms and files, `scenario::MAX_FILES`). In the frame's own line, the scan of a
+//! generation list, the aging walk and look-around read a folio's flags, memcg and
+//! generation with one miss, where a byte table beside it cost a second random line per
+//! folio (docs/bench.md). The generation counter (LRU_GEN_MASK: gen+1 while the folio is on one of
 //! lrugen->folios[], 0 otherwise) and the tier counter of accesses through file
 //! descriptors beyond the first (LRU_REFS_MASK, meaningful only while PG_referenced is
 //! set). Only MGLRU writes it, and a freed frame must have it zero again, as the kernel
@@ -72,7 +77,12 @@ pub const PG_HELD: u16 = PG_INBATCH | PG_OWNED | PG_WRITEBACK | PG_LOCKED | PG_I
 pub struct Page {
     pub flags: u16,
     pub memcg: u16,
-    pub owner: u32,
+    /// `owner`'s low 16 and high 8 bits (see `Page::owner`).
+    owner_lo: u16,
+    owner_hi: u8,
+    /// MGLRU's gen+1 and refs (the kernel's LRU_GEN_MASK and LRU_REFS_MASK bits of
+    /// folio->flags); see `lru_gen/folio.rs`.
+    pub lru_gen: u8,
     pub index: u32,
     pub private: u32,
 }
@@ -92,8 +102,6 @@ pub struct LruLink {
 pub struct Frames {
     pages: Vec<Page>,
     pub links: Vec<LruLink>,
-    /// MGLRU gen+1 and refs of each frame (see the table above and `lru_gen/folio.rs`).
-    pub lru_gen: Vec<u8>,
     /// The CPU that last wrote the frame's struct page line under an lru_lock, plus one
     /// (0: unknown); see `lru_lines.rs`.
     pub line_cpu: Vec<u8>,
@@ -106,7 +114,6 @@ impl Frames {
         Frames {
             pages: zeroed_table(n),
             links: zeroed_table(n),
-            lru_gen: zeroed_table(n),
             line_cpu: zeroed_table(n),
         }
     }
@@ -167,7 +174,30 @@ impl std::ops::DerefMut for Frames {
     }
 }
 
+/// Mms and files a frame can name as its owner: `Page::owner` is 24 bits.
+pub const MAX_OWNERS: u32 = 1 << 24;
+
 impl Page {
+    /// A frame with these flags and every other field zero.
+    #[inline]
+    pub fn with_flags(flags: u16) -> Page {
+        Page {
+            flags,
+            ..Page::default()
+        }
+    }
+    /// The mm (anon) or file (page cache) the folio belongs to.
+    #[inline]
+    pub fn owner(&self) -> u32 {
+        self.owner_lo as u32 | (self.owner_hi as u32) << 16
+    }
+    /// Set the owner (below MAX_OWNERS: the scenario's limits keep mm and file ids there).
+    #[inline]
+    pub fn set_owner(&mut self, owner: u32) {
+        debug_assert!(owner < MAX_OWNERS, "owner {owner} over 24 bits");
+        self.owner_lo = owner as u16;
+        self.owner_hi = (owner >> 16) as u8;
+    }
     #[inline]
     pub fn test(&self, f: u16) -> bool {
         self.flags & f != 0
@@ -228,6 +258,23 @@ pub mod pte {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The owner takes 24 bits and the generation byte the 8 above them: writing one never
+    /// changes the other, over the owner's whole range.
+    #[test]
+    fn the_owner_and_the_generation_byte_share_a_word_without_touching_each_other() {
+        let mut p = Page::with_flags(PG_LRU);
+        for owner in [0, 1, 0xffff, 0x1_0000, 0xab_cdef, MAX_OWNERS - 1] {
+            for byte in [0u8, 0x5a, 0xff] {
+                p.lru_gen = byte;
+                p.set_owner(owner);
+                assert_eq!((p.owner(), p.lru_gen), (owner, byte));
+                p.lru_gen = !byte;
+                assert_eq!((p.owner(), p.lru_gen), (owner, !byte));
+            }
+        }
+        assert_eq!((p.flags, p.memcg, p.index, p.private), (PG_LRU, 0, 0, 0));
+    }
 
     /// The VmFlags line of the mapping of /proc/self/smaps that holds `addr`.
     fn vm_flags_at(addr: usize) -> String {

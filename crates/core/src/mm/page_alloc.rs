@@ -79,11 +79,8 @@ impl Mm {
         self.peak_used_frames = self.peak_used_frames.max(self.used_frames);
         let p = &mut self.pages[pfn as usize];
         debug_assert_eq!(p.flags, 0, "allocating a frame in use");
-        *p = Page {
-            // The allocating task holds the new folio (and has it locked) until it is set up.
-            flags: PG_ALLOCATED | PG_LOCKED,
-            ..Page::default()
-        };
+        // The allocating task holds the new folio (and has it locked) until it is set up.
+        *p = Page::with_flags(PG_ALLOCATED | PG_LOCKED);
         self.count_event(VmEvent::Pgalloc, 1);
         Some(pfn)
     }
@@ -121,7 +118,6 @@ impl Mm {
         let node = self.pfn_node(pfn);
         self.pages[pfn as usize] = Page::default();
         self.pages.line_cpu[pfn as usize] = 0;
-        self.pages.lru_gen[pfn as usize] = 0;
         let nd = &mut self.nodes[node as usize];
         nd.free += 1;
         // Pushed on the node's free stack through its own (unused) LRU link.

@@ -114,7 +114,7 @@ impl Mm {
     /// Is the folio a page of a VM_EXEC file mapping (a program's text)?
     pub fn folio_exec(&self, pfn: Pfn) -> bool {
         let p = &self.pages[pfn as usize];
-        p.test(PG_OWNED) && p.is_file_lru() && self.files[p.owner as usize].exec
+        p.test(PG_OWNED) && p.is_file_lru() && self.files[p.owner() as usize].exec
     }
 
     /// Prefetch the PTEs folio_referenced / try_to_unmap will read for `pfn` (the reverse
@@ -124,7 +124,7 @@ impl Mm {
     pub fn prefetch_rmap(&self, pfn: Pfn) {
         let p = &self.pages[pfn as usize];
         if p.test(PG_OWNED) && p.is_file_lru() {
-            if let Some(slot) = self.files[p.owner as usize].cache.get(p.index as usize) {
+            if let Some(slot) = self.files[p.owner() as usize].cache.get(p.index as usize) {
                 super::prefetch(slot);
             }
         }
@@ -168,11 +168,11 @@ impl Mm {
         if !p.test(PG_OWNED) {
             0
         } else if !p.is_file_lru() {
-            1 + self.mms[p.owner as usize].forks.len()
+            1 + self.mms[p.owner() as usize].forks.len()
         } else if p.private == 0 {
             0
         } else {
-            self.files[p.owner as usize].mappers.len()
+            self.files[p.owner() as usize].mappers.len()
         }
     }
 
@@ -181,11 +181,11 @@ impl Mm {
     pub(crate) fn folio_rmap_mm(&self, pfn: Pfn, k: usize) -> u32 {
         let p = &self.pages[pfn as usize];
         if p.is_file_lru() {
-            self.files[p.owner as usize].mappers[k]
+            self.files[p.owner() as usize].mappers[k]
         } else if k == 0 {
-            p.owner
+            p.owner()
         } else {
-            self.mms[p.owner as usize].forks[k - 1]
+            self.mms[p.owner() as usize].forks[k - 1]
         }
     }
 
@@ -194,7 +194,7 @@ impl Mm {
     #[inline]
     pub fn folio_shared_anon(&self, pfn: Pfn) -> bool {
         let p = &self.pages[pfn as usize];
-        p.test(PG_OWNED) && !p.is_file_lru() && !self.mms[p.owner as usize].forks.is_empty()
+        p.test(PG_OWNED) && !p.is_file_lru() && !self.mms[p.owner() as usize].forks.is_empty()
     }
 
     /// One more (`up`) or one less PTE maps the shared anonymous folio `pfn`: the _mapcount
@@ -236,7 +236,7 @@ impl Mm {
     pub(crate) fn folio_vpn(&self, pfn: Pfn) -> u32 {
         let p = &self.pages[pfn as usize];
         if p.is_file_lru() {
-            p.index + self.files[p.owner as usize].map_base
+            p.index + self.files[p.owner() as usize].map_base
         } else {
             p.index
         }
@@ -248,7 +248,7 @@ impl Sim {
     /// drops per PTE), queue each mm's TLB flush, and leave the mapcount at zero.
     pub(crate) fn try_to_unmap_file(&self, mm: &mut Mm, pfn: Pfn, ubc: &mut TlbUbc) {
         let p = mm.pages[pfn as usize];
-        let f = p.owner as usize;
+        let f = p.owner() as usize;
         let vpn = (p.index + mm.files[f].map_base) as usize;
         let lvf = mm.folio_lruvec(pfn) as usize;
         for k in 0..mm.files[f].mappers.len() {

@@ -260,7 +260,7 @@ impl Mm {
         let (slot, node) = s.alloc_slot(pfn, cpu)?;
         if s.ra.tracks_owners() {
             let p = &self.pages[pfn as usize];
-            s.ra.owner[slot as usize] = (p.owner as u64 + 1) << 32 | p.index as u64;
+            s.ra.owner[slot as usize] = (p.owner() as u64 + 1) << 32 | p.index as u64;
         }
         self.swap_update_node(node);
         Some(slot)
@@ -284,7 +284,7 @@ impl Mm {
     pub fn swap_cache_add_read_folio(&mut self, pfn: Pfn, owner: u32, vpn: u32, slot: u32) {
         let p = &mut self.pages[pfn as usize];
         p.set(PG_SWAPBACKED | PG_SWAPCACHE | PG_OWNED | PG_LOCKED);
-        p.owner = owner;
+        p.set_owner(owner);
         p.index = vpn;
         p.private = slot;
         self.swap_cache_add_swapin(slot, pfn);

@@ -1177,7 +1177,7 @@ impl Sim {
                 mm.lruvecs[lvf].mod_state(NodeStat::NrSwapcache, -1);
                 mm.lruvecs[lvf].mod_node_state(NodeStat::NrFilePages, -1);
             } else {
-                mm.page_cache_store(pg.owner, pg.index, super::filemap::shadow_entry(shadow));
+                mm.page_cache_store(pg.owner(), pg.index, super::filemap::shadow_entry(shadow));
                 mm.lruvecs[lvf].mod_state(NodeStat::NrFilePages, -1);
             }
             let pg = &mut mm.pages[pfn as usize];

@@ -17,7 +17,7 @@ use crate::engine::rng::{self, Rng};
 use crate::error::Result;
 use crate::mm::filemap::Read;
 use crate::mm::File;
-use crate::scenario::{one, one_u64, Scenario, Size, MAX_AREA_PAGES, PAGE_SIZE};
+use crate::scenario::{one, one_u64, Scenario, Size, MAX_AREA_PAGES, MAX_FILES, PAGE_SIZE};
 use crate::sim::Sim;
 use rand::Rng as _;
 use rand_distr::{Distribution, Zipf};
@@ -91,6 +91,15 @@ impl Workload for FileRead {
             return Err(cx.err(
                 "files",
                 "an empty list: one or more file sizes of at least one page",
+            ));
+        }
+        if self.files.len() > MAX_FILES {
+            return Err(cx.err(
+                "files",
+                format!(
+                    "{} files: allowed at most {MAX_FILES} per workload",
+                    self.files.len()
+                ),
             ));
         }
         for (j, sz) in self.files.iter().enumerate() {

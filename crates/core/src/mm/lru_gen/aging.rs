@@ -129,7 +129,7 @@ pub fn inc_min_seq(
             }
             let page = frames[pfn as usize];
             debug_assert!(!page.test(PG_UNEVICTABLE) && !page.test(PG_ACTIVE));
-            let refs = lru_refs(&page, frames.lru_gen[pfn as usize], rules);
+            let refs = lru_refs(&page, page.lru_gen, rules);
             let ws = page.test(PG_WORKINGSET);
             let new_gen = folio_inc_gen(frames, lv, pfn, false, rules);
             gen_list_move(frames, &mut lv.lrugen, pfn, new_gen, true);
@@ -313,7 +313,7 @@ mod tests {
     #[test]
     fn update_gen_promotes_only_on_second_sighting() {
         let mut f = frames(&[FILE, FILE]);
-        f.lru_gen[0] = 1 + 1; // gen 1
+        f[0].lru_gen = 1 + 1; // gen 1
         assert_eq!(folio_update_gen(&mut f, 0, 3, &DEFAULT_RULES), None);
         assert!(f[0].test(PG_REFERENCED));
         assert_eq!(
@@ -321,15 +321,15 @@ mod tests {
             Some(1),
             "first sighting does not move it"
         );
-        f.lru_gen[0] |= 1 << LRU_REFS_PGOFF;
+        f[0].lru_gen |= 1 << LRU_REFS_PGOFF;
         assert_eq!(folio_update_gen(&mut f, 0, 3, &DEFAULT_RULES), Some(1));
         assert_eq!(folio_lru_gen(&f, 0), Some(3));
         assert!(f[0].test(PG_WORKINGSET) && !f[0].test(PG_REFERENCED));
-        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        assert_eq!(byte_refs(f[0].lru_gen), 0);
         // Referenced but isolated (gen 0 in the byte): nothing to promote.
         f[1].set(PG_REFERENCED);
         assert_eq!(folio_update_gen(&mut f, 1, 3, &DEFAULT_RULES), None);
-        assert_eq!(f.lru_gen[1], 0);
+        assert_eq!(f[1].lru_gen, 0);
     }
 
     #[test]
@@ -339,19 +339,19 @@ mod tests {
         // an isolated one (no gen) only gets PG_referenced, for shrink_folio_list.
         let r = v6_12();
         let mut f = frames(&[FILE, FILE | PG_REFERENCED | PG_WORKINGSET, ANON]);
-        f.lru_gen[0] = 1 + 1; // gen 1, never referenced
+        f[0].lru_gen = 1 + 1; // gen 1, never referenced
         assert_eq!(folio_update_gen(&mut f, 0, 3, &r), Some(1));
         assert_eq!(folio_lru_gen(&f, 0), Some(3));
         assert!(!f[0].test(PG_REFERENCED | PG_WORKINGSET));
-        f.lru_gen[1] = (2 << LRU_REFS_PGOFF) + 1; // gen 0, counter 2
+        f[1].lru_gen = (2 << LRU_REFS_PGOFF) + 1; // gen 0, counter 2
         assert_eq!(folio_update_gen(&mut f, 1, 3, &r), Some(0));
         assert_eq!(
-            (folio_lru_gen(&f, 1), byte_refs(f.lru_gen[1])),
+            (folio_lru_gen(&f, 1), byte_refs(f[1].lru_gen)),
             (Some(3), 0)
         );
         assert!(!f[1].test(PG_REFERENCED | PG_WORKINGSET));
         assert_eq!(folio_update_gen(&mut f, 2, 3, &r), None);
-        assert!(f[2].test(PG_REFERENCED) && f.lru_gen[2] == 0);
+        assert!(f[2].test(PG_REFERENCED) && f[2].lru_gen == 0);
     }
 
     #[test]
@@ -366,7 +366,7 @@ mod tests {
             lru_gen_add_folio(&mut f, &mut lv, pfn, false, &r);
         }
         f[1].set(PG_REFERENCED | PG_WORKINGSET);
-        f.lru_gen[1] |= 2 << LRU_REFS_PGOFF;
+        f[1].lru_gen |= 2 << LRU_REFS_PGOFF;
         // All three in one generation (6.12 places them at min_seq + 1); make it the oldest.
         let gen = folio_lru_gen(&f, 0).unwrap();
         lv.lrugen.min_seq[f_] = gen as u64;
@@ -375,7 +375,7 @@ mod tests {
         // Nothing protected: the carry-over only halves the averages, 9 / 2 = 4.
         assert_eq!(lv.lrugen.avg_total[f_], [4; 4]);
         assert!(!f[1].test(PG_REFERENCED | PG_WORKINGSET));
-        assert_eq!(byte_refs(f.lru_gen[1]), 0);
+        assert_eq!(byte_refs(f[1].lru_gen), 0);
         assert_eq!(list(&f, &lv.lrugen.folios[(gen + 1) % 4][f_]).len(), 3);
     }
 
@@ -386,16 +386,16 @@ mod tests {
         let mut lv = lruvec();
         lru_gen_add_folio(&mut f, &mut lv, 0, false, &DEFAULT_RULES);
         lru_gen_add_folio(&mut f, &mut lv, 1, false, &DEFAULT_RULES);
-        f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
+        f[0].lru_gen |= 2 << LRU_REFS_PGOFF;
         assert_eq!(folio_inc_gen(&mut f, &mut lv, 0, true, &DEFAULT_RULES), 1);
         assert_eq!(folio_lru_gen(&f, 0), Some(1));
         assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_RECLAIM));
-        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        assert_eq!(byte_refs(f[0].lru_gen), 0);
         assert_eq!(lv.lrugen.nr_pages[0][1], 1);
         assert_eq!(lv.lrugen.nr_pages[1][1], 1);
         assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
         // A folio the walk promoted to gen 3 keeps it and nothing is counted.
-        f.lru_gen[1] = (f.lru_gen[1] & !LRU_GEN_MASK) | 4;
+        f[1].lru_gen = (f[1].lru_gen & !LRU_GEN_MASK) | 4;
         assert_eq!(folio_inc_gen(&mut f, &mut lv, 1, false, &DEFAULT_RULES), 3);
         assert_eq!(lv.lrugen.nr_pages[0][1], 1);
         // With min_seq 1 (window 3), gen 1 -> gen 2 is a move from inactive to active.
@@ -417,9 +417,9 @@ mod tests {
         }
         // Then pfn 3 gets all its tier bits (refs 4 + workingset = 5) and pfn 4 refs 2.
         f[3].set(PG_REFERENCED | PG_WORKINGSET);
-        f.lru_gen[3] |= 3 << LRU_REFS_PGOFF;
+        f[3].lru_gen |= 3 << LRU_REFS_PGOFF;
         f[4].set(PG_REFERENCED);
-        f.lru_gen[4] |= 1 << LRU_REFS_PGOFF;
+        f[4].lru_gen |= 1 << LRU_REFS_PGOFF;
         // Averages of 9 make the protected counts visible after the carry-over halves.
         lv.lrugen.avg_total[f_] = [9; 4];
         assert_eq!(

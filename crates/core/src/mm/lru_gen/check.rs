@@ -126,7 +126,7 @@ fn check_gen_list(
         let Some(ls) = list_seq else {
             return Err(format!("{at}: the list's generation is outside the window"));
         };
-        let Some(bg) = byte_gen(frames.lru_gen[p as usize]) else {
+        let Some(bg) = byte_gen(frames[p as usize].lru_gen) else {
             return Err(format!("{at}: gen counter 0"));
         };
         match seq_of(ty, bg) {
@@ -326,7 +326,7 @@ mod tests {
         assert_err(check_lru_gen(&f, &lv, false), "tail");
         // A folio with a clear gen counter on a list.
         let (mut f, lv) = valid_state();
-        f.lru_gen[1] &= !LRU_GEN_MASK;
+        f[1].lru_gen &= !LRU_GEN_MASK;
         assert_err(check_lru_gen(&f, &lv, false), "gen counter 0");
         // Classic lists must be empty with MGLRU on; generation lists with it off.
         let (f, mut lv) = valid_state();

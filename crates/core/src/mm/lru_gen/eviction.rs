@@ -142,8 +142,7 @@ pub fn sort_folio(
     rules: &Rules,
 ) -> SortFolio {
     let page = frames[pfn as usize];
-    let byte = frames.lru_gen[pfn as usize];
-    let verdict = sort_folio_decide(&lv.lrugen, &page, byte, tier_idx, evictable, rules);
+    let verdict = sort_folio_decide(&lv.lrugen, &page, page.lru_gen, tier_idx, evictable, rules);
     match verdict {
         SortFolio::Unevictable => {
             lru_gen_del_folio(frames, lv, pfn, true);
@@ -264,10 +263,10 @@ impl Mm {
             scanned += 1;
             let next = self.pages.links[pfn as usize].prev;
             if next != crate::mm::NIL {
-                // The folio scanned after this one: its frame, generation byte and links.
+                // The folio scanned after this one: its frame (with its generation byte)
+                // and links.
                 let n = next as usize;
                 crate::mm::prefetch(&self.pages[n]);
-                crate::mm::prefetch(&self.pages.lru_gen[n]);
                 crate::mm::prefetch(&self.pages.links[n]);
             }
             let Mm {
@@ -1330,9 +1329,9 @@ start = "900s"
             let mut mm = s.mm.borrow_mut();
             let (p0, p1) = (pfns[0] as usize, pfns[1] as usize);
             mm.pages[p0].set(PG_REFERENCED);
-            mm.pages.lru_gen[p0] |= 2 << LRU_REFS_PGOFF;
+            mm.pages[p0].lru_gen |= 2 << LRU_REFS_PGOFF;
             mm.pages[p1].set(PG_REFERENCED | PG_WORKINGSET);
-            mm.pages.lru_gen[p1] |= 3 << LRU_REFS_PGOFF;
+            mm.pages[p1].lru_gen |= 3 << LRU_REFS_PGOFF;
             let lv = mm.lruvec_of(1, 0);
             let sc = ScanControl::new(32, Some(1), false);
             let mut list = Vec::new();
@@ -1663,7 +1662,7 @@ start = "900s"
             }
             for pfn in [1usize, 2] {
                 f[pfn].set(PG_REFERENCED | PG_WORKINGSET);
-                f.lru_gen[pfn] |= 3 << LRU_REFS_PGOFF;
+                f[pfn].lru_gen |= 3 << LRU_REFS_PGOFF;
             }
             for pfn in [1, 2] {
                 let v = sort_folio(&mut f, &mut lv, pfn, (3, true), rules);
@@ -1731,7 +1730,7 @@ start = "900s"
         assert_eq!((f[0].flags, folio_lru_refs(&f, 0, &DEFAULT_RULES)), (ws, 3));
         assert!(evict_folios_keep_off_oldest(&mut f, &g, 1, &v6_12));
         assert_eq!(f[1].flags, ANON | PG_SWAPCACHE | PG_ACTIVE);
-        assert_eq!(super::super::folio::byte_refs(f.lru_gen[1]), 0);
+        assert_eq!(super::super::folio::byte_refs(f[1].lru_gen), 0);
         // On 6.18 without PG_referenced... still PG_workingset: 5, left alone; a plain
         // swap-cache folio lands at 4 = min_seq: activated, refs cleared, nothing else.
         assert!(!evict_folios_keep_off_oldest(&mut f, &g, 2, &v6_18));
@@ -1761,9 +1760,9 @@ start = "900s"
         // pfn 4 dirty; pfn 5 dirty under writeback; pfn 6 anon under writeback; pfn 7
         // dirty anon; pfn 8 clean; pfn 9 no longer evictable.
         f[1].set(PG_REFERENCED);
-        f.lru_gen[1] |= 2 << LRU_REFS_PGOFF;
+        f[1].lru_gen |= 2 << LRU_REFS_PGOFF;
         f[2].set(PG_REFERENCED | PG_WORKINGSET);
-        f.lru_gen[2] |= 3 << LRU_REFS_PGOFF;
+        f[2].lru_gen |= 3 << LRU_REFS_PGOFF;
         f[3].set(PG_INBATCH);
         f[4].set(PG_DIRTY);
         f[5].set(PG_DIRTY | PG_WRITEBACK);
@@ -1777,7 +1776,7 @@ start = "900s"
             sort_folio_decide(
                 &lv.lrugen,
                 &p,
-                f.lru_gen[pfn as usize],
+                f[pfn as usize].lru_gen,
                 tier_idx,
                 evictable,
                 r,
@@ -1835,7 +1834,7 @@ start = "900s"
             "only pfn 1, tier 2"
         );
         assert!(f[4].test(PG_RECLAIM) && f[5].test(PG_RECLAIM) && !f[1].test(PG_RECLAIM));
-        assert!(!f[1].test(PG_REFERENCED) && byte_refs(f.lru_gen[1]) == 0);
+        assert!(!f[1].test(PG_REFERENCED) && byte_refs(f[1].lru_gen) == 0);
         assert_eq!(lv.lrugen.nr_pages[1][f_], 5);
         assert_eq!(lv.lrugen.nr_pages[0][f_], 2);
         assert!(!sort_folio(&mut f, &mut lv, 8, (1, true), &DEFAULT_RULES).sorted());
@@ -1844,7 +1843,7 @@ start = "900s"
             sort_folio(&mut f, &mut lv, 9, (1, false), &DEFAULT_RULES),
             SortFolio::Unevictable
         );
-        assert!(f[9].test(PG_UNEVICTABLE) && f.lru_gen[9] & LRU_GEN_MASK == 0);
+        assert!(f[9].test(PG_UNEVICTABLE) && f[9].lru_gen & LRU_GEN_MASK == 0);
         assert_eq!(lv.nr[LRU_UNEVICTABLE], 1);
         assert_eq!(lv.lrugen.nr_pages[0][f_], 1);
         assert_eq!(list(&f, &lv.lrugen.folios[0][f_]), vec![8]);
@@ -1878,14 +1877,14 @@ start = "900s"
         assert_eq!(lv.nr[LRU_ACTIVE_ANON], 0);
         // Referenced: the refs counter is kept; PG_reclaim goes.
         f[4].set(PG_REFERENCED | PG_RECLAIM);
-        f.lru_gen[4] |= 2 << LRU_REFS_PGOFF;
+        f[4].lru_gen |= 2 << LRU_REFS_PGOFF;
         assert!(isolate_folio(&mut f, &mut lv, 4, true, &DEFAULT_RULES));
-        assert_eq!(f.lru_gen[4], 2 << LRU_REFS_PGOFF, "gen cleared, refs kept");
+        assert_eq!(f[4].lru_gen, 2 << LRU_REFS_PGOFF, "gen cleared, refs kept");
         assert!(!f[4].test(PG_RECLAIM));
         // Not referenced: the stale counter goes too.
-        f.lru_gen[5] |= 3 << LRU_REFS_PGOFF;
+        f[5].lru_gen |= 3 << LRU_REFS_PGOFF;
         assert!(isolate_folio(&mut f, &mut lv, 5, true, &DEFAULT_RULES));
-        assert_eq!(f.lru_gen[5], 0);
+        assert_eq!(f[5].lru_gen, 0);
         // Left: the dirty and the dying folio (pfn 3 was isolated from its batch).
         assert_eq!(lv.nr[LRU_INACTIVE_FILE], 2);
         assert_eq!(list(&f, &lv.lrugen.folios[0][LRU_GEN_FILE]), vec![2, 1]);
@@ -1896,11 +1895,11 @@ start = "900s"
         // max_seq 3, min_seq 0 and 0: a clean file folio would go back to seq 0, the
         // oldest: it gets PG_active and loses its refs flags.
         let mut f = frames(&[FILE | PG_REFERENCED, FILE | PG_WORKINGSET, ANON]);
-        f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
+        f[0].lru_gen = 2 << LRU_REFS_PGOFF;
         let mut g = LruGenFolio::init(true, 0);
         assert!(evict_folios_keep_off_oldest(&mut f, &g, 0, &DEFAULT_RULES));
         assert!(f[0].test(PG_ACTIVE) && !f[0].test(PG_REFERENCED));
-        assert_eq!(f.lru_gen[0], 0);
+        assert_eq!(f[0].lru_gen, 0);
         // Workingset goes to seq 1, anon outside swap cache to seq 2: left alone.
         assert!(!evict_folios_keep_off_oldest(&mut f, &g, 1, &DEFAULT_RULES));
         assert!(!evict_folios_keep_off_oldest(&mut f, &g, 2, &DEFAULT_RULES));
@@ -1920,14 +1919,14 @@ start = "900s"
         let mut lv = lruvec();
         lru_gen_add_folio(&mut f, &mut lv, 0, false, &r);
         lru_gen_add_folio(&mut f, &mut lv, 1, false, &r);
-        f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
-        f.lru_gen[1] |= 2 << LRU_REFS_PGOFF;
+        f[0].lru_gen |= 2 << LRU_REFS_PGOFF;
+        f[1].lru_gen |= 2 << LRU_REFS_PGOFF;
         assert!(isolate_folio(&mut f, &mut lv, 0, true, &r));
         assert!(isolate_folio(&mut f, &mut lv, 1, true, &r));
         assert_eq!(f[0].flags & (PG_REFERENCED | PG_WORKINGSET), PG_WORKINGSET);
-        assert_eq!(f.lru_gen[0], 2 << LRU_REFS_PGOFF);
+        assert_eq!(f[0].lru_gen, 2 << LRU_REFS_PGOFF);
         assert_eq!(
-            (f[1].test(PG_REFERENCED | PG_WORKINGSET), f.lru_gen[1]),
+            (f[1].test(PG_REFERENCED | PG_WORKINGSET), f[1].lru_gen),
             (false, 0)
         );
         // 6.12's evict_folios: a kept folio whose write pageout started (PG_reclaim, under
@@ -1939,10 +1938,10 @@ start = "900s"
             ANON | PG_SWAPCACHE | PG_RECLAIM | PG_WRITEBACK,
             ANON | PG_SWAPCACHE | PG_WORKINGSET | PG_REFERENCED,
         ]);
-        f.lru_gen[0] = 1 << LRU_REFS_PGOFF;
+        f[0].lru_gen = 1 << LRU_REFS_PGOFF;
         assert!(!evict_folios_keep_off_oldest(&mut f, &g, 0, &r));
         assert!(f[0].test(PG_REFERENCED | PG_WORKINGSET) && !f[0].test(PG_ACTIVE));
-        assert_eq!(byte_refs(f.lru_gen[0]), 1);
+        assert_eq!(byte_refs(f[0].lru_gen), 1);
         assert!(!evict_folios_keep_off_oldest(&mut f, &g, 1, &r));
         assert!(!f[1].test(PG_REFERENCED | PG_ACTIVE));
         assert!(evict_folios_keep_off_oldest(&mut f, &g, 2, &r));

@@ -8,11 +8,12 @@
 //! folio_inc_gen, are in aging.rs.
 //!
 //! The kernel keeps a folio's generation (gen + 1, 0 when it is on no MGLRU list) and its
-//! refs counter in folio->flags; the model keeps them in a byte per frame, beside the
-//! frame table, and PG_referenced and PG_workingset in the frame's flags as usual:
+//! refs counter in folio->flags; the model keeps them in a byte of the frame's `Page`
+//! (its 16 flag bits are all taken), and PG_referenced and PG_workingset in the frame's
+//! flags as usual:
 //!
 //! ```text
-//!   Frames::lru_gen[pfn]:   bits 0-2  gen + 1 (LRU_GEN_MASK; 0 = not on an MGLRU list)
+//!   Frames[pfn].lru_gen:    bits 0-2  gen + 1 (LRU_GEN_MASK; 0 = not on an MGLRU list)
 //!                           bits 3-4  refs counter (LRU_REFS_MASK)
 //!   Frames[pfn].flags:      PG_referenced (the first access), PG_workingset (the last tier)
 //! ```
@@ -34,7 +35,7 @@ use crate::mm::{Pfn, NIL};
 use crate::versions::Rules;
 
 // ---------------------------------------------------------------------------------------
-// Per-folio state: Frames::lru_gen and the flags
+// Per-folio state: Page::lru_gen and the flags
 // ---------------------------------------------------------------------------------------
 
 /// The gen counter of a byte: None when not on an MGLRU list (the kernel's -1).
@@ -55,14 +56,14 @@ pub(super) fn byte_refs(b: u8) -> u8 {
 /// Store gen+1 (0 for None) and keep the refs counter.
 #[inline]
 pub(super) fn set_byte_gen(frames: &mut Frames, pfn: Pfn, gen: Option<usize>) {
-    let b = &mut frames.lru_gen[pfn as usize];
+    let b = &mut frames[pfn as usize].lru_gen;
     *b = (*b & !LRU_GEN_MASK) | gen.map_or(0, |g| g as u8 + 1);
 }
 
 /// Store the refs counter and keep the gen counter.
 #[inline]
 pub(super) fn set_byte_refs(frames: &mut Frames, pfn: Pfn, refs: u8) {
-    let b = &mut frames.lru_gen[pfn as usize];
+    let b = &mut frames[pfn as usize].lru_gen;
     *b = (*b & !LRU_REFS_MASK) | ((refs << LRU_REFS_PGOFF) & LRU_REFS_MASK);
 }
 
@@ -82,7 +83,7 @@ pub(super) fn clear_refs_flags(frames: &mut Frames, pfn: Pfn, rules: &Rules) {
 /// MGLRU list.
 #[inline]
 pub fn folio_lru_gen(frames: &Frames, pfn: Pfn) -> Option<usize> {
-    byte_gen(frames.lru_gen[pfn as usize])
+    byte_gen(frames[pfn as usize].lru_gen)
 }
 
 /// folio_lru_refs() on a page and its byte. Rule mglru_tiers_rework (6.14): the accesses
@@ -103,7 +104,7 @@ pub fn lru_refs(page: &Page, byte: u8, rules: &Rules) -> usize {
 /// folio_lru_refs(): see `lru_refs`.
 #[inline]
 pub fn folio_lru_refs(frames: &Frames, pfn: Pfn, rules: &Rules) -> usize {
-    lru_refs(&frames[pfn as usize], frames.lru_gen[pfn as usize], rules)
+    lru_refs(&frames[pfn as usize], frames[pfn as usize].lru_gen, rules)
 }
 
 /// The tier of a folio whose folio_lru_refs() is `refs` (lru_tier_from_refs with the
@@ -169,7 +170,7 @@ pub fn lru_gen_inc_refs(frames: &mut Frames, pfn: Pfn, rules: &Rules) {
         frames[pfn as usize].set(PG_WORKINGSET);
         return;
     }
-    let refs = byte_refs(frames.lru_gen[pfn as usize]);
+    let refs = byte_refs(frames[pfn as usize].lru_gen);
     if refs == (1 << LRU_REFS_WIDTH) - 1 {
         if rules.mglru_tiers_rework {
             frames[pfn as usize].set(PG_WORKINGSET);
@@ -633,7 +634,7 @@ mod tests {
             false,
             &DEFAULT_RULES
         ));
-        assert_eq!(f.lru_gen[0..2], [0, 0]);
+        assert_eq!([f[0].lru_gen, f[1].lru_gen], [0, 0]);
         assert_eq!(lv.nr, [0; 5]);
         assert!(!f[1].test(PG_LRU));
         assert_eq!(lv.nr[LRU_UNEVICTABLE], 0);
@@ -696,7 +697,7 @@ mod tests {
         // Accesses: 1st sets PG_referenced (refs 1), 2nd-4th step the counter (refs 2, 3,
         // 4), the 5th sets PG_workingset; tiers 0, 1, 2, 2, then 3.
         let mut f = frames(&[FILE]);
-        f.lru_gen[0] = 2 << LRU_REFS_PGOFF | 3; // a stale counter and gen 2
+        f[0].lru_gen = 2 << LRU_REFS_PGOFF | 3; // a stale counter and gen 2
         let mut seen = vec![];
         for _ in 0..6 {
             lru_gen_inc_refs(&mut f, 0, &DEFAULT_RULES);
@@ -728,16 +729,16 @@ mod tests {
     #[test]
     fn set_refs_second_chance_then_activate() {
         let mut f = frames(&[FILE, FILE | PG_WORKINGSET]);
-        f.lru_gen[0] = 3 << LRU_REFS_PGOFF;
+        f[0].lru_gen = 3 << LRU_REFS_PGOFF;
         // First young PTE: PG_referenced only, counter restarted, keep.
         assert!(!lru_gen_set_refs(&mut f, 0, &DEFAULT_RULES));
         assert!(f[0].test(PG_REFERENCED) && !f[0].test(PG_WORKINGSET));
-        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        assert_eq!(byte_refs(f[0].lru_gen), 0);
         // Second: refs flags cleared, workingset set, activate.
-        f.lru_gen[0] |= 2 << LRU_REFS_PGOFF;
+        f[0].lru_gen |= 2 << LRU_REFS_PGOFF;
         assert!(lru_gen_set_refs(&mut f, 0, &DEFAULT_RULES));
         assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_WORKINGSET));
-        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        assert_eq!(byte_refs(f[0].lru_gen), 0);
         // Workingset alone is enough to activate.
         assert!(lru_gen_set_refs(&mut f, 1, &DEFAULT_RULES));
     }
@@ -770,7 +771,7 @@ mod tests {
         // Third: refs 2 > 1 -> refs flags cleared, PG_workingset.
         assert!(lru_gen_set_refs(&mut f, 0, &v7_3));
         assert!(!f[0].test(PG_REFERENCED) && f[0].test(PG_WORKINGSET));
-        assert_eq!(byte_refs(f.lru_gen[0]), 0);
+        assert_eq!(byte_refs(f[0].lru_gen), 0);
         // Workingset without PG_referenced: refs 0 -> folio_mark_accessed sets
         // PG_referenced, PG_workingset stays; activate.
         assert!(lru_gen_set_refs(&mut f, 1, &v7_3));
@@ -848,9 +849,9 @@ mod tests {
         // LRU_REFS_FLAGS: 6.18 PG_referenced (and the counter), 6.12 PG_workingset too.
         for (rules, ws_left) in [(*DEFAULT_RULES, true), (v6_12(), false)] {
             let mut f = frames(&[FILE | PG_REFERENCED | PG_WORKINGSET]);
-            f.lru_gen[0] = 3 << LRU_REFS_PGOFF;
+            f[0].lru_gen = 3 << LRU_REFS_PGOFF;
             clear_refs_flags(&mut f, 0, &rules);
-            assert_eq!(byte_refs(f.lru_gen[0]), 0);
+            assert_eq!(byte_refs(f[0].lru_gen), 0);
             assert!(!f[0].test(PG_REFERENCED));
             assert_eq!(f[0].test(PG_WORKINGSET), ws_left);
         }

@@ -160,11 +160,11 @@ pub const MAX_NR_TIERS: usize = 4;
 pub const LRU_GEN_WIDTH: u32 = 3;
 /// Bits of the refs counter: MAX_NR_TIERS - 2.
 pub const LRU_REFS_WIDTH: u32 = 2;
-/// The gen counter in `Frames::lru_gen` (gen+1, 0 = not on an MGLRU list).
+/// The gen counter in `Page::lru_gen` (gen+1, 0 = not on an MGLRU list).
 pub const LRU_GEN_MASK: u8 = (1 << LRU_GEN_WIDTH) - 1;
-/// Where the refs counter starts in `Frames::lru_gen`.
+/// Where the refs counter starts in `Page::lru_gen`.
 pub const LRU_REFS_PGOFF: u32 = LRU_GEN_WIDTH;
-/// The refs counter in `Frames::lru_gen`.
+/// The refs counter in `Page::lru_gen`.
 pub const LRU_REFS_MASK: u8 = ((1 << LRU_REFS_WIDTH) - 1) << LRU_REFS_PGOFF;
 /// refs + workingset of a folio whose every tier bit is set (BIT(LRU_REFS_WIDTH) + 1): it
 /// is lazily moved up without being counted as protected.
@@ -445,9 +445,6 @@ mod test_util {
     }
 
     pub(super) fn page(flags: u16) -> Page {
-        Page {
-            flags,
-            ..Page::default()
-        }
+        Page::with_flags(flags)
     }
 }

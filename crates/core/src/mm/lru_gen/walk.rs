@@ -228,15 +228,14 @@ impl Mm {
             && self.pfn_node(pfn) == l.node
     }
 
-    /// Prefetch the frame and generation byte of the folio the PTE at `vpn` of mm `mmid`
-    /// maps, if it is present and young (walk_pte_range and look-around read those next).
+    /// Prefetch the frame (with its generation byte) of the folio the PTE at `vpn` of mm
+    /// `mmid` maps, if it is present and young (walk_pte_range and look-around read it next).
     #[inline]
     fn prefetch_young_frame(&self, mmid: u32, vpn: usize) {
         if let Some(&e) = self.mms[mmid as usize].ptes.get(vpn) {
             if pte::present(e) && e & pte::YOUNG != 0 {
                 let f = pte::pfn(e) as usize;
                 crate::mm::prefetch(&self.pages[f]);
-                crate::mm::prefetch(&self.pages.lru_gen[f]);
             }
         }
     }
@@ -910,8 +909,8 @@ mod tests {
         // first sighting, its flags left alone; one in max_seq's generation is left alone.
         let r = v6_12();
         let mut f = frames(&[FILE, FILE, FILE]);
-        f.lru_gen[1] = 1 + 1; // gen 1
-        f.lru_gen[2] = 3 + 1; // gen 3 = max_seq's
+        f[1].lru_gen = 1 + 1; // gen 1
+        f[2].lru_gen = 3 + 1; // gen 3 = max_seq's
         assert!(!walk_update_folio(&mut f, None, 0, 3, &r));
         assert!(f[0].test(PG_REFERENCED));
         assert!(walk_update_folio(&mut f, None, 1, 3, &r));

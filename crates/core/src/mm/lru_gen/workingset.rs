@@ -234,8 +234,8 @@ mod tests {
             FILE,
             FILE | PG_REFERENCED | PG_WORKINGSET,
         ]);
-        f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
-        f.lru_gen[2] = 3 << LRU_REFS_PGOFF;
+        f[0].lru_gen = 2 << LRU_REFS_PGOFF;
+        f[2].lru_gen = 3 << LRU_REFS_PGOFF;
         let mut lv = Lruvec::new(5, 1, 0, 0);
         lv.lrugen.min_seq[f_] = 9;
         let s = lru_gen_eviction(&f, &mut lv, 0, &DEFAULT_RULES);
@@ -319,11 +319,11 @@ mod tests {
         let mut g = LruGenFolio::init(true, 0);
         lru_gen_refault_apply(&mut f, &mut g, 0, &r);
         assert_eq!(g.refaulted[0][LRU_GEN_ANON], [0, 0, 1, 0]);
-        assert_eq!(f.lru_gen[0], 2 << LRU_REFS_PGOFF);
+        assert_eq!(f[0].lru_gen, 2 << LRU_REFS_PGOFF);
         assert!(!f[0].test(PG_REFERENCED | PG_WORKINGSET));
         lru_gen_refault_apply(&mut f, &mut g, 1, &w);
         assert_eq!(g.refaulted[0][LRU_GEN_FILE], [0, 0, 0, 1]);
-        assert!(f[1].test(PG_WORKINGSET) && f.lru_gen[1] == 0);
+        assert!(f[1].test(PG_WORKINGSET) && f[1].lru_gen == 0);
         // Not recent: no effect.
         let old = lru_gen_refault_decide(plain, true, (13, 10), true, &DEFAULT_RULES);
         lru_gen_refault_apply(&mut f, &mut g, 0, &old);
@@ -377,8 +377,8 @@ mod tests {
         // pfn 0: refs 3 (counter 2 + PG_workingset): token 9 << 2 | 2 = 38, tier 2;
         // pfn 1: refs 1 (counter 1): token 36, workingset bit set, tier 1;
         // pfn 2: refs 1 from PG_workingset alone: token 36, workingset bit, tier 1.
-        f.lru_gen[0] = 2 << LRU_REFS_PGOFF;
-        f.lru_gen[1] = 1 << LRU_REFS_PGOFF;
+        f[0].lru_gen = 2 << LRU_REFS_PGOFF;
+        f[1].lru_gen = 1 << LRU_REFS_PGOFF;
         let mut lv = Lruvec::new(5, 1, 0, 0);
         lv.lrugen.min_seq[f_] = 9;
         let tokens: Vec<_> = (0..3)
@@ -482,7 +482,7 @@ mod tests {
         g.min_seq[LRU_GEN_ANON] = 9;
         lru_gen_refault_apply(&mut fr, &mut g, 0, &r);
         assert!(fr[0].test(PG_WORKINGSET) && !fr[0].test(PG_REFERENCED));
-        assert_eq!(fr.lru_gen[0], 3 << LRU_REFS_PGOFF);
+        assert_eq!(fr[0].lru_gen, 3 << LRU_REFS_PGOFF);
         assert_eq!(
             g.refaulted[lru_hist_from_seq(9)][LRU_GEN_ANON],
             [1, 0, 0, 0]
