@@ -24,7 +24,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::{Rc, Weak};
 
 use crate::engine::streams::{
-    FILE_DEV_STREAM, FIRST_TASK_STREAM, FLUSH_PHASE_STREAM, MEMCG_LRU_STREAM, SWAP_DEV_STREAM,
+    FILE_DEV_STREAM, FIRST_TASK_STREAM, FLUSH_PHASE_STREAM, MEMCG_LRU_STREAM, MEMCG_STOCK_STREAM,
+    SWAP_DEV_STREAM,
 };
 
 /// Run-wide measurements that are not kernel counters.
@@ -263,7 +264,8 @@ impl Sim {
             swap,
             shared_mapcount: Default::default(),
             batches: (0..all_cpus).map(|_| CpuBatches::default()).collect(),
-            stock: vec![(0, 0); all_cpus],
+            stock: vec![Default::default(); all_cpus],
+            stock_rng: crate::engine::rng::stream(sc.seed, MEMCG_STOCK_STREAM),
             events: [0; NR_VM_EVENTS],
             vm_swappiness: sc.kernel.swappiness,
             memory_recursiveprot: sc.kernel.memory_recursiveprot,

@@ -357,6 +357,20 @@ pub const RULES: &[Rule] = &[
         effect: Effect::Rule { at: "mm/memory.rs alloc_charged_page; mm/page_alloc.rs free_folio" },
     },
     Rule {
+        name: "memcg_stock_multi",
+        commit: "f735eebe55f8 \"memcg: multi-memcg percpu charge cache\" (v6.16)",
+        has: [N, N, Y, Y],
+        what: "a CPU's charge stock caches up to NR_MEMCG_STOCK (7) memcgs, a refill of an uncached one taking an empty slot or draining a victim, and drain_all_stock drains a CPU's every slot once one holds pages of the subtree; before, one memcg per CPU, drained whenever the CPU charges another",
+        effect: Effect::Rule { at: "mm/memcontrol.rs refill_stock, consume_stock, drain_all_stock" },
+    },
+    Rule {
+        name: "memcg_stock_round_robin",
+        commit: "\"memcg: use round-robin victim selection in refill_stock\" (Shakeel Butt, 2026, a fix of f735eebe55f8 through mm-hotfixes; mainline id not identified; in Debian's 7.2.12 and 7.3.4, and stable 6.18.y may carry it)",
+        has: [N, N, N, Y],
+        what: "a full multi-memcg stock gives up its slots in turn (stock->drain_idx); before, one drawn at random (get_random_u32_below)",
+        effect: Effect::Rule { at: "mm/memcontrol.rs stock_victim" },
+    },
+    Rule {
         name: "reclaim_flush_ratelimited",
         commit: "\"memcg: use ratelimited stats flush in the reclaim\" (Shakeel Butt, v6.12 or earlier; id not identified)",
         has: [N, Y, Y, Y],
@@ -622,6 +636,10 @@ modeled_rules! {
     /// memcg_v1_charge_statistics: a charge counts PGPGIN and an uncharged folio PGPGOUT
     /// toward the flush threshold (6.1; later only with CONFIG_MEMCG_V1).
     memcg_v1_charge_statistics,
+    /// memcg_stock_multi: a CPU's charge stock caches up to seven memcgs (else one).
+    memcg_stock_multi,
+    /// memcg_stock_round_robin: a full stock's victim slot in turn (else at random).
+    memcg_stock_round_robin,
     /// reclaim_flush_ratelimited: prepare_scan_control flushes only when the periodic
     /// flush is late (else whenever the threshold is crossed, 6.1).
     reclaim_flush_ratelimited,

@@ -41,6 +41,10 @@ pub const SWAP_DEV_STREAM: u64 = u64::MAX - 3;
 /// The file device's submitting CPU of each read (blkdev.rs's placement draw).
 pub const FILE_DEV_STREAM: u64 = u64::MAX - 4;
 
+/// refill_stock's victim of a full multi-memcg charge stock (memcontrol.rs:
+/// get_random_u32_below(NR_MEMCG_STOCK), 6.16 to 6.18).
+pub const MEMCG_STOCK_STREAM: u64 = u64::MAX - 5;
+
 /// `reclaimsim trace-gen` (trace/oracle_general.rs): the permutation of object ids of a
 /// generated trace, with the seed given to the tool. Not a run's stream.
 pub const TRACE_GEN_STREAM: u64 = 0;
@@ -50,13 +54,14 @@ pub const TRACE_GEN_STREAM: u64 = 0;
 pub const UNSEEDED_DEVICE_STREAM: u64 = 0;
 
 /// Every fixed stream id, by name.
-pub const ALL: [(&str, u64); 8] = [
+pub const ALL: [(&str, u64); 9] = [
     ("FIRST_TASK_STREAM", FIRST_TASK_STREAM),
     ("FLUSH_PHASE_STREAM", FLUSH_PHASE_STREAM),
     ("MEMCG_LRU_STREAM", MEMCG_LRU_STREAM),
     ("DAMON_STREAM", DAMON_STREAM),
     ("SWAP_DEV_STREAM", SWAP_DEV_STREAM),
     ("FILE_DEV_STREAM", FILE_DEV_STREAM),
+    ("MEMCG_STOCK_STREAM", MEMCG_STOCK_STREAM),
     ("TRACE_GEN_STREAM", TRACE_GEN_STREAM),
     ("UNSEEDED_DEVICE_STREAM", UNSEEDED_DEVICE_STREAM),
 ];
@@ -88,6 +93,7 @@ mod tests {
         assert_eq!(MEMCG_LRU_STREAM, u64::MAX - 2);
         assert_eq!(SWAP_DEV_STREAM, u64::MAX - 3);
         assert_eq!(FILE_DEV_STREAM, u64::MAX - 4);
+        assert_eq!(MEMCG_STOCK_STREAM, u64::MAX - 5);
         assert_eq!(FIRST_TASK_STREAM, 0);
         // The fixed streams of a run lie above any task's (a run has fewer than 2^32 tasks).
         let lowest_fixed = [
@@ -95,6 +101,7 @@ mod tests {
             MEMCG_LRU_STREAM,
             SWAP_DEV_STREAM,
             FILE_DEV_STREAM,
+            MEMCG_STOCK_STREAM,
         ];
         assert!(lowest_fixed
             .iter()

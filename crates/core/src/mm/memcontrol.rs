@@ -3,7 +3,9 @@
 //!
 //! Models mm/memcontrol.c and mm/page_counter.c (cgroup v2 semantics, plus the v1 per-memcg
 //! swappiness knob). Simplified:
-//! - one charge stock per CPU holding one memcg (6.16+ caches several);
+//! - the per-CPU charge stock (memcg_stock_pcp) holds one memcg, or seven from 6.16 (rule
+//!   `memcg_stock_multi`); drain_all_stock drains at once, where the kernel queues the
+//!   other CPUs' drains on their kworkers;
 //! - no kmem, socket or slab charging; swap is counted (memory.swap.current) but not limited;
 //! - rstat: per-CPU deltas are not modeled one by one; exact local counters are kept and the
 //!   hierarchical view that reclaim reads (`lruvec_page_state`) is recomputed by a flush,
@@ -26,6 +28,24 @@ pub enum MemcgEvent {
     OomKill = 4,
 }
 pub const MEMCG_EVENT_NAMES: [&str; 5] = ["low", "high", "max", "oom", "oom_kill"];
+
+/// NR_MEMCG_STOCK: the memcgs one CPU's charge stock caches from 6.16 (rule
+/// memcg_stock_multi); one before.
+pub const NR_MEMCG_STOCK: usize = 7;
+
+/// A stock slot caching no memcg (the kernel's NULL): the root's id, which is never
+/// charged, so never stocked.
+const STOCK_EMPTY: MemcgId = 0;
+
+/// memcg_stock_pcp: one CPU's pre-charged pages, per cached memcg.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemcgStock {
+    pub cached: [MemcgId; NR_MEMCG_STOCK],
+    /// Pages of each slot (at most a batch, MEMCG_CHARGE_BATCH, as the kernel's uint8_t).
+    pub nr_pages: [u8; NR_MEMCG_STOCK],
+    /// The next victim of a full stock (rule memcg_stock_round_robin).
+    pub drain_idx: u8,
+}
 
 /// Periodic flush interval of memcg statistics (FLUSH_TIME = 2 * HZ) [ns].
 pub const FLUSH_TIME: Time = 2_000_000_000;
@@ -282,49 +302,129 @@ impl Mm {
         margin
     }
 
-    /// consume_stock(): take `nr` pages pre-charged to `m` from this CPU's stock.
-    pub fn consume_stock(&mut self, cpu: u32, m: MemcgId, nr: u64) -> bool {
-        let s = &mut self.stock[cpu as usize];
-        if s.0 == m && s.1 >= nr {
-            s.1 -= nr;
-            true
+    /// The slots of a CPU's charge stock this version has: NR_MEMCG_STOCK from 6.16
+    /// (rule memcg_stock_multi), one before.
+    #[inline]
+    fn stock_slots(&self) -> usize {
+        if self.rules.memcg_stock_multi {
+            NR_MEMCG_STOCK
         } else {
-            false
+            1
         }
     }
 
-    /// refill_stock(): keep the pre-charged remainder of a batch on this CPU; a stock of
-    /// another memcg is drained (uncharged) first, and a stock above the batch is trimmed.
-    pub fn refill_stock(&mut self, cpu: u32, m: MemcgId, nr: u64) {
-        let (old_m, old_n) = self.stock[cpu as usize];
-        if old_m != m {
-            if old_n > 0 {
-                self.page_counter_uncharge(old_m, old_n);
+    /// consume_stock(): take `nr` pages pre-charged to `m` from this CPU's stock, from the
+    /// slot that caches `m` (at most one does); false when none does or it holds fewer.
+    pub fn consume_stock(&mut self, cpu: u32, m: MemcgId, nr: u64) -> bool {
+        let slots = self.stock_slots();
+        let s = &mut self.stock[cpu as usize];
+        match s.cached[..slots].iter().position(|&c| c == m) {
+            Some(i) if s.nr_pages[i] as u64 >= nr => {
+                s.nr_pages[i] -= nr as u8;
+                true
             }
-            self.stock[cpu as usize] = (m, 0);
-        }
-        self.stock[cpu as usize].1 += nr;
-        if self.stock[cpu as usize].1 > MEMCG_CHARGE_BATCH {
-            let n = self.stock[cpu as usize].1;
-            self.page_counter_uncharge(m, n);
-            self.stock[cpu as usize].1 = 0;
+            _ => false,
         }
     }
 
-    /// drain_all_stock(): return every CPU's stock of `m`'s subtree to the counters.
+    /// drain_stock(): uncharge slot `i`'s pages and empty the slot.
+    fn drain_stock(&mut self, cpu: u32, i: usize) {
+        let s = &mut self.stock[cpu as usize];
+        let (m, n) = (s.cached[i], s.nr_pages[i] as u64);
+        s.cached[i] = STOCK_EMPTY;
+        s.nr_pages[i] = 0;
+        if m != STOCK_EMPTY && n > 0 {
+            self.page_counter_uncharge(m, n);
+        }
+    }
+
+    /// refill_stock(): keep the pre-charged remainder `nr` of a batch on this CPU, in the
+    /// slot that caches `m`; a slot that then holds more than a batch is drained.
+    ///
+    /// Without the slot (rule memcg_stock_multi, 6.16 on): the first empty slot, else a
+    /// victim drained first: drawn at random (get_random_u32_below, 6.18; the model's
+    /// draw is seeded) or the next in turn (rule memcg_stock_round_robin). Before 6.16 the
+    /// one slot of another memcg is drained and taken. A refill above a batch is
+    /// uncharged at once (6.16 on; the model's charges never refill that much).
+    pub fn refill_stock(&mut self, cpu: u32, m: MemcgId, nr: u64) {
+        let multi = self.rules.memcg_stock_multi;
+        if multi && nr > MEMCG_CHARGE_BATCH {
+            self.page_counter_uncharge(m, nr);
+            return;
+        }
+        let slots = self.stock_slots();
+        let s = &self.stock[cpu as usize];
+        let i = match s.cached[..slots].iter().position(|&c| c == m) {
+            Some(i) => i,
+            None => {
+                let i = if !multi {
+                    self.drain_stock(cpu, 0);
+                    0
+                } else if let Some(e) = s.cached.iter().position(|&c| c == STOCK_EMPTY) {
+                    e
+                } else {
+                    let victim = self.stock_victim(cpu);
+                    self.drain_stock(cpu, victim);
+                    victim
+                };
+                self.stock[cpu as usize].cached[i] = m;
+                i
+            }
+        };
+        // Stored, then drained above a batch (the kernel's WRITE_ONCE and drain_stock).
+        let s = &mut self.stock[cpu as usize];
+        let n = s.nr_pages[i] as u64 + nr;
+        if n > MEMCG_CHARGE_BATCH {
+            s.cached[i] = STOCK_EMPTY;
+            s.nr_pages[i] = 0;
+            self.page_counter_uncharge(m, n);
+        } else {
+            s.nr_pages[i] = n as u8;
+        }
+    }
+
+    /// The slot a full multi-memcg stock gives up: stock->drain_idx in turn (rule
+    /// memcg_stock_round_robin), else get_random_u32_below(NR_MEMCG_STOCK).
+    fn stock_victim(&mut self, cpu: u32) -> usize {
+        if self.rules.memcg_stock_round_robin {
+            let s = &mut self.stock[cpu as usize];
+            let i = s.drain_idx as usize;
+            s.drain_idx = ((i + 1) % NR_MEMCG_STOCK) as u8;
+            i
+        } else {
+            use rand::Rng;
+            self.stock_rng.random_range(0..NR_MEMCG_STOCK)
+        }
+    }
+
+    /// drain_all_stock(): for every CPU whose stock holds pages of `m`'s subtree in some
+    /// slot (is_memcg_drain_needed), drain that CPU's whole stock (drain_stock_fully:
+    /// the other memcgs' slots too).
     pub fn drain_all_stock(&mut self, m: MemcgId) {
+        let slots = self.stock_slots();
         for cpu in 0..self.stock.len() {
-            let (sm, n) = self.stock[cpu];
-            if n > 0 && self.memcg_ancestors(sm).contains(&m) {
-                self.page_counter_uncharge(sm, n);
-                self.stock[cpu].1 = 0;
+            let s = self.stock[cpu];
+            let needed = (0..slots).any(|i| {
+                s.cached[i] != STOCK_EMPTY
+                    && s.nr_pages[i] > 0
+                    && self.memcg_ancestors(s.cached[i]).contains(&m)
+            });
+            if needed {
+                for i in 0..slots {
+                    self.drain_stock(cpu as u32, i);
+                }
             }
         }
     }
 
     /// Pages sitting in charge stocks for `m` itself.
     pub fn stocked(&self, m: MemcgId) -> u64 {
-        self.stock.iter().filter(|s| s.0 == m).map(|s| s.1).sum()
+        self.stock
+            .iter()
+            .flat_map(|s| s.cached.iter().zip(&s.nr_pages))
+            .filter(|(&c, _)| c == m && m != STOCK_EMPTY)
+            .map(|(_, &n)| n as u64)
+            .sum()
     }
 
     /// mem_cgroup_calculate_protection(root, memcg) with page_counter_calculate_protection():
@@ -791,6 +891,121 @@ mod tests {
                 mm.stats_updates,
                 mm.memcgs.iter().map(|m| m.stats_updates).sum::<u64>()
             );
+        }
+    }
+
+    /// A machine of `version` with flat cgroups /c1../c9 (memcg ids 1..=9) or, with
+    /// `cgroups`, those paths in order; the run's seed `seed`.
+    fn stock_machine(version: &str, seed: u64, cgroups: &[&str]) -> std::rc::Rc<crate::sim::Sim> {
+        let flat: Vec<String> = (1..=9).map(|i| format!("/c{i}")).collect();
+        let paths: Vec<&str> = if cgroups.is_empty() {
+            flat.iter().map(|p| p.as_str()).collect()
+        } else {
+            cgroups.to_vec()
+        };
+        let cg: String = paths
+            .iter()
+            .map(|p| format!("[[cgroup]]\npath = \"{p}\"\n"))
+            .collect();
+        let t = format!(
+            "duration = \"1000s\"\nseed = {seed}\n[machine]\ncpus = 4\nmemory_per_node = \"64M\"\n\
+             [kernel]\nversion = \"{version}\"\n{cg}[[workload]]\ntype = \"usemem\"\n\
+             cgroup = \"{}\"\nsize = \"4K\"\nstart = \"900s\"\n",
+            paths[0]
+        );
+        crate::sim::Sim::build(&crate::Scenario::from_toml(&t).unwrap()).unwrap()
+    }
+
+    /// try_charge_memcg's batch on `cpu`: MEMCG_CHARGE_BATCH charged, one page used, the
+    /// other 63 refilled into the stock.
+    fn charge_one_page(mm: &mut Mm, cpu: u32, m: MemcgId) {
+        mm.page_counter_try_charge(m, MEMCG_CHARGE_BATCH).unwrap();
+        mm.refill_stock(cpu, m, MEMCG_CHARGE_BATCH - 1);
+    }
+
+    #[test]
+    fn a_cpus_charge_stock_keeps_one_memcg_before_6_16_and_seven_after() {
+        // A CPU charges /c1 then /c2, a batch each. 6.1 and 6.12's __refill_stock drains
+        // the cached memcg first: /c1 is left with the one page it used. From 6.16 /c2
+        // takes an empty slot and /c1's 63 pages stay stocked, consumable.
+        for (version, multi) in [
+            ("6.1", false),
+            ("6.12", false),
+            ("6.18", true),
+            ("7.3", true),
+        ] {
+            let s = stock_machine(version, 1, &[]);
+            let mut mm = s.mm.borrow_mut();
+            charge_one_page(&mut mm, 0, 1);
+            charge_one_page(&mut mm, 0, 2);
+            let (usage, stocked) = if multi { (64, 63) } else { (1, 0) };
+            assert_eq!(mm.memcgs[1].usage, usage, "{version}");
+            assert_eq!(mm.stocked(1), stocked, "{version}");
+            assert_eq!(mm.stocked(2), 63, "{version}");
+            assert_eq!(mm.consume_stock(0, 1, 1), multi, "{version}");
+            // Another CPU's stock is its own.
+            assert!(!mm.consume_stock(1, 2, 1), "{version}");
+            // A refill that takes a slot past a batch drains it whole: 63 + 2 = 65 > 64,
+            // leaving /c2 its one used page of the 64 + 2 charged.
+            mm.page_counter_try_charge(2, 2).unwrap();
+            mm.refill_stock(0, 2, 2);
+            assert_eq!((mm.memcgs[2].usage, mm.stocked(2)), (1, 0), "{version}");
+        }
+    }
+
+    #[test]
+    fn a_full_stock_gives_up_its_slots_in_turn_on_7_3_and_at_random_on_6_18() {
+        // Seven memcgs fill CPU 0's slots; an eighth and a ninth each need a victim.
+        // 7.3 (stock->drain_idx): slot 0 (/c1), then slot 1 (/c2).
+        let s = stock_machine("7.3", 1, &[]);
+        let mut mm = s.mm.borrow_mut();
+        for m in 1..=9 {
+            charge_one_page(&mut mm, 0, m);
+        }
+        let stocked: Vec<u64> = (1..=9).map(|m| mm.stocked(m)).collect();
+        assert_eq!(stocked, [0, 0, 63, 63, 63, 63, 63, 63, 63]);
+        assert_eq!((mm.memcgs[1].usage, mm.memcgs[2].usage), (1, 1));
+        // A slot drained past a batch is empty again: /c1 takes it and nobody is evicted
+        // (drain_idx, now 2, would have taken /c3's).
+        mm.page_counter_try_charge(3, 2).unwrap();
+        mm.refill_stock(0, 3, 2);
+        charge_one_page(&mut mm, 0, 1);
+        let stocked: Vec<u64> = (1..=9).map(|m| mm.stocked(m)).collect();
+        assert_eq!(stocked, [63, 0, 0, 63, 63, 63, 63, 63, 63]);
+        drop(mm);
+        // 6.18 (get_random_u32_below): one of the seven each time, which one drawn; over
+        // seeds the first victim is not always slot 0.
+        let mut victims = std::collections::BTreeSet::new();
+        for seed in 1..=12 {
+            let s = stock_machine("6.18", seed, &[]);
+            let mut mm = s.mm.borrow_mut();
+            for m in 1..=8 {
+                charge_one_page(&mut mm, 0, m);
+            }
+            let lost: Vec<MemcgId> = (1..=7).filter(|&m| mm.stocked(m) == 0).collect();
+            assert_eq!(lost.len(), 1, "seed {seed}: exactly one victim");
+            assert_eq!(mm.memcgs[lost[0] as usize].usage, 1);
+            assert_eq!(mm.stocked(8), 63);
+            victims.insert(lost[0]);
+        }
+        assert!(victims.len() >= 3, "victims over 12 seeds: {victims:?}");
+    }
+
+    #[test]
+    fn drain_all_stock_empties_a_cpus_every_slot_once_one_holds_the_subtree() {
+        // /p (1), /p/a (2), /q (3). CPU 0 stocks /p/a and /q, CPU 1 /q alone.
+        // drain_all_stock(/p): from 6.16 CPU 0's every slot goes (drain_stock_fully), /q's
+        // too; CPU 1 keeps /q. Before, CPU 0's one slot held /q last, so nothing of /p's
+        // subtree is stocked and nothing is drained.
+        for (version, q_left) in [("6.12", 63 * 2), ("6.18", 63), ("7.3", 63)] {
+            let s = stock_machine(version, 1, &["/p", "/p/a", "/q"]);
+            let mut mm = s.mm.borrow_mut();
+            charge_one_page(&mut mm, 0, 2);
+            charge_one_page(&mut mm, 0, 3);
+            charge_one_page(&mut mm, 1, 3);
+            mm.drain_all_stock(1);
+            assert_eq!(mm.stocked(2), 0, "{version}");
+            assert_eq!(mm.stocked(3), q_left, "{version}");
         }
     }
 

@@ -537,8 +537,11 @@ pub struct Mm {
     pub shared_mapcount: rustc_hash::FxHashMap<Pfn, u32>,
     /// Per-CPU LRU batches, indexed by CPU id (workload CPUs, then one kthread CPU per node).
     pub batches: Vec<CpuBatches>,
-    /// Per-CPU memcg charge stock: (memcg, pages).
-    pub stock: Vec<(MemcgId, u64)>,
+    /// Per-CPU memcg charge stock (memcg_stock_pcp).
+    pub stock: Vec<memcontrol::MemcgStock>,
+    /// refill_stock's victim draws of a full multi-memcg stock (6.18's
+    /// get_random_u32_below), seeded per run.
+    pub stock_rng: crate::engine::rng::Rng,
     /// Global vm events (/proc/vmstat event counters).
     pub events: [u64; NR_VM_EVENTS],
     pub vm_swappiness: u32,
