@@ -230,17 +230,26 @@ impl Mm {
         m.obj_stock_bytes += bytes;
     }
 
-    /// Uncharge freed kernel objects: their bytes return to the byte stock, and whole
-    /// pages of the stock go back to the page counters (memcg_account_kmem: MEMCG_KMEM
-    /// less those pages, each a statistics update).
-    pub fn memcg_kmem_uncharge(&mut self, memcg: MemcgId, bytes: u64, kind: KmemKind) {
+    /// Uncharge kernel objects freed on `cpu`: their bytes return to the byte stock, and
+    /// whole pages of it leave MEMCG_KMEM (a statistics update each) and go, as
+    /// obj_cgroup_uncharge_pages sends them, into `cpu`'s charge stock (refill_stock): a
+    /// later charge of the memcg on that CPU takes them back, and on 6.1 and 6.12 they
+    /// replace the stock of the memcg the CPU cached. The root's are uncharged at once
+    /// (the kernel charges it no kmem: the root has no objcg; 7.x tests it in so many
+    /// words).
+    pub fn memcg_kmem_uncharge(&mut self, cpu: u32, memcg: MemcgId, bytes: u64, kind: KmemKind) {
         self.memcg_kmem_refund(memcg, bytes, kind);
         let m = &mut self.memcgs[memcg as usize];
         let pages = m.obj_stock_bytes / super::PAGE_SIZE;
         m.obj_stock_bytes -= pages * super::PAGE_SIZE;
         m.kmem_pages -= pages;
-        self.page_counter_uncharge(memcg, pages);
         self.memcg_rstat_updated(memcg, pages);
+        if pages == 0 {
+        } else if self.memcg_is_root(memcg) {
+            self.page_counter_uncharge(memcg, pages);
+        } else {
+            self.refill_stock(cpu, memcg, pages);
+        }
     }
 
     /// mem_cgroup_is_root().
@@ -333,7 +342,7 @@ impl Mm {
         let (m, n) = (s.cached[i], s.nr_pages[i] as u64);
         s.cached[i] = STOCK_EMPTY;
         s.nr_pages[i] = 0;
-        if m != STOCK_EMPTY && n > 0 {
+        if n > 0 {
             self.page_counter_uncharge(m, n);
         }
     }
@@ -943,6 +952,14 @@ mod tests {
             assert_eq!(mm.stocked(1), stocked, "{version}");
             assert_eq!(mm.stocked(2), 63, "{version}");
             assert_eq!(mm.consume_stock(0, 1, 1), multi, "{version}");
+            assert_eq!(
+                mm.stocked(1),
+                stocked.saturating_sub(1),
+                "{version}: one taken"
+            );
+            // More than the slot holds is refused and takes nothing.
+            assert!(!mm.consume_stock(0, 2, 64), "{version}");
+            assert_eq!(mm.stocked(2), 63, "{version}");
             // Another CPU's stock is its own.
             assert!(!mm.consume_stock(1, 2, 1), "{version}");
             // A refill that takes a slot past a batch drains it whole: 63 + 2 = 65 > 64,
@@ -950,6 +967,29 @@ mod tests {
             mm.page_counter_try_charge(2, 2).unwrap();
             mm.refill_stock(0, 2, 2);
             assert_eq!((mm.memcgs[2].usage, mm.stocked(2)), (1, 0), "{version}");
+        }
+    }
+
+    #[test]
+    fn a_slot_keeps_a_whole_batch_and_a_refill_above_one_skips_the_stock_from_6_16() {
+        // refill_stock: a slot drains only above MEMCG_CHARGE_BATCH: 63 + 1 = 64 stays.
+        // From 6.16 a refill of more than a batch is uncharged at once, leaving every slot
+        // as it was; before, __refill_stock caches the memcg (draining the other) first.
+        for (version, c1_left) in [("6.12", 0), ("6.18", 64), ("7.3", 64)] {
+            let s = stock_machine(version, 1, &[]);
+            let mut mm = s.mm.borrow_mut();
+            charge_one_page(&mut mm, 0, 1);
+            mm.page_counter_try_charge(1, 1).unwrap();
+            mm.refill_stock(0, 1, 1);
+            assert_eq!(mm.stocked(1), 64, "{version}");
+            // A refill of exactly a batch is stocked (on 6.12 it replaces /c1's).
+            mm.page_counter_try_charge(3, 64).unwrap();
+            mm.refill_stock(1, 3, 64);
+            assert_eq!(mm.stocked(3), 64, "{version}");
+            mm.page_counter_try_charge(2, 65).unwrap();
+            mm.refill_stock(0, 2, 65);
+            assert_eq!((mm.memcgs[2].usage, mm.stocked(2)), (0, 0), "{version}");
+            assert_eq!(mm.stocked(1), c1_left, "{version}");
         }
     }
 
@@ -992,6 +1032,34 @@ mod tests {
     }
 
     #[test]
+    fn freed_kernel_pages_go_into_the_freeing_cpus_stock() {
+        // obj_cgroup_uncharge_pages: MEMCG_KMEM - 2 and refill_stock(memcg, 2) on the CPU
+        // that frees. /c1 had 2 page-table pages charged; CPU 0 had stocked /c2's batch.
+        // 6.12: /c1's 2 pages replace /c2's 63 (drained). 6.18: both stay. The root's
+        // pages leave its counter at once.
+        for (version, c2_left) in [("6.12", 0), ("6.18", 63)] {
+            let s = stock_machine(version, 1, &[]);
+            let mut mm = s.mm.borrow_mut();
+            charge_one_page(&mut mm, 0, 2);
+            for m in [0, 1] {
+                mm.page_counter_try_charge(m, 2).unwrap();
+                let mc = &mut mm.memcgs[m as usize];
+                mc.kmem_pages += 2;
+                mc.pagetables_bytes += 2 * crate::mm::PAGE_SIZE;
+            }
+            mm.memcg_kmem_uncharge(0, 1, 2 * crate::mm::PAGE_SIZE, KmemKind::Pagetables);
+            assert_eq!(mm.memcgs[1].kmem_pages, 0, "{version}");
+            assert_eq!((mm.memcgs[1].usage, mm.stocked(1)), (2, 2), "{version}");
+            assert_eq!(mm.stocked(2), c2_left, "{version}");
+            assert!(mm.consume_stock(0, 1, 2), "{version}");
+            let root_usage = mm.memcgs[0].usage;
+            mm.memcg_kmem_uncharge(0, 0, 2 * crate::mm::PAGE_SIZE, KmemKind::Pagetables);
+            assert_eq!(mm.memcgs[0].usage, root_usage - 2, "{version}");
+            assert_eq!(mm.stocked(0), 0, "{version}");
+        }
+    }
+
+    #[test]
     fn drain_all_stock_empties_a_cpus_every_slot_once_one_holds_the_subtree() {
         // /p (1), /p/a (2), /q (3). CPU 0 stocks /p/a and /q, CPU 1 /q alone.
         // drain_all_stock(/p): from 6.16 CPU 0's every slot goes (drain_stock_fully), /q's
@@ -1006,6 +1074,14 @@ mod tests {
             mm.drain_all_stock(1);
             assert_eq!(mm.stocked(2), 0, "{version}");
             assert_eq!(mm.stocked(3), q_left, "{version}");
+            // A slot of the subtree with no pages left is no reason to drain
+            // (is_memcg_drain_needed reads nr_pages): CPU 2 keeps /q's.
+            charge_one_page(&mut mm, 2, 3);
+            charge_one_page(&mut mm, 2, 2);
+            assert!(mm.consume_stock(2, 2, 63));
+            let q = mm.stocked(3);
+            mm.drain_all_stock(1);
+            assert_eq!(mm.stocked(3), q, "{version}");
         }
     }
 

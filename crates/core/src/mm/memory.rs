@@ -125,7 +125,7 @@ impl Sim {
             // Another thread of the process populated it while we reclaimed: pte_free
             // (NR_PAGETABLE - 1).
             mm.memcg_rstat_updated(memcg, 1);
-            mm.memcg_kmem_uncharge(memcg, bytes, KmemKind::Pagetables);
+            mm.memcg_kmem_uncharge(self.e.cpu(), memcg, bytes, KmemKind::Pagetables);
         }
         true
     }

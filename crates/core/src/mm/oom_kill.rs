@@ -189,6 +189,7 @@ impl Sim {
         self.zap_pte_range(mmid, 0, n).await;
         self.mm.borrow_mut().mm_release_lru_gen(mmid);
         // free_pgtables(): the PTE pages go with the mm.
+        let cpu = self.e.cpu();
         let mut mm = self.mm.borrow_mut();
         let m = &mut mm.mms[mmid as usize];
         let tables = m.pte_tables.iter().filter(|&&t| t).count() as u64;
@@ -196,7 +197,7 @@ impl Sim {
         let memcg = m.memcg;
         // Each table's NR_PAGETABLE - 1 (pagetable_dtor), a statistics update.
         mm.memcg_rstat_updated(memcg, tables);
-        mm.memcg_kmem_uncharge(memcg, tables * PAGE_SIZE, KmemKind::Pagetables);
+        mm.memcg_kmem_uncharge(cpu, memcg, tables * PAGE_SIZE, KmemKind::Pagetables);
     }
 }
 

@@ -106,8 +106,9 @@ impl Mm {
     /// entries are dropped, the node is freed (a page-cache node's slab object uncharged,
     /// and its ancestors left empty with it) and counted in WORKINGSET_NODERECLAIM. The
     /// root's list also holds the swap cache's leaves (swap_state.rs). Returns how many
-    /// list nodes were freed and how many slab pages their frees released (slub.rs).
-    pub fn scan_shadow_nodes(&mut self, m: MemcgId, nr: u64) -> (u64, u64) {
+    /// list nodes were freed and how many slab pages their frees released (slub.rs). The
+    /// shrinker runs on `cpu`, whose charge stock takes the freed objects' pages.
+    pub fn scan_shadow_nodes(&mut self, cpu: u32, m: MemcgId, nr: u64) -> (u64, u64) {
         let (mut freed, mut slab_pages) = (0, 0);
         let mut scanned = 0;
         while scanned < nr {
@@ -127,7 +128,7 @@ impl Mm {
                 if !self.files[file as usize].leaf_shadow_only(leaf, gen) {
                     continue; // stale: the leaf holds a page again, or left and rejoined
                 }
-                slab_pages += self.page_cache_drop_shadows(file, leaf, m);
+                slab_pages += self.page_cache_drop_shadows(cpu, file, leaf, m);
             }
             scanned += 1;
             let lv = self.lruvec_of(m, 0) as usize;
@@ -140,7 +141,7 @@ impl Mm {
     /// shadow_lru_isolate() of the page-cache leaf `leaf` of `file` on `m`'s list: its
     /// shadows are dropped and the node freed with any ancestor it leaves empty
     /// (xa_delete_node), each object uncharged. Returns the slab pages freed.
-    fn page_cache_drop_shadows(&mut self, file: u32, leaf: u32, m: MemcgId) -> u64 {
+    fn page_cache_drop_shadows(&mut self, cpu: u32, file: u32, leaf: u32, m: MemcgId) -> u64 {
         let first = leaf << super::XA_CHUNK_SHIFT;
         let end = (first + (1 << super::XA_CHUNK_SHIFT))
             .min(self.files[file as usize].cache.len() as u32);
@@ -159,6 +160,7 @@ impl Mm {
             self.mod_objcg_state(m, -(super::memcontrol::XA_NODE_SIZE as i64));
         }
         self.memcg_kmem_uncharge(
+            cpu,
             m,
             nodes * super::memcontrol::XA_NODE_SIZE,
             super::memcontrol::KmemKind::SlabReclaimable,
@@ -279,7 +281,7 @@ impl Sim {
         let mut slab_pages = 0;
         while total_scan >= SHRINK_BATCH || total_scan >= freeable {
             let n = total_scan.min(SHRINK_BATCH);
-            let (freed, pages) = mm.scan_shadow_nodes(m, n);
+            let (freed, pages) = mm.scan_shadow_nodes(self.e.cpu(), m, n);
             self.e.charge(freed * self.c.list_op);
             slab_pages += pages;
             total_scan -= n;
