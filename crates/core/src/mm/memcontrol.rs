@@ -353,8 +353,9 @@ impl Mm {
     /// Without the slot (rule memcg_stock_multi, 6.16 on): the first empty slot, else a
     /// victim drained first: drawn at random (get_random_u32_below, 6.18; the model's
     /// draw is seeded) or the next in turn (rule memcg_stock_round_robin). Before 6.16 the
-    /// one slot of another memcg is drained and taken. A refill above a batch is
-    /// uncharged at once (6.16 on; the model's charges never refill that much).
+    /// one slot of another memcg is drained and taken. A refill above a batch (a large
+    /// kmem free, such as an exiting process's page tables) is uncharged at once from
+    /// 6.16; before, it drains the cached memcg's slot first.
     pub fn refill_stock(&mut self, cpu: u32, m: MemcgId, nr: u64) {
         let multi = self.rules.memcg_stock_multi;
         if multi && nr > MEMCG_CHARGE_BATCH {
