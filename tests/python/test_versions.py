@@ -72,8 +72,8 @@ def test_an_ab_of_two_versions_names_the_rules_that_differ():
     # pgscan_proactive split (6.15),
     # memory.reclaim's swappiness=max (6.16), lru_note_cost_unlock_irq (6.17) and 6.12's
     # swap shadow shrinker (gone with 6.18's swap table), shmem's swap readahead on zram
-    # (gone with 6.14's swap cache bypass); MGLRU's tiers and refs (6.14)
-    # differ too, which the model does not have as a rule.
+    # (gone with 6.14's swap cache bypass), the multi-memcg charge stock (6.16);
+    # MGLRU's tiers and refs (6.14) differ too, which the model does not have as a rule.
     from reclaimsim.compare import compare, format_compare
 
     c = compare("file-zipf", a="kernel.version=6.12", b="kernel.version=6.18", seeds=1,
@@ -86,7 +86,7 @@ def test_an_ab_of_two_versions_names_the_rules_that_differ():
         "swap_shadow_nodes_shrinkable", "lru_note_cost_unlock_irq", "mglru_type_selection_rework",
         "mglru_protected_to_head", "mglru_sort_locked_as_writeback", "mglru_placement_from_max_seq",
         "mglru_rejected_active_if_oldest", "mglru_tiers_rework", "mglru_promote_second_sighting",
-        "shmem_swapin_skip_swapcache"}
+        "shmem_swapin_skip_swapcache", "memcg_stock_multi"}
     assert names["mglru_aging_feedback_rework"][:2] == (False, True)
     assert names["pgscan_proactive"] == (False, True, "rule")
     assert names["swap_shadow_nodes_shrinkable"] == (True, False, "rule")
