@@ -280,15 +280,7 @@ fn putback_holds_of(kernel: &str, locked: usize, flags: u16) -> (Vec<(Site, u64)
         mm.flush_stats(0);
         mm.lruvec_of(2, 0)
     };
-    let s2 = s.clone();
-    s.e.spawn(1000, 0, async move {
-        let mut sc = ScanControl::new(32, Some(2), false);
-        sc.priority = 0;
-        // prepare_scan_control's verdict when the inactive lists are low.
-        sc.may_deactivate = 3;
-        s2.shrink_lruvec(lv, &mut sc).await;
-    });
-    s.e.run_until(1_000_000, 1 << 20, &mut |_| true);
+    shrink_lruvec_at_priority_0(&s, lv);
     let mm = s.mm.borrow();
     let cost = [2u16, 1, 0].map(|m| mm.lruvecs[mm.lruvec_of(m, 0) as usize].file_cost);
     let sites =
@@ -388,6 +380,15 @@ fn reclaiming_page_cache_takes_each_folio_off_nr_file_pages_once() {
     let file_pages =
         |s: &Sim| s.mm.borrow().lruvecs[lv as usize].stat[NodeStat::NrFilePages as usize];
     assert_eq!(file_pages(&s), 32);
+    shrink_lruvec_at_priority_0(&s, lv);
+    let left = s.mm.borrow().lruvecs[lv as usize].stat[NodeStat::NrInactiveFile as usize];
+    assert_eq!(left, 0, "every folio reclaimed");
+    assert_eq!(file_pages(&s), 0);
+}
+
+/// One shrink_lruvec of 32 pages for memcg 2 at priority 0, with may_deactivate as
+/// prepare_scan_control sets it when the inactive lists are low, run to its end.
+fn shrink_lruvec_at_priority_0(s: &Rc<Sim>, lv: reclaimsim_core::mm::LruvecId) {
     let s2 = s.clone();
     s.e.spawn(1000, 0, async move {
         let mut sc = ScanControl::new(32, Some(2), false);
@@ -396,7 +397,4 @@ fn reclaiming_page_cache_takes_each_folio_off_nr_file_pages_once() {
         s2.shrink_lruvec(lv, &mut sc).await;
     });
     s.e.run_until(1_000_000, 1 << 20, &mut |_| true);
-    let left = s.mm.borrow().lruvecs[lv as usize].stat[NodeStat::NrInactiveFile as usize];
-    assert_eq!(left, 0, "every folio reclaimed");
-    assert_eq!(file_pages(&s), 0);
 }
