@@ -245,7 +245,9 @@ impl Mm {
         m.kmem_pages -= pages;
         self.memcg_rstat_updated(memcg, pages);
         if pages == 0 {
-        } else if self.memcg_is_root(memcg) {
+            return;
+        }
+        if self.memcg_is_root(memcg) {
             self.page_counter_uncharge(memcg, pages);
         } else {
             self.refill_stock(cpu, memcg, pages);
