@@ -136,6 +136,25 @@ pub fn zeroed_table<T: bytemuck::Zeroable>(n: usize) -> Vec<T> {
     v
 }
 
+/// Vec::resize of a table to `n` elements with zeros, for tables that grow during a run
+/// (a trace replay's page cache and id map): once the table reaches a huge page, each
+/// reallocation goes to a new [`zeroed_table`] of at least twice the capacity, so the
+/// table keeps to huge pages (a Vec's own reallocation moves the old 4 KiB pages along).
+/// Contents and results are those of Vec::resize.
+pub fn grow_table<T: bytemuck::Zeroable + Copy>(v: &mut Vec<T>, n: usize) {
+    if n <= v.len() {
+        return;
+    }
+    if n > v.capacity() && std::mem::size_of::<T>() * n >= HUGE_PAGE {
+        let mut t: Vec<T> = zeroed_table(n.max(v.capacity() * 2));
+        t[..v.len()].copy_from_slice(v);
+        t.truncate(n);
+        *v = t;
+    } else {
+        v.resize(n, T::zeroed());
+    }
+}
+
 /// The host's huge page (x86-64, and arm64 with 4 KiB pages).
 const HUGE_PAGE: usize = 2 << 20;
 
@@ -325,5 +344,45 @@ mod tests {
         // A table smaller than a huge page is not advised.
         let small: Vec<u32> = zeroed_table(1000);
         assert!(!vm_flags_at(small.as_ptr() as usize).contains(" hg"));
+    }
+
+    #[test]
+    fn a_growing_table_keeps_its_contents_and_moves_to_advised_memory_past_a_huge_page() {
+        // Below a huge page it grows as Vec::resize does.
+        let mut t: Vec<u64> = (1..=1000).collect();
+        grow_table(&mut t, 1500);
+        assert_eq!(t.len(), 1500);
+        assert!(t[..1000]
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == i as u64 + 1));
+        assert!(t[1000..].iter().all(|&x| x == 0));
+        // Growing past 2 MiB (262,144 u64; here to 8 MB) reallocates to at least twice the capacity, the
+        // contents copied and the rest zero.
+        let cap = t.capacity();
+        grow_table(&mut t, 1_000_000);
+        assert_eq!(t.len(), 1_000_000);
+        assert!(t.capacity() >= 1_000_000.max(2 * cap));
+        assert!(t[..1000]
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == i as u64 + 1));
+        assert!(t[1000..].iter().all(|&x| x == 0));
+        // A shorter length is a no-op (Vec::resize would truncate; the tables only grow).
+        grow_table(&mut t, 10);
+        assert_eq!(t.len(), 1_000_000);
+        // Within the capacity it stays where it is, zeros appended.
+        t[999_999] = 7;
+        let at = t.as_ptr();
+        let c = t.capacity();
+        grow_table(&mut t, c);
+        assert_eq!(t.as_ptr(), at);
+        assert_eq!(t[999_999], 7);
+        assert!(t[1_000_000..].iter().all(|&x| x == 0));
+        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            // 8 MB: its first whole huge page is advised.
+            let first = (at as usize).next_multiple_of(HUGE_PAGE);
+            assert!(vm_flags_at(first).contains(" hg"), "{}", vm_flags_at(first));
+        }
     }
 }

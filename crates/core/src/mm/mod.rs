@@ -246,7 +246,7 @@ impl MmStruct {
     /// Extend the area to `pages` pages (a trace workload's area grows with its objects).
     pub fn grow(&mut self, pages: usize) {
         if pages > self.ptes.len() {
-            self.ptes.resize(pages, 0);
+            mm_types::grow_table(&mut self.ptes, pages);
             self.pte_tables.resize(pages.div_ceil(PTRS_PER_PTE), false);
             self.pmd_young
                 .resize(pages.div_ceil(PTRS_PER_PTE).div_ceil(64), 0);
@@ -326,7 +326,7 @@ impl File {
         if pages <= self.cache.len() {
             return;
         }
-        self.cache.resize(pages, 0);
+        mm_types::grow_table(&mut self.cache, pages);
         self.leaves.grow(pages);
         let mut span = pages;
         let mut level = 0;

@@ -11,6 +11,7 @@ use crate::scenario::PAGE_SIZE;
 /// DENSE_IDS are looked up by index (traces usually number objects densely), the rest in
 /// a hash map.
 pub struct PageMap {
+    /// By id: (first page, pages); (0, 0) is an empty slot (no object has zero pages).
     dense: Vec<(u32, u32)>,
     sparse: rustc_hash::FxHashMap<u64, (u32, u32)>,
     next_page: u64,
@@ -36,9 +37,6 @@ impl Default for PageMap {
 
 /// Ids below this are looked up by index (8 bytes per id up to the largest seen).
 const DENSE_IDS: u64 = 1 << 26;
-
-/// An empty dense slot (no object has zero pages).
-const NO_OBJECT: (u32, u32) = (0, 0);
 
 /// Host bytes of one sparse id (a hash entry of 16 bytes at its load factor, and the
 /// table's doubling).
@@ -121,7 +119,7 @@ impl PageMap {
         if req.obj < DENSE_IDS {
             let i = req.obj as usize;
             if i >= self.dense.len() {
-                self.dense.resize(dense as usize, NO_OBJECT);
+                crate::mm::mm_types::grow_table(&mut self.dense, dense as usize);
             }
             self.dense[i] = v;
         } else {
