@@ -64,7 +64,7 @@ impl Mm {
             ..
         } = self;
         let l = &mut lruvecs[lv as usize];
-        if !super::lru_gen::lru_gen_add_folio(pages, l, pfn, false, rules) {
+        if !(l.lrugen.enabled && super::lru_gen::lru_gen_add_folio(pages, l, pfn, false, rules)) {
             lruvec_add_folio_untracked(pages, l, pfn);
         }
         let link = self.pages.links[pfn as usize];
@@ -83,7 +83,7 @@ impl Mm {
             ..
         } = self;
         let l = &mut lruvecs[lv as usize];
-        if !super::lru_gen::lru_gen_add_folio(pages, l, pfn, true, rules) {
+        if !(l.lrugen.enabled && super::lru_gen::lru_gen_add_folio(pages, l, pfn, true, rules)) {
             lruvec_add_folio_tail_untracked(pages, l, pfn);
         }
         let link = self.pages.links[pfn as usize];
@@ -113,19 +113,16 @@ impl Mm {
         if !self.lines.armed() {
             return;
         }
-        let p = &self.pages[pfn as usize];
-        let lru = p.lru_list();
+        let lru = self.pages[pfn as usize].lru_list();
         if lru == LRU_UNEVICTABLE {
             return;
         }
+        // The folio's own lruvec: its memcg and node are the folio's.
+        let l = &self.lruvecs[lv as usize];
         // lru_gen_del_folio leaves PG_active on a folio of an active generation: under
         // MGLRU the add and the delete must count on the same (inactive) list.
-        let lru = if self.lruvecs[lv as usize].lrugen.enabled {
-            lru & !1
-        } else {
-            lru
-        };
-        let (memcg, nid) = (p.memcg, self.pfn_node(pfn));
+        let lru = if l.lrugen.enabled { lru & !1 } else { lru };
+        let (memcg, nid) = (l.memcg, l.node);
         self.stat_pending
             .push_held(memcg, nid, super::memcontrol::StatKind::lru(lru), delta);
     }
