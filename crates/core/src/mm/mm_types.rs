@@ -137,7 +137,7 @@ pub fn zeroed_table<T: bytemuck::Zeroable>(n: usize) -> Vec<T> {
 }
 
 /// Vec::resize of a table to `n` elements with zeros, for tables that grow during a run
-/// (a trace replay's page cache and id map): once the table reaches a huge page, each
+/// (a trace replay's page cache, id map and PTEs): once the table reaches a huge page, each
 /// reallocation goes to a new [`zeroed_table`] of at least twice the capacity, so the
 /// table keeps to huge pages (a Vec's own reallocation moves the old 4 KiB pages along).
 /// Contents and results are those of Vec::resize.
@@ -357,8 +357,8 @@ mod tests {
             .enumerate()
             .all(|(i, &x)| x == i as u64 + 1));
         assert!(t[1000..].iter().all(|&x| x == 0));
-        // Growing past 2 MiB (262,144 u64; here to 8 MB) reallocates to at least twice the capacity, the
-        // contents copied and the rest zero.
+        // Growing past 2 MiB (262,144 u64; here to 8 MB) reallocates to at least twice
+        // the capacity, the contents copied and the rest zero.
         let cap = t.capacity();
         grow_table(&mut t, 1_000_000);
         assert_eq!(t.len(), 1_000_000);
