@@ -348,41 +348,49 @@ mod tests {
 
     #[test]
     fn a_growing_table_keeps_its_contents_and_moves_to_advised_memory_past_a_huge_page() {
+        let counting = |t: &[u64], upto: usize| {
+            t[..upto]
+                .iter()
+                .enumerate()
+                .all(|(i, &x)| x == i as u64 + 1)
+        };
         // Below a huge page it grows as Vec::resize does.
         let mut t: Vec<u64> = (1..=1000).collect();
         grow_table(&mut t, 1500);
         assert_eq!(t.len(), 1500);
-        assert!(t[..1000]
-            .iter()
-            .enumerate()
-            .all(|(i, &x)| x == i as u64 + 1));
+        assert!(counting(&t, 1000));
         assert!(t[1000..].iter().all(|&x| x == 0));
-        // Growing past 2 MiB (262,144 u64; here to 8 MB) reallocates to at least twice
-        // the capacity, the contents copied and the rest zero.
-        let cap = t.capacity();
+        // Growing past 2 MiB (262,144 u64; here to 8 MB) reallocates, the contents copied
+        // and the rest zero.
         grow_table(&mut t, 1_000_000);
         assert_eq!(t.len(), 1_000_000);
-        assert!(t.capacity() >= 1_000_000.max(2 * cap));
-        assert!(t[..1000]
-            .iter()
-            .enumerate()
-            .all(|(i, &x)| x == i as u64 + 1));
+        assert!(t.capacity() >= 1_000_000);
+        assert!(counting(&t, 1000));
         assert!(t[1000..].iter().all(|&x| x == 0));
-        // A shorter length is a no-op (Vec::resize would truncate; the tables only grow).
-        grow_table(&mut t, 10);
-        assert_eq!(t.len(), 1_000_000);
-        // Within the capacity it stays where it is, zeros appended.
+        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            // Its first whole huge page is advised.
+            let first = (t.as_ptr() as usize).next_multiple_of(HUGE_PAGE);
+            assert!(vm_flags_at(first).contains(" hg"), "{}", vm_flags_at(first));
+        }
+        // One past a full capacity: at least twice the capacity, as Vec's growth gives.
         t[999_999] = 7;
+        let cap = t.capacity();
+        grow_table(&mut t, cap + 1);
+        assert_eq!(t.len(), cap + 1);
+        assert!(t.capacity() >= 2 * cap, "{} < 2 x {cap}", t.capacity());
+        assert!(counting(&t, 1000));
+        assert_eq!(t[999_999], 7);
+        assert!(t[1_000_000..].iter().all(|&x| x == 0));
+        // Up to exactly its capacity it stays where it is, zeros appended.
         let at = t.as_ptr();
         let c = t.capacity();
         grow_table(&mut t, c);
         assert_eq!(t.as_ptr(), at);
+        assert_eq!(t.len(), c);
         assert_eq!(t[999_999], 7);
         assert!(t[1_000_000..].iter().all(|&x| x == 0));
-        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
-            // 8 MB: its first whole huge page is advised.
-            let first = (at as usize).next_multiple_of(HUGE_PAGE);
-            assert!(vm_flags_at(first).contains(" hg"), "{}", vm_flags_at(first));
-        }
+        // A shorter length is a no-op (Vec::resize would truncate; the tables only grow).
+        grow_table(&mut t, 10);
+        assert_eq!(t.len(), c);
     }
 }
