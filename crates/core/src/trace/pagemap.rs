@@ -82,10 +82,20 @@ impl PageMap {
     }
 
     /// The pages of a request's object, assigning them if the object is new (then `true`).
+    /// A known object (most requests) is a look-up inlined into the caller; only a new one
+    /// builds the `Result` with its error string out of line.
+    #[inline]
     pub fn map(&mut self, req: &Request) -> std::result::Result<(u32, u32, bool), String> {
-        if let Some((b, p)) = self.get(req.obj) {
-            return Ok((b, p, false));
+        match self.get(req.obj) {
+            Some((b, p)) => Ok((b, p, false)),
+            None => self.map_new(req),
         }
+    }
+
+    /// [`PageMap::map`] of an object not seen before.
+    #[cold]
+    #[inline(never)]
+    fn map_new(&mut self, req: &Request) -> std::result::Result<(u32, u32, bool), String> {
         let pages = object_pages(req.size);
         let end = self.next_page.saturating_add(pages);
         if end > u32::MAX as u64 {

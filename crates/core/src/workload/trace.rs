@@ -438,9 +438,7 @@ impl Replay {
             return None;
         };
         self.pos += 1;
-        // A known object (most requests) without map()'s Result.
-        let known = self.ids.get(req.obj).map(|(b, p)| (b, p, false));
-        let (base, pages, new) = match known.map_or_else(|| self.ids.map(&req), Ok) {
+        let (base, pages, new) = match self.ids.map(&req) {
             Ok(m) => m,
             Err(msg) => {
                 s.fail(Error::Trace {
