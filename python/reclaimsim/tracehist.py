@@ -16,6 +16,7 @@ alone.
         workqueue:workqueue_execute_start:function.sym
         sched:sched_switch:prev_comm,next_comm if prev_state == 0
         vmscan:mm_vmscan_lru_shrink_inactive:priority:nr_scanned,nr_reclaimed
+        kprobes:age:common_timestamp.buckets=100000000   (hits per 100 ms)
     --kprobe 'NAME SYMBOL [FETCHARGS...]'  (an event kprobes:NAME)
         'prio vmpressure_prio prio=%dx:s32'   then  --trace-hist kprobes:prio:prio
 """
@@ -28,7 +29,10 @@ from .sidebyside import KernelRunError
 from .term import printable
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_SPEC = re.compile(rf"^({_NAME}):({_NAME}):([A-Za-z0-9_.,]+)(?::([A-Za-z0-9_,]+))?(?: if (.+))?$")
+# A key is a field with at most one modifier; `.buckets=N` (or `.bucket=N`) groups a
+# number into ranges of N (kernel/trace/trace_events_hist.c, parse_field).
+_KEY = r"[A-Za-z0-9_]+(?:\.(?:[A-Za-z0-9_]+|buckets?=[1-9][0-9]*))?"
+_SPEC = re.compile(rf"^({_NAME}):({_NAME}):({_KEY}(?:,{_KEY})*)(?::([A-Za-z0-9_,]+))?(?: if (.+))?$")
 _KPROBE = re.compile(rf"^({_NAME}) ([A-Za-z0-9_.]+(?:\+[0-9]+)?)((?: [^ ]+)*)$")
 SPEC_FORMAT = "SUBSYSTEM:EVENT:KEYS[:VALS][ if FILTER], e.g. workqueue:workqueue_execute_start:function.sym"
 # The events the model fires (trace_vmscan.rs): the key fields its table has, and the
@@ -100,6 +104,8 @@ def parse_hist(text: str) -> tuple[dict[str, dict[str, int]], int, int]:
             for part in inside.split(", "):
                 name, _, value = part.partition(":")
                 value = re.sub(r"^\[[0-9a-fA-F]+\]\s*", "", value.strip())
+                # A .buckets=N key prints its range as "~ LOW-HIGH".
+                value = re.sub(r"^~\s+(\d+-\d+)$", r"\1", value)
                 parts.append(f"{name.strip()}={' '.join(value.split())}")
             _add(per_key, ",".join(parts), counts)
         elif s.startswith("Hits:"):

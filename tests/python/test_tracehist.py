@@ -136,8 +136,38 @@ def test_specs_become_triggers_on_their_event_directories():
     assert plan["kprobes"] == ["p:prio vmpressure_prio prio=%dx:s32"]
 
 
+BUCKET_TABLE = """\
+# event histogram
+#
+# trigger info: hist:keys=common_timestamp.buckets=100000000:vals=hitcount:sort=hitcount:size=2048 [active]
+#
+
+{ common_timestamp: ~ 2700000000-2799999999 } hitcount:          4
+{ common_timestamp: ~ 12800000000-12899999999 } hitcount:         17
+
+Totals:
+    Hits: 21
+    Entries: 2
+    Dropped: 0
+"""
+
+
+def test_a_bucketed_key_is_its_range():
+    entries = hist_entries(["kprobes:age:common_timestamp.buckets=100000000"])
+    assert entries[0]["trigger"] == "hist:keys=common_timestamp.buckets=100000000"
+    assert entries[0]["keys"] == ["common_timestamp.buckets=100000000"]
+    rows, _ = hist_rows(entries, [BUCKET_TABLE])
+    assert list(rows.items()) == [
+        ("hist:age", 21),
+        ("hist:age{common_timestamp=12800000000-12899999999}", 17),
+        ("hist:age{common_timestamp=2700000000-2799999999}", 4),
+    ]
+
+
 @pytest.mark.parametrize("spec", [
     "sched_switch:prev_comm",             # no subsystem
+    "kprobes:age:common_timestamp.buckets=0",        # an empty bucket
+    "kprobes:age:common_timestamp.usecs.buckets=10",  # two modifiers (the kernel takes one)
     "sched:sched_switch",                 # no keys
     "sched/x:sched_switch:prev_comm",     # a path, not a name
     "sched:sched_switch:prev comm",       # a space in the keys
