@@ -44,6 +44,12 @@ MODEL_EVENTS = {
         ("nr_taken", "nr_active", "nr_deactivated", "nr_referenced"),
     ),
     "vmscan/mm_vmscan_lru_isolate": (("lru", "order"), ("nr_requested", "nr_scanned", "nr_skipped", "nr_taken")),
+    # The shadow-node shrinker's (the model's one), its scan function keyed by symbol.
+    "vmscan/mm_shrink_slab_start": (
+        ("shrink.sym", "nid", "priority"),
+        ("nr_objects_to_shrink", "cache_items", "delta", "total_scan"),
+    ),
+    "vmscan/mm_shrink_slab_end": (("shrink.sym", "nid"), ("unused_scan", "new_scan", "retval", "total_scan")),
 }
 KPROBE_FORMAT = "'NAME SYMBOL[+OFFSET] [FETCHARGS...]', e.g. 'prio vmpressure_prio prio=%dx:s32'"
 
@@ -163,6 +169,11 @@ def model_support(entry: dict) -> str | None:
     return None
 
 
+def _field(key: str) -> str:
+    """A key's field name, as the kernel's table prints it (without its modifier)."""
+    return key.split(".", 1)[0]
+
+
 def model_rows(entries: list[dict], table: list[dict]) -> dict[str, int]:
     """The rows of `entries` (each one the model keeps: model_support) from one run's
     `tracepoints` table, named as hist_rows names the kernel's."""
@@ -171,7 +182,7 @@ def model_rows(entries: list[dict], table: list[dict]) -> dict[str, int]:
         per_key: dict[str, dict[str, int]] = {}
         for r in table:
             if r["event"] == e["name"]:
-                key = ",".join(f"{k}={r[k]}" for k in e["keys"])
+                key = ",".join(f"{_field(k)}={r[_field(k)]}" for k in e["keys"])
                 _add(per_key, key, {f: r[f] for f in ["hitcount", *e["vals"]]})
         rows.update(_table_rows(e["name"], sum(c["hitcount"] for c in per_key.values()), per_key))
     return rows

@@ -289,6 +289,52 @@ def test_the_models_table_is_summed_over_the_keys_the_trigger_names():
     }
 
 
+SHRINKER_TABLE = """\
+# event histogram
+#
+# trigger info: hist:keys=shrink.sym,priority:vals=hitcount,cache_items,total_scan:sort=hitcount:size=2048 [active]
+#
+
+{ shrink: [ffffffff9a2b61d0] scan_shadow_nodes                             , priority:          0 } hitcount:          4  cache_items:       1528  total_scan:       1064
+{ shrink: [ffffffff9a2b61d0] scan_shadow_nodes                             , priority:          1 } hitcount:          9  cache_items:       2008  total_scan:       1271
+
+Totals:
+    Hits: 13
+    Entries: 2
+    Dropped: 0
+"""
+
+
+def test_the_shrinker_rows_of_both_sides_are_named_alike():
+    # The kernel's .sym key prints the address and the symbol; the model's table names its
+    # one shrinker by the symbol: the rows line up.
+    e = hist_entries(["vmscan:mm_shrink_slab_start:shrink.sym,priority:cache_items,total_scan"])
+    assert model_support(e[0]) is None
+    kernel, _ = hist_rows(e, [SHRINKER_TABLE])
+    table = [
+        {"event": "mm_shrink_slab_start", "shrink": "scan_shadow_nodes", "nid": 0, "priority": 1, "hitcount": 9,
+         "nr_objects_to_shrink": 500, "cache_items": 1939, "delta": 960, "total_scan": 1290},
+        {"event": "mm_shrink_slab_start", "shrink": "scan_shadow_nodes", "nid": 0, "priority": 0, "hitcount": 5,
+         "nr_objects_to_shrink": 300, "cache_items": 1583, "delta": 780, "total_scan": 1117},
+        {"event": "mm_shrink_slab_end", "shrink": "scan_shadow_nodes", "nid": 0, "hitcount": 9,
+         "unused_scan": 500, "new_scan": 100, "retval": 700, "total_scan": 30},
+    ]
+    model = model_rows(e, table)
+    assert list(model) == list(kernel)
+    assert model["hist:mm_shrink_slab_start{shrink=scan_shadow_nodes,priority=1}.cache_items"] == 1939
+    assert kernel["hist:mm_shrink_slab_start{shrink=scan_shadow_nodes,priority=1}.cache_items"] == 2008
+    # The end event has no priority; a shrinker keyed by address is the kernel's alone.
+    assert "no field priority" in model_support(hist_entries(["vmscan:mm_shrink_slab_end:priority"])[0])
+    end = hist_entries(["vmscan:mm_shrink_slab_end:shrink.sym:retval"])
+    assert model_rows(end, table) == {
+        "hist:mm_shrink_slab_end": 9,
+        "hist:mm_shrink_slab_end.retval": 700,
+        "hist:mm_shrink_slab_end{shrink=scan_shadow_nodes}": 9,
+        "hist:mm_shrink_slab_end{shrink=scan_shadow_nodes}.retval": 700,
+    }
+    assert "no field shrink" in model_support(hist_entries(["vmscan:mm_shrink_slab_start:shrink"])[0])
+
+
 @pytest.mark.parametrize("lru", ["classic", "mglru"])
 def test_kernel_run_vm_sets_the_models_table_beside_the_kernels(monkeypatch, tmp_path, lru):
     """The model side runs for real (calib-zipf cut short; the guest is 6.12, whose MGLRU

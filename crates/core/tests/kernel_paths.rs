@@ -500,6 +500,8 @@ fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
     // The statistics flushed after the reclaim: count_shadow_nodes reads them (the next
     // test is about a count that reads them stale).
     s.mm.borrow_mut().flush_stats(0);
+    // The shrinker's tracepoints counted from here (`tracepoints = true`).
+    s.mm.borrow_mut().trace_hist = Some(Default::default());
     assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 100);
     assert_eq!(s.mm.borrow_mut().count_shadow_nodes(A, 0), 99);
     let nodereclaim =
@@ -510,11 +512,27 @@ fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
     // batch of 128 walks the list and frees all 100 nodes.
     for (call, freed) in [(1, 0), (2, 0), (3, 100)] {
         run_probe(&s, 0, 0, move |s| async move {
-            s.shrink_slab(A, 0);
+            s.shrink_slab(A, 0, 0);
         });
         assert_eq!(nodereclaim(&s), freed, "after call {call}");
     }
     assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 0);
+    // do_shrink_slab's two tracepoints over the three calls, from the arithmetic above:
+    // start (nr taken, freeable, delta, total_scan) = (0, 99, 49, 49), (49, 99, 49, 98),
+    // (98, 99, 49, 147); end (nr taken, deferred left, freed, scan not done) =
+    // (0, 49, 0, 49), (49, 98, 0, 98), (98, 98 + 49 - 128 = 19, 100, 147 - 128 = 19).
+    let table = s.mm.borrow().trace_hist.as_ref().unwrap().report();
+    assert_eq!(
+        table,
+        vec![
+            serde_json::json!({"event": "mm_shrink_slab_start", "shrink": "scan_shadow_nodes",
+                "nid": 0, "priority": 0, "hitcount": 3, "nr_objects_to_shrink": 147,
+                "cache_items": 297, "delta": 147, "total_scan": 294}),
+            serde_json::json!({"event": "mm_shrink_slab_end", "shrink": "scan_shadow_nodes",
+                "nid": 0, "hitcount": 3, "unused_scan": 147, "new_scan": 166, "retval": 100,
+                "total_scan": 166}),
+        ]
+    );
     // The refault of a page whose shadow went with its node is not detected.
     run_probe(&s, 0, 0, move |s| async move {
         s.filemap_read(file, 7, A, 0).await;
@@ -543,7 +561,7 @@ fn shadow_nodes_freed_after_a_flush(version: &str, at: u64) -> i64 {
     assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 100);
     for _ in 0..3 {
         run_probe(&s, 0, at, move |s| async move {
-            s.shrink_slab(A, 0);
+            s.shrink_slab(A, 0, 0);
         });
     }
     let mm = s.mm.borrow();
@@ -654,7 +672,7 @@ fn swap_shadows_at(version: &str) -> (u64, Vec<i64>, i64, u64) {
     let mut nodereclaim = Vec::new();
     for m in [A, A, 0, 0] {
         run_probe(&s, 0, 0, move |s| async move {
-            s.shrink_slab(m, 0);
+            s.shrink_slab(m, 0, 0);
         });
         let mm = s.mm.borrow();
         nodereclaim

@@ -108,10 +108,23 @@ fn the_traced_sums_are_the_kernels_counters() {
     // Both events fired, at priorities reclaim can have, on the one node.
     assert!(sum(t, inactive, "hitcount") > 0 && sum(t, active, "hitcount") > 0);
     for row in t.iter().filter(|r| r["event"] != ISOLATE) {
+        assert_eq!(row["nid"], 0);
+        if row["event"] == "mm_shrink_slab_end" {
+            continue; // no priority field
+        }
         let p = row["priority"].as_i64().unwrap();
         assert!((0..=12).contains(&p), "priority {p}");
-        assert_eq!(row["nid"], 0);
     }
+    // Each node the shadow shrinker frees counts WORKINGSET_NODERECLAIM (shadow_lru_isolate)
+    // and one in the scan's return, mm_shrink_slab_end's retval; it fired once per start.
+    assert_eq!(
+        sum(t, "mm_shrink_slab_end", "retval"),
+        get("workingset_nodereclaim")
+    );
+    assert_eq!(
+        sum(t, "mm_shrink_slab_end", "hitcount"),
+        sum(t, "mm_shrink_slab_start", "hitcount")
+    );
 }
 
 #[test]
@@ -125,8 +138,9 @@ fn no_table_unless_asked() {
 /// which is PGSTEAL_ANON + PGSTEAL_FILE (counted from the same values), and the batch's
 /// nr_scanned: what scan_folios looked at, at least what it isolated (PGSCAN_ANON +
 /// PGSCAN_FILE under MGLRU), counted again on a retry pass. MGLRU has no active list:
-/// no mm_vmscan_lru_shrink_active. 6.1's MGLRU fires nothing, nor does a later version
-/// with the rule off.
+/// no mm_vmscan_lru_shrink_active. 6.1's MGLRU fires none of the LRU's events, nor does
+/// a later version with the rule off (the shadow shrinker's, which are no LRU's, fire on
+/// every version).
 #[test]
 fn mglru_fires_shrink_inactive_from_evict_folios_from_6_12_on() {
     let inactive = "mm_vmscan_lru_shrink_inactive";
@@ -142,14 +156,20 @@ fn mglru_fires_shrink_inactive_from_evict_folios_from_6_12_on() {
         assert_eq!(sum(t, "mm_vmscan_lru_shrink_active", "hitcount"), 0);
         assert!(t
             .iter()
-            .all(|row| row["event"] == inactive || row["event"] == ISOLATE));
+            .all(|row| row["event"] == inactive || row["event"] == ISOLATE || is_shrinker(row)));
     }
     let off = "rules = { mglru_vmscan_tracepoints = false }";
     for (version, extra) in [("6.1", ""), ("6.12", off)] {
         let r = run_toml(&versioned("mglru", true, version, extra), true);
-        assert_eq!(r["tracepoints"], serde_json::json!([]), "{version} {extra}");
+        let t = r["tracepoints"].as_array().expect("a tracepoints table");
+        assert!(t.iter().all(is_shrinker), "{version} {extra}");
         assert!(r["vmstat"]["pgsteal_anon"].as_u64().unwrap() > 0);
     }
+}
+
+/// A row of the shadow shrinker's events (do_shrink_slab's, not the LRU's).
+fn is_shrinker(row: &Value) -> bool {
+    row["event"] == "mm_shrink_slab_start" || row["event"] == "mm_shrink_slab_end"
 }
 
 /// isolate_lru_folios fires mm_vmscan_lru_isolate for every isolation, from either list:

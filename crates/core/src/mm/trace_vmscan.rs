@@ -26,7 +26,15 @@
 //! included, and nr_skipped the folios isolate_folio refused (mm/lru_gen/eviction.rs).
 //! The classic isolate_lru_folios' nr_skipped counts folios of zones above the
 //! reclaim's highest zone, which the model, one zone per node, never has: always 0.
-//! Simplified: these three events only; the rest are not fired, and the front says so.
+//!
+//! shrink_slab's do_shrink_slab fires mm_shrink_slab_start once the shrinker counted
+//! something to free (after count_objects, with the deferred work it took, the count, the
+//! new work and the scan total it settled on) and mm_shrink_slab_end after its batches
+//! (what it freed, the deferred work it took and left, the scan it did not do), both
+//! keyed by the shrinker's scan function as a `.sym` key prints it: the model has one
+//! shrinker, the shadow nodes' (mm/workingset.c's scan_shadow_nodes); the kernel's
+//! other memcg-aware shrinkers (a filesystem's dentries and inodes) are not modeled.
+//! Simplified: these five events only; the rest are not fired, and the front says so.
 
 use std::collections::BTreeMap;
 
@@ -39,7 +47,15 @@ pub enum Tracepoint {
     LruShrinkActive,
     /// mm_vmscan_lru_isolate: nr_requested, nr_scanned, nr_skipped, nr_taken.
     LruIsolate,
+    /// mm_shrink_slab_start: nr_objects_to_shrink, cache_items, delta, total_scan.
+    ShrinkSlabStart,
+    /// mm_shrink_slab_end: unused_scan, new_scan, retval, total_scan.
+    ShrinkSlabEnd,
 }
+
+/// The `shrink` field of the shrinker events (shr->scan_objects, printed by a `.sym` key):
+/// the one shrinker the model has.
+pub const SHADOW_SHRINKER: &str = "scan_shadow_nodes";
 
 impl Tracepoint {
     /// The event's name under tracing/events/vmscan.
@@ -48,15 +64,28 @@ impl Tracepoint {
             Tracepoint::LruShrinkInactive => "mm_vmscan_lru_shrink_inactive",
             Tracepoint::LruShrinkActive => "mm_vmscan_lru_shrink_active",
             Tracepoint::LruIsolate => "mm_vmscan_lru_isolate",
+            Tracepoint::ShrinkSlabStart => "mm_shrink_slab_start",
+            Tracepoint::ShrinkSlabEnd => "mm_shrink_slab_end",
         }
     }
 
-    /// The key fields, in the order `hit` takes them.
-    pub fn keys(self) -> [&'static str; 2] {
+    /// The numeric key fields, in the order `hit` takes them (the rest of its key 0).
+    pub fn keys(self) -> &'static [&'static str] {
         match self {
-            Tracepoint::LruShrinkInactive | Tracepoint::LruShrinkActive => ["nid", "priority"],
-            Tracepoint::LruIsolate => ["lru", "order"],
+            Tracepoint::LruShrinkInactive | Tracepoint::LruShrinkActive => &["nid", "priority"],
+            Tracepoint::LruIsolate => &["lru", "order"],
+            Tracepoint::ShrinkSlabStart => &["nid", "priority"],
+            Tracepoint::ShrinkSlabEnd => &["nid"],
         }
+    }
+
+    /// The shrinker events' `shrink` key (the same in every entry: one shrinker).
+    fn shrink(self) -> Option<&'static str> {
+        matches!(
+            self,
+            Tracepoint::ShrinkSlabStart | Tracepoint::ShrinkSlabEnd
+        )
+        .then_some(SHADOW_SHRINKER)
     }
 
     /// The value fields, in the order `hit` takes them.
@@ -67,6 +96,10 @@ impl Tracepoint {
                 &["nr_taken", "nr_active", "nr_deactivated", "nr_referenced"]
             }
             Tracepoint::LruIsolate => &["nr_requested", "nr_scanned", "nr_skipped", "nr_taken"],
+            Tracepoint::ShrinkSlabStart => {
+                &["nr_objects_to_shrink", "cache_items", "delta", "total_scan"]
+            }
+            Tracepoint::ShrinkSlabEnd => &["unused_scan", "new_scan", "retval", "total_scan"],
         }
     }
 }
@@ -82,8 +115,8 @@ pub struct TraceHist {
 
 impl TraceHist {
     /// One firing of `tp` with its key fields (in `tp.keys()` order: the shrink events'
-    /// nid and priority, mm_vmscan_lru_isolate's lru and order) and its value fields (in
-    /// `tp.vals()` order; the rest 0).
+    /// nid and priority, mm_vmscan_lru_isolate's lru and order, mm_shrink_slab_end's nid
+    /// and 0) and its value fields (in `tp.vals()` order; the rest 0).
     pub fn hit(&mut self, tp: Tracepoint, key: [i64; 2], vals: [u64; 4]) {
         let e = self.entries.entry((tp, key)).or_default();
         e.0 += 1;
@@ -98,6 +131,9 @@ impl TraceHist {
             .iter()
             .map(|(&(tp, key), &(hits, sums))| {
                 let mut row = serde_json::json!({ "event": tp.name() });
+                if let Some(shrink) = tp.shrink() {
+                    row["shrink"] = shrink.into();
+                }
                 for (name, k) in tp.keys().iter().zip(key) {
                     row[*name] = k.into();
                 }

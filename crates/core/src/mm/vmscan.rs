@@ -1464,7 +1464,7 @@ impl Sim {
                 mm.lruvec_of(memcg, node)
             };
             self.shrink_lruvec(lv, sc).await;
-            sc.reclaim_state += self.shrink_slab(memcg, sc.priority);
+            sc.reclaim_state += self.shrink_slab(memcg, node, sc.priority);
             if self.current_killed() {
                 break;
             }

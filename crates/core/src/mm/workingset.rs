@@ -267,8 +267,11 @@ impl Sim {
     /// deferred work scaled down by the priority, capped at twice the excess, scanned in
     /// batches of SHRINK_BATCH; what is left is deferred to the next call). Returns the
     /// slab pages the freed nodes released, which the kernel's slab allocator counts in
-    /// current->reclaim_state (the caller adds them to its sc.reclaim_state).
-    pub fn shrink_slab(&self, m: MemcgId, priority: i32) -> u64 {
+    /// current->reclaim_state (the caller adds them to its sc.reclaim_state). Fires
+    /// mm_shrink_slab_start and mm_shrink_slab_end where do_shrink_slab does, with `node`
+    /// (the reclaim's) as their nid.
+    pub fn shrink_slab(&self, m: MemcgId, node: u32, priority: i32) -> u64 {
+        use super::trace_vmscan::Tracepoint;
         let mut mm = self.mm.borrow_mut();
         let freeable = mm.count_shadow_nodes(m, self.e.now());
         if freeable == 0 {
@@ -277,18 +280,31 @@ impl Sim {
         let nr = std::mem::take(&mut mm.memcgs[m as usize].shadow_deferred);
         let delta = freeable / 2;
         let mut total_scan = ((nr >> priority.clamp(0, 63)) + delta).min(2 * freeable);
-        let mut scanned = 0;
+        if let Some(t) = mm.trace_hist.as_mut() {
+            let vals = [nr, freeable, delta, total_scan];
+            t.hit(
+                Tracepoint::ShrinkSlabStart,
+                [node.into(), priority.into()],
+                vals,
+            );
+        }
+        let (mut scanned, mut freed) = (0, 0);
         let mut slab_pages = 0;
         while total_scan >= SHRINK_BATCH || total_scan >= freeable {
             let n = total_scan.min(SHRINK_BATCH);
-            let (freed, pages) = mm.scan_shadow_nodes(self.e.cpu(), m, n);
-            self.e.charge(freed * self.c.list_op);
+            let (nodes, pages) = mm.scan_shadow_nodes(self.e.cpu(), m, n);
+            self.e.charge(nodes * self.c.list_op);
+            freed += nodes;
             slab_pages += pages;
             total_scan -= n;
             scanned += n;
         }
-        mm.memcgs[m as usize].shadow_deferred =
-            (nr + delta).saturating_sub(scanned).min(2 * freeable);
+        let next_deferred = (nr + delta).saturating_sub(scanned).min(2 * freeable);
+        mm.memcgs[m as usize].shadow_deferred = next_deferred;
+        if let Some(t) = mm.trace_hist.as_mut() {
+            let vals = [nr, next_deferred, freed, total_scan];
+            t.hit(Tracepoint::ShrinkSlabEnd, [node.into(), 0], vals);
+        }
         slab_pages
     }
 

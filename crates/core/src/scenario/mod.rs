@@ -76,7 +76,8 @@ pub struct Scenario {
     pub observe: crate::engine::perf_lock::Observe,
     /// Count the vmscan tracepoints the model fires (mm_vmscan_lru_shrink_inactive and
     /// mm_vmscan_lru_shrink_active per node and priority, mm_vmscan_lru_isolate per list
-    /// and order), as a hist trigger counts them:
+    /// and order, mm_shrink_slab_start per node and priority and mm_shrink_slab_end per
+    /// node, both of the shadow-node shrinker), as a hist trigger counts them:
     /// the result's `tracepoints` table (mm/trace_vmscan.rs). kernel-run --vm --trace-hist
     /// sets it for the model beside the kernel.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -1008,10 +1008,10 @@ impl Sim {
     /// next time reclaimed with MEMCG_LOW. After reclaim: aged means young; not aged but
     /// sizable means stay; otherwise once to the tail, then young.
     async fn shrink_one(&self, lv: LruvecId, sc: &mut ScanControl) -> MemcgLruOp {
-        let (memcg, seg) = {
+        let (memcg, node, seg) = {
             let mm = self.mm.borrow();
             let l = &mm.lruvecs[lv as usize];
-            (l.memcg, l.lrugen.seg)
+            (l.memcg, l.node, l.lrugen.seg)
         };
         {
             let mut mm = self.mm.borrow_mut();
@@ -1026,7 +1026,7 @@ impl Sim {
             }
         }
         let aged = self.try_to_shrink_lruvec(lv, sc).await;
-        sc.reclaim_state += self.shrink_slab(memcg, sc.priority);
+        sc.reclaim_state += self.shrink_slab(memcg, node, sc.priority);
         self.flush_reclaim_state(sc);
         if aged {
             return MemcgLruOp::Young;
@@ -1126,7 +1126,7 @@ impl Sim {
             if let Some(lv) = self.memcg_iter_protected(target, memcg, node, sc) {
                 self.try_to_shrink_lruvec(lv, sc).await;
                 // The patch's shrink_one: shrink_slab, then flush_reclaim_state.
-                sc.reclaim_state += self.shrink_slab(memcg, sc.priority);
+                sc.reclaim_state += self.shrink_slab(memcg, node, sc.priority);
                 self.flush_reclaim_state(sc);
                 if self.mm.borrow().should_abort_scan(lv, sc) || self.current_killed() {
                     break;
