@@ -544,6 +544,80 @@ fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
     );
 }
 
+#[test]
+fn the_shadow_shrinker_defers_what_it_does_not_scan_scaled_by_priority_and_capped() {
+    use reclaimsim_core::mm::vmstat::NodeStat;
+    // As above: 100 nodes of shadows only, 99 of them freeable.
+    let s = machine("1G", None, "");
+    s.fixture_file_folios(A, 0, 6400, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(&s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(6400, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    s.mm.borrow_mut().flush_stats(0);
+    s.mm.borrow_mut().trace_hist = Some(Default::default());
+    let nodereclaim =
+        |s: &Sim| s.mm.borrow().lruvecs[lv as usize].stat[NodeStat::WorkingsetNodereclaim as usize];
+    // At DEF_PRIORITY the deferred work counts for nr >> 12 = 0: each call's scan is its
+    // delta, 49, below a batch and the freeable count, so nothing is scanned and the
+    // deferred work grows by 49 a call, 49, 98, 147, 196, until capped at twice the
+    // freeable count: min(245, 198).
+    for (call, deferred) in [(1, 49), (2, 98), (3, 147), (4, 196), (5, 198)] {
+        run_probe(&s, 0, 0, move |s| async move {
+            s.shrink_slab(A, 0, 12);
+        });
+        assert_eq!(nodereclaim(&s), 0, "call {call}");
+        assert_eq!(
+            s.mm.borrow().memcgs[A as usize].shadow_deferred,
+            deferred,
+            "after call {call}"
+        );
+    }
+    // At priority 1: 198 >> 1 + 49 = 148 to scan: one batch of 128 frees the 100 nodes
+    // (each a list operation of the shrinker's time), 20 left undone, and the deferred
+    // work is 198 + 49 - 128 = 119.
+    let spent = Rc::new(std::cell::Cell::new(0));
+    let sp = spent.clone();
+    run_probe(&s, 0, 0, move |s| async move {
+        let t0 = s.e.now();
+        s.shrink_slab(A, 0, 1);
+        sp.set(s.e.now() - t0);
+    });
+    assert_eq!(nodereclaim(&s), 100);
+    assert_eq!(spent.get(), 100 * s.c.list_op);
+    assert_eq!(s.mm.borrow().memcgs[A as usize].shadow_deferred, 119);
+    let table = s.mm.borrow().trace_hist.as_ref().unwrap().report();
+    let row = |event: &str, priority: Option<i64>| {
+        table
+            .iter()
+            .find(|r| r["event"] == event && priority.is_none_or(|p| r["priority"] == p))
+            .cloned()
+            .unwrap()
+    };
+    let start = row("mm_shrink_slab_start", Some(1));
+    assert_eq!(
+        (
+            start["hitcount"].as_u64(),
+            start["nr_objects_to_shrink"].as_u64(),
+            start["total_scan"].as_u64()
+        ),
+        (Some(1), Some(198), Some(148))
+    );
+    let start12 = row("mm_shrink_slab_start", Some(12));
+    assert_eq!(start12["total_scan"].as_u64(), Some(5 * 49));
+    let end = row("mm_shrink_slab_end", None);
+    assert_eq!(
+        (
+            end["hitcount"].as_u64(),
+            end["retval"].as_u64(),
+            end["new_scan"].as_u64()
+        ),
+        (Some(6), Some(100), Some(49 + 98 + 147 + 196 + 198 + 119))
+    );
+}
+
 /// 6400 file pages of /a at `version`, the memcg statistics flushed with them resident,
 /// all 6400 reclaimed, then three shadow-shrinker calls at priority 0 at time `at`: the
 /// WORKINGSET_NODERECLAIM after them.
