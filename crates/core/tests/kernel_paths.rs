@@ -482,6 +482,23 @@ fn memory_swap_max_limits_swap_out_and_anon_scanning() {
     assert_eq!(balance, reclaimsim_core::mm::vmscan::ScanBalance::File);
 }
 
+/// 6400 file pages of /a, one file, all reclaimed: 100 leaf nodes holding shadow entries
+/// only; the statistics flushed after the reclaim (count_shadow_nodes reads them) and the
+/// shrinker's tracepoints counted from then on (`tracepoints = true`). Returns the file
+/// and /a's lruvec.
+fn shadow_nodes_only(s: &Rc<Sim>) -> (u32, reclaimsim_core::mm::LruvecId) {
+    let (file, _) = s.fixture_file_folios(A, 0, 6400, 0);
+    let lv = s.mm.borrow().lruvec_of(A, 0);
+    run_probe(s, 0, 0, move |s| async move {
+        let mut sc = ScanControl::new(6400, Some(A), false);
+        sc.priority = 0;
+        s.shrink_lruvec(lv, &mut sc).await;
+    });
+    s.mm.borrow_mut().flush_stats(0);
+    s.mm.borrow_mut().trace_hist = Some(Default::default());
+    (file, lv)
+}
+
 #[test]
 fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
     use reclaimsim_core::mm::vmstat::NodeStat;
@@ -490,18 +507,7 @@ fn the_shadow_node_shrinker_frees_nodes_of_shadows_beyond_the_limit() {
     // shadow entries only. /a then has no LRU pages and 103 xarray nodes of slab (100
     // leaves, 2 above them, 1 root: 59,328 bytes = 14 pages), so count_shadow_nodes
     // allows 14 >> 3 = 1 node and 99 are freeable.
-    let (file, _) = s.fixture_file_folios(A, 0, 6400, 0);
-    let lv = s.mm.borrow().lruvec_of(A, 0);
-    run_probe(&s, 0, 0, move |s| async move {
-        let mut sc = ScanControl::new(6400, Some(A), false);
-        sc.priority = 0;
-        s.shrink_lruvec(lv, &mut sc).await;
-    });
-    // The statistics flushed after the reclaim: count_shadow_nodes reads them (the next
-    // test is about a count that reads them stale).
-    s.mm.borrow_mut().flush_stats(0);
-    // The shrinker's tracepoints counted from here (`tracepoints = true`).
-    s.mm.borrow_mut().trace_hist = Some(Default::default());
+    let (file, lv) = shadow_nodes_only(&s);
     assert_eq!(s.mm.borrow().memcgs[A as usize].nr_shadow_nodes, 100);
     assert_eq!(s.mm.borrow_mut().count_shadow_nodes(A, 0), 99);
     let nodereclaim =
@@ -549,15 +555,7 @@ fn the_shadow_shrinker_defers_what_it_does_not_scan_scaled_by_priority_and_cappe
     use reclaimsim_core::mm::vmstat::NodeStat;
     // As above: 100 nodes of shadows only, 99 of them freeable.
     let s = machine("1G", None, "");
-    s.fixture_file_folios(A, 0, 6400, 0);
-    let lv = s.mm.borrow().lruvec_of(A, 0);
-    run_probe(&s, 0, 0, move |s| async move {
-        let mut sc = ScanControl::new(6400, Some(A), false);
-        sc.priority = 0;
-        s.shrink_lruvec(lv, &mut sc).await;
-    });
-    s.mm.borrow_mut().flush_stats(0);
-    s.mm.borrow_mut().trace_hist = Some(Default::default());
+    let (_, lv) = shadow_nodes_only(&s);
     let nodereclaim =
         |s: &Sim| s.mm.borrow().lruvecs[lv as usize].stat[NodeStat::WorkingsetNodereclaim as usize];
     // At DEF_PRIORITY the deferred work counts for nr >> 12 = 0: each call's scan is its
