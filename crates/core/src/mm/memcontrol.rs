@@ -1200,18 +1200,27 @@ impl crate::sim::Sim {
     /// memory.current (the pages charged anywhere in the tree, as cgroup v1's root usage
     /// counts every page; the kernel's root counter holds only its children's charges).
     pub async fn try_charge_memcg(&self, memcg: MemcgId, nr: u64) -> bool {
-        if self.mm.borrow().memcg_is_root(memcg) {
-            // Only the report's count: the root's counter has no limit to refuse it.
-            let charged = self.mm.borrow_mut().page_counter_try_charge(memcg, nr);
-            debug_assert!(charged.is_ok());
-            return true;
-        }
         let cpu = self.e.cpu();
+        {
+            let mut mm = self.mm.borrow_mut();
+            if mm.memcg_is_root(memcg) {
+                // Only the report's count: the root's counter has no limit to refuse it.
+                let charged = mm.page_counter_try_charge(memcg, nr);
+                debug_assert!(charged.is_ok());
+                return true;
+            }
+            if mm.consume_stock(cpu, memcg, nr) {
+                return true;
+            }
+        }
         let mut batch = nr.max(MEMCG_CHARGE_BATCH);
         let mut retries = super::MAX_RECLAIM_RETRIES;
         let mut drained = false;
+        // Each pass starts at the per-CPU stock; `stocked` says this pass's look at it is
+        // done (in the same borrow as the step before it, with no await in between).
+        let mut stocked = true;
         loop {
-            if self.mm.borrow_mut().consume_stock(cpu, memcg, nr) {
+            if !std::mem::take(&mut stocked) && self.mm.borrow_mut().consume_stock(cpu, memcg, nr) {
                 return true;
             }
             // The page counters of every level are shared cache lines: a sync point.
@@ -1227,16 +1236,21 @@ impl crate::sim::Sim {
                     self.e.charge(d);
                     c = m.parent;
                 }
+                if r.is_err() && batch > nr {
+                    // The batch did not fit: retry with what was asked for.
+                    batch = nr;
+                    if mm.consume_stock(cpu, memcg, nr) {
+                        return true;
+                    }
+                    stocked = true;
+                    continue;
+                }
                 r
             };
             let over = match res {
                 Ok(()) => break,
                 Err(over) => over,
             };
-            if batch > nr {
-                batch = nr;
-                continue;
-            }
             self.mm
                 .borrow_mut()
                 .memcg_memory_event(over, MemcgEvent::Max);

@@ -315,12 +315,12 @@ impl Sim {
     /// (lru_note_cost_refault, which takes the lruvec's lru_lock and its ancestors').
     /// Called before the folio is added to the LRU.
     pub async fn workingset_refault(&self, pfn: Pfn, shadow: u64, in_fault: bool) {
-        if self.mm.borrow().lru_gen_enabled() {
-            self.mm.borrow_mut().lru_gen_refault(pfn, shadow, in_fault);
-            return;
-        }
         let restore = {
             let mut mm = self.mm.borrow_mut();
+            if mm.lru_gen_enabled() {
+                mm.lru_gen_refault(pfn, shadow, in_fault);
+                return;
+            }
             let file = mm.pages[pfn as usize].is_file_lru();
             let lv = mm.folio_lruvec(pfn);
             let (rf, act, rs) = if file {

@@ -278,15 +278,16 @@ impl Ahead {
         if self.depth == 1 {
             return self.seq.next();
         }
+        let mm = s.mm.borrow();
         while self.queue.len() < self.depth {
             let Some(a) = self.seq.next() else { break };
             if let Access::Read { file, page } = a {
-                prefetch_file_entry(s, files[file as usize], page);
+                prefetch_file_entry(&mm, files[file as usize], page);
             }
             self.queue.push_back(a);
         }
         if let Some(Access::Read { file, page }) = self.queue.get(self.depth / 2) {
-            prefetch_file_folio(s, files[*file as usize], *page);
+            prefetch_file_folio(&mm, files[*file as usize], *page);
         }
         self.queue.pop_front()
     }

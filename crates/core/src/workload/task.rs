@@ -7,7 +7,7 @@
 use super::stats::{Tally, ThreadTally};
 use crate::mm::memory::Fault;
 use crate::mm::mm_types::pte;
-use crate::mm::{prefetch, MmStruct};
+use crate::mm::{prefetch, Mm, MmStruct};
 use crate::sim::Sim;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -303,16 +303,14 @@ async fn fault(s: &Sim, t: &Tally, mmid: u32, vpn: u32, data: bool) -> bool {
 }
 
 /// Prefetch page `page`'s page-cache entry of file `file`.
-pub(super) fn prefetch_file_entry(s: &Sim, file: u32, page: u32) {
-    let mm = s.mm.borrow();
+pub(super) fn prefetch_file_entry(mm: &Mm, file: u32, page: u32) {
     if let Some(e) = mm.files[file as usize].cache.get(page as usize) {
         prefetch(e);
     }
 }
 
 /// Prefetch the PTE of page `vpn` of process `mmid`.
-pub(super) fn prefetch_anon_pte(s: &Sim, mmid: u32, vpn: u32) {
-    let mm = s.mm.borrow();
+pub(super) fn prefetch_anon_pte(mm: &Mm, mmid: u32, vpn: u32) {
     if let Some(e) = mm.mms[mmid as usize].ptes.get(vpn as usize) {
         prefetch(e);
     }
@@ -320,8 +318,7 @@ pub(super) fn prefetch_anon_pte(s: &Sim, mmid: u32, vpn: u32) {
 
 /// Prefetch the folio a page-cache entry of file `file` points to (its entry was
 /// prefetched earlier).
-pub(super) fn prefetch_file_folio(s: &Sim, file: u32, page: u32) {
-    let mm = s.mm.borrow();
+pub(super) fn prefetch_file_folio(mm: &Mm, file: u32, page: u32) {
     if let Some(&e) = mm.files[file as usize].cache.get(page as usize) {
         if let Some(pg) =
             crate::mm::filemap::entry_page(e).and_then(|pfn| mm.pages.get(pfn as usize))

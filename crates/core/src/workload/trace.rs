@@ -18,7 +18,7 @@ use crate::budget::Terms;
 use crate::error::{quoted, Error, Result};
 use crate::mm::filemap::{Cached, Read};
 use crate::mm::mm_types::pte;
-use crate::mm::{File, MemcgId, MmStruct};
+use crate::mm::{File, MemcgId, Mm, MmStruct};
 use crate::scenario::{Scenario, PAGE_SIZE};
 use crate::sim::Sim;
 use crate::trace::{self as reader, CsvColumns, PageMap, Request, Source, TraceFormat};
@@ -282,17 +282,17 @@ const FOLIO_AHEAD: usize = 10;
 const TRACE_READ_BATCH: usize = 256;
 
 /// Prefetch the page-cache entry or PTE of page `page` of a trace target.
-fn prefetch_entry(s: &Sim, kind: TraceTarget, target: u32, page: u32) {
+fn prefetch_entry(mm: &Mm, kind: TraceTarget, target: u32, page: u32) {
     match kind {
-        TraceTarget::File => prefetch_file_entry(s, target, page),
-        TraceTarget::Anon => prefetch_anon_pte(s, target, page),
+        TraceTarget::File => prefetch_file_entry(mm, target, page),
+        TraceTarget::Anon => prefetch_anon_pte(mm, target, page),
     }
 }
 
 /// Prefetch the folio a page-cache entry points to (its entry was prefetched earlier).
-fn prefetch_folio(s: &Sim, kind: TraceTarget, target: u32, page: u32) {
+fn prefetch_folio(mm: &Mm, kind: TraceTarget, target: u32, page: u32) {
     if kind == TraceTarget::File {
-        prefetch_file_folio(s, target, page);
+        prefetch_file_folio(mm, target, page);
     }
 }
 
@@ -417,11 +417,12 @@ impl Replay {
         let (kind, target) = (self.kind, self.target);
         if let Some(w) = self.window.get(self.pos..self.pos + LOOKAHEAD) {
             self.ids.prefetch(w[LOOKAHEAD - 1].obj);
+            let mm = s.mm.borrow();
             if let Some((b, _)) = self.ids.get(w[ENTRY_AHEAD].obj) {
-                prefetch_entry(s, kind, target, b);
+                prefetch_entry(&mm, kind, target, b);
             }
             if let Some((b, _)) = self.ids.get(w[FOLIO_AHEAD].obj) {
-                prefetch_folio(s, kind, target, b);
+                prefetch_folio(&mm, kind, target, b);
             }
         }
         let Some(&req) = self.window.get(self.pos) else {
