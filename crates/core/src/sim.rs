@@ -569,11 +569,18 @@ impl Sim {
     /// user mode (resume_user_mode_work, after a fault or a read), or synchronously from
     /// try_charge_memcg once the debt exceeds MEMCG_CHARGE_BATCH.
     pub async fn handle_over_high_on_return(&self) {
-        // Uncharge statistics of folios this fault or read freed on its error paths.
-        self.flush_stat_pending(false);
-        if let Some((debt, memcg)) = self.take_over_high() {
+        if let Some((debt, memcg)) = self.over_high_on_return() {
             self.mem_cgroup_handle_over_high(memcg, debt).await;
         }
+    }
+
+    /// The synchronous part of [`Sim::handle_over_high_on_return`]: the current task's
+    /// debt and its memcg, taken, if any. Hot callers test it themselves, so that the
+    /// common case (no debt) builds no future.
+    pub fn over_high_on_return(&self) -> Option<(u64, MemcgId)> {
+        // Uncharge statistics of folios this fault or read freed on its error paths.
+        self.flush_stat_pending(false);
+        self.take_over_high()
     }
 
     /// A task is gone: a debt it left is not paid by whoever reuses its id.

@@ -146,28 +146,28 @@ impl Sim {
     /// await in between), up to the return to user space, where a memory.high debt the
     /// read's charges ran up is paid (mem_cgroup_handle_over_high).
     pub async fn filemap_read_miss(&self, file: u32, index: u32, memcg: u16, node: u32) -> Read {
-        let r = self.filemap_read_new_folio(file, index, memcg, node).await;
-        self.handle_over_high_on_return().await;
-        r
-    }
-
-    /// The miss path of filemap_read(): allocate, charge, insert and read a new folio.
-    async fn filemap_read_new_folio(&self, file: u32, index: u32, memcg: u16, node: u32) -> Read {
-        let same_folio = {
-            let mut mm = self.mm.borrow_mut();
-            std::mem::replace(&mut mm.files[file as usize].ra_prev_index, index) == index
+        // The miss path of filemap_read(): allocate, charge, insert and read a new folio.
+        let read = 'read: {
+            let same_folio = {
+                let mut mm = self.mm.borrow_mut();
+                std::mem::replace(&mut mm.files[file as usize].ra_prev_index, index) == index
+            };
+            let (pfn, read) = match self
+                .filemap_add_folio_and_read(file, index, memcg, node, false)
+                .await
+            {
+                NewFolio::Oom => break 'read Read::Oom,
+                NewFolio::Raced(other) => (other, Read::Hit),
+                NewFolio::Read(pfn) => (pfn, Read::Miss),
+            };
+            self.e.charge(self.c.file_read_hit);
+            if !same_folio && self.mm.borrow_mut().folio_mark_accessed(pfn, self.e.cpu()) {
+                self.folio_activate(pfn).await;
+            }
+            read
         };
-        let (pfn, read) = match self
-            .filemap_add_folio_and_read(file, index, memcg, node, false)
-            .await
-        {
-            NewFolio::Oom => return Read::Oom,
-            NewFolio::Raced(other) => (other, Read::Hit),
-            NewFolio::Read(pfn) => (pfn, Read::Miss),
-        };
-        self.e.charge(self.c.file_read_hit);
-        if !same_folio && self.mm.borrow_mut().folio_mark_accessed(pfn, self.e.cpu()) {
-            self.folio_activate(pfn).await;
+        if let Some((debt, memcg)) = self.over_high_on_return() {
+            self.mem_cgroup_handle_over_high(memcg, debt).await;
         }
         read
     }

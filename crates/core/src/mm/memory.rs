@@ -100,7 +100,9 @@ impl Sim {
         } else {
             self.do_anonymous_page(mmid, vpn, write, memcg, node).await
         };
-        self.handle_over_high_on_return().await;
+        if let Some((debt, memcg)) = self.over_high_on_return() {
+            self.mem_cgroup_handle_over_high(memcg, debt).await;
+        }
         r
     }
 
@@ -136,7 +138,12 @@ impl Sim {
         // the step before; see Mm::lru_prefetch_step).
         let lv = self.mm.borrow().lruvec_of(memcg, node);
         self.mm.borrow_mut().lru_prefetch_step(lv);
-        let pfn = self.alloc_page(node).await?;
+        // __alloc_pages(): the fast path, else the slow path.
+        self.e.sync().await;
+        let pfn = match self.alloc_page_fast(node) {
+            Some(p) => p,
+            None => self.alloc_pages_slowpath(node).await?,
+        };
         if !self.try_charge_memcg(memcg, 1).await {
             self.mm.borrow_mut().free_uncharged(pfn);
             return None;

@@ -153,19 +153,18 @@ impl Mm {
 }
 
 impl Sim {
-    /// __alloc_pages() for one order-0 page, preferring `node`. None means the allocation
+    /// __alloc_pages()'s first try for one order-0 page, preferring `node`
+    /// (get_page_from_freelist at the low watermark), after the caller's sync point; None
+    /// sends the caller to [`Sim::alloc_pages_slowpath`], whose None means the allocation
     /// failed even after the OOM killer (the caller's fault then fails with VM_FAULT_OOM).
-    pub async fn alloc_page(&self, node: u32) -> Option<Pfn> {
-        self.e.sync().await;
+    /// Synchronous, so that the common case builds no future.
+    pub fn alloc_page_fast(&self, node: u32) -> Option<Pfn> {
         self.e.charge(self.c.page_alloc);
-        if let Some(p) = self.mm.borrow_mut().get_page_from_freelist(node, WMARK_LOW) {
-            return Some(p);
-        }
-        self.alloc_pages_slowpath(node).await
+        self.mm.borrow_mut().get_page_from_freelist(node, WMARK_LOW)
     }
 
     /// __alloc_pages_slowpath().
-    async fn alloc_pages_slowpath(&self, node: u32) -> Option<Pfn> {
+    pub async fn alloc_pages_slowpath(&self, node: u32) -> Option<Pfn> {
         let mut no_progress_loops = 0u32;
         loop {
             // The retries run inside one poll: count them as work, so that Ctrl-C and a

@@ -353,20 +353,24 @@ impl Sim {
 
     /// folio_batch_add_and_move(): add to this CPU's batch; drain it when full.
     async fn batch_add(&self, pfn: Pfn, op: BatchOp) {
-        let cpu = self.e.cpu();
-        let full = {
-            let mut mm = self.mm.borrow_mut();
-            mm.batch_ref_get(pfn);
-            // Rule folio_batch_size_31 (v6.10): 15 folios before it.
-            let cap = mm.rules.folio_batch_size();
-            let b = mm.batch_mut(cpu, op);
-            b.push(pfn);
-            b.len() >= cap
-        };
-        if full {
+        if let Some(cpu) = self.folio_batch_add(pfn, op) {
             self.folio_batch_move_lru(cpu, op, Site::FolioBatchMoveLru)
                 .await;
         }
+    }
+
+    /// folio_batch_add_and_move()'s add: the folio joins this CPU's batch; the CPU when
+    /// that filled the batch (the caller then moves it, folio_batch_move_lru). Apart so
+    /// that the common case, a batch with room, builds no future.
+    fn folio_batch_add(&self, pfn: Pfn, op: BatchOp) -> Option<u32> {
+        let cpu = self.e.cpu();
+        let mut mm = self.mm.borrow_mut();
+        mm.batch_ref_get(pfn);
+        // Rule folio_batch_size_31 (v6.10): 15 folios before it.
+        let cap = mm.rules.folio_batch_size();
+        let b = mm.batch_mut(cpu, op);
+        b.push(pfn);
+        (b.len() >= cap).then_some(cpu)
     }
 
     /// folio_add_lru(): a new folio goes to the LRU through this CPU's lru_add batch.
@@ -389,7 +393,10 @@ impl Sim {
                 }
             }
         }
-        self.batch_add(pfn, BatchOp::Add).await;
+        if let Some(cpu) = self.folio_batch_add(pfn, BatchOp::Add) {
+            self.folio_batch_move_lru(cpu, BatchOp::Add, Site::FolioBatchMoveLru)
+                .await;
+        }
     }
 
     /// lru_add_drain() / lru_add_drain_cpu(): drain every batch of the current CPU.
