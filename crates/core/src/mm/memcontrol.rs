@@ -1892,6 +1892,16 @@ fn push_summed(v: &mut Vec<StatUpdate>, u: StatUpdate) {
 }
 
 impl StatPending {
+    /// No update is pending in the hold's list (`held`) or the free loop's.
+    #[inline]
+    pub fn is_empty(&self, held: bool) -> bool {
+        if held {
+            self.held.is_empty()
+        } else {
+            self.freed.is_empty()
+        }
+    }
+
     pub fn push_held(&mut self, memcg: MemcgId, nid: u32, kind: StatKind, delta: i64) {
         push_summed(&mut self.held, (memcg, nid, kind, delta));
     }
@@ -1926,16 +1936,21 @@ impl crate::sim::Sim {
 
     /// Apply the Mm's pending counter updates (StatPending) on this CPU: those of the
     /// lru_lock hold (`held`, at unlock) or those of a free loop (`freed`).
+    #[inline]
     pub fn flush_stat_pending(&self, held: bool) {
+        if !self.mm.borrow().stat_pending.is_empty(held) {
+            self.flush_stat_pending_now(held);
+        }
+    }
+
+    /// [`Sim::flush_stat_pending`] of a list with updates in it.
+    fn flush_stat_pending_now(&self, held: bool) {
         let mut mm = self.mm.borrow_mut();
         let list = if held {
             &mut mm.stat_pending.held
         } else {
             &mut mm.stat_pending.freed
         };
-        if list.is_empty() {
-            return;
-        }
         let mut items = std::mem::take(list);
         for &(memcg, nid, kind, delta) in &items {
             if delta != 0 {
