@@ -528,6 +528,7 @@ impl Sim {
     }
 
     /// Is the current task's process dead (OOM-killed)?
+    #[inline]
     pub fn current_killed(&self) -> bool {
         let tag = self.e.current_tag();
         tag != u32::MAX && !self.mm.borrow().mms[tag as usize].alive

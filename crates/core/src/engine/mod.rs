@@ -406,6 +406,7 @@ impl Engine {
         id
     }
 
+    #[inline]
     fn key_of(&self, id: TaskId) -> ReadyKey {
         let (clock, cpu) = (self.clock_of(id), self.tasks.borrow()[id as usize].cpu);
         let seq = self.seq.get();

@@ -1930,6 +1930,7 @@ impl crate::sim::Sim {
     /// the same node (parent_nodeinfo). An event is a memcg counter (`nid` unused). Items
     /// share a line as the kernel's arrays place them (StatKind::line). Simplified: the
     /// walk up the tree always reaches the root.
+    #[inline]
     pub fn memcg_stat_update(&self, memcg: MemcgId, nid: u32, kind: StatKind, delta: i64) {
         self.memcg_stat_update_mm(&mut self.mm.borrow_mut(), memcg, nid, kind, delta);
     }
@@ -1965,7 +1966,10 @@ impl crate::sim::Sim {
         }
     }
 
-    /// [`Sim::memcg_stat_update`] for a caller that already holds the mm.
+    /// [`Sim::memcg_stat_update`] for a caller that already holds the mm. Inlined (it runs
+    /// for every list operation): rstat's per-CPU count here, its flush and the batched
+    /// schemes out of line.
+    #[inline(always)]
     pub fn memcg_stat_update_mm(
         &self,
         mm: &mut Mm,
@@ -1977,23 +1981,43 @@ impl crate::sim::Sim {
         use crate::variant::MemcgStats;
         let cpu = self.e.cpu() as usize;
         self.e.charge(self.c.stat_update);
-        let scheme = self.v.memcg_stats;
-        if scheme == MemcgStats::Rstat {
-            let Mm {
-                memcgs, stat_pcpu, ..
-            } = mm;
-            let u = &mut stat_pcpu.rstat_updates[cpu * stat_pcpu.nr_memcgs + memcg as usize];
+        if self.v.memcg_stats == MemcgStats::Rstat {
+            let pcpu = &mut mm.stat_pcpu;
+            let u = &mut pcpu.rstat_updates[cpu * pcpu.nr_memcgs + memcg as usize];
             *u += delta.unsigned_abs();
             if *u >= MEMCG_CHARGE_BATCH {
                 *u = 0;
-                for i in 0..memcgs[memcg as usize].ancestors.len() {
-                    let m = memcgs[memcg as usize].ancestors[i] as usize;
-                    self.atomic_add(&mut memcgs[m].stat_updates_line);
-                }
+                self.memcg_rstat_flush_updates(mm, memcg);
             }
             return;
         }
-        let local = scheme == MemcgStats::BatchedLocal;
+        self.memcg_stat_update_batched(mm, cpu, memcg, nid, kind, delta);
+    }
+
+    /// memcg_rstat_updated() past MEMCG_CHARGE_BATCH: the pending count goes to each
+    /// level's stats_updates atomic.
+    #[inline(never)]
+    fn memcg_rstat_flush_updates(&self, mm: &mut Mm, memcg: MemcgId) {
+        let memcgs = &mut mm.memcgs;
+        for i in 0..memcgs[memcg as usize].ancestors.len() {
+            let m = memcgs[memcg as usize].ancestors[i] as usize;
+            self.atomic_add(&mut memcgs[m].stat_updates_line);
+        }
+    }
+
+    /// [`Sim::memcg_stat_update_mm`] under the batched schemes (`batched_local`,
+    /// `percpu_local`).
+    #[inline(never)]
+    fn memcg_stat_update_batched(
+        &self,
+        mm: &mut Mm,
+        cpu: usize,
+        memcg: MemcgId,
+        nid: u32,
+        kind: StatKind,
+        delta: i64,
+    ) {
+        let local = self.v.memcg_stats == crate::variant::MemcgStats::BatchedLocal;
         self.memcg_family_update(mm, cpu, memcg, kind, delta, local);
         if kind.families() == 2 {
             let lv = mm.lruvec_of(memcg, nid);

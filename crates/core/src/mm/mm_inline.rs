@@ -109,6 +109,7 @@ impl Mm {
     /// cost is queued for the lock holder (StatPending). Simplified: MGLRU folios count on
     /// the inactive lists (the kernel's lru_gen_update_size picks the list by generation);
     /// list operations outside an lru_lock (a fixture's placement) cost nothing.
+    #[inline(always)]
     fn update_lru_size(&mut self, lv: LruvecId, pfn: Pfn, delta: i64) {
         if !self.lines.armed() {
             return;
@@ -131,7 +132,7 @@ impl Mm {
     /// folio's struct page and its neighbours' links, update_lru_size the lruvec's counters
     /// (lru_lines.rs). Simplified: the lruvec's heads and counters are one line; MGLRU's
     /// in-place moves between generations do not come through here.
-    #[inline]
+    #[inline(always)]
     fn write_list_lines(&mut self, lv: LruvecId, pfn: Pfn, prev: Pfn, next: Pfn) {
         if !self.lines.armed() {
             return;
@@ -152,6 +153,7 @@ impl Mm {
 }
 
 /// lruvec_add_folio()'s list step, untracked (see the file's header): link at the head (young end) of the folio's list.
+#[inline(always)]
 pub fn lruvec_add_folio_untracked(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn) {
     let lru = {
         let p = &mut pages[pfn as usize];
@@ -194,6 +196,7 @@ pub fn lruvec_add_folio_tail_untracked(pages: &mut Frames, lv: &mut Lruvec, pfn:
 }
 
 /// lruvec_del_folio()'s list step, untracked: unlink from its list (the caller clears PG_lru when isolating).
+#[inline(always)]
 pub fn lruvec_del_folio_untracked(pages: &mut Frames, lv: &mut Lruvec, pfn: Pfn) {
     let lru = pages[pfn as usize].lru_list();
     let LruLink { prev, next } = pages.links[pfn as usize];

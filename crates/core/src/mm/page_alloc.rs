@@ -38,6 +38,7 @@ impl std::ops::Deref for Zonelist {
 
 impl Mm {
     /// The zonelist of `node`: itself first, then the other nodes in id order.
+    #[inline]
     pub fn zonelist(&self, node: u32) -> Zonelist {
         let n = self.nodes.len() as u32;
         debug_assert!(n as usize <= MAX_NUMNODES);

@@ -177,7 +177,7 @@ impl Mm {
     }
 
     /// The `k`-th process of the folio's rmap walk (k < folio_nr_mappers).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn folio_rmap_mm(&self, pfn: Pfn, k: usize) -> u32 {
         let p = &self.pages[pfn as usize];
         if p.is_file_lru() {

@@ -76,6 +76,7 @@ impl Mm {
     }
 
     /// Take a batch reference (folio_get in __folio_batch_add_and_move).
+    #[inline]
     fn batch_ref_get(&mut self, pfn: Pfn) {
         if self.pages[pfn as usize].test(PG_INBATCH) {
             *self.batch_refs.entry(pfn).or_insert(0) += 1;
@@ -362,6 +363,7 @@ impl Sim {
     /// folio_batch_add_and_move()'s add: the folio joins this CPU's batch; the CPU when
     /// that filled the batch (the caller then moves it, folio_batch_move_lru). Apart so
     /// that the common case, a batch with room, builds no future.
+    #[inline(always)]
     fn folio_batch_add(&self, pfn: Pfn, op: BatchOp) -> Option<u32> {
         let cpu = self.e.cpu();
         let mut mm = self.mm.borrow_mut();

@@ -430,6 +430,7 @@ pub fn lru_gen_add_folio(
 /// lists. Unless `reclaiming`, a folio of an active generation leaves with PG_active so
 /// that it comes back active (folio_migrate_flags). Leaves PG_lru to the caller. Returns
 /// false when the folio is not on the MGLRU lists. Caller holds lru_lock.
+#[inline]
 pub fn lru_gen_del_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaiming: bool) -> bool {
     let Some(gen) = folio_lru_gen(frames, pfn) else {
         return false;
