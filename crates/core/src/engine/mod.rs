@@ -752,6 +752,13 @@ impl Engine {
         }
     }
 
+    /// A [`Yield`] that needs no yield: for a synchronous function that returns a sync
+    /// point only some of the time, so that its caller's await costs nothing otherwise.
+    #[inline]
+    pub fn ready(&self) -> Yield<'_> {
+        Yield { e: self, state: 2 }
+    }
+
     /// Yield unconditionally (requeue at the current clock).
     pub fn yield_now(&self) -> Yield<'_> {
         Yield { e: self, state: 0 }

@@ -106,13 +106,16 @@ impl Sim {
         r
     }
 
+    /// pmd_none(): the 2 MiB region of `vpn` has no PTE page yet (pte_alloc() then calls
+    /// __pte_alloc, [`Sim::pte_alloc_new`]; apart so that the common fault builds no future).
+    #[inline]
+    fn pmd_none(&self, mmid: u32, vpn: u32) -> bool {
+        !self.mm.borrow().mms[mmid as usize].pte_tables[vpn as usize / super::PTRS_PER_PTE]
+    }
+
     /// __pte_alloc(): the first fault in a 2 MiB region allocates its PTE page, charged to
     /// the memcg as kernel memory (it is on no LRU). False when the charge fails.
-    async fn pte_alloc(&self, mmid: u32, vpn: u32, memcg: super::MemcgId) -> bool {
-        let idx = vpn as usize / super::PTRS_PER_PTE;
-        if self.mm.borrow().mms[mmid as usize].pte_tables[idx] {
-            return true;
-        }
+    async fn pte_alloc_new(&self, mmid: u32, vpn: u32, memcg: super::MemcgId) -> bool {
         let bytes = super::PAGE_SIZE;
         if !self
             .memcg_kmem_charge(memcg, bytes, KmemKind::Pagetables)
@@ -174,7 +177,7 @@ impl Sim {
         memcg: u16,
         node: u32,
     ) -> Fault {
-        if !self.pte_alloc(mmid, vpn, memcg).await {
+        if self.pmd_none(mmid, vpn) && !self.pte_alloc_new(mmid, vpn, memcg).await {
             return Fault::Oom;
         }
         let entry = self.mm.borrow().files[file as usize].cache[vpn as usize];
@@ -234,7 +237,7 @@ impl Sim {
         memcg: u16,
         node: u32,
     ) -> Fault {
-        if !self.pte_alloc(mmid, vpn, memcg).await {
+        if self.pmd_none(mmid, vpn) && !self.pte_alloc_new(mmid, vpn, memcg).await {
             return Fault::Oom;
         }
         let entry = self.mm.borrow().files[file as usize].cache[index as usize];
@@ -298,7 +301,7 @@ impl Sim {
         memcg: u16,
         node: u32,
     ) -> Fault {
-        if !self.pte_alloc(mmid, vpn, memcg).await {
+        if self.pmd_none(mmid, vpn) && !self.pte_alloc_new(mmid, vpn, memcg).await {
             return Fault::Oom;
         }
         let Some(pfn) = self.alloc_charged_page(node, memcg).await else {

@@ -43,13 +43,18 @@ impl Runner {
         }
     }
 
-    /// Charge the accumulated user-space time and sync if the quantum is used up.
-    pub(super) async fn tick(&mut self, s: &Sim, cost: u64) {
+    /// Accumulate `cost` of user-space time; once the quantum is used up, charge it and
+    /// sync (the returned future; a ready one otherwise, so that the common case builds
+    /// no state machine).
+    #[inline]
+    pub(super) fn tick<'s>(&mut self, s: &'s Sim, cost: u64) -> crate::engine::Yield<'s> {
         self.pending += cost;
         self.since_sync += cost;
         if self.since_sync >= SKEW_QUANTUM {
             self.flush(s);
-            s.e.sync().await;
+            s.e.sync()
+        } else {
+            s.e.ready()
         }
     }
 
