@@ -54,7 +54,7 @@ pub type TaskId = u32;
 /// Index of a spinlock.
 pub type LockId = u32;
 /// Longest a task runs ahead between synchronization points [ns]: workload loops and
-/// reclaim's per-folio loop over other processes' PTEs take [`Engine::sync_every`] with it.
+/// reclaim's per-folio loop over other processes' PTEs take [`Engine::sync_due`] with it.
 pub const SKEW_QUANTUM: u64 = 2_000;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
@@ -742,14 +742,12 @@ impl Engine {
         }
     }
 
-    /// A synchronization point taken only when the current task has run at least
-    /// `quantum` ns since `*last` (bounded skew for long loops over shared state).
-    pub async fn sync_every(&self, last: &mut Time, quantum: u64) {
-        let now = self.now();
-        if now >= *last + quantum {
-            self.sync().await;
-            *last = self.now();
-        }
+    /// Whether a loop over shared state that last synced at `last` is due for a
+    /// synchronization point: the current task has run at least `quantum` ns since
+    /// (bounded skew; the caller then awaits [`Engine::sync`] and notes the time).
+    #[inline]
+    pub fn sync_due(&self, last: Time, quantum: u64) -> bool {
+        self.now() >= last + quantum
     }
 
     /// A [`Yield`] that needs no yield: for a synchronous function that returns a sync

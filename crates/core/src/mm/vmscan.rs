@@ -947,15 +947,20 @@ impl Sim {
         let mut last_sync = 0;
         let mut ubc = super::rmap::TlbUbc::default();
         for (i, &pfn) in list.iter().enumerate() {
-            if let Some(&next) = list.get(i + super::RMAP_PREFETCH) {
-                self.mm.borrow().prefetch_rmap(next);
-            }
             // Other processes' PTEs are shared state: bound how far ahead we run.
-            self.e
-                .sync_every(&mut last_sync, crate::engine::SKEW_QUANTUM)
-                .await;
+            if self.e.sync_due(last_sync, crate::engine::SKEW_QUANTUM) {
+                self.e.sync().await;
+                last_sync = self.e.now();
+            }
             self.e.charge(self.c.shrink_folio);
-            if self.mm.borrow().pages[pfn as usize].test(PG_LOCKED) {
+            let locked = {
+                let mm = self.mm.borrow();
+                if let Some(&next) = list.get(i + super::RMAP_PREFETCH) {
+                    mm.prefetch_rmap(next);
+                }
+                mm.pages[pfn as usize].test(PG_LOCKED)
+            };
+            if locked {
                 // folio_trylock() fails (its read is in flight): kept, and not counted in
                 // nr_scanned, which the kernel counts after the trylock.
                 keep.push(pfn);
@@ -1025,10 +1030,10 @@ impl Sim {
             self.blk_flush_plug(sc).await;
             self.folio_wait_writeback(pfn).await;
         }
-        let early = {
+        let (early, mglru) = {
             let mut mm = self.mm.borrow_mut();
             let p = mm.pages[pfn as usize];
-            if !p.test(PG_OWNED) {
+            let early = if !p.test(PG_OWNED) {
                 // Freed by its owner while isolated: move_folios_to_lru frees it.
                 Some(Fate::Keep)
             } else if p.test(PG_WRITEBACK) {
@@ -1039,11 +1044,12 @@ impl Sim {
                 Some(Fate::Activate)
             } else {
                 None
-            }
+            };
+            (early, mm.lru_gen_enabled())
         };
         // folio_check_references(), MGLRU: a young PTE gives a second chance or activation
         // (lru_gen_set_refs); no young PTE: reclaim, PG_referenced or not.
-        let mglru_ref = if early.is_none() && self.mm.borrow().lru_gen_enabled() {
+        let mglru_ref = if early.is_none() && mglru {
             Some(self.lru_gen_check_references(pfn, sc.mm_walk).await)
         } else {
             None
