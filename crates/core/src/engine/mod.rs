@@ -1070,6 +1070,41 @@ mod tests {
     }
 
     #[test]
+    fn a_loop_over_shared_state_syncs_once_it_has_run_a_quantum_ahead() {
+        // Task A on CPU 0 runs ten steps of 700 ns, taking a sync point whenever it has run
+        // SKEW_QUANTUM (2000 ns) since the last: at 2100, 4200 and 6300. Task B on CPU 1,
+        // due at 0, gets the CPU at A's first sync point (it is behind) and logs at 1000.
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let log = Rc::new(RefCell::new(Vec::new()));
+        {
+            let (e2, l2) = (e.clone(), log.clone());
+            e.spawn(0, 0, async move {
+                let mut last = 0;
+                for _ in 0..10 {
+                    e2.charge(700);
+                    if e2.sync_due(last, SKEW_QUANTUM) {
+                        e2.sync().await;
+                        last = e2.now();
+                        l2.borrow_mut().push(("A", last));
+                    }
+                }
+            });
+        }
+        {
+            let (e2, l2) = (e.clone(), log.clone());
+            e.spawn(0, 1, async move {
+                e2.sleep(1000).await;
+                l2.borrow_mut().push(("B", e2.now()));
+            });
+        }
+        e.run_until(1_000_000, 1 << 14, &mut |_| true);
+        assert_eq!(
+            *log.borrow(),
+            vec![("B", 1000), ("A", 2100), ("A", 4200), ("A", 6300)]
+        );
+    }
+
+    #[test]
     fn a_lone_sleeper_runs_on_and_still_lets_the_executor_tick() {
         let e = Rc::new(Engine::new(costs(), vec![0; 64]));
         let log = Rc::new(RefCell::new(Vec::new()));
