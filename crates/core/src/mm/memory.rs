@@ -116,6 +116,11 @@ impl Sim {
     /// __pte_alloc(): the first fault in a 2 MiB region allocates its PTE page, charged to
     /// the memcg as kernel memory (it is on no LRU). False when the charge fails.
     async fn pte_alloc_new(&self, mmid: u32, vpn: u32, memcg: super::MemcgId) -> bool {
+        let idx = vpn as usize / super::PTRS_PER_PTE;
+        debug_assert!(
+            !self.mm.borrow().mms[mmid as usize].pte_tables[idx],
+            "__pte_alloc of a region with a PTE page"
+        );
         let bytes = super::PAGE_SIZE;
         if !self
             .memcg_kmem_charge(memcg, bytes, KmemKind::Pagetables)
