@@ -212,12 +212,25 @@ struct TaskState {
     irq_off: u32,
 }
 
+/// A ready task's place in the order `(clock, cpu, seq)`: the CPU and the queueing
+/// sequence share one word (`cpu << SEQ_BITS | seq`), so that the heap compares two words
+/// and moves 24 bytes; the sequence is unique, so `task` never decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct ReadyKey {
     clock: Time,
-    cpu: u32,
-    seq: u64,
+    cpu_seq: u64,
     task: TaskId,
+}
+
+/// Bits of [`ReadyKey::cpu_seq`] for the sequence: 2^48 queueings (a run of years at
+/// today's speed), and 16 bits for the CPU (MAX_CPUS is 4096).
+const SEQ_BITS: u32 = 48;
+
+impl ReadyKey {
+    #[inline]
+    fn cpu(&self) -> u32 {
+        (self.cpu_seq >> SEQ_BITS) as u32
+    }
 }
 
 /// Costs the engine itself charges (a copy of the relevant cost-table entries).
@@ -411,10 +424,10 @@ impl Engine {
         let (clock, cpu) = (self.clock_of(id), self.tasks.borrow()[id as usize].cpu);
         let seq = self.seq.get();
         self.seq.set(seq + 1);
+        debug_assert!(seq >> SEQ_BITS == 0 && cpu >> (64 - SEQ_BITS) == 0);
         ReadyKey {
             clock,
-            cpu,
-            seq,
+            cpu_seq: (cpu as u64) << SEQ_BITS | seq,
             task: id,
         }
     }
@@ -727,8 +740,8 @@ impl Engine {
     fn ready_before_current(&self, or_level: bool) -> bool {
         let cur = (self.cur_clock.get(), self.cur_cpu.get());
         match self.ready.borrow().peek() {
-            Some(Reverse(k)) if or_level => (k.clock, k.cpu) <= cur,
-            Some(Reverse(k)) => (k.clock, k.cpu) < cur,
+            Some(Reverse(k)) if or_level => (k.clock, k.cpu()) <= cur,
+            Some(Reverse(k)) => (k.clock, k.cpu()) < cur,
             None => false,
         }
     }
