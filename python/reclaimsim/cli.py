@@ -280,7 +280,7 @@ def _json_option(what: str):
 @click.option("--seed", type=SEED, help="Override the scenario's seed.")
 @_json_option("the result")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field, e.g. machine.cpus=64 or cgroup[1].memory.max=1G.")
-@click.option("--all", "show_all", is_flag=True, help="Print zero counters too, and each thread of workloads with more than 16.")
+@click.option("--all", "show_all", is_flag=True, help="Also print the zero /proc/vmstat events, memory.stat items and observed lock rows (nr_* items, memory.events and every lock row always print), and each thread of workloads with more than 16.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
 @_observe_option
@@ -309,7 +309,7 @@ def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, obse
 @click.option("--a", "a", metavar="SWITCHES", help="Variant switches of side A, e.g. rotation_cost=false (default: the scenario's [compare].a).")
 @click.option("--b", "b", metavar="SWITCHES", help="Variant switches of side B (default: the scenario's [compare].b).")
 @click.option("--seeds", type=click.IntRange(1, 1000), help="Seeds per side (default: the scenario's, else 3).")
-@click.option("--metric", "metrics", multiple=True, help="A metric to compare (repeatable); default: the scenario's list.")
+@click.option("--metric", "metrics", multiple=True, help="A metric to compare (repeatable); default: the scenario's [compare].metrics, else the built-in list (pgscan_*, pgsteal_*, workingset_refault_*, pswpin/out, allocstall_normal, kswapd_cpu_ns, lock wait and acquisitions).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--jobs", type=click.IntRange(1, 256), help="Parallel runs (default: CPUs).")
 @click.option("--full-scale", is_flag=True, help="Run a scaled-down seed experiment at the seed's size.")
@@ -755,13 +755,14 @@ def profiles(json_path):
 
 @main.command()
 @click.argument("scenario")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field, as run's --set does.")
+@_costs_option
 @_max_memory_option
-def validate(scenario, sets, max_memory):
-    """Validate SCENARIO and print it normalized, as JSON (defaults filled in, fields left at an empty or zero default omitted; `run` takes it back as a .json file)."""
+def validate(scenario, sets, costs_sets, max_memory):
+    """Validate SCENARIO and print it normalized, as JSON (defaults filled in, some fields left at their default omitted, a workload's empty `name` named at run time by its type and position, as usemem0; `run` takes it back as a .json file)."""
     from .compare import check_compare_table
 
-    data = load_scenario(scenario, sets)
+    data = load_scenario(scenario, sets + costs_sets)
     text = json.dumps(data)
     norm = json.loads(_core.validate_json(text, max_memory))
     check_compare_table(data)  # what compare would refuse of its [compare] table
