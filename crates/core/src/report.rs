@@ -185,6 +185,8 @@ where
 /// Samples per-cgroup sizes and counter deltas on virtual time.
 pub struct Sampler {
     pub interval: u64,
+    /// The time of the last sample taken (0: none yet).
+    pub last: u64,
     prev: Vec<[u64; 6]>,
     prev_global: [u64; 2],
     rows: Vec<TsRow>,
@@ -203,6 +205,7 @@ impl Sampler {
     pub fn new(interval: u64) -> Self {
         Sampler {
             interval,
+            last: 0,
             prev: Vec::new(),
             prev_global: [0; 2],
             rows: Vec::new(),
@@ -211,6 +214,7 @@ impl Sampler {
 
     pub fn sample(&mut self, now: u64, mm: &Mm) {
         use VmEvent::*;
+        self.last = now;
         if self.prev.len() != mm.memcgs.len() {
             self.prev = vec![[0; 6]; mm.memcgs.len()];
         }

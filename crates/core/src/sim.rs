@@ -427,6 +427,20 @@ impl Sim {
         });
     }
 
+    /// The time series' sample at the run's end, when it falls on a multiple of the
+    /// interval: the sampler task runs only before the end (the executor stops at it), so
+    /// without this the last interval (all of a run whose interval is its duration) would
+    /// have no row.
+    fn sample_at_end(&self) {
+        let end = self.e.stop_time().unwrap_or(self.end).min(self.end);
+        let mut sampler = self.sampler.borrow_mut();
+        if end > sampler.last && end.is_multiple_of(sampler.interval) {
+            let mm = self.mm.borrow();
+            sampler.sample(end, &mm);
+            self.lru_gen_samples.borrow_mut().sample(end, &mm);
+        }
+    }
+
     /// At the end of the warmup, note each workload's accesses so far.
     fn spawn_warmup_end(self: &Rc<Self>) {
         if self.warmup.0 == 0 {
@@ -799,6 +813,7 @@ fn run_built(
     if let Some(e) = sim.failure.borrow_mut().take() {
         return Err(e);
     }
+    sim.sample_at_end();
     let _ = progress(end, end);
     if let Some(v) = sim.violation.borrow().clone() {
         return Err(Error::Internal(format!("invariant violated {v}")));

@@ -677,3 +677,48 @@ repeat = 3
     assert_eq!(st["file"], 8192);
     assert_eq!(st["workingset_refault_file"], 0);
 }
+
+/// The time series samples every multiple of its interval up to and including the run's
+/// end, so its per-interval deltas cover the whole run: summed, they are each cgroup's
+/// whole-run memory.stat counters. A run whose interval is its duration has one row per
+/// cgroup, at the end.
+#[test]
+fn the_time_series_covers_the_whole_run_through_its_last_interval() {
+    for (interval, rows_per_cgroup) in [("50ms", 6u64), ("300ms", 1)] {
+        let t = memcg_usemem(1, "zram", "300ms")
+            .replace("sample_interval = \"50ms\"", &format!("sample_interval = \"{interval}\""));
+        let r = run_toml(&t, false);
+        let ts = &r["timeseries"];
+        let cols: Vec<&str> = ts["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        let step = ts["interval_ns"].as_u64().unwrap();
+        for cg in r["cgroups"].as_array().unwrap() {
+            let path = cg["path"].as_str().unwrap();
+            let rows: Vec<&Vec<Value>> = ts["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|row| row.as_array().unwrap())
+                .filter(|row| row[1] == path)
+                .collect();
+            let times: Vec<u64> = rows.iter().map(|row| row[0].as_u64().unwrap()).collect();
+            let want: Vec<u64> = (1..=rows_per_cgroup).map(|k| k * step).collect();
+            assert_eq!(times, want, "{interval} {path}");
+            assert_eq!(*times.last().unwrap(), r["end_ns"].as_u64().unwrap());
+            for item in ["pgscan", "pgsteal", "pgfault", "pgmajfault"] {
+                let c = cols.iter().position(|c| *c == item).unwrap();
+                let sum: u64 = rows.iter().map(|row| row[c].as_u64().unwrap()).sum();
+                assert_eq!(
+                    sum,
+                    cg["memory.stat"][item].as_u64().unwrap(),
+                    "{interval} {path} {item}"
+                );
+            }
+        }
+        assert!(cgroup(&r, "/w/leaf")["memory.stat"]["pgsteal"].as_u64().unwrap() > 0);
+    }
+}
