@@ -63,6 +63,8 @@ def check_compare_table(data: dict) -> None:
         return
     d = {k: v for k, v in data.items() if k != "compare"}
     _core.validate_json(json.dumps(d))
+    if "a" in spec and "b" in spec and dict(spec["a"]) == dict(spec["b"]):
+        raise ScenarioError("scenario.compare: a and b are the same variant set; compare would run one experiment twice")
     sides = {}
     for k in ("a", "b"):
         if k in spec:

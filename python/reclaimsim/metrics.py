@@ -60,7 +60,10 @@ def metric(r: dict, name: str) -> float:
             return _across_cgroups(r, name, agg[:-1], name[len(agg):])
     for suffix, per in (("/s", 1.0), ("/min", 60.0)):
         if name.endswith(suffix):
-            return metric(r, name[: -len(suffix)]) / max(secs, 1e-12) * per
+            base = name[: -len(suffix)]
+            if base.endswith(("/s", "/min")):
+                raise ScenarioError(f"metric {name!r}: one rate suffix at most (/s or /min)")
+            return metric(r, base) / max(secs, 1e-12) * per
     if "@" in name:
         key, _, where = name.partition("@")
         if where.startswith("/"):

@@ -59,7 +59,9 @@ def load_input(path: str) -> tuple[str, Any]:
         what = "not a regular file" if p.exists() else "no such file or directory"
         raise ScenarioError(f"report input {path}: {what}")
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(p.read_text(), parse_constant=_no_constant)
+    except _Constant as e:
+        raise ScenarioError(f"report input {path}: not JSON as reclaimsim writes it: {e} is not a number") from None
     except OSError as e:
         raise ScenarioError(f"report input {path}: cannot read: {e.strerror or e}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -104,6 +106,19 @@ def _cols(names: list[str]) -> str:
 
 _NUM = (int, float)
 
+# The result JSON's schema_version this report reads (report.rs SCHEMA_VERSION).
+SCHEMA_VERSION = 1
+
+
+class _Constant(Exception):
+    pass
+
+
+def _no_constant(name: str):
+    """json.loads's hook for NaN and the infinities, which Python's reader takes and no
+    reclaimsim output holds."""
+    raise _Constant(name)
+
 
 def _shape(v: Any) -> str:
     if isinstance(v, bool):
@@ -144,6 +159,8 @@ class _Check:
 def _check_run(r: dict, path: str) -> None:
     """What run_figures reads of a run's JSON."""
     c = _Check(path, "a run's JSON as `run --json` writes it")
+    if r.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+        c.fail("schema_version", f"{r['schema_version']!r}; this reclaimsim reads {SCHEMA_VERSION}")
     c.get(r, "scenario", dict, "a table")
     ts = c.get(r, "timeseries", dict, "a table")
     cols = c.get(ts, "columns", list, "a list of column names", "timeseries")
@@ -163,6 +180,8 @@ def _check_run(r: dict, path: str) -> None:
             for k, v in zip(cols, row):
                 if k != "cgroup" and k in need and (not isinstance(v, _NUM) or isinstance(v, bool)):
                     c.fail(f"timeseries.rows[{i}] column {k}", f"{_shape(v)}, expected a number")
+                if k != "cgroup" and k in need and v < 0:
+                    c.fail(f"timeseries.rows[{i}] column {k}", f"{v}, expected a number >= 0 (a size, a count or a time)")
     num = (_NUM, "a number")
     c.records(r, "locks", {"name": (str, "a string"), "caller": (str, "a string"), "acquisitions": num,
                            "total_wait_ns": num})
@@ -182,8 +201,14 @@ def _check_compare(d: dict, path: str) -> None:
     locks = c.records(d, "locks", {"site": (str, "a string"), "a_total_wait_ns": num, "b_total_wait_ns": num})
     if ms or locks:
         c.get(d, "scenario", (str, int, float), "a name")
+    for i, m in enumerate(ms):
+        for k in ("a_std", "b_std"):
+            if m[k] < 0:
+                c.fail(f"metrics[{i}].{k}", f"{m[k]}, expected a standard deviation >= 0")
     if ms:
-        c.get(d, "seeds", _NUM, "a number of seeds")
+        seeds = c.get(d, "seeds", _NUM, "a number of seeds")
+        if seeds < 1 or seeds != int(seeds):
+            c.fail("seeds", f"{seeds}, expected a whole number of seeds >= 1")
 
 
 def _ts_by_cgroup(r: dict) -> dict[str, dict[str, list]]:

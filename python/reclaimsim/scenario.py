@@ -19,6 +19,45 @@ from .result import Result
 from .term import printable
 
 
+class TomlFloat(float):
+    """A TOML float that keeps the text it was written as: `6.10` and `6.1` are one float,
+    but as a kernel version they are two kernels (`version_text`)."""
+
+    def __new__(cls, text: str):
+        x = super().__new__(cls, text)
+        x.text = text
+        return x
+
+    def __reduce__(self):  # copies and pickles keep the text
+        return (TomlFloat, (self.text,))
+
+
+def toml_loads(text: str) -> dict:
+    """tomllib.loads, its floats TomlFloats."""
+    return tomllib.loads(text, parse_float=TomlFloat)
+
+
+def version_text(v: Any) -> Any:
+    """A kernel version as written: `--set kernel.version=6.12` and an unquoted `version =
+    6.12` give a float, and `6.10` would read as 6.1; the text goes to the core, which
+    knows the versions."""
+    return v.text if isinstance(v, TomlFloat) else v
+
+
+def _version_as_text(data: dict) -> None:
+    """version_text of a scenario's (or an A/B side's) kernel version, wherever it is
+    given: [kernel] version, a side's `kernel.version`, [compare]'s sides."""
+    k = data.get("kernel")
+    if isinstance(k, dict) and "version" in k:
+        k["version"] = version_text(k["version"])
+    if "kernel.version" in data:
+        data["kernel.version"] = version_text(data["kernel.version"])
+    spec = data.get("compare")
+    for side in ("a", "b"):
+        if isinstance(spec, dict) and isinstance(spec.get(side), dict):
+            _version_as_text(spec[side])
+
+
 def _builtin_dir():
     return resources.files("reclaimsim") / "scenarios"
 
@@ -35,16 +74,33 @@ def builtin_scenarios() -> list[tuple[str, str]]:
 
 def _parse_toml(text: str, origin: str) -> dict:
     try:
-        return tomllib.loads(text)
+        return toml_loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{origin}: invalid TOML: {e}") from None
     except RecursionError:
         raise ScenarioError(f"{origin}: invalid TOML: nested too deeply") from None
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list) -> dict:
+    """json.loads's object hook: a key given twice is refused (TOML refuses it too; JSON
+    would keep the last silently)."""
+    seen: dict = {}
+    for k, v in pairs:
+        if k in seen:
+            raise _DuplicateKey(k)
+        seen[k] = v
+    return seen
+
+
 def _parse_json(text: str, origin: str) -> dict:
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise ScenarioError(f"{origin}: invalid JSON: key {quoted(str(e.args[0]))} given twice in one object") from None
     except json.JSONDecodeError as e:
         raise ScenarioError(f"{origin}: invalid JSON: {e}") from None
     except RecursionError:
@@ -118,6 +174,7 @@ def load_scenario(
         # Applied to a copy: a path that does not exist is refused whether or not they
         # are used.
         _apply_full_scale(copy.deepcopy(data), fs)
+    _version_as_text(data)
     _check_trace_paths(data)
     if written:
         _core.check_units_json(json.dumps(data))
@@ -313,7 +370,7 @@ def _resolve_paths(data: dict, base: Path) -> None:
 def parse_value(v: str) -> Any:
     """A `--set` value: a TOML value, else the text itself as a string."""
     try:
-        doc = tomllib.loads(f"v = {v}")
+        doc = toml_loads(f"v = {v}")
     except tomllib.TOMLDecodeError:
         return v
     except RecursionError:
@@ -435,12 +492,15 @@ def parse_switches(text: str | None) -> dict:
         if "=" not in part:
             raise ScenarioError(f"switch {part!r}: expected NAME=VALUE, e.g. rotation_cost=false")
         k, _, v = part.partition("=")
+        if k.strip() in out:
+            raise ScenarioError(f"switch {quoted(part)}: {k.strip()} is given twice")
         try:
             out[k.strip()] = parse_value(v.strip())
         except ScenarioError as e:
             raise ScenarioError(f"switch {quoted(part)}: {e}") from None
     for k, v in out.items():
         check_values(v, _side_path(k))
+    _version_as_text(out)
     return out
 
 
@@ -465,6 +525,8 @@ def toml_literal(x: Any) -> str:
     """A value as the TOML text of a `--set` override (apply_override parses it back)."""
     if isinstance(x, bool):
         return "true" if x else "false"
+    if isinstance(x, TomlFloat):
+        return x.text
     if isinstance(x, (int, float)):
         return repr(x)
     return json.dumps(x)
@@ -485,6 +547,7 @@ def apply_side(data: dict, side: dict) -> dict:
         else:
             switches[k] = x
     d["variants"] = {**variants, **switches}
+    _version_as_text(d)
     return d
 
 

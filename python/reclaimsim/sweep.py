@@ -31,7 +31,7 @@ from ._core import ScenarioError
 from .batch import LocalPool, probe, run_one
 from .metrics import from_v1, metric, values
 from .safefs import replace_atomically
-from .scenario import MAX_DEPTH, apply_override, parse_key, apply_side, brief, compare_table, load_scenario, toml_literal, value_problem
+from .scenario import MAX_DEPTH, apply_override, parse_key, apply_side, brief, compare_table, load_scenario, toml_literal, toml_loads, value_problem
 from .term import one_line
 
 GRID_FIELDS = ("scenario", "description", "seeds", "axes", "variant_sets", "exclude", "zip", "overrides")
@@ -100,7 +100,7 @@ def load_grid(grid: str | Path | dict) -> Grid:
         p = Path(s)
         if p.is_file():
             try:
-                data = tomllib.loads(p.read_text())
+                data = toml_loads(p.read_text())
             except OSError as e:
                 raise _err(f"grid {s}: cannot read: {e.strerror or e}") from None
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -113,7 +113,7 @@ def load_grid(grid: str | Path | dict) -> Grid:
             if not f.is_file():
                 names = ", ".join(n for n, _ in builtin_grids())
                 raise _err(f"grid {s!r}: no such file and no built-in grid of that name; built-ins: {names}")
-            data = tomllib.loads(f.read_text())
+            data = toml_loads(f.read_text())
             name = s
     for k in data:
         if k not in GRID_FIELDS:
