@@ -130,6 +130,34 @@ fn trace_gen_refuses_a_shuffle_beyond_the_memory_limit() {
     assert_eq!(e, Error::Interrupted);
 }
 
+/// The ids' shuffle asks the progress callback too (every 50 ms while it runs): a shuffle
+/// of tens of millions of ids, taking longer than that, stops at the first refusal,
+/// before the file is created; one that is let finish writes the trace.
+#[test]
+fn trace_gen_can_be_interrupted_while_it_shuffles_the_ids() {
+    let p = std::env::temp_dir().join(format!("shuffle-{}.oracleGeneral", std::process::id()));
+    let path = p.to_str().unwrap();
+    let _ = std::fs::remove_file(&p);
+    let mut asked = 0;
+    let e = trace::write_zipf_oracle(path, 1 << 26, 1, 0.9, 1, None, &mut || {
+        asked += 1;
+        false
+    })
+    .expect_err("interrupted");
+    assert_eq!(e, Error::Interrupted);
+    assert_eq!(asked, 1, "stopped at the first refusal");
+    assert!(!p.exists(), "no file before the shuffle ends");
+    let mut asked = 0;
+    let n = trace::write_zipf_oracle(path, 1 << 26, 1, 0.9, 1, None, &mut || {
+        asked += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(n, trace::ORACLE_GENERAL_RECORD as u64);
+    assert!(asked >= 1, "the shuffle asked while it ran");
+    std::fs::remove_file(&p).unwrap();
+}
+
 /// `n` bytes no reader takes for text, CSV, JSON or zstd (a byte >= 0x80 first).
 fn noise(n: usize) -> Vec<u8> {
     (0..n).map(|i| (0x80 + i * 37 % 127) as u8).collect()

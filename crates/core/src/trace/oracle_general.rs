@@ -145,6 +145,31 @@ fn oracle_request(rec: &[u8]) -> Request {
 /// by id. Returns the bytes written. The permutation takes 4 bytes per object: more than
 /// `max_memory` (None: the memory this process may take, budget::available_memory) is refused. `progress()` is
 /// called every 2^20 records; false stops with [`Error::Interrupted`].
+/// The ids 1..=n in the order `rng` shuffles them (rand's Fisher-Yates), and the stream
+/// after it. Millions of ids take seconds, billions minutes: the shuffle runs on a thread
+/// of its own while this one asks `progress` every 50 ms, so Ctrl-C stops it (the thread,
+/// left behind, frees its ids when it ends).
+fn shuffled_ids(
+    n: u32,
+    mut rng: crate::engine::rng::Rng,
+    progress: &mut dyn FnMut() -> bool,
+) -> Result<(Vec<u32>, crate::engine::rng::Rng)> {
+    use rand::seq::SliceRandom;
+    let job = std::thread::spawn(move || {
+        let mut perm: Vec<u32> = (1..=n).collect();
+        perm.shuffle(&mut rng);
+        (perm, rng)
+    });
+    while !job.is_finished() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if !job.is_finished() && !progress() {
+            return Err(Error::Interrupted);
+        }
+    }
+    job.join()
+        .map_err(|_| Error::Internal("trace-gen: the shuffle of the ids failed".into()))
+}
+
 pub fn write_zipf_oracle(
     path: &str,
     objects: u64,
@@ -154,7 +179,6 @@ pub fn write_zipf_oracle(
     max_memory: Option<u64>,
     progress: &mut dyn FnMut() -> bool,
 ) -> Result<u64> {
-    use rand::seq::SliceRandom;
     use rand_distr::{Distribution, Zipf};
     use std::io::Write;
     if objects == 0 || objects > u32::MAX as u64 {
@@ -183,9 +207,8 @@ pub fn write_zipf_oracle(
             format!("{theta}: {e}; allowed a finite number > 0"),
         )
     })?;
-    let mut rng = crate::engine::rng::stream(seed, crate::engine::streams::TRACE_GEN_STREAM);
-    let mut perm: Vec<u32> = (1..=objects as u32).collect();
-    perm.shuffle(&mut rng);
+    let rng = crate::engine::rng::stream(seed, crate::engine::streams::TRACE_GEN_STREAM);
+    let (perm, mut rng) = shuffled_ids(objects as u32, rng, progress)?;
     let f = File::create(path).map_err(|e| err(path, 0, e.to_string()))?;
     let mut out: Box<dyn Write> = if path.ends_with(".zst") {
         Box::new(
