@@ -220,8 +220,9 @@ fn malformed_profile_entries_are_named_with_their_field_in_plain_words() {
         let p = profile_file(&format!("entry{i}.toml"), &format!("{entry}\n"));
         let (path, msg) = refused(&toml(&format!("costs_profile = {p:?}"), ""));
         assert_eq!(path, "scenario.costs_profile");
+        // The entry is the file's third line.
         assert!(
-            msg.starts_with(&format!("{p}: not a cost profile: {at}")),
+            msg.starts_with(&format!("{p}:3: not a cost profile: {at}")),
             "{entry}: {msg}"
         );
         for x in parts {
@@ -230,5 +231,33 @@ fn malformed_profile_entries_are_named_with_their_field_in_plain_words() {
         for w in ["u64", "ProfileEntry", "struct", "i64"] {
             assert!(!msg.contains(w), "{entry}: {w:?} in {msg:?}");
         }
+    }
+}
+
+/// A profile that is not TOML, or holds a TOML date where a string goes, is refused in
+/// one line that names the file's line and says what was written.
+#[test]
+fn a_profiles_syntax_error_and_a_date_name_their_line_in_one_line() {
+    for (i, (body, want)) in [
+        (
+            "[costs\nfoo = 1\n",
+            ":3: not a cost profile: invalid table header; expected",
+        ),
+        (
+            "description = 1979-05-27\n",
+            ":3: not a cost profile: description: a TOML date or time, expected a string",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = tmp(
+            &format!("syntax{i}.toml"),
+            format!("name = \"x\"\n\n{body}").as_bytes(),
+        );
+        let (path, msg) = refused(&toml(&format!("costs_profile = {p:?}"), ""));
+        assert_eq!(path, "scenario.costs_profile");
+        assert!(msg.starts_with(&format!("{p}{want}")), "{msg}");
+        assert!(!msg.contains('\n'), "{msg:?}");
     }
 }

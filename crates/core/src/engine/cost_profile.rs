@@ -121,13 +121,28 @@ impl CostProfile {
         let de = toml::Deserializer::new(text);
         let p: CostProfile = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            let msg = crate::scenario::plain_words(e.inner().message());
+            let span = e.inner().span();
+            // toml's message may run over lines; a refusal is one.
+            let mut msg = crate::scenario::plain_words(e.inner().message()).replace('\n', "; ");
+            // A TOML date reaches serde as a table: say what the file holds.
+            let written = span.clone().and_then(|r| text.get(r)).map(str::trim);
+            if written.is_some_and(|w| w.parse::<toml::value::Datetime>().is_ok()) {
+                msg = msg.replace("invalid type: table", "a TOML date or time");
+            }
+            // FILE:LINE, as a compiler names a place in a file.
+            let line = span.map_or(String::new(), |r| {
+                let l = text[..r.start.min(text.len())].matches('\n').count() + 1;
+                format!(":{l}")
+            });
             let at = if path.is_empty() || path == "." {
                 String::new()
             } else {
                 format!("{path}: ")
             };
-            Error::scenario(field, format!("{origin}: not a cost profile: {at}{msg}"))
+            Error::scenario(
+                field,
+                format!("{origin}{line}: not a cost profile: {at}{msg}"),
+            )
         })?;
         let names = CostTable::names();
         for (k, e) in &p.costs {
