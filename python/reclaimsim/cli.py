@@ -8,6 +8,7 @@ traceback.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -72,15 +73,58 @@ class _Main(click.Group):
 
 
 def _writable(ctx, param, value):
-    """Option callback: refuse, before anything runs, an output path that cannot be written."""
-    if value is None or value == "-":
+    """Option callback: refuse, before anything runs, an output path that cannot be written.
+    A path that is stdout itself (/dev/stdout, or the file stdout goes to) is taken as '-',
+    which prints that output alone; a second output to stdout is refused."""
+    if value is None:
         return value
     if value == "":
         raise click.BadParameter("'': the path is empty; give a file name", ctx, param)
-    problem = output_problem(value)
-    if problem:
-        raise click.BadParameter(f"{value}: {problem}", ctx, param)
+    if value != "-":
+        problem = output_problem(value)
+        if problem:
+            raise click.BadParameter(f"{value}: {problem}", ctx, param)
+    if value == "-" or (_is_stdout(value) and not _discards(value)):
+        first = ctx.meta.setdefault("reclaimsim.stdout_output", _param_label(param))
+        if first != _param_label(param):
+            raise click.BadParameter(f"{value}: {first} writes to stdout already; one output at most goes to stdout", ctx, param)
+        _release_fifo(value)
+        return "-"
     return value
+
+
+def _file_output(pipes: bool):
+    """Option callback for an output that is a file the command opens itself by name
+    (trace-gen's trace, calibrate's profile, kernel-build's image): as `_writable`, and
+    '-' is refused rather than taken for a file named '-', as is the file stdout goes to
+    (stdout is not one of these outputs, and the command prints there too). With
+    `pipes` False a FIFO is refused too (the command reads the file back or copies onto
+    it, which a FIFO cannot take)."""
+
+    def check(ctx, param, value):
+        if value == "-":
+            raise click.BadParameter("'-': this output is a file, not stdout; give a file name", ctx, param)
+        if value and _is_stdout(value) and not _discards(value):
+            raise click.BadParameter(f"{value}: stdout goes there, and this output is a file of its own; give another file name", ctx, param)
+        if not pipes and value and _is_fifo(value):
+            raise click.BadParameter(f"{value}: a FIFO; this output is read back or copied onto, so give a regular file", ctx, param)
+        return _writable(ctx, param, value)
+
+    return check
+
+
+def _is_stdout(path: str) -> bool:
+    """Whether `path` is the file stdout writes to (/dev/stdout, /proc/self/fd/1, or that
+    file by its name)."""
+    key = _stdout_key()
+    return key != ("stdout",) and _file_key(path) == key
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _nonempty_path(ctx, param, value):
@@ -110,9 +154,13 @@ def _output_problem(path: str) -> str | None:
         return f"{str(parent)!r} is not a directory"
     if p.exists() and not p.is_file():
         # A device or a pipe (/dev/stdout, /dev/null): written as it comes. A character
-        # device takes an empty write first: /dev/full refuses it (ENOSPC). A pipe is not
-        # opened (that would wait for its reader).
-        if not stat.S_ISCHR(p.stat().st_mode):
+        # device takes an empty write first: /dev/full refuses it (ENOSPC). A pipe is
+        # opened without waiting: one without a reader is refused (writing would wait
+        # for one forever), one with a reader stays open until the output is written.
+        mode = p.stat().st_mode
+        if stat.S_ISFIFO(mode):
+            return _hold_fifo(path)
+        if not stat.S_ISCHR(mode):
             return None
         try:
             fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
@@ -144,19 +192,140 @@ def _output_problem(path: str) -> str | None:
     return None
 
 
+# FIFOs named as outputs, opened (write end, O_NONBLOCK) when their reader was found
+# there: path -> descriptor. Held until the output is written, so that the reader sees no
+# end of file before it, and a command that opens the path itself (trace-gen) finds the
+# reader still there rather than waiting for one.
+_held_fifos: dict[str, int] = {}
+
+_NO_READER = "a FIFO with no reader (writing would wait for one forever); start its reader first"
+
+
+def _open_fifo(path: str) -> int:
+    """The write end of FIFO `path`, opened without waiting for a reader (ENXIO when there
+    is none); the descriptor is left non-blocking."""
+    return os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def _hold_fifo(path: str) -> str | None:
+    if path in _held_fifos:
+        return None
+    try:
+        _held_fifos[path] = _open_fifo(path)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            return _NO_READER
+        return e.strerror.lower() if e.strerror else str(e)
+    return None
+
+
+def _release_fifo(path: str) -> None:
+    fd = _held_fifos.pop(path, None)
+    if fd is not None:
+        os.close(fd)
+
+
 def write_output(path: str, text: str, option: str = "--json") -> None:
     """Write an output file; a late failure (a full filesystem) is one line, exit 2, and
-    leaves no truncated file behind."""
+    leaves no truncated file behind. A FIFO is written through the descriptor `_writable`
+    opened (or one opened now, refused when no reader is there): never a wait for a
+    reader that may not come."""
     if path == "-":
         click.echo(text)
         return
     try:
-        with open(path, "w") as f:
+        fd = _held_fifos.pop(path, None)
+        if fd is None and _is_fifo(path):
+            try:
+                fd = _open_fifo(path)
+            except OSError as e:
+                if e.errno == errno.ENXIO:
+                    _fail(f"{option} {path}: {_NO_READER}", 2)
+                raise
+        if fd is not None:
+            os.set_blocking(fd, True)  # the reader is there: a full pipe waits for it (Ctrl-C still stops it)
+            f = os.fdopen(fd, "w")
+        else:
+            f = open(path, "w")
+        with f:
             f.write(text)
     except OSError as e:
         if Path(path).is_file():
             Path(path).unlink(missing_ok=True)
         _fail(f"{option} {path}: cannot write: {e.strerror or e}", 2)
+
+
+def _file_key(path: str) -> tuple:
+    """What tells the file `path` names from others: its device and inode when it exists
+    (a link or a second name leads to the same), else its absolute path with links
+    resolved."""
+    ino = _inode(path)
+    return ("file", *ino) if ino else ("path", os.path.realpath(path))
+
+
+def _stdout_key() -> tuple:
+    try:
+        st = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return ("stdout",)
+    return ("file", st.st_dev, st.st_ino)
+
+
+def _discards(path: str) -> bool:
+    """Whether `path` is /dev/null, which any number of outputs may share."""
+    try:
+        st, null = os.stat(path), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev
+
+
+def _param_label(p: click.Parameter) -> str:
+    if isinstance(p, click.Option):
+        return next((o for o in p.opts if o.startswith("--")), p.opts[0])
+    return p.human_readable_name
+
+
+def _distinct_outputs(outputs, inputs=()) -> None:
+    """Refuse, before anything runs, an output that is one of the command's inputs (the
+    scenario file, a trace, a report input: writing it would destroy it), and two outputs
+    to one file (the second would overwrite the first; stdout twice `_writable` refuses).
+    `outputs`: (parameter name, path or None) in the command's order; `inputs`: (what it
+    is, path or None), an input only where it exists."""
+    ctx = click.get_current_context()
+    params = {p.name: p for p in ctx.command.params}
+    ins = [(what, path, _file_key(path)) for what, path in inputs if path and _inode(path)]
+    seen: list[tuple[str, tuple]] = []
+    for name, path in outputs:
+        if not path or path == "-":
+            continue
+        param = params[name]
+        key = _file_key(path)
+        for what, inp, ikey in ins:
+            if key == ikey:
+                raise click.BadParameter(
+                    f"{path}: the same file as {what} {inp}, which writing would destroy; give another path", ctx, param,
+                )
+        for other, okey in seen:
+            if key == okey and not _discards(path):
+                raise click.BadParameter(f"{path}: the same file as {other}'s; give each output its own file", ctx, param)
+        seen.append((_param_label(param), key))
+
+
+def _inode(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _costs_file(costs_sets: tuple) -> str | None:
+    """The file --costs named (its callback made it a costs_profile override)."""
+    return json.loads(costs_sets[0].split("=", 1)[1]) if costs_sets else None
+
+
+PAGE_SIZE = 4096
 
 
 def _max_memory(ctx, param, value):
@@ -170,8 +339,12 @@ def _max_memory(ctx, param, value):
         n = float(v[:-1] if mult > 1 else v) * mult
     except ValueError:
         n = -1.0
-    if not (0 < n < 2**64):
-        raise click.BadParameter(f"{value!r}: expected bytes or a size like 8G", ctx, param)
+    if not (PAGE_SIZE <= n < 2**64):
+        raise click.BadParameter(
+            f"{value!r}: allowed a size of at least {PAGE_SIZE} bytes (one page) and below 16 EiB, "
+            "in bytes or with K, M, G or T (e.g. 8G)",
+            ctx, param,
+        )
     return int(n)
 
 
@@ -180,7 +353,7 @@ _max_memory_option = click.option(
     "max_memory",
     metavar="SIZE",
     callback=_max_memory,
-    help="Refuse a run whose estimated memory is above this (e.g. 8G; default: the memory this process may take: MemAvailable, its memory cgroup's headroom, ulimit -v).",
+    help="Refuse a run whose estimated memory is above this (e.g. 8G; at least 4K, one page; default: the memory this process may take: MemAvailable, its memory cgroup's headroom, ulimit -v).",
 )
 
 
@@ -288,6 +461,7 @@ def _json_option(what: str):
 @_max_memory_option
 def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, observe, costs_sets, max_memory):
     """Run SCENARIO (a TOML file, a JSON file as `validate` prints, or a built-in name; default: `default`)."""
+    _distinct_outputs([("json_path", json_path)], [("the scenario", scenario), ("--costs", _costs_file(costs_sets))])
     cb, prog = _progress_cb(no_progress)
     try:
         r = run_scenario(
@@ -338,6 +512,10 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, observe,
     A and B (--a/--b, or the scenario's [compare] a and b) are switches
     (rotation_cost=false) or scenario fields by their --set path (kernel.lru=mglru).
     """
+    _distinct_outputs(
+        [("json_path", json_path), ("html_path", html_path)],
+        [("the scenario", scenario), ("--costs", _costs_file(costs_sets))],
+    )
     from .compare import compare, format_compare
 
     c = compare(
@@ -374,6 +552,7 @@ def sweep_cmd(grid, out, workers, scheduler, dry_run, retry_failed, reuse_other_
     the scenario's [compare] a and b). Runs already stored are not run again; a sweep
     stopped by Ctrl-C or a kill resumes where it was. The table is OUT/results.parquet.
     """
+    _distinct_outputs([("html_path", html_path)], [("the grid", grid)])
     from .sweep import estimate, execute, load_grid, plan, results
 
     g = load_grid(grid)
@@ -445,10 +624,12 @@ def report_cmd(inputs, output):
     its spread over seeds, the lock table A vs B. Sweeps: each metric against each axis
     (mean and std over seeds, a line per variant set), and heat maps over two axes.
     """
+    _distinct_outputs([("output", output)], [("the input", i) for i in inputs])
     from .report import build_html
 
     write_output(output, build_html(list(inputs)), "--output")
-    click.echo(f"report: {output}")
+    if output != "-":  # on stdout the page goes alone
+        click.echo(f"report: {output}")
 
 
 @main.command()
@@ -511,6 +692,10 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
     --costs FILE, e.g. from `reclaimsim calibrate`, sets; with --vm the guest's own
     replace it unless --model-costs table).
     """
+    _distinct_outputs(
+        [("json_path", json_path)],
+        [("the scenario", scenario), ("--costs", _costs_file(costs_sets)), ("--kernel", kernel_image)],
+    )
     from .kernelrun import kernel_run
     from .sidebyside import KernelRunError, format_report
 
@@ -584,6 +769,9 @@ def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, ti
     real A/B beside the simulator's A/B of the scenario's [compare] switch sets: per
     counter, each side's mean and std, %change and Welch's mark, and whether the model's
     change goes the kernels' way."""
+    _distinct_outputs(
+        [("json_path", json_path)], [("the scenario", scenario), ("--kernel-a", kernel_a), ("--kernel-b", kernel_b)],
+    )
     from .kernelcompare import format_kernel_compare, kernel_compare
     from .sidebyside import KernelRunError
 
@@ -604,7 +792,7 @@ def kernel_compare_cmd(scenario, kernel_a, kernel_b, reps, a, b, sets, accel, ti
 @click.argument("source")
 @click.option("--patch", "patches", multiple=True, metavar="FILE", help="A patch to apply (patch -p1), in order (repeatable).")
 @click.option("--config-fragment", "fragments", multiple=True, metavar="FILE", help="Kconfig lines (CONFIG_X=y) merged after the built-in ones (repeatable).")
-@click.option("-o", "--output", "out", required=True, metavar="IMAGE", callback=_writable, help="Where the bzImage goes; its .config goes to IMAGE.config.")
+@click.option("-o", "--output", "out", required=True, metavar="IMAGE", callback=_file_output(pipes=False), help="Where the bzImage goes (a file); its .config goes to IMAGE.config.")
 @click.option("--jobs", type=click.IntRange(1, 1024), default=os.cpu_count() or 1, show_default=True, help="Parallel make jobs.")
 def kernel_build_cmd(source, patches, fragments, out, jobs):
     """Build an x86-64 bzImage of the kernel in SOURCE, optionally patched, for booting
@@ -627,6 +815,10 @@ def kernel_build_cmd(source, patches, fragments, out, jobs):
     Exit codes: 2 for a source, patch or fragment that cannot be used or a missing build
     tool; 1 when the download or the compile fails (the log's path is in the message).
     """
+    _distinct_outputs(
+        [("out", out), ("out", f"{out}.config")],
+        [*(("--patch", p) for p in patches), *(("--config-fragment", f) for f in fragments)],
+    )
     from .kernelbuild import KernelBuildError, build, check_inputs, source_from_arg
 
     def say(msg: str) -> None:
@@ -644,13 +836,14 @@ def kernel_build_cmd(source, patches, fragments, out, jobs):
 
 
 @main.command(name="trace-gen")
-@click.argument("out", type=click.Path(dir_okay=False), callback=_writable)
+@click.argument("out", type=click.Path(dir_okay=False), callback=_file_output(pipes=True))
 @click.option("--objects", type=click.IntRange(1, 2**32 - 1), default=1_000_000, show_default=True, help="Distinct 4 KiB objects.")
 @click.option("--requests", type=click.IntRange(1, 2**64 - 1), default=20_000_000, show_default=True)
 @click.option("--zipf", "theta", type=FiniteFloatRange(0, min_open=True), default=0.9, show_default=True, help="Zipf exponent.")
 @click.option("--seed", type=SEED, default=1, show_default=True)
 def trace_gen(out, objects, requests, theta, seed):
-    """Write a zipf trace in libCacheSim's oracleGeneral format (zstd if OUT ends in .zst)."""
+    """Write a zipf trace in libCacheSim's oracleGeneral format to the file OUT (zstd if
+    OUT ends in .zst), or to a FIFO that has its reader; not to stdout ('-' is refused)."""
     existed = Path(out).exists()
     try:
         n = call_interruptibly(_core.trace_gen, out, objects, requests, theta, seed)
@@ -659,6 +852,8 @@ def trace_gen(out, objects, requests, theta, seed):
         if not existed and Path(out).is_file():
             Path(out).unlink(missing_ok=True)
         raise
+    finally:
+        _release_fifo(out)  # the trace is written: the reader may see its end now
     size = f"{n} bytes before zstd compression" if out.endswith(".zst") else f"{n} bytes"
     click.echo(f"{out}: {requests} requests over {objects} objects, zipf {theta} ({size})")
 
@@ -684,9 +879,11 @@ def costs(scenario, sets, costs_sets, json_path):
     machine.profile (a built-in hardware profile, `reclaimsim profiles`), its
     costs_profile or --costs FILE (e.g. from `reclaimsim calibrate`), its own [costs].
     """
-    if (sets or costs_sets) and not scenario:
+    _distinct_outputs([("json_path", json_path)], [("the scenario", scenario), ("--costs", _costs_file(costs_sets))])
+    if (sets or costs_sets) and scenario is None:
         scenario = "default"
-    text = json.dumps(load_scenario(scenario, sets + costs_sets)) if scenario else None
+    # An empty SCENARIO is refused (by load_scenario) as run refuses it, not taken for none.
+    text = json.dumps(load_scenario(scenario, sets + costs_sets)) if scenario is not None else None
     table = json.loads(_core.cost_table_json(text))
     if json_path:
         write_output(json_path, json.dumps(table, indent=2))
@@ -701,7 +898,7 @@ def costs(scenario, sets, costs_sets, json_path):
 
 
 @main.command()
-@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), callback=_writable, help="Where to write the cost profile (TOML).")
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), callback=_file_output(pipes=False), help="Where to write the cost profile (a TOML file).")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Directory for the page-cache benchmark's file: a disk filesystem (default /var/tmp).")
 @click.option("--cpus", default="0,1", show_default=True, metavar="A,B", help="The two CPUs of the cache-line benchmarks.")
 @click.option("--quick", is_flag=True, help="Smaller regions and fewer repetitions (seconds instead of a minute; noisier).")
@@ -786,7 +983,7 @@ _VS_ONLY = ("capacity_pages", "capacity_ratio", "policies", "repeat")
 @click.option("--scenario", "names", multiple=True, help="Built-ins (or scenario files) to measure (default: default and large).")
 @click.option("--vs", "versus", type=click.Choice(["libcachesim"]), help="Replay TRACE here and in another simulator, side by side.")
 @click.option("--capacity-pages", type=click.IntRange(1), help="--vs: cache size in 4 KiB pages (default: --capacity-ratio of the objects).")
-@click.option("--capacity-ratio", type=FiniteFloatRange(0, 1, min_open=True), default=0.1, show_default=True, help="--vs: cache size as a fraction of the trace's distinct objects.")
+@click.option("--capacity-ratio", type=FiniteFloatRange(0, 1, min_open=True), default=0.1, show_default=True, help="--vs: cache size as a fraction of the trace's distinct objects (not with --capacity-pages).")
 @click.option("--policies", is_flag=True, help="--vs: also show the miss ratios of libCacheSim's Clock, SLRU, 2Q, ARC and S3-FIFO (not timed).")
 @click.option("--repeat", type=click.IntRange(1), default=1, show_default=True, help="--vs: run both sides this many times, alternated, and keep each side's fastest run.")
 @click.option("--sweep", "sweep_bench", is_flag=True, help="Time a 16-run sweep on 1 and 2 local workers and a 2-worker Dask LocalCluster: speedups and the overhead per run.")
@@ -803,9 +1000,16 @@ def bench(ctx, trace, names, versus, capacity_pages, capacity_ratio, policies, r
     requests per second of both, their ratio, and both miss ratios.
     """
     given = lambda name: ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    _distinct_outputs([("json_path", json_path)], [("the trace", trace), *(("--scenario", n) for n in names)])
+    if capacity_pages is not None and given("capacity_ratio"):
+        # Either sets the cache size: the ratio would be silently ignored.
+        _fail(f"--capacity-ratio {capacity_ratio:g}: not with --capacity-pages {capacity_pages} (both set the cache size); give one of them")
     if sweep_bench:
         if versus or trace or names:
             _fail("--sweep goes alone (its grid is built in)")
+        for name in _VS_ONLY:
+            if given(name):
+                _fail(f"--{name.replace('_', '-')} goes with --vs libcachesim TRACE, not with --sweep")
         import tempfile
 
         from .sweep import bench_sweep, format_bench_sweep

@@ -538,3 +538,194 @@ def test_the_budget_is_the_address_space_limit_less_the_process(tmp_path):
     # The headroom is the limit less the process's own size (tens of MiB: shown as 4.0).
     allowed = float(line.split("above the ")[1].split(" GiB")[0])
     assert 3.0 < allowed <= 4.0, line
+
+
+# ---------------------------------------------------------------------------------------
+# Outputs that would destroy an input, clash with each other or wait forever; options
+# that would be silently ignored; values refused one way here and another way there.
+
+def _clobber_cases(tmp_path):
+    s = write(tmp_path, "s.toml", SMALL)
+    run_json = write(tmp_path, "r.json", "{}")
+    trace = write(tmp_path, "t.oracleGeneral", (TRACES / "small.oracleGeneral").read_bytes())
+    prof = write(tmp_path, "prof.toml", "[costs]\n")
+    link = tmp_path / "link.toml"
+    link.symlink_to("s.toml")
+    hard = tmp_path / "hard.toml"
+    os.link(s, hard)
+    return [
+        (["run", s, "--json", s], "--json", s),
+        (["run", s, "--json", str(link)], "--json", s),  # the same file through a link
+        (["run", str(hard), "--json", s], "--json", s),  # ... or a second name of it
+        (["run", "s.toml", "--json", "./s.toml"], "--json", s),
+        (["run", "default", "--costs", prof, "--json", prof], "--json", prof),
+        (["costs", s, "--json", s], "--json", s),
+        (["validate", s], None, s),  # no output: nothing to refuse
+        (["compare", s, "--b", "rotation_cost=false", "--html", s], "--html", s),
+        (["compare", s, "--b", "rotation_cost=false", "--json", s], "--json", s),
+        (["report", "-o", run_json, run_json], "--output", run_json),
+        (["bench", "--vs", "libcachesim", trace, "--json", trace], "--json", trace),
+        (["kernel-run", s, "--json", s], "--json", s),
+    ]
+
+
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path):
+    for args, option, victim in _clobber_cases(tmp_path):
+        before = Path(victim).read_bytes()
+        p = cli(*args, "--set", "duration=20ms") if args[0] == "validate" else cli(*args, cwd=tmp_path)
+        if option is None:
+            assert p.returncode == 0, (args, p.stderr)
+            continue
+        assert p.returncode == 2, (args, p.stderr)
+        line = one_error_line(p)
+        assert option in line and "the same file as" in line and "give another path" in line, (args, line)
+        assert Path(victim).read_bytes() == before, args
+        assert "simulating" not in p.stderr
+
+
+@pytest.mark.parametrize("outputs, needles", [
+    (["--json", "-", "--html", "-"], ["--html", "-: --json writes to stdout already", "one output at most"]),
+    (["--json", "-", "--html", "/dev/stdout"], ["--html", "/dev/stdout: --json writes to stdout already"]),
+    (["--json", "OUT", "--html", "OUT"], ["--html", "out.x: the same file as --json's", "each output its own file"]),
+])
+def test_two_outputs_to_stdout_or_to_one_file_are_refused(outputs, needles, tmp_path):
+    out = str(tmp_path / "out.x")
+    s = write(tmp_path, "s.toml", SMALL)
+    p = cli("compare", s, "--b", "rotation_cost=false", "--seeds", "2", *[out if o == "OUT" else o for o in outputs])
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    for n in needles:
+        assert n in line, line
+    assert p.stdout == "" and not Path(out).exists()
+    # /dev/null twice discards both, as asked.
+    p = cli("compare", s, "--b", "rotation_cost=false", "--seeds", "2", "--json", "/dev/null", "--html", "/dev/null")
+    assert p.returncode == 0, p.stderr
+
+
+def test_bench_refuses_a_capacity_in_pages_and_a_ratio_both():
+    trace = str(TRACES / "small.oracleGeneral")
+    p = cli("bench", "--capacity-pages", "10", "--capacity-ratio", "0.5", "--vs", "libcachesim", trace)
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "--capacity-ratio 0.5" in line and "--capacity-pages" in line and "one of them" in line, line
+    # The ratio's default does not count as given.
+    p = cli("bench", "--capacity-pages", "10", "--vs", "libcachesim", str(TRACES / "small.csv"))
+    assert p.returncode == 2 and "looks like csv" in one_error_line(p)
+    # --sweep has its own grid: a --vs option beside it would be ignored as silently.
+    p = cli("bench", "--sweep", "--repeat", "3")
+    assert p.returncode == 2, p.stderr
+    assert "--repeat goes with --vs libcachesim TRACE, not with --sweep" in one_error_line(p)
+
+
+def _fifo_cases(tmp_path):
+    s = write(tmp_path, "s.toml", SMALL)
+    return [
+        ["run", s, "--json", "FIFO"],
+        ["costs", "--json", "FIFO"],
+        ["profiles", "--json", "FIFO"],
+        ["report", "-o", "FIFO", write(tmp_path, "r.json", "{}")],
+        ["compare", s, "--b", "rotation_cost=false", "--html", "FIFO"],
+        ["trace-gen", "FIFO", "--requests", "100", "--objects", "10"],
+        ["bench", "--json", "FIFO"],
+    ]
+
+
+def test_an_output_fifo_without_a_reader_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for args in _fifo_cases(tmp_path):
+        p = cli(*[str(fifo) if a == "FIFO" else a for a in args], timeout=60)
+        assert p.returncode == 2, (args, p.stderr)
+        line = one_error_line(p)
+        assert f"{fifo}: a FIFO with no reader" in line and "start its reader first" in line, (args, line)
+        assert "simulating" not in p.stderr
+    # A profile calibrate reads back, an image kernel-build copies: a FIFO is no such file.
+    for args in (["calibrate", "-o", str(fifo)], ["kernel-build", "/nonexistent", "-o", str(fifo)]):
+        p = cli(*args, timeout=60)
+        assert p.returncode == 2, (args, p.stderr)
+        line = one_error_line(p)
+        assert f"{fifo}: a FIFO" in line and "give a regular file" in line, (args, line)
+
+
+def _through_fifo(fifo: Path, *args):
+    """The command `args` run with a reader already on `fifo`; (its result, what it wrote
+    there). What it writes must fit in the pipe's buffer (64 KiB)."""
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the reader, there before the writer
+    hold = os.open(fifo, os.O_WRONLY)  # no end of file until the command has written
+    try:
+        p = cli(*args, timeout=60)
+        os.close(hold)
+        hold = -1
+        os.set_blocking(rfd, True)
+        data = b""
+        while b := os.read(rfd, 1 << 16):
+            data += b
+    finally:
+        if hold >= 0:
+            os.close(hold)
+        os.close(rfd)
+    return p, data
+
+
+def test_an_output_fifo_with_a_reader_and_dev_stdout_are_written(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    p, data = _through_fifo(fifo, "profiles", "--json", str(fifo))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(data) == json.loads(cli("profiles", "--json", "-").stdout)
+    p, data = _through_fifo(fifo, "trace-gen", str(fifo), "--requests", "100", "--objects", "10")
+    assert p.returncode == 0 and len(data) == 100 * 24, p.stderr
+    # /dev/stdout on a pipe (here the one subprocess reads) is a FIFO with its reader.
+    p = cli("costs", "--json", "/dev/stdout")
+    assert p.returncode == 0 and json.loads(p.stdout), p.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "0.5", "4095", "1K", "3.9K", "-4K", "nan", "inf", "1e30T", "eight"])
+def test_max_memory_below_one_page_or_malformed_is_refused_by_the_option(value):
+    p = cli("validate", "default", "--max-memory", value)
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert f"Invalid value for '--max-memory': {value!r}" in line and "at least 4096 bytes" in line, line
+
+
+def test_max_memory_of_a_page_or_more_is_taken_by_the_option():
+    # A page is a budget the option takes; the run's estimate is then above it.
+    p = cli("validate", "default", "--max-memory", "4K")
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "--max-memory" in line and "Invalid value" not in line and "above the 4.0 KiB allowed" in line, line
+    assert cli("validate", "default", "--max-memory", "8G").returncode == 0
+
+
+def test_costs_refuses_an_empty_scenario_as_run_does():
+    for args in (["costs", ""], ["costs", "", "--set", "machine.cpus=4"], ["run", ""]):
+        p = cli(*args)
+        assert p.returncode == 2, (args, p.stderr)
+        assert "scenario '': give a TOML file or a built-in name" in one_error_line(p), args
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["trace-gen", "-", "--requests", "10"], ["OUT", "'-': this output is a file, not stdout; give a file name"]),
+    (["calibrate", "-o", "-"], ["--output", "'-': this output is a file, not stdout"]),
+    (["kernel-build", "/nonexistent", "-o", "-"], ["--output", "'-': this output is a file, not stdout"]),
+    # stdout by another name: the trace would be mixed with trace-gen's own line there.
+    (["trace-gen", "/dev/stdout", "--requests", "10"], ["OUT", "/dev/stdout: stdout goes there", "give another file name"]),
+])
+def test_a_dash_is_no_file_name_for_outputs_that_are_files(args, needles, tmp_path):
+    p = cli(*args, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    for n in needles:
+        assert n in line, line
+    assert list(tmp_path.iterdir()) == [] and p.stdout == ""
+
+
+def test_an_output_to_stdout_goes_there_alone(tmp_path):
+    # The report's page on stdout (by '-' or by /dev/stdout) is not followed by its
+    # "report: PATH" line, as run --json - prints the JSON alone.
+    r = str(tmp_path / "r.json")
+    assert cli("run", write(tmp_path, "s.toml", SMALL), "--json", r).returncode == 0
+    for out in ("-", "/dev/stdout"):
+        p = cli("report", r, "-o", out)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.rstrip().endswith("</html>") and "report: " not in p.stdout, p.stdout[-200:]
