@@ -59,7 +59,7 @@ impl<'de> Deserialize<'de> for KernelVersion {
         KernelVersion::parse(&name).ok_or_else(|| {
             let names: Vec<&str> = VERSIONS.iter().map(|v| v.name()).collect();
             serde::de::Error::custom(format!(
-                "{name}: not a modeled kernel version; allowed: {} (a kernel between them runs as the newest of these below it)",
+                "{name}: not a modeled kernel version; allowed: {} (for another kernel, name the modeled version it should run as)",
                 names.join(", ")
             ))
         })

@@ -685,8 +685,10 @@ repeat = 3
 #[test]
 fn the_time_series_covers_the_whole_run_through_its_last_interval() {
     for (interval, rows_per_cgroup) in [("50ms", 6u64), ("300ms", 1)] {
-        let t = memcg_usemem(1, "zram", "300ms")
-            .replace("sample_interval = \"50ms\"", &format!("sample_interval = \"{interval}\""));
+        let t = memcg_usemem(1, "zram", "300ms").replace(
+            "sample_interval = \"50ms\"",
+            &format!("sample_interval = \"{interval}\""),
+        );
         let r = run_toml(&t, false);
         let ts = &r["timeseries"];
         let cols: Vec<&str> = ts["columns"]
@@ -719,6 +721,11 @@ fn the_time_series_covers_the_whole_run_through_its_last_interval() {
                 );
             }
         }
-        assert!(cgroup(&r, "/w/leaf")["memory.stat"]["pgsteal"].as_u64().unwrap() > 0);
+        assert!(
+            cgroup(&r, "/w/leaf")["memory.stat"]["pgsteal"]
+                .as_u64()
+                .unwrap()
+                > 0
+        );
     }
 }

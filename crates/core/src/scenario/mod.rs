@@ -14,13 +14,16 @@
 //! machine, kernel and cgroup tables; `workloads.rs` the `[[workload]]` table (placement
 //! and type); `schedules.rs` the `[[reclaim]]` and `[[lru_gen]]` schedules and their
 //! checks; `validate.rs` the other checks; `placement.rs` the CPUs of each task;
-//! `parse.rs` TOML to JSON and serde's messages in the scenario's words.
+//! `parse.rs` TOML to JSON and serde's messages in the scenario's words; `strict.rs`
+//! the reading of the JSON value (a table is never an array, a name is a string, an
+//! integer fits its field's type).
 
 mod limits;
 mod parse;
 mod placement;
 mod schedules;
 mod schema;
+mod strict;
 mod units;
 mod validate;
 mod workloads;
@@ -31,6 +34,7 @@ pub(crate) use parse::{plain_words, struct_fields};
 pub use placement::parse_cpu_list;
 pub use schedules::*;
 pub use schema::*;
+pub(crate) use strict::Strict;
 pub use units::*;
 pub use workloads::*;
 
@@ -39,6 +43,24 @@ use parse::{check_printable, line_col, toml_to_json};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use workloads::{check_copies, INNER_PATH};
+
+/// `msg` with an integer too large for 64 bits, which the JSON reader held as a float
+/// ("100000000000000000000 is out of range"), shown with the digits `text` has for it.
+fn with_digits(msg: String, text: &str) -> String {
+    let Some((n, rest)) = msg.split_once(" is out of range;") else {
+        return msg;
+    };
+    let beyond_64_bits = n
+        .parse::<i128>()
+        .is_ok_and(|x| i64::try_from(x).is_err() && u64::try_from(x).is_err());
+    match n.parse::<f64>() {
+        Ok(f) if beyond_64_bits => match strict::original_integer(text, f) {
+            Some(digits) => format!("{digits} is out of range;{rest}"),
+            None => msg,
+        },
+        _ => msg,
+    }
+}
 
 /// A complete experiment. TOML tables: `[machine]`, `[machine.swap]`, `[kernel]`, `[costs]`,
 /// `[[cgroup]]`, `[[workload]]`.
@@ -139,17 +161,21 @@ impl Scenario {
     /// The scenario as written in JSON text, before copies are expanded and the checks.
     fn deserialize_json(text: &str) -> Result<Scenario> {
         // Text that is no JSON value is left to the deserializer's message.
-        let filled;
-        let mut text = text;
-        if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(text) {
-            check_printable(&v, &mut "scenario".to_string())?;
-            // Switches that are a kernel's own behavior default to the version's.
-            crate::versions::fill_switch_defaults(&mut v);
-            filled = v.to_string();
-            text = &filled;
-        }
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let s: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+        let value = match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(mut v) => {
+                check_printable(&v, &mut "scenario".to_string())?;
+                // Switches that are a kernel's own behavior default to the version's.
+                crate::versions::fill_switch_defaults(&mut v);
+                Some(v)
+            }
+            Err(_) => None,
+        };
+        let read = match &value {
+            // A table is a table, a name a string, an integer in its type (strict.rs).
+            Some(v) => serde_path_to_error::deserialize(Strict(v)),
+            None => serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)),
+        };
+        let s: Scenario = read.map_err(|e| {
             let path = e.path().to_string();
             let path = if path == "." || path.is_empty() {
                 "scenario".to_string()
@@ -179,7 +205,7 @@ impl Scenario {
                     None => plain_words(m),
                 }
             };
-            Error::scenario(path, msg)
+            Error::scenario(path, with_digits(msg, text))
         })?;
         Ok(s)
     }
@@ -214,7 +240,11 @@ impl Scenario {
         }
         let mut cgroups = Vec::with_capacity(total as usize);
         for (k, c) in self.cgroups.iter().enumerate() {
-            check_copies(&format!("scenario.cgroup[{k}]"), c.copies, &[&c.path])?;
+            check_copies(
+                &format!("scenario.cgroup[{k}]"),
+                c.copies,
+                Some(("path", &c.path)),
+            )?;
             for i in 0..c.copies {
                 let mut e = c.clone();
                 e.path = e.path.replace("{i}", &i.to_string());
@@ -237,11 +267,9 @@ impl Scenario {
         let mut workloads = Vec::with_capacity(total as usize);
         for (k, w) in self.workloads.iter().enumerate() {
             let p = w.common();
-            check_copies(
-                &format!("scenario.workload[{k}]"),
-                p.copies,
-                &[&p.cgroup, &p.name],
-            )?;
+            // An empty name is the type and position of each copy (see validate.rs).
+            let named = (!p.name.is_empty()).then_some(("name", p.name.as_str()));
+            check_copies(&format!("scenario.workload[{k}]"), p.copies, named)?;
             for i in 0..p.copies {
                 let mut e = w.clone();
                 let q = &mut e.placement;

@@ -5,11 +5,20 @@ use super::Scenario;
 use crate::error::{quoted, Error, Result};
 
 /// Parse a CPU list like "0-3,8,10-11" of a machine with `ncpus` CPUs: every CPU must
-/// exist and appear once (ranges are checked before they are expanded).
+/// exist and appear once (ranges are checked before they are expanded), and no item
+/// between commas is empty ("1,,0", "0,").
 pub fn parse_cpu_list(s: &str, ncpus: u32) -> std::result::Result<Vec<u32>, String> {
     let mut out = Vec::new();
+    if s.trim().is_empty() {
+        return Err("the CPU list is empty".into());
+    }
     let mut seen = vec![false; ncpus as usize];
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in s.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(
+                "an empty item between commas: write CPU numbers and ranges separated by single commas, like \"0-3,8\"".into(),
+            );
+        }
         let (a, b) = match part.split_once('-') {
             Some((a, b)) => (a.trim(), b.trim()),
             None => (part, part),

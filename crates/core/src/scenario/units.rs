@@ -61,6 +61,12 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
     scaled(v, mult as f64, "size")
 }
 
+/// Whether `f` is an integer that neither u64 nor i64 holds (a JSON reader holds one as
+/// a float).
+fn beyond_64_bits(f: f64) -> bool {
+    f.fract() == 0.0 && !(-9_223_372_036_854_775_808.0..18_446_744_073_709_551_616.0).contains(&f)
+}
+
 /// The integer or string of a size, duration or limit field; anything else is an error
 /// naming the value and `expected`.
 enum Raw {
@@ -71,9 +77,14 @@ enum Raw {
 fn raw<'de, D: Deserializer<'de>>(d: D, expected: &str) -> std::result::Result<Raw, D::Error> {
     let v = serde_json::Value::deserialize(d)?;
     match v {
-        serde_json::Value::Number(ref n) => match n.as_u64() {
-            Some(x) => Ok(Raw::Int(x)),
-            None => Err(serde::de::Error::custom(format!(
+        serde_json::Value::Number(ref n) => match (n.as_u64(), n.as_f64()) {
+            (Some(x), _) => Ok(Raw::Int(x)),
+            // An integer beyond 64 bits, held as a float (its digits are restored from
+            // the scenario's text, see scenario/mod.rs's with_digits).
+            (None, Some(f)) if beyond_64_bits(f) => Err(serde::de::Error::custom(format!(
+                "{f} is out of range; {expected}"
+            ))),
+            _ => Err(serde::de::Error::custom(format!(
                 "{}: {expected}",
                 shown(&v)
             ))),

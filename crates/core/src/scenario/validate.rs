@@ -9,7 +9,7 @@ use super::parse::shown;
 use super::*;
 use crate::error::{quoted, Error, Result};
 use crate::workload::Check;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 impl Scenario {
     /// Semantic checks that the types cannot express (see the module's doc).
@@ -150,6 +150,7 @@ impl Scenario {
                 ));
             }
         }
+        self.check_switch_settings()?;
         if self.kernel.swappiness > 200 {
             return Err(Error::scenario(
                 "scenario.kernel.swappiness",
@@ -305,6 +306,40 @@ impl Scenario {
         for (i, w) in self.workloads.iter().enumerate() {
             self.validate_workload(i, w, paths)?;
         }
+        self.validate_workload_names()
+    }
+
+    /// Every workload, copies expanded, has a name of its own (reports and `compare` tell
+    /// workloads apart by it): its `name`, or the one a run gives an unnamed workload, its
+    /// type and position (`usemem0`, as sim.rs names it). Generated names never collide
+    /// with one another (positions differ, and no type's name is another's followed by
+    /// digits), so a collision involves an explicit name, and the error names that field.
+    fn validate_workload_names(&self) -> Result<()> {
+        let named = |i: usize| !self.workloads[i].common().name.is_empty();
+        let mut seen: HashMap<String, usize> = HashMap::with_capacity(self.workloads.len());
+        for (i, w) in self.workloads.iter().enumerate() {
+            let name = if named(i) {
+                w.common().name.clone()
+            } else {
+                format!("{}{i}", w.type_name())
+            };
+            if let Some(&j) = seen.get(&name) {
+                let (at, other) = if named(i) { (i, j) } else { (j, i) };
+                let how = if named(other) {
+                    format!("the name of workload[{other}]")
+                } else {
+                    format!("the name workload[{other}] gets by default (its type and position)")
+                };
+                return Err(Error::scenario(
+                    format!("scenario.workload[{at}].name"),
+                    format!(
+                        "{} is also {how}: each workload needs a name of its own (reports and compare tell workloads apart by it)",
+                        quoted(&name)
+                    ),
+                ));
+            }
+            seen.insert(name, i);
+        }
         Ok(())
     }
 
@@ -350,6 +385,35 @@ impl Scenario {
             scenario: self,
         };
         w.spec().validate(&cx)
+    }
+
+    /// A switch that is a kernel's own behavior (an `Effect::Switch` rule) set both in
+    /// `kernel.rules` and in `[variants]` is set to one value. `kernel.rules.NAME` gives the
+    /// switch its default (versions.rs, fill_switch_defaults) and an explicit `[variants]`
+    /// setting would override it, so a switch that differs from its rule was set in
+    /// `[variants]` to the other value.
+    fn check_switch_settings(&self) -> Result<()> {
+        use crate::versions::{rule, Effect};
+        let mut variants = None;
+        for (name, &on) in &self.kernel.rules {
+            if !rule(name).is_some_and(|r| r.effect == Effect::Switch) {
+                continue;
+            }
+            let v = variants.get_or_insert_with(|| {
+                serde_json::to_value(&self.variants).unwrap_or(serde_json::Value::Null)
+            });
+            if let Some(set) = v.get(name).and_then(|x| x.as_bool()) {
+                if set != on {
+                    return Err(Error::scenario(
+                        format!("scenario.variants.{name}"),
+                        format!(
+                            "{set} contradicts kernel.rules.{name} = {on}: both set the same switch; set it in one of them (or both to the same value)"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// kernel.lru and the lru_gen knobs agree: `enabled` is a 3-bit mask whose bit 0 is the
@@ -417,8 +481,46 @@ impl Scenario {
     }
 }
 
+/// The longest name of a directory entry (NAME_MAX): cgroupfs refuses a longer one.
+const NAME_MAX: usize = 255;
+
+/// The memory controller's and the pressure interface files of a cgroup v2 directory
+/// (mm/memcontrol.c's memory_files, swap_files and zswap_files, and the PSI files): a
+/// child named like one would collide with the file in its parent's directory, and
+/// cgroupfs refuses it (kernfs_create_dir: -EEXIST). The cgroup core's own files all
+/// begin with `cgroup.`, refused as a prefix; another controller's files exist only where
+/// it is enabled (kernel-run enables memory alone).
+const INTERFACE_FILES: [&str; 25] = [
+    "memory.current",
+    "memory.min",
+    "memory.low",
+    "memory.high",
+    "memory.max",
+    "memory.events",
+    "memory.events.local",
+    "memory.stat",
+    "memory.numa_stat",
+    "memory.oom.group",
+    "memory.reclaim",
+    "memory.peak",
+    "memory.swap.current",
+    "memory.swap.high",
+    "memory.swap.max",
+    "memory.swap.peak",
+    "memory.swap.events",
+    "memory.zswap.current",
+    "memory.zswap.max",
+    "memory.zswap.writeback",
+    "memory.pressure",
+    "cpu.pressure",
+    "io.pressure",
+    "irq.pressure",
+    "cpu.stat",
+];
+
 /// A cgroup path's components are names the kernel can make under the run's own tree:
-/// none empty, none `.` or `..` (which would name a cgroup beside or above the tree).
+/// none empty, none `.` or `..` (which would name a cgroup beside or above the tree),
+/// none longer than NAME_MAX bytes, none named like an interface file.
 fn check_cgroup_components(p: &str, at: &str) -> Result<()> {
     for c in p.split('/').skip(1) {
         if c.is_empty() || c == "." || c == ".." {
@@ -428,6 +530,27 @@ fn check_cgroup_components(p: &str, at: &str) -> Result<()> {
                     "{}: the component {} is not a cgroup name; each component between slashes is a name, not empty, \".\" or \"..\"",
                     quoted(p),
                     quoted(c)
+                ),
+            ));
+        }
+        if c.len() > NAME_MAX {
+            return Err(Error::scenario(
+                at.to_string(),
+                format!(
+                    "the component {} is {} bytes long: a cgroup name is at most {NAME_MAX} bytes (NAME_MAX; cgroupfs refuses a longer one)",
+                    shown(&serde_json::Value::String(c.into())),
+                    c.len()
+                ),
+            ));
+        }
+        if c.starts_with("cgroup.") || INTERFACE_FILES.contains(&c) {
+            return Err(Error::scenario(
+                at.to_string(),
+                format!(
+                    "{}: the component {} is the name of a cgroup interface file, which a real cgroupfs has in every cgroup directory and so refuses as a child's name (a name may not begin with \"cgroup.\" or be one of the memory controller's or the pressure files: {})",
+                    quoted(p),
+                    quoted(c),
+                    INTERFACE_FILES.join(", ")
                 ),
             ));
         }

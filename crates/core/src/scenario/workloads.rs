@@ -24,7 +24,8 @@ pub(super) const INNER_PATH: char = '\u{1}';
 fn read<T: serde::de::DeserializeOwned, E: serde::de::Error>(
     map: serde_json::Map<String, serde_json::Value>,
 ) -> std::result::Result<T, E> {
-    serde_path_to_error::deserialize(serde_json::Value::Object(map)).map_err(inner_error)
+    let v = serde_json::Value::Object(map);
+    serde_path_to_error::deserialize(super::Strict(&v)).map_err(inner_error)
 }
 
 /// A serde error inside a workload table, its path marked with INNER_PATH.
@@ -177,23 +178,25 @@ pub struct Placement {
     pub copies: u32,
 }
 
-/// `copies` is 1..=MAX_COPIES, and more than one copy needs `{i}` in a field that names it
-/// (a path must differ from copy to copy).
-pub(super) fn check_copies(at: &str, copies: u32, fields: &[&str]) -> Result<()> {
+/// `copies` is 1..=MAX_COPIES, and more than one copy needs `{i}` in the field that names
+/// each copy, `numbered` (its name and value: a cgroup's `path`, a workload's non-empty
+/// `name`), which must differ from copy to copy.
+pub(super) fn check_copies(at: &str, copies: u32, numbered: Option<(&str, &str)>) -> Result<()> {
     if !(1..=MAX_COPIES).contains(&copies) {
         return Err(Error::scenario(
             format!("{at}.copies"),
             format!("{copies}: allowed 1..={MAX_COPIES}"),
         ));
     }
-    if copies > 1 && at.contains("cgroup[") && !fields.iter().any(|f| f.contains("{i}")) {
-        return Err(Error::scenario(
-            format!("{at}.path"),
-            format!(
-                "{:?} with copies = {copies}: put {{i}} in the path to number the copies",
-                fields[0]
-            ),
-        ));
+    if let Some((field, value)) = numbered {
+        if copies > 1 && !value.contains("{i}") {
+            return Err(Error::scenario(
+                format!("{at}.{field}"),
+                format!(
+                    "{value:?} with copies = {copies}: put {{i}} in the {field} to number the copies"
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -50,7 +50,7 @@ pub struct FileRead {
     /// `seq`, `uniform`, `zipf` or `hotscan`.
     #[serde(default = "default_pattern")]
     pub pattern: FilePattern,
-    /// Zipf exponent (pattern = zipf), > 0.
+    /// Zipf exponent (pattern = zipf), > 0 (checked with every pattern).
     #[serde(default = "default_theta")]
     pub theta: f64,
     /// Passes (pattern = seq); 0 = until the end of the run.
@@ -119,10 +119,15 @@ impl Workload for FileRead {
                 ),
             ));
         }
-        if self.pattern == FilePattern::Zipf && !(self.theta > 0.0 && self.theta.is_finite()) {
+        // Whatever the pattern: the normalized scenario echoes theta, so one that could
+        // never be a zipf exponent is refused even where no zipf draw reads it.
+        if !(self.theta > 0.0 && self.theta.is_finite()) {
             return Err(cx.err(
                 "theta",
-                format!("{}: allowed a finite number > 0", self.theta),
+                format!(
+                    "{}: allowed a finite number > 0 (checked with every pattern, read by zipf)",
+                    self.theta
+                ),
             ));
         }
         Ok(())

@@ -193,7 +193,7 @@ macro_rules! registry {
                 fields: serde_json::Value,
             ) -> Option<std::result::Result<Self, serde_path_to_error::Error<serde_json::Error>>> {
                 match name {
-                    $($name => Some(serde_path_to_error::deserialize::<_, $ty>(fields).map(WorkloadKind::$variant)),)+
+                    $($name => Some(serde_path_to_error::deserialize::<_, $ty>(crate::scenario::Strict(&fields)).map(WorkloadKind::$variant)),)+
                     _ => None,
                 }
             }

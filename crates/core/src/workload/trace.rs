@@ -65,6 +65,14 @@ pub struct Trace {
 /// list for 14 bytes at least (`{"regions":[]}`); a list's growth doubles at most.
 const DAMON_BYTES_PER_BYTE: u64 = 4;
 
+/// The format as a scenario spells it (`oracle_general`).
+fn format_name(f: TraceFormat) -> String {
+    match serde_json::to_value(f) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => format!("{f:?}"),
+    }
+}
+
 fn default_trace_format() -> TraceFormat {
     TraceFormat::Auto
 }
@@ -101,12 +109,34 @@ impl Workload for Trace {
     }
 
     fn validate(&self, cx: &Check) -> Result<()> {
+        if self.csv.is_some() && !matches!(self.format, TraceFormat::Csv | TraceFormat::Auto) {
+            return Err(cx.err(
+                "csv",
+                format!(
+                    "a csv table with format = {:?}: the table maps the columns of a CSV trace; allowed only with format = \"csv\" (or \"auto\" finding a CSV file)",
+                    format_name(self.format)
+                ),
+            ));
+        }
         if let Some(c) = &self.csv {
             c.check()
                 .map_err(|(f, msg)| cx.err(&format!("csv.{f}"), msg))?;
         }
         if !std::path::Path::new(&self.path).is_file() {
             return Err(cx.err("path", format!("{}: no such file", quoted(&self.path))));
+        }
+        if self.csv.is_some() {
+            let found = reader::detect(&self.path, self.format)?;
+            if found != TraceFormat::Csv {
+                return Err(cx.err(
+                    "csv",
+                    format!(
+                        "a csv table, but format = \"auto\" reads {} as {:?} (by its name or content): the table maps the columns of a CSV trace; remove it, or set format = \"csv\"",
+                        quoted(&self.path),
+                        format_name(found)
+                    ),
+                ));
+            }
         }
         // The trace opens and has a first request (an empty trace, a CSV with only a
         // header or an empty DAMON list is refused here).
