@@ -3,31 +3,8 @@
 
 mod common;
 
-use common::{toml, within};
+use common::{assert_refused, refused, toml, within};
 use reclaimsim_core::{sim, Error, Scenario};
-
-/// The scenario error of `t`: (path, message).
-fn refused(t: &str) -> (String, String) {
-    match Scenario::from_toml(t) {
-        Err(e @ Error::Scenario { .. }) => {
-            let s = e.to_string();
-            assert!(!s.contains('\n'), "one line: {s:?}");
-            let Error::Scenario { path, msg, .. } = e else {
-                unreachable!()
-            };
-            (path, msg)
-        }
-        other => panic!("expected a scenario error, got {other:?}\n{t}"),
-    }
-}
-
-fn assert_refused(t: &str, path: &str, parts: &[&str]) {
-    let (p, m) = refused(t);
-    assert_eq!(p, path, "{m}");
-    for x in parts {
-        assert!(m.contains(x), "{path}: {x:?} not in {m:?}");
-    }
-}
 
 #[test]
 fn sizes_and_counts_beyond_what_the_model_holds_are_refused_with_field_value_and_range() {

@@ -4,35 +4,8 @@
 
 mod common;
 
-use common::toml;
-use reclaimsim_core::{Error, Scenario};
-
-/// The scenario error of `r`: (path, message), the whole error on one line.
-fn refused_by(r: Result<Scenario, Error>, what: &str) -> (String, String) {
-    match r {
-        Err(e @ Error::Scenario { .. }) => {
-            let s = e.to_string();
-            assert!(!s.contains('\n'), "one line: {s:?}");
-            let Error::Scenario { path, msg, .. } = e else {
-                unreachable!()
-            };
-            (path, msg)
-        }
-        other => panic!("expected a scenario error, got {other:?}\n{what}"),
-    }
-}
-
-fn refused(t: &str) -> (String, String) {
-    refused_by(Scenario::from_toml(t), t)
-}
-
-fn assert_refused(t: &str, path: &str, parts: &[&str]) {
-    let (p, m) = refused(t);
-    assert_eq!(p, path, "{m}");
-    for x in parts {
-        assert!(m.contains(x), "{path}: {x:?} not in {m:?}");
-    }
-}
+use common::{assert_refused, refused, refused_by, toml};
+use reclaimsim_core::Scenario;
 
 fn assert_json_refused(j: &str, path: &str, parts: &[&str]) {
     let (p, m) = refused_by(Scenario::from_json(j), j);

@@ -88,3 +88,37 @@ pub fn cgroup<'a>(r: &'a serde_json::Value, path: &str) -> &'a serde_json::Value
         .find(|c| c["path"] == path)
         .unwrap_or_else(|| panic!("no cgroup {path} in the result"))
 }
+
+/// The scenario error of `r`: (path, message), asserting the whole error is one line;
+/// `what` (the scenario's text) is shown when `r` is not a scenario error.
+pub fn refused_by(
+    r: Result<reclaimsim_core::Scenario, reclaimsim_core::Error>,
+    what: &str,
+) -> (String, String) {
+    use reclaimsim_core::Error;
+    match r {
+        Err(e @ Error::Scenario { .. }) => {
+            let s = e.to_string();
+            assert!(!s.contains('\n'), "one line: {s:?}");
+            let Error::Scenario { path, msg, .. } = e else {
+                unreachable!()
+            };
+            (path, msg)
+        }
+        other => panic!("expected a scenario error, got {other:?}\n{what}"),
+    }
+}
+
+/// The scenario error of the TOML scenario `t`: (path, message).
+pub fn refused(t: &str) -> (String, String) {
+    refused_by(reclaimsim_core::Scenario::from_toml(t), t)
+}
+
+/// `t` is refused at field `path` with a message holding each of `parts`.
+pub fn assert_refused(t: &str, path: &str, parts: &[&str]) {
+    let (p, m) = refused(t);
+    assert_eq!(p, path, "{m}");
+    for x in parts {
+        assert!(m.contains(x), "{path}: {x:?} not in {m:?}");
+    }
+}
