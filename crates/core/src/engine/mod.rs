@@ -1118,6 +1118,31 @@ mod tests {
     }
 
     #[test]
+    fn a_sync_point_yields_to_a_task_level_with_it_on_a_lower_cpu_only() {
+        // Task X on CPU 1 runs from 0 to 100 and takes a sync point there; task Y, due at
+        // 100 on CPU `c`, is behind X in (clock, CPU) order only on a lower CPU: on CPU 0
+        // X yields and Y logs first (three polls: X, Y, X again), on CPU 2 X goes on
+        // without a yield (two polls).
+        for (c, want, polls) in [(0, ["Y", "X"], 3), (2, ["X", "Y"], 2)] {
+            let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+            let log = Rc::new(RefCell::new(Vec::new()));
+            {
+                let (e2, l2) = (e.clone(), log.clone());
+                e.spawn(0, 1, async move {
+                    e2.charge(100);
+                    e2.sync().await;
+                    l2.borrow_mut().push("X");
+                });
+            }
+            let l2 = log.clone();
+            e.spawn(100, c, async move { l2.borrow_mut().push("Y") });
+            e.run_until(1_000_000, 1 << 14, &mut |_| true);
+            assert_eq!(*log.borrow(), want, "Y on CPU {c}");
+            assert_eq!(e.polls.get(), polls, "Y on CPU {c}");
+        }
+    }
+
+    #[test]
     fn a_lone_sleeper_runs_on_and_still_lets_the_executor_tick() {
         let e = Rc::new(Engine::new(costs(), vec![0; 64]));
         let log = Rc::new(RefCell::new(Vec::new()));
