@@ -684,7 +684,8 @@ repeat = 3
 /// cgroup, at the end.
 #[test]
 fn the_time_series_covers_the_whole_run_through_its_last_interval() {
-    for (interval, rows_per_cgroup) in [("50ms", 6u64), ("300ms", 1)] {
+    // 70 ms does not divide 300: its rows stop at 280 ms, the last 20 ms unsampled.
+    for (interval, rows_per_cgroup) in [("50ms", 6u64), ("300ms", 1), ("70ms", 4)] {
         let t = memcg_usemem(1, "zram", "300ms").replace(
             "sample_interval = \"50ms\"",
             &format!("sample_interval = \"{interval}\""),
@@ -710,6 +711,9 @@ fn the_time_series_covers_the_whole_run_through_its_last_interval() {
             let times: Vec<u64> = rows.iter().map(|row| row[0].as_u64().unwrap()).collect();
             let want: Vec<u64> = (1..=rows_per_cgroup).map(|k| k * step).collect();
             assert_eq!(times, want, "{interval} {path}");
+            if !r["end_ns"].as_u64().unwrap().is_multiple_of(step) {
+                continue;
+            }
             assert_eq!(*times.last().unwrap(), r["end_ns"].as_u64().unwrap());
             for item in ["pgscan", "pgsteal", "pgfault", "pgmajfault"] {
                 let c = cols.iter().position(|c| *c == item).unwrap();

@@ -162,7 +162,7 @@ fn shuffled_ids(
     });
     while !job.is_finished() {
         std::thread::sleep(std::time::Duration::from_millis(50));
-        if !job.is_finished() && !progress() {
+        if !progress() {
             return Err(Error::Interrupted);
         }
     }
