@@ -320,6 +320,19 @@ def _inode(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+def _trace_inputs(scenario: str, sets: tuple = ()) -> list[tuple[str, str]]:
+    """The trace files a scenario's trace workloads read, as inputs no output may be
+    (`run s.toml --json TRACE` would destroy the trace). A scenario that does not load is
+    none here: the command refuses it with its own message."""
+    try:
+        data = load_scenario(scenario, sets)
+    except ScenarioError:
+        return []
+    ws = data.get("workload") if isinstance(data.get("workload"), list) else []
+    return [(f"workload[{i}]'s trace", w["path"]) for i, w in enumerate(ws)
+            if isinstance(w, dict) and w.get("type") == "trace" and isinstance(w.get("path"), str)]
+
+
 def _costs_file(costs_sets: tuple) -> str | None:
     """The file --costs named (its callback made it a costs_profile override)."""
     return json.loads(costs_sets[0].split("=", 1)[1]) if costs_sets else None
@@ -461,7 +474,10 @@ def _json_option(what: str):
 @_max_memory_option
 def run(scenario, seed, json_path, sets, show_all, no_progress, full_scale, observe, costs_sets, max_memory):
     """Run SCENARIO (a TOML file, a JSON file as `validate` prints, or a built-in name; default: `default`)."""
-    _distinct_outputs([("json_path", json_path)], [("the scenario", scenario), ("--costs", _costs_file(costs_sets))])
+    _distinct_outputs(
+        [("json_path", json_path)],
+        [("the scenario", scenario), ("--costs", _costs_file(costs_sets)), *_trace_inputs(scenario, sets)],
+    )
     cb, prog = _progress_cb(no_progress)
     try:
         r = run_scenario(
@@ -514,7 +530,7 @@ def compare_cmd(scenario, a, b, seeds, metrics, sets, jobs, full_scale, observe,
     """
     _distinct_outputs(
         [("json_path", json_path), ("html_path", html_path)],
-        [("the scenario", scenario), ("--costs", _costs_file(costs_sets))],
+        [("the scenario", scenario), ("--costs", _costs_file(costs_sets)), *_trace_inputs(scenario, sets)],
     )
     from .compare import compare, format_compare
 

@@ -553,6 +553,9 @@ def _clobber_cases(tmp_path):
     link.symlink_to("s.toml")
     hard = tmp_path / "hard.toml"
     os.link(s, hard)
+    # A trace the scenario's workload reads (its path relative to the scenario).
+    ts = write(tmp_path, "ts.toml", 'duration = "1s"\n[machine]\ncpus = 2\nmemory_per_node = "64M"\n'
+               '[[workload]]\ntype = "trace"\npath = "t.oracleGeneral"\n')
     return [
         (["run", s, "--json", s], "--json", s),
         (["run", s, "--json", str(link)], "--json", s),  # the same file through a link
@@ -566,6 +569,8 @@ def _clobber_cases(tmp_path):
         (["report", "-o", run_json, run_json], "--output", run_json),
         (["bench", "--vs", "libcachesim", trace, "--json", trace], "--json", trace),
         (["kernel-run", s, "--json", s], "--json", s),
+        (["run", ts, "--json", trace], "--json", trace),
+        (["compare", ts, "--b", "rotation_cost=false", "--html", trace], "--html", trace),
     ]
 
 
