@@ -126,6 +126,13 @@ fn malformed_traces_name_the_file_record_and_problem() {
             "\"three\" is not a page or object id",
         ),
         ("bad_id.csv", "", "record 3", "obj_id \"abc\""),
+        // Records 2 and 3 are good ("SET" in any case); a typo is refused, not read.
+        (
+            "bad_op.csv",
+            "",
+            "record 4",
+            "op \"wirte\" is not an operation",
+        ),
         (
             "truncated.oracleGeneral",
             "",

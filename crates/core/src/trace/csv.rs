@@ -8,6 +8,28 @@ use crate::scenario::PAGE_SIZE;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 
+/// The CSV `op` values that write the object's pages (any case).
+pub const WRITE_OPS: [&str; 7] = ["write", "set", "put", "update", "w", "add", "replace"];
+
+/// The CSV `op` values that read them (any case): plain reads, and the other request
+/// types of cache traces (libCacheSim's), which the model replays as one access each.
+pub const READ_OPS: [&str; 11] = [
+    "read", "r", "get", "gets", "cas", "append", "prepend", "incr", "decr", "delete", "nop",
+];
+
+/// Whether a CSV `op` value writes: `Some(true)` for [`WRITE_OPS`], `Some(false)` for
+/// [`READ_OPS`], `None` for anything else (a typo must not become a silent read).
+pub fn op_is_write(op: &str) -> Option<bool> {
+    let is = |set: &[&str]| set.iter().any(|o| o.eq_ignore_ascii_case(op));
+    if is(&WRITE_OPS) {
+        Some(true)
+    } else if is(&READ_OPS) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// Which CSV columns hold what: a header name, or a 1-based column number.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -17,8 +39,8 @@ pub struct CsvColumns {
     /// Object size in bytes; absent = one page per object.
     #[serde(default)]
     pub obj_size: Option<CsvColumn>,
-    /// The operation; `write`, `set`, `put`, `update`, `add`, `replace`, `w` (any case)
-    /// are writes.
+    /// The operation: one of [`WRITE_OPS`] or [`READ_OPS`] (any case); anything else is
+    /// refused with the record's number.
     #[serde(default)]
     pub op: Option<CsvColumn>,
     /// The time column (read and checked, not replayed: requests run back to back).
@@ -223,14 +245,40 @@ impl Source for CsvSource {
         }
         let write = match self.op {
             Some(i) => {
-                let o = self.field(i, "op")?.to_ascii_lowercase();
-                matches!(
-                    o.as_str(),
-                    "write" | "set" | "put" | "update" | "w" | "add" | "replace"
-                )
+                let o = self.field(i, "op")?;
+                op_is_write(o).ok_or_else(|| {
+                    err(
+                        &self.file,
+                        self.record,
+                        format!(
+                            "op {} is not an operation: writes are {}; reads are {} (any case)",
+                            quoted(o),
+                            WRITE_OPS.join(", "),
+                            READ_OPS.join(", ")
+                        ),
+                    )
+                })?
             }
             None => false,
         };
         Ok(Some(Request { obj, size, write }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::op_is_write;
+
+    #[test]
+    fn ops_are_writes_reads_or_refused_in_any_case() {
+        assert_eq!(op_is_write("SET"), Some(true));
+        assert_eq!(op_is_write("Replace"), Some(true));
+        assert_eq!(op_is_write("w"), Some(true));
+        assert_eq!(op_is_write("GET"), Some(false));
+        assert_eq!(op_is_write("delete"), Some(false));
+        assert_eq!(op_is_write("r"), Some(false));
+        for typo in ["wirte", "", "sett", " get", "ww"] {
+            assert_eq!(op_is_write(typo), None, "{typo:?}");
+        }
     }
 }
