@@ -214,12 +214,16 @@ struct TaskState {
 
 /// A ready task's place in the order `(clock, cpu, seq)`: the CPU and the queueing
 /// sequence share one word (`cpu << SEQ_BITS | seq`), so that the heap compares two words
-/// and moves 24 bytes; the sequence is unique, so `task` never decides.
+/// and moves 24 bytes; the sequence is unique, so `task` never decides. The task id is
+/// held in a whole word: as a u32 it left four bytes of padding that a key's copy writes
+/// with a store of their own, and the heap's next 8-byte load of that half (its sift
+/// after a yield replaced the top) then waited for both stores to reach the cache, as a
+/// load spanning two stores cannot take its value from them (docs/bench.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct ReadyKey {
     clock: Time,
     cpu_seq: u64,
-    task: TaskId,
+    task: u64,
 }
 
 /// Bits of [`ReadyKey::cpu_seq`] for the sequence: 2^48 queueings (a run of years at
@@ -428,7 +432,7 @@ impl Engine {
         ReadyKey {
             clock,
             cpu_seq: (cpu as u64) << SEQ_BITS | seq,
-            task: id,
+            task: id as u64,
         }
     }
 
@@ -582,7 +586,7 @@ impl Engine {
                     }
                 }
             };
-            let id = key.task;
+            let id = key.task as TaskId;
             if !self.prepare_resume(id, key) {
                 continue;
             }
