@@ -126,8 +126,8 @@ impl Frames {
 ///
 /// The model's big tables (frames, PTEs, swap maps) are read at random pfns, slots and
 /// virtual pages. Huge pages trade a cost paid once per byte for a gain per random read:
-/// the kernel zeroes a whole 2 MiB page at its first touch (on the reference VM about
-/// four times the time per byte of 4 KiB faults: `large`, whose tables of a few hundred
+/// the kernel zeroes a whole 2 MiB page at its first touch (on the reference VM four
+/// to six times the time per byte of 4 KiB faults: `large`, whose tables of a few hundred
 /// MB are filled once and read mostly in order, paid a second of system time for no
 /// user time saved), while each random read of a table whose own 4 KiB page-table
 /// entries (2 MiB of them per GiB) outgrow the core's caches misses the TLB and walks to
