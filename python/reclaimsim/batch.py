@@ -166,10 +166,15 @@ class LocalPool:
         )
 
     def submit(self, scenario_json: str) -> Future:
+        """Queue a run. A worker that died while the jobs were still being queued breaks
+        the pool at once: the same one-line error as one that dies later."""
         # The pool starts its workers as jobs come: without the caller's main module (see
         # _without_main).
-        with _without_main():
-            return self.pool.submit(run_one, scenario_json)
+        try:
+            with _without_main():
+                return self.pool.submit(run_one, scenario_json)
+        except BrokenProcessPool:
+            raise self._died() from None
 
     def wait_any(self, futures: list, timeout: float) -> set:
         done = wait(futures, return_when=FIRST_COMPLETED, timeout=timeout).done
