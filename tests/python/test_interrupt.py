@@ -270,3 +270,34 @@ def test_a_full_disk_during_a_sweep_is_one_line_and_leaves_no_temporary_file(tmp
         assert left == []
     finally:
         subprocess.run(["umount", str(mnt)])
+
+
+def test_a_submit_to_a_pool_broken_by_a_dead_worker_is_the_one_line_error():
+    """Deterministic form of the race above: once a worker has died the executor refuses
+    new jobs with BrokenProcessPool at submit; the pool answers with its one-line error,
+    the same as for a job that was running when the worker died."""
+    from concurrent.futures import wait
+
+    import json
+    from concurrent.futures.process import BrokenProcessPool
+
+    from reclaimsim._core import SimulationError
+    from reclaimsim.batch import LocalPool
+    from reclaimsim.scenario import load_scenario
+
+    pool = LocalPool(1)
+    try:
+        first = pool.submit(json.dumps(load_scenario("default", ["duration=3600s"])))
+        deadline = time.monotonic() + GUARD_S
+        while not (procs := list(pool.pool._processes.values())):
+            assert time.monotonic() < deadline, "the pool never started its worker"
+            time.sleep(0.01)
+        os.kill(procs[0].pid, signal.SIGKILL)
+        wait([first], timeout=GUARD_S)
+        assert isinstance(first.exception(timeout=0), BrokenProcessPool)
+        with pytest.raises(SimulationError, match="^a worker process died") as e:
+            pool.submit("{}")
+        assert "\n" not in str(e.value)
+        assert e.value.__suppress_context__, "the BrokenProcessPool traceback would show"
+    finally:
+        pool.close(cancel=True)
