@@ -719,8 +719,10 @@ def kernel_run_cmd(scenario, seed, reps, sets, json_path, workdir, swapfile, vm,
         click.echo(f"kernel-run: {msg}", err=True)
 
     if not vm:
+        given = click.get_current_context().get_parameter_source("timeout") != click.core.ParameterSource.DEFAULT
         for name, value in (
             ("--kernel", kernel_image),
+            ("--timeout", timeout if given else None),
             ("--accel", None if accel == "auto" else accel),
             ("--reclaim-timing", None if reclaim_timing == "progress" else reclaim_timing),
             ("--model-costs", None if model_costs == "guest" else model_costs),

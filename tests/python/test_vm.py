@@ -200,6 +200,8 @@ def test_vm_options_need_vm_and_host_options_are_refused_with_it(tmp_path):
     assert "--kernel" in _refused("calib-zipf", "--kernel", str(tmp_path / "x"))
     assert "--accel tcg" in _refused("calib-zipf", "--accel", "tcg")
     assert "--model-costs table: only with --vm" in _refused("calib-zipf", "--model-costs", "table")
+    # A guest's time limit given for a host run would be silently ignored.
+    assert "--timeout 60.0: only with --vm" in _refused("calib-zipf", "--timeout", "60")
     assert "--workdir" in _refused("calib-zipf", "--vm", "--workdir", str(tmp_path))
 
 
