@@ -53,7 +53,7 @@ def format_differing_rules(rows: list[dict]) -> list[str]:
         return []
     w = max(len(r["name"]) for r in rows)
     yes = lambda x: "yes" if x else "-"
-    lines = ["## kernel rules that differ between the sides (reclaimsim versions VERSION)",
+    lines = ["## kernel rules that differ between the sides (`reclaimsim versions VERSION` lists them all)",
              f"{'rule':<{w}} {'kind':<11} {'A':>3} {'B':>3}  commit"]
     for r in rows:
         lines.append(f"{r['name']:<{w}} {r['kind']:<11} {yes(r['a']):>3} {yes(r['b']):>3}  {r['commit']}")
