@@ -146,19 +146,19 @@ impl Mm {
     }
 
     /// Take a batch out of a CPU's batches for draining; its folios stay held (PG_INBATCH)
-    /// and are listed in `draining` until folios_put releases them.
-    fn take_batch(&mut self, cpu: u32, op: BatchOp) -> Vec<Pfn> {
+    /// and are listed in `draining` until folios_put releases them. None for an empty
+    /// batch, which stays in place: most drains find one or two of a CPU's three batches
+    /// empty, and swapping an empty list for a spare would leak a spare each time.
+    fn take_batch(&mut self, cpu: u32, op: BatchOp) -> Option<Vec<Pfn>> {
+        if self.batch_mut(cpu, op).is_empty() {
+            return None;
+        }
         let fresh = self.pfn_vec();
-        let b = &mut self.batches[cpu as usize];
-        let v = match op {
-            BatchOp::Add => std::mem::replace(&mut b.lru_add, fresh),
-            BatchOp::Activate => std::mem::replace(&mut b.lru_activate, fresh),
-            BatchOp::MoveTail => std::mem::replace(&mut b.lru_move_tail, fresh),
-        };
+        let v = std::mem::replace(self.batch_mut(cpu, op), fresh);
         if self.track_draining {
             self.draining.extend_from_slice(&v);
         }
-        v
+        Some(v)
     }
 
     /// Release drained folios from `draining`.
@@ -224,10 +224,9 @@ impl Sim {
     /// PG_lru before the wait, and a folio a reclaimer isolated during the wait is left
     /// to the reclaimer (batch_apply skips it).
     pub async fn folio_batch_move_lru(&self, cpu: u32, op: BatchOp, site: Site) {
-        let batch = self.mm.borrow_mut().take_batch(cpu, op);
-        if batch.is_empty() {
+        let Some(batch) = self.mm.borrow_mut().take_batch(cpu, op) else {
             return;
-        }
+        };
         // Seed 003 (lru_add_dead_filter): folio_ref_freeze(folio, 1) picks out folios whose
         // only reference is the batch's; they are freed after the lock loop instead.
         let filter = op == BatchOp::Add && self.v.lru_add_dead_filter;
@@ -661,6 +660,39 @@ mod tests {
         for v in ["6.18", "7.3"] {
             let (g, max, _) = fault_added(v, "", PG_WORKINGSET);
             assert_eq!(g, gen_of(max), "{v}");
+        }
+    }
+
+    #[test]
+    fn a_drain_leaves_its_empty_batches_and_keeps_the_spare_folio_lists() {
+        // Eight spare lists; each round adds one folio to the lru_add batch and drains:
+        // the lru_add batch swaps a spare in and returns to the spares when it is done,
+        // while the empty lru_move_tail and lru_activate batches are left in place (they
+        // used to take a spare each and drop the empty list: eight spares gone after
+        // four rounds, then an allocation per empty batch drained).
+        let s = one_node_machine("64M", Some("64M"), "");
+        s.mm.borrow_mut().pfn_vecs = (0..8).map(|_| Vec::with_capacity(64)).collect();
+        for _ in 0..10 {
+            let pfn = {
+                let mut mm = s.mm.borrow_mut();
+                let pfn = mm.rmqueue(0).unwrap();
+                mm.page_counter_try_charge(1, 1).unwrap();
+                let p = &mut mm.pages[pfn as usize];
+                p.memcg = 1;
+                p.clear(PG_LOCKED);
+                p.set(PG_SWAPBACKED | PG_OWNED);
+                pfn
+            };
+            run_probe(&s, 0, 0, move |s| async move {
+                s.folio_add_lru(pfn, true).await;
+                s.lru_add_drain().await;
+            });
+            let mm = s.mm.borrow();
+            assert!(
+                mm.pages[pfn as usize].test(PG_LRU),
+                "the drain put it on its LRU"
+            );
+            assert_eq!(mm.pfn_vecs.len(), 8);
         }
     }
 }

@@ -139,12 +139,7 @@ fn oracle_request(rec: &[u8]) -> Request {
         write: false,
     }
 }
-/// Write a zipf(`theta`) trace of `requests` requests over `objects` 4 KiB objects in
-/// oracleGeneral format (zstd-compressed when `path` ends in .zst); object ids are
-/// ranks 1..=objects shuffled by a seeded permutation so that popularity is not ordered
-/// by id. Returns the bytes written. The permutation takes 4 bytes per object: more than
-/// `max_memory` (None: the memory this process may take, budget::available_memory) is refused. `progress()` is
-/// called every 2^20 records; false stops with [`Error::Interrupted`].
+
 /// The ids 1..=n in the order `rng` shuffles them (rand's Fisher-Yates), and the stream
 /// after it. Millions of ids take seconds, billions minutes: the shuffle runs on a thread
 /// of its own while this one asks `progress` every 50 ms, so Ctrl-C stops it (the thread,
@@ -170,6 +165,13 @@ fn shuffled_ids(
         .map_err(|_| Error::Internal("trace-gen: the shuffle of the ids failed".into()))
 }
 
+/// Write a zipf(`theta`) trace of `requests` requests over `objects` 4 KiB objects in
+/// oracleGeneral format (zstd-compressed when `path` ends in .zst); object ids are
+/// ranks 1..=objects shuffled by a seeded permutation so that popularity is not ordered
+/// by id. Returns the bytes written. The permutation takes 4 bytes per object: more than
+/// `max_memory` (None: the memory this process may take, budget::available_memory) is
+/// refused. `progress()` is called every 2^20 records and every 50 ms of the shuffle;
+/// false stops with [`Error::Interrupted`].
 pub fn write_zipf_oracle(
     path: &str,
     objects: u64,
