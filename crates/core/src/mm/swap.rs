@@ -605,6 +605,26 @@ mod tests {
     use crate::mm::lru_gen::folio_lru_gen;
     use crate::mm::mm_types::*;
 
+    /// A new anonymous folio of memcg 1 with the extra page flags `flags`, added to the
+    /// LRU as a fault adds it (folio_add_lru on CPU 0) and drained (lru_add_drain).
+    fn added_and_drained(s: &std::rc::Rc<crate::sim::Sim>, flags: u16) -> u32 {
+        let pfn = {
+            let mut mm = s.mm.borrow_mut();
+            let pfn = mm.rmqueue(0).unwrap();
+            mm.page_counter_try_charge(1, 1).unwrap();
+            let p = &mut mm.pages[pfn as usize];
+            p.memcg = 1;
+            p.clear(PG_LOCKED);
+            p.set(PG_SWAPBACKED | PG_OWNED | flags);
+            pfn
+        };
+        run_probe(s, 0, 0, move |s| async move {
+            s.folio_add_lru(pfn, true).await;
+            s.lru_add_drain().await;
+        });
+        pfn
+    }
+
     /// The generation a fault-added swap-cache folio with page flags `flags` lands in
     /// (folio_add_lru, in a fault, then the drain), and its flags, on kernel `version`
     /// with the extra `[kernel]` lines `extra`; with the lruvec's max_seq.
@@ -614,20 +634,7 @@ mod tests {
             Some("64M"),
             &format!("lru = \"mglru\"\nversion = \"{version}\"\n{extra}"),
         );
-        let pfn = {
-            let mut mm = s.mm.borrow_mut();
-            let pfn = mm.rmqueue(0).unwrap();
-            mm.page_counter_try_charge(1, 1).unwrap();
-            let p = &mut mm.pages[pfn as usize];
-            p.memcg = 1;
-            p.clear(PG_LOCKED);
-            p.set(PG_SWAPBACKED | PG_SWAPCACHE | PG_OWNED | flags);
-            pfn
-        };
-        run_probe(&s, 0, 0, move |s| async move {
-            s.folio_add_lru(pfn, true).await;
-            s.lru_add_drain().await;
-        });
+        let pfn = added_and_drained(&s, PG_SWAPCACHE | flags);
         let mm = s.mm.borrow();
         let lv = mm.folio_lruvec(pfn) as usize;
         let gen = folio_lru_gen(&mm.pages, pfn).expect("on an MGLRU list");
@@ -673,20 +680,7 @@ mod tests {
         let s = one_node_machine("64M", Some("64M"), "");
         s.mm.borrow_mut().pfn_vecs = (0..8).map(|_| Vec::with_capacity(64)).collect();
         for _ in 0..10 {
-            let pfn = {
-                let mut mm = s.mm.borrow_mut();
-                let pfn = mm.rmqueue(0).unwrap();
-                mm.page_counter_try_charge(1, 1).unwrap();
-                let p = &mut mm.pages[pfn as usize];
-                p.memcg = 1;
-                p.clear(PG_LOCKED);
-                p.set(PG_SWAPBACKED | PG_OWNED);
-                pfn
-            };
-            run_probe(&s, 0, 0, move |s| async move {
-                s.folio_add_lru(pfn, true).await;
-                s.lru_add_drain().await;
-            });
+            let pfn = added_and_drained(&s, 0);
             let mm = s.mm.borrow();
             assert!(
                 mm.pages[pfn as usize].test(PG_LRU),
