@@ -147,8 +147,9 @@ impl Mm {
 
     /// Take a batch out of a CPU's batches for draining; its folios stay held (PG_INBATCH)
     /// and are listed in `draining` until folios_put releases them. None for an empty
-    /// batch, which stays in place: most drains find one or two of a CPU's three batches
-    /// empty, and swapping an empty list for a spare would leak a spare each time.
+    /// batch, which stays in place, as lru_add_drain_cpu moves only a batch that holds
+    /// folios (folio_batch_count); most drains find one or two of a CPU's three batches
+    /// empty, and a spare list swapped in for an empty one would be dropped.
     fn take_batch(&mut self, cpu: u32, op: BatchOp) -> Option<Vec<Pfn>> {
         if self.batch_mut(cpu, op).is_empty() {
             return None;
