@@ -276,9 +276,8 @@ def test_a_submit_to_a_pool_broken_by_a_dead_worker_is_the_one_line_error():
     """Deterministic form of the race above: once a worker has died the executor refuses
     new jobs with BrokenProcessPool at submit; the pool answers with its one-line error,
     the same as for a job that was running when the worker died."""
-    from concurrent.futures import wait
-
     import json
+    from concurrent.futures import wait
     from concurrent.futures.process import BrokenProcessPool
 
     from reclaimsim._core import SimulationError
