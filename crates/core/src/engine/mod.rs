@@ -1121,6 +1121,51 @@ mod tests {
         );
     }
 
+    /// Sets its flag when dropped.
+    struct DropFlag(Rc<Cell<bool>>);
+
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.set(true);
+        }
+    }
+
+    #[test]
+    fn a_task_still_waiting_when_the_run_ends_is_dropped_with_its_locals() {
+        // A parked task (kswapd asleep at the end of a run) holds a value across its
+        // wait; drop_tasks drops it (as the simulator's tasks drop the Rc of the Sim they
+        // hold, which would otherwise keep the whole machine alive) without running the
+        // rest of the task.
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let dropped = Rc::new(Cell::new(false));
+        let reached = Rc::new(Cell::new(false));
+        {
+            let (e2, f, r) = (e.clone(), DropFlag(dropped.clone()), reached.clone());
+            e.spawn(0, 0, async move {
+                let _held = f;
+                e2.park().await;
+                r.set(true);
+            });
+        }
+        e.run_until(1_000_000, 1 << 14, &mut |_| true);
+        assert!(!dropped.get(), "dropped before the run's end");
+        e.drop_tasks();
+        assert!(dropped.get(), "not dropped by drop_tasks");
+        assert!(!reached.get(), "the parked task ran on");
+    }
+
+    #[test]
+    #[should_panic(expected = "a task's own panic")]
+    fn a_panic_inside_a_task_reaches_the_caller_of_run_until() {
+        let e = Rc::new(Engine::new(costs(), vec![0; 64]));
+        let e2 = e.clone();
+        e.spawn(0, 0, async move {
+            e2.yield_now().await;
+            panic!("a task's own panic");
+        });
+        e.run_until(1_000_000, 1 << 14, &mut |_| true);
+    }
+
     #[test]
     fn a_sync_point_yields_to_a_task_level_with_it_on_a_lower_cpu_only() {
         // Task X on CPU 1 runs from 0 to 100 and takes a sync point there; task Y, due at
