@@ -538,106 +538,123 @@ impl Sim {
     /// a new page, charged to this process's memcg, takes the copy and the PTE (flushed
     /// from other CPUs running the mm); the old folio loses this mapping and is freed if
     /// nothing else holds it.
-    pub async fn do_wp_page(&self, mmid: u32, vpn: u32, pfn: Pfn, memcg: u16, node: u32) -> Fault {
-        // The PTE still maps the folio (its young bit may change meanwhile).
-        let still = |mm: &super::Mm| {
-            let v = mm.mms[mmid as usize].ptes[vpn as usize];
-            pte::present(v) && pte::pfn(v) == pfn
-        };
-        let (mapcount, swapcache, on_lru, batch_refs) = {
-            let mm = self.mm.borrow();
-            let p = mm.pages[pfn as usize];
-            let lru = mm.folio_test_lru(pfn);
-            (
-                mm.folio_mapcount(pfn),
-                p.test(PG_SWAPCACHE),
-                lru,
-                mm.folio_batch_refs(pfn),
-            )
-        };
-        // The folio's refcount: its mappings, the swap cache's and the batches' references.
-        let refs = mapcount + swapcache as u32 + batch_refs;
-        if !on_lru && refs <= 3 {
-            self.lru_add_drain().await;
-            if !still(&self.mm.borrow()) {
-                return Fault::Retry { major: false };
-            }
-        }
-        let reusable = {
-            let mm = self.mm.borrow();
-            // Another CPU's batch (or, with PG_lru set, this one's: nothing drained) still
-            // holds a reference: folio_ref_count() > 1 + swapcache.
-            mapcount == 1 && mm.folio_batch_refs(pfn) == 0 && !mm.folio_swapped(pfn)
-        };
-        if reusable {
-            // wp_page_reuse()
-            let mut mm = self.mm.borrow_mut();
-            mm.folio_free_swap(pfn);
-            let m = &mut mm.mms[mmid as usize];
-            m.ptes[vpn as usize] |= pte::YOUNG | pte::DIRTY;
-            m.set_wrprotect(vpn, false);
-            m.sampled_note(vpn);
-            self.e.charge(self.c.pte_map);
-            return Fault::Minor;
-        }
-        let Some(new) = self.alloc_charged_page(node, memcg).await else {
-            return Fault::Oom;
-        };
-        self.e.charge(self.c.page_copy + self.c.pte_map);
-        let old_unmapped = {
-            let mut mm = self.mm.borrow_mut();
-            if !mm.mms[mmid as usize].alive || !still(&mm) {
-                // Killed, or reclaim took the old folio while we allocated.
-                mm.free_folio(new);
-                return if mm.mms[mmid as usize].alive {
-                    Fault::Retry { major: false }
-                } else {
-                    Fault::Oom
-                };
-            }
-            let p = &mut mm.pages[new as usize];
-            p.set(PG_SWAPBACKED | PG_OWNED);
-            p.set_owner(mmid);
-            p.index = vpn;
-            mm.mms[mmid as usize].rss -= 1;
-            mm.map_anon(mmid, vpn, new, true, false);
-            mm.pages[new as usize].clear(PG_LOCKED);
-            // Only a forked process's folio is ever mapped write-protected.
-            debug_assert!(mm.folio_shared_anon(pfn), "do_wp_page on folio {pfn}");
-            let old_unmapped = mm.shared_mapcount_mod(pfn, false) == 1;
-            if old_unmapped {
-                let lv = mm.folio_lruvec(pfn) as usize;
-                mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, -1);
-            }
-            old_unmapped
-        };
-        self.flush_tlb_mm_range(&self.mm.borrow().mms[mmid as usize], mmid);
-        let (new_nid, old) = {
-            let mm = self.mm.borrow();
-            (
-                mm.pfn_node(new),
-                (mm.pages[pfn as usize].memcg, mm.pfn_node(pfn)),
-            )
-        };
-        self.memcg_stat_update(memcg, new_nid, StatKind::AnonMapped, 1);
-        self.folio_add_lru(new, true).await;
-        if old_unmapped {
-            self.memcg_stat_update(old.0, old.1, StatKind::AnonMapped, -1);
-            let free = {
-                let mut mm = self.mm.borrow_mut();
-                let p = &mut mm.pages[pfn as usize];
-                // The swap cache keeps a folio whose slot other processes still use.
-                let free = !p.test(PG_SWAPCACHE) && p.test(PG_OWNED);
-                if free {
-                    p.clear(PG_OWNED);
-                }
-                free
+    ///
+    /// An `async move` block rather than an `async fn`: the async fn's first poll copied
+    /// its arguments with a 16-byte load that waited on the caller's narrower stores (a
+    /// store-forwarding stall, most of this function's time in `default`; docs/bench.md).
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn stalls on its arguments (above)"
+    )]
+    pub fn do_wp_page(
+        &self,
+        mmid: u32,
+        vpn: u32,
+        pfn: Pfn,
+        memcg: u16,
+        node: u32,
+    ) -> impl std::future::Future<Output = Fault> + '_ {
+        async move {
+            // The PTE still maps the folio (its young bit may change meanwhile).
+            let still = |mm: &super::Mm| {
+                let v = mm.mms[mmid as usize].ptes[vpn as usize];
+                pte::present(v) && pte::pfn(v) == pfn
             };
-            if free {
-                self.folios_put_refs(&[pfn]).await;
+            let (mapcount, swapcache, on_lru, batch_refs) = {
+                let mm = self.mm.borrow();
+                let p = mm.pages[pfn as usize];
+                let lru = mm.folio_test_lru(pfn);
+                (
+                    mm.folio_mapcount(pfn),
+                    p.test(PG_SWAPCACHE),
+                    lru,
+                    mm.folio_batch_refs(pfn),
+                )
+            };
+            // The folio's refcount: its mappings, the swap cache's and the batches' references.
+            let refs = mapcount + swapcache as u32 + batch_refs;
+            if !on_lru && refs <= 3 {
+                self.lru_add_drain().await;
+                if !still(&self.mm.borrow()) {
+                    return Fault::Retry { major: false };
+                }
             }
+            let reusable = {
+                let mm = self.mm.borrow();
+                // Another CPU's batch (or, with PG_lru set, this one's: nothing drained) still
+                // holds a reference: folio_ref_count() > 1 + swapcache.
+                mapcount == 1 && mm.folio_batch_refs(pfn) == 0 && !mm.folio_swapped(pfn)
+            };
+            if reusable {
+                // wp_page_reuse()
+                let mut mm = self.mm.borrow_mut();
+                mm.folio_free_swap(pfn);
+                let m = &mut mm.mms[mmid as usize];
+                m.ptes[vpn as usize] |= pte::YOUNG | pte::DIRTY;
+                m.set_wrprotect(vpn, false);
+                m.sampled_note(vpn);
+                self.e.charge(self.c.pte_map);
+                return Fault::Minor;
+            }
+            let Some(new) = self.alloc_charged_page(node, memcg).await else {
+                return Fault::Oom;
+            };
+            self.e.charge(self.c.page_copy + self.c.pte_map);
+            let old_unmapped = {
+                let mut mm = self.mm.borrow_mut();
+                if !mm.mms[mmid as usize].alive || !still(&mm) {
+                    // Killed, or reclaim took the old folio while we allocated.
+                    mm.free_folio(new);
+                    return if mm.mms[mmid as usize].alive {
+                        Fault::Retry { major: false }
+                    } else {
+                        Fault::Oom
+                    };
+                }
+                let p = &mut mm.pages[new as usize];
+                p.set(PG_SWAPBACKED | PG_OWNED);
+                p.set_owner(mmid);
+                p.index = vpn;
+                mm.mms[mmid as usize].rss -= 1;
+                mm.map_anon(mmid, vpn, new, true, false);
+                mm.pages[new as usize].clear(PG_LOCKED);
+                // Only a forked process's folio is ever mapped write-protected.
+                debug_assert!(mm.folio_shared_anon(pfn), "do_wp_page on folio {pfn}");
+                let old_unmapped = mm.shared_mapcount_mod(pfn, false) == 1;
+                if old_unmapped {
+                    let lv = mm.folio_lruvec(pfn) as usize;
+                    mm.lruvecs[lv].mod_state(NodeStat::NrAnonMapped, -1);
+                }
+                old_unmapped
+            };
+            self.flush_tlb_mm_range(&self.mm.borrow().mms[mmid as usize], mmid);
+            let (new_nid, old) = {
+                let mm = self.mm.borrow();
+                (
+                    mm.pfn_node(new),
+                    (mm.pages[pfn as usize].memcg, mm.pfn_node(pfn)),
+                )
+            };
+            self.memcg_stat_update(memcg, new_nid, StatKind::AnonMapped, 1);
+            self.folio_add_lru(new, true).await;
+            if old_unmapped {
+                self.memcg_stat_update(old.0, old.1, StatKind::AnonMapped, -1);
+                let free = {
+                    let mut mm = self.mm.borrow_mut();
+                    let p = &mut mm.pages[pfn as usize];
+                    // The swap cache keeps a folio whose slot other processes still use.
+                    let free = !p.test(PG_SWAPCACHE) && p.test(PG_OWNED);
+                    if free {
+                        p.clear(PG_OWNED);
+                    }
+                    free
+                };
+                if free {
+                    self.folios_put_refs(&[pfn]).await;
+                }
+            }
+            Fault::Minor
         }
-        Fault::Minor
     }
 }
 

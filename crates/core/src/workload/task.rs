@@ -148,62 +148,74 @@ pub(super) async fn thread_exit(
 
 /// One anonymous access of a usemem task; false when the process was killed. The access
 /// first runs the process's text (see [`text_fetch`]).
-pub(super) async fn touch(
-    s: &Sim,
-    r: &mut Runner,
-    t: &Tally,
+///
+/// Written as a function returning an `async move` block, not as an `async fn`: an async
+/// fn's first poll copies its arguments into locals with wide loads, which wait on the
+/// narrower stores the caller just made (a store-forwarding stall on every access; the
+/// block uses its captures in place). See docs/bench.md, "Where `large`'s time goes
+/// now".
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn stalls on its arguments (above)"
+)]
+pub(super) fn touch<'a>(
+    s: &'a Sim,
+    r: &'a mut Runner,
+    t: &'a Tally,
     mmid: u32,
     vpn: u32,
     cost: u64,
-) -> bool {
-    t.inc(|t| &t.accesses);
-    // One look at the mm per access: the text's PTEs, then the data's.
-    let hit = loop {
-        let step = {
-            let mut mm = s.mm.borrow_mut();
-            let m = &mut mm.mms[mmid as usize];
-            if !m.alive {
-                return false;
-            }
-            match text_fetch(m) {
-                Some(tv) => Err(tv),
-                None => {
-                    let wp = m.pte_wrprotected(vpn);
-                    let v = &mut m.ptes[vpn as usize];
-                    // A write-protected PTE (fork) faults into do_wp_page.
-                    let present = pte::present(*v) && !wp;
-                    if present {
-                        *v |= pte::YOUNG | pte::DIRTY;
-                        m.pmd_mkyoung(vpn);
+) -> impl std::future::Future<Output = bool> + 'a {
+    async move {
+        t.inc(|t| &t.accesses);
+        // One look at the mm per access: the text's PTEs, then the data's.
+        let hit = loop {
+            let step = {
+                let mut mm = s.mm.borrow_mut();
+                let m = &mut mm.mms[mmid as usize];
+                if !m.alive {
+                    return false;
+                }
+                match text_fetch(m) {
+                    Some(tv) => Err(tv),
+                    None => {
+                        let wp = m.pte_wrprotected(vpn);
+                        let v = &mut m.ptes[vpn as usize];
+                        // A write-protected PTE (fork) faults into do_wp_page.
+                        let present = pte::present(*v) && !wp;
+                        if present {
+                            *v |= pte::YOUNG | pte::DIRTY;
+                            m.pmd_mkyoung(vpn);
+                        }
+                        Ok(present)
                     }
-                    Ok(present)
+                }
+            };
+            match step {
+                Ok(hit) => break hit,
+                Err(tv) => {
+                    // A text page reclaim took: fault it in, then run the access again.
+                    r.flush(s);
+                    s.e.sync().await;
+                    if !fault(s, t, mmid, tv, false).await {
+                        return false;
+                    }
                 }
             }
         };
-        match step {
-            Ok(hit) => break hit,
-            Err(tv) => {
-                // A text page reclaim took: fault it in, then run the access again.
-                r.flush(s);
-                s.e.sync().await;
-                if !fault(s, t, mmid, tv, false).await {
-                    return false;
-                }
-            }
+        if hit {
+            t.inc(|t| &t.hits);
+            r.tick(s, cost).await;
+            return true;
         }
-    };
-    if hit {
-        t.inc(|t| &t.hits);
+        r.flush(s);
+        s.e.sync().await;
+        if !fault(s, t, mmid, vpn, true).await {
+            return false;
+        }
         r.tick(s, cost).await;
-        return true;
+        true
     }
-    r.flush(s);
-    s.e.sync().await;
-    if !fault(s, t, mmid, vpn, true).await {
-        return false;
-    }
-    r.tick(s, cost).await;
-    true
 }
 
 /// The instruction fetches of one write of a process with text ([`text_fetch`]), faulting
@@ -260,50 +272,62 @@ pub(super) fn text_fetch(m: &mut MmStruct) -> Option<u32> {
 
 /// Fault `vpn` in until it is mapped (handle_mm_fault, again after a fault that backed
 /// out); false when the process was killed. A data access's major fault is also a miss;
-/// an instruction fetch's is not.
-async fn fault(s: &Sim, t: &Tally, mmid: u32, vpn: u32, data: bool) -> bool {
-    loop {
-        match s.handle_mm_fault(mmid, vpn, data).await {
-            Fault::Minor => t.inc(|t| &t.minor),
-            Fault::Major => {
-                t.inc(|t| &t.major);
-                if data {
-                    t.inc(|t| &t.misses);
-                }
-            }
-            Fault::Retry { major } => {
-                // The fault backed out: the access runs again (a fault if the PTE is
-                // still not present, e.g. unmapped meanwhile).
-                if major {
+/// an instruction fetch's is not. An `async move` block for the reason [`touch`] gives.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn stalls on its arguments (touch)"
+)]
+fn fault<'a>(
+    s: &'a Sim,
+    t: &'a Tally,
+    mmid: u32,
+    vpn: u32,
+    data: bool,
+) -> impl std::future::Future<Output = bool> + 'a {
+    async move {
+        loop {
+            match s.handle_mm_fault(mmid, vpn, data).await {
+                Fault::Minor => t.inc(|t| &t.minor),
+                Fault::Major => {
                     t.inc(|t| &t.major);
                     if data {
                         t.inc(|t| &t.misses);
                     }
-                } else {
-                    t.inc(|t| &t.minor);
                 }
-                let mm = s.mm.borrow();
-                let m = &mm.mms[mmid as usize];
-                if !m.alive {
+                Fault::Retry { major } => {
+                    // The fault backed out: the access runs again (a fault if the PTE is
+                    // still not present, e.g. unmapped meanwhile).
+                    if major {
+                        t.inc(|t| &t.major);
+                        if data {
+                            t.inc(|t| &t.misses);
+                        }
+                    } else {
+                        t.inc(|t| &t.minor);
+                    }
+                    let mm = s.mm.borrow();
+                    let m = &mm.mms[mmid as usize];
+                    if !m.alive {
+                        return false;
+                    }
+                    if !pte::present(m.ptes[vpn as usize]) {
+                        continue;
+                    }
+                }
+                Fault::Oom => {
+                    // Nothing could be killed for us: the fault kills the task itself.
+                    let must_exit = {
+                        let mut mm = s.mm.borrow_mut();
+                        std::mem::replace(&mut mm.mms[mmid as usize].alive, false)
+                    };
+                    if must_exit {
+                        s.exit_mmap(mmid).await;
+                    }
                     return false;
                 }
-                if !pte::present(m.ptes[vpn as usize]) {
-                    continue;
-                }
             }
-            Fault::Oom => {
-                // Nothing could be killed for us: the fault kills the task itself.
-                let must_exit = {
-                    let mut mm = s.mm.borrow_mut();
-                    std::mem::replace(&mut mm.mms[mmid as usize].alive, false)
-                };
-                if must_exit {
-                    s.exit_mmap(mmid).await;
-                }
-                return false;
-            }
+            return true;
         }
-        return true;
     }
 }
 

@@ -1009,25 +1009,38 @@ impl SampledRun<'_> {
     }
 }
 
-/// One access of a usemem thread; false when the process was killed.
-async fn usemem_access(s: &Sim, r: &mut Runner, t: &Tally, mmid: u32, a: Access) -> bool {
-    match a {
-        Access::Touch { vpn, random } => {
-            let cost = if random {
-                s.c.access_random
-            } else {
-                s.c.access_seq
-            };
-            touch(s, r, t, mmid, vpn, cost).await
+/// One access of a usemem thread; false when the process was killed. An `async move`
+/// block, not an `async fn`, for the reason task.rs's `touch` gives.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn stalls on its arguments (touch)"
+)]
+fn usemem_access<'a>(
+    s: &'a Sim,
+    r: &'a mut Runner,
+    t: &'a Tally,
+    mmid: u32,
+    a: Access,
+) -> impl std::future::Future<Output = bool> + 'a {
+    async move {
+        match a {
+            Access::Touch { vpn, random } => {
+                let cost = if random {
+                    s.c.access_random
+                } else {
+                    s.c.access_seq
+                };
+                touch(s, r, t, mmid, vpn, cost).await
+            }
+            Access::Populate { vpn } => populate(s, r, t, mmid, vpn).await,
+            Access::Unmap { lo, hi } => {
+                // munmap; the next pass faults a fresh mapping in.
+                r.flush(s);
+                s.zap_pte_range(mmid, lo, hi).await;
+                s.mm.borrow().mms[mmid as usize].alive
+            }
+            Access::Read { .. } => unreachable!("usemem reads no files"),
         }
-        Access::Populate { vpn } => populate(s, r, t, mmid, vpn).await,
-        Access::Unmap { lo, hi } => {
-            // munmap; the next pass faults a fresh mapping in.
-            r.flush(s);
-            s.zap_pte_range(mmid, lo, hi).await;
-            s.mm.borrow().mms[mmid as usize].alive
-        }
-        Access::Read { .. } => unreachable!("usemem reads no files"),
     }
 }
 
