@@ -541,7 +541,8 @@ impl Sim {
     ///
     /// An `async move` block rather than an `async fn`: the async fn's first poll copied
     /// its arguments with a 16-byte load that waited on the caller's narrower stores (a
-    /// store-forwarding stall, most of this function's time in `default`; docs/bench.md).
+    /// store-forwarding stall, most of this function's time in `default` with the plain
+    /// release build; docs/bench.md).
     #[allow(
         clippy::manual_async_fn,
         reason = "an async fn stalls on its arguments (above)"
