@@ -148,8 +148,11 @@ fn a_write_copies_a_shared_page_and_the_last_user_reuses_it() {
         assert_eq!(anon(&s), (PAGES as u64 + 16, PAGES as i64 + 16));
         assert_eq!(s.mm.borrow().mms[kids[0] as usize].rss, PAGES as u64);
         // Child 1 writes page 0 (a copy: the parent still maps it), then the parent, now
-        // its only user, writes it in place.
+        // its only user, writes it in place. Its PTE is made old and clean first (as
+        // reclaim's look and a writeback would leave it): wp_page_reuse makes it young and
+        // dirty again.
         write(&s, kids[1], 0..1).await;
+        s.mm.borrow_mut().mms[parent as usize].ptes[0] &= !(pte::YOUNG | pte::DIRTY);
         write(&s, parent, 0..1).await;
         assert_eq!(pfn_at(&s, parent, 0), Some(old[0]));
         let v = s.mm.borrow().mms[parent as usize].ptes[0];
@@ -541,7 +544,7 @@ fn cow_time(entry: &str, ns: u64) -> u64 {
 }
 
 #[test]
-fn a_copy_costs_one_page_copy_and_no_clear() {
+fn a_copy_costs_one_page_copy_one_pte_map_and_no_clear() {
     // wp_page_copy copies the old page into the new one (copy_mc_user_highpage): one
     // page_copy per copy; the new page is not also cleared.
     assert_eq!(
@@ -549,6 +552,8 @@ fn a_copy_costs_one_page_copy_and_no_clear() {
         2000
     );
     assert_eq!(cow_time("page_zero", 3000), cow_time("page_zero", 1000));
+    // And one pte_map, for the new PTE (set_pte_at of the copy).
+    assert_eq!(cow_time("pte_map", 3000) - cow_time("pte_map", 1000), 2000);
 }
 
 #[test]
@@ -620,4 +625,54 @@ repeat = 1
     assert_eq!(r["vmstat"]["pgscan_anon"], 0);
     // The parent's populate and the workers' pass: 1024 + 2 * 1024 accesses.
     assert_eq!(r["workloads"][0]["accesses"], 3 * 1024);
+}
+
+/// Two threads of one child write page 0 at the same moment, on CPUs 0 and 1, while the
+/// page is still shared with the parent. wp_page_copy allocates the copy before it takes
+/// the page-table lock and checks pte_same(): the thread that finds the PTE already
+/// replaced by the other's copy frees its page and lets the access fault again.
+#[test]
+fn of_two_threads_copying_one_page_at_once_one_maps_its_copy_and_the_other_retries() {
+    let s = sim();
+    let ids = Rc::new(std::cell::Cell::new((0, 0, 0)));
+    let i2 = ids.clone();
+    run(&s, move |s| async move {
+        let parent = new_mm(&s);
+        let child = new_mm(&s);
+        s.handle_mm_fault(parent, 0, true).await;
+        assert!(s.dup_mmap(parent, child).await);
+        i2.set((parent, child, pfn_at(&s, parent, 0).unwrap()));
+    });
+    let (parent, child, old) = ids.get();
+    let t = s.e.now();
+    let faults = Rc::new(std::cell::RefCell::new(Vec::new()));
+    for cpu in [0, 1] {
+        let (s2, f2) = (s.clone(), faults.clone());
+        s.e.spawn_tagged(t, cpu, child, async move {
+            let f = s2.handle_mm_fault(child, 0, true).await;
+            f2.borrow_mut().push(f);
+        });
+    }
+    s.e.stop.set(false);
+    s.e.run_until(t + 10_000_000, 1 << 20, &mut |_| true);
+    let mut faults = faults.borrow().clone();
+    faults.sort_by_key(|f| format!("{f:?}"));
+    assert_eq!(faults, vec![Fault::Minor, Fault::Retry { major: false }]);
+    let copy = pfn_at(&s, child, 0).expect("the child maps its copy");
+    assert_ne!(copy, old);
+    assert!(!s.mm.borrow().mms[child as usize].pte_wrprotected(0));
+    assert_eq!(pfn_at(&s, parent, 0), Some(old));
+    let mm = s.mm.borrow();
+    // The old folio keeps the parent's mapping only; the child counts one page.
+    assert_eq!(mm.folio_mapcount(old), 1);
+    assert_eq!(mm.folio_mapcount(copy), 1);
+    assert_eq!(mm.mms[child as usize].rss, 1);
+    drop(mm);
+    // The loser's page was freed: with both CPUs' batches drained, /a's lists hold the
+    // old folio and the copy, and both are mapped (NR_ANON_MAPPED).
+    for cpu in [0, 1] {
+        let t = s.e.now();
+        run_probe(&s, cpu, t, |s| async move { s.lru_add_drain().await });
+    }
+    assert_eq!(anon(&s), (2, 2));
 }
