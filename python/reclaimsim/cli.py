@@ -971,13 +971,14 @@ def profiles(json_path):
 @main.command()
 @click.argument("scenario")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field, as run's --set does.")
+@click.option("--full-scale", is_flag=True, help="Print a scaled-down seed experiment at the seed's size, as run --full-scale runs it.")
 @_costs_option
 @_max_memory_option
-def validate(scenario, sets, costs_sets, max_memory):
+def validate(scenario, sets, full_scale, costs_sets, max_memory):
     """Validate SCENARIO and print it normalized, as JSON (defaults filled in, some fields left at their default omitted, a workload's empty `name` named at run time by its type and position, as usemem0; `run` takes it back as a .json file)."""
     from .compare import check_compare_table
 
-    data = load_scenario(scenario, sets + costs_sets)
+    data = load_scenario(scenario, sets + costs_sets, full_scale)
     text = json.dumps(data)
     norm = json.loads(_core.validate_json(text, max_memory))
     check_compare_table(data)  # what compare would refuse of its [compare] table

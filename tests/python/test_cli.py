@@ -116,6 +116,28 @@ def test_validate_prints_a_scenario_that_run_and_validate_take_back(tmp_path):
     assert p.returncode == 2 and p.stderr.strip() == f"error: {bad}: a JSON scenario is an object, not list"
 
 
+def test_validate_full_scale_prints_what_run_full_scale_runs(tmp_path):
+    import tomllib
+    from importlib import resources
+
+    # seed-001's own [compare].full_scale list, applied by hand to the scaled-down print.
+    toml = tomllib.loads(resources.files("reclaimsim").joinpath("scenarios/seed-001.toml").read_text())
+    small = cli("validate", "seed-001")
+    full = cli("validate", "seed-001", "--full-scale")
+    assert small.returncode == 0 and full.returncode == 0, full.stderr
+    by_hand = cli("validate", "seed-001", *[a for o in toml["compare"]["full_scale"] for a in ("--set", o)])
+    assert by_hand.returncode == 0, by_hand.stderr
+    assert json.loads(full.stdout) == json.loads(by_hand.stdout) != json.loads(small.stdout)
+    # --set comes after the full-scale overrides, as in run.
+    later = cli("validate", "seed-001", "--full-scale", "--set", "duration=5000s")
+    assert later.returncode == 0, later.stderr
+    assert json.loads(later.stdout)["duration"] == 5000 * 10**9
+    # A scenario without a full scale is refused, in one line.
+    p = cli("validate", "default", "--full-scale")
+    assert p.returncode == 2
+    assert p.stderr.strip() == "error: --full-scale: this scenario runs at its full scale already (no [compare].full_scale)"
+
+
 def test_run_prints_each_thread_of_a_workload_with_several(tmp_path):
     # usemem_span gives 2 threads 5 pages each of 40K; 2 sequential passes: each thread's
     # first pass faults its pages in (neither hit nor miss), the second hits them all.
