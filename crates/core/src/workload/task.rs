@@ -270,8 +270,9 @@ pub(super) fn text_fetch(m: &mut MmStruct) -> Option<u32> {
     None
 }
 
-/// Fault `vpn` in until it is mapped (handle_mm_fault, again after a fault that backed
-/// out); false when the process was killed. A data access's major fault is also a miss;
+/// Fault `vpn` in until it is mapped, and writable for a data access (a write):
+/// handle_mm_fault, again after a fault that backed out; false when the process was
+/// killed. A data access's major fault is also a miss;
 /// an instruction fetch's is not. An `async move` block for the reason [`touch`] gives.
 #[allow(
     clippy::manual_async_fn,
@@ -295,8 +296,10 @@ fn fault<'a>(
                     }
                 }
                 Fault::Retry { major } => {
-                    // The fault backed out: the access runs again (a fault if the PTE is
-                    // still not present, e.g. unmapped meanwhile).
+                    // The fault backed out: the access runs again, a fault again if the
+                    // PTE still does not permit it (not present, e.g. unmapped meanwhile;
+                    // or, for a write, write-protected, e.g. mapped back from a swap slot
+                    // other processes share).
                     if major {
                         t.inc(|t| &t.major);
                         if data {
@@ -310,7 +313,7 @@ fn fault<'a>(
                     if !m.alive {
                         return false;
                     }
-                    if !pte::present(m.ptes[vpn as usize]) {
+                    if !pte::present(m.ptes[vpn as usize]) || (data && m.pte_wrprotected(vpn)) {
                         continue;
                     }
                 }
@@ -460,5 +463,76 @@ mod tests {
         let mm = s.mm.borrow();
         assert!(mm.mms[a as usize].lru_gen_used);
         assert!(!mm.mms[b as usize].lru_gen_used);
+    }
+
+    /// A task of memcg /a (id 1) with 16 pages, on a one-node machine with zram swap.
+    fn sim_and_mm() -> (std::rc::Rc<Sim>, u32) {
+        let s = crate::fixture::one_node_machine("64M", Some("64M"), "");
+        let mmid = s.mm.borrow_mut().mm_alloc(MmStruct::new(16, 1, 0, 0));
+        (s, mmid)
+    }
+
+    #[test]
+    fn a_write_that_hits_makes_its_pte_young_and_dirty_and_its_pmd_entry_accessed() {
+        // Page 5 faulted in by a first write; then its PTE made old and clean and the PMD
+        // entry's accessed bit cleared (as reclaim's look and a writeback leave them). The
+        // second write hits: the MMU sets the PTE's accessed and dirty bits and the PMD
+        // entry's accessed bit, and nothing faults.
+        let (s, mmid) = sim_and_mm();
+        let tally = std::rc::Rc::new(Tally::default());
+        let t2 = tally.clone();
+        crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+            let mut r = Runner::new(&s, 0, 0);
+            assert!(touch(&s, &mut r, &t2, mmid, 5, 0).await);
+            {
+                let mut mm = s.mm.borrow_mut();
+                let m = &mut mm.mms[mmid as usize];
+                m.ptes[5] &= !(pte::YOUNG | pte::DIRTY);
+                m.pmd_young[0] = 0;
+            }
+            assert!(touch(&s, &mut r, &t2, mmid, 5, 0).await);
+            let mm = s.mm.borrow();
+            let m = &mm.mms[mmid as usize];
+            assert_eq!(
+                m.ptes[5] & (pte::YOUNG | pte::DIRTY),
+                pte::YOUNG | pte::DIRTY
+            );
+            assert_eq!(m.pmd_young[0], 1);
+        });
+        let t = &*tally;
+        assert_eq!((t.accesses.get(), t.hits.get(), t.minor.get()), (2, 1, 1));
+    }
+
+    #[test]
+    fn a_fault_that_backs_out_because_another_thread_mapped_the_page_is_done() {
+        // Two threads of a child write page 0 at once (CPUs 0 and 1) while it is still
+        // shared with the parent: one copies it (a minor fault), the other's
+        // wp_page_copy finds the PTE changed and backs out (a minor fault that retries).
+        // The retry finds the page mapped and writable, so the write is done: both
+        // faults return true and count one minor fault each, no more.
+        let (s, parent) = sim_and_mm();
+        let child = s.mm.borrow_mut().mm_alloc(MmStruct::new(16, 1, 0, 0));
+        let t = crate::fixture::run_probe(&s, 0, 0, move |s| async move {
+            s.handle_mm_fault(parent, 0, true).await;
+            assert!(s.dup_mmap(parent, child).await);
+        });
+        let tallies: Vec<std::rc::Rc<Tally>> = (0..2).map(|_| Default::default()).collect();
+        let done = std::rc::Rc::new(std::cell::Cell::new(0));
+        for cpu in 0..2 {
+            let (s2, t2, d2) = (s.clone(), tallies[cpu as usize].clone(), done.clone());
+            s.e.spawn_tagged(t, cpu, child, async move {
+                assert!(fault(&s2, &t2, child, 0, true).await);
+                d2.set(d2.get() + 1);
+            });
+        }
+        s.e.stop.set(false);
+        s.e.run_until(t + 10_000_000, 1 << 20, &mut |_| true);
+        assert_eq!(done.get(), 2);
+        for t in &tallies {
+            assert_eq!((t.minor.get(), t.major.get()), (1, 0));
+        }
+        let mm = s.mm.borrow();
+        let v = mm.mms[child as usize].ptes[0];
+        assert!(pte::present(v) && !mm.mms[child as usize].pte_wrprotected(0));
     }
 }
