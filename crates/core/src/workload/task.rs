@@ -313,7 +313,7 @@ fn fault<'a>(
                     if !m.alive {
                         return false;
                     }
-                    if !pte::present(m.ptes[vpn as usize]) || (data && m.pte_wrprotected(vpn)) {
+                    if access_faults(m, vpn, data) {
                         continue;
                     }
                 }
@@ -332,6 +332,12 @@ fn fault<'a>(
             return true;
         }
     }
+}
+
+/// Does an access to `vpn` fault, as the MMU decides: the PTE is not present, or the
+/// access is a write and the PTE write-protected.
+fn access_faults(m: &MmStruct, vpn: u32, write: bool) -> bool {
+    !pte::present(m.ptes[vpn as usize]) || (write && m.pte_wrprotected(vpn))
 }
 
 /// Prefetch page `page`'s page-cache entry of file `file`.
@@ -463,6 +469,25 @@ mod tests {
         let mm = s.mm.borrow();
         assert!(mm.mms[a as usize].lru_gen_used);
         assert!(!mm.mms[b as usize].lru_gen_used);
+    }
+
+    #[test]
+    fn an_access_faults_on_a_missing_pte_and_a_write_on_a_write_protected_one() {
+        let mut m = MmStruct::new(4, 1, 0, 0);
+        m.ptes[1] = pte::mk_present(7, false, false);
+        m.ptes[2] = pte::mk_present(8, false, false);
+        m.wrprotect = vec![0; 1]; // as fork leaves it
+        m.set_wrprotect(2, true);
+        m.ptes[3] = pte::mk_swap(5);
+        for (vpn, read, write) in [
+            (0, true, true),
+            (1, false, false),
+            (2, false, true),
+            (3, true, true),
+        ] {
+            assert_eq!(access_faults(&m, vpn, false), read, "read of {vpn}");
+            assert_eq!(access_faults(&m, vpn, true), write, "write of {vpn}");
+        }
     }
 
     /// A task of memcg /a (id 1) with 16 pages, on a one-node machine with zram swap.
