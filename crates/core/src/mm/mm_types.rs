@@ -292,11 +292,38 @@ pub mod pte {
     pub fn mk_swap(slot: u32) -> u32 {
         SWAP | slot
     }
+    /// Does an access through PTE `p` fault, as the MMU decides: the PTE is not present
+    /// (handle_pte_fault's do_anonymous_page, do_swap_page or do_fault), or the access is a
+    /// write and the PTE write-protected (its do_wp_page). A write to a present writable
+    /// PTE, or a read of a present one, only sets the accessed (and dirty) bits.
+    #[inline]
+    pub fn access_faults(p: u32, write: bool, wrprotected: bool) -> bool {
+        !present(p) || (write && wrprotected)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_access_faults_on_a_missing_pte_and_a_write_on_a_write_protected_one() {
+        let mut m = crate::mm::MmStruct::new(4, 1, 0, 0);
+        m.ptes[1] = pte::mk_present(7, false, false);
+        m.ptes[2] = pte::mk_present(8, false, false);
+        m.wrprotect = vec![0; 1]; // as fork leaves it
+        m.set_wrprotect(2, true);
+        m.ptes[3] = pte::mk_swap(5);
+        for (vpn, read, write) in [
+            (0, true, true),
+            (1, false, false),
+            (2, false, true),
+            (3, true, true),
+        ] {
+            assert_eq!(m.access_faults(vpn, false), read, "read of {vpn}");
+            assert_eq!(m.access_faults(vpn, true), write, "write of {vpn}");
+        }
+    }
 
     /// The owner takes 24 bits and the generation byte the 8 above them: writing one never
     /// changes the other, over the owner's whole range.

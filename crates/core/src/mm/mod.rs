@@ -202,6 +202,13 @@ impl MmStruct {
         }
     }
 
+    /// Does an access to `vpn` fault ([`mm_types::pte::access_faults`] on its PTE and write
+    /// protection)?
+    #[inline]
+    pub fn access_faults(&self, vpn: u32, write: bool) -> bool {
+        mm_types::pte::access_faults(self.ptes[vpn as usize], write, self.pte_wrprotected(vpn))
+    }
+
     /// Is the PTE at `vpn` write-protected (a write takes do_wp_page)?
     #[inline]
     pub fn pte_wrprotected(&self, vpn: u32) -> bool {

@@ -184,7 +184,7 @@ impl SampledArea {
             segs.len() == words && word_seg.iter().enumerate().all(|(w, &s)| s as usize == w);
         let mut faulting = vec![0u64; words];
         for vpn in 0..pages {
-            if Self::faults(ptes[vpn as usize], wp_bit(wrprotect, vpn)) {
+            if pte::access_faults(ptes[vpn as usize], true, wp_bit(wrprotect, vpn)) {
                 faulting[vpn as usize / 64] |= 1 << (vpn % 64);
             }
         }
@@ -278,12 +278,6 @@ impl SampledArea {
         w as u32 * 64 + bits.trailing_zeros()
     }
 
-    /// Is a write to `vpn` a fault, by its PTE and write protection?
-    #[inline]
-    fn faults(v: u32, wrprotected: bool) -> bool {
-        !pte::present(v) || wrprotected
-    }
-
     /// The PTE at `vpn` (or its write protection) changed: keep the faulting bitmap. A
     /// page that starts or stops faulting first has its segment brought up to date as
     /// things stood before the change, so no draw is credited to it while it faulted.
@@ -293,7 +287,7 @@ impl SampledArea {
         }
         let (w, bit) = (vpn as usize / 64, 1u64 << (vpn % 64));
         let was = self.faulting[w] & bit != 0;
-        let now = Self::faults(ptes[vpn as usize], wp_bit(wrprotect, vpn));
+        let now = pte::access_faults(ptes[vpn as usize], true, wp_bit(wrprotect, vpn));
         if was == now {
             return;
         }
@@ -471,7 +465,7 @@ impl SampledArea {
     pub fn check(&self, ptes: &[u32], wrprotect: &[u64]) -> std::result::Result<(), String> {
         for vpn in 0..self.pages {
             let bit = self.faulting[vpn as usize / 64] & (1 << (vpn % 64)) != 0;
-            if bit != Self::faults(ptes[vpn as usize], wp_bit(wrprotect, vpn)) {
+            if bit != pte::access_faults(ptes[vpn as usize], true, wp_bit(wrprotect, vpn)) {
                 return Err(format!(
                     "sampled area: page {vpn}'s faulting bit is {bit}, its PTE {:#x}",
                     ptes[vpn as usize]

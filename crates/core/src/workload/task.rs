@@ -179,15 +179,13 @@ pub(super) fn touch<'a>(
                 match text_fetch(m) {
                     Some(tv) => Err(tv),
                     None => {
-                        let wp = m.pte_wrprotected(vpn);
-                        let v = &mut m.ptes[vpn as usize];
                         // A write-protected PTE (fork) faults into do_wp_page.
-                        let present = pte::present(*v) && !wp;
-                        if present {
-                            *v |= pte::YOUNG | pte::DIRTY;
+                        let hit = !m.access_faults(vpn, true);
+                        if hit {
+                            m.ptes[vpn as usize] |= pte::YOUNG | pte::DIRTY;
                             m.pmd_mkyoung(vpn);
                         }
-                        Ok(present)
+                        Ok(hit)
                     }
                 }
             };
@@ -272,8 +270,8 @@ pub(super) fn text_fetch(m: &mut MmStruct) -> Option<u32> {
 
 /// Fault `vpn` in until it is mapped, and writable for a data access (a write):
 /// handle_mm_fault, again after a fault that backed out; false when the process was
-/// killed. A data access's major fault is also a miss;
-/// an instruction fetch's is not. An `async move` block for the reason [`touch`] gives.
+/// killed. A data access's major fault is also a miss; an instruction fetch's is not. An
+/// `async move` block for the reason [`touch`] gives.
 #[allow(
     clippy::manual_async_fn,
     reason = "an async fn stalls on its arguments (touch)"
@@ -313,7 +311,7 @@ fn fault<'a>(
                     if !m.alive {
                         return false;
                     }
-                    if access_faults(m, vpn, data) {
+                    if m.access_faults(vpn, data) {
                         continue;
                     }
                 }
@@ -332,12 +330,6 @@ fn fault<'a>(
             return true;
         }
     }
-}
-
-/// Does an access to `vpn` fault, as the MMU decides: the PTE is not present, or the
-/// access is a write and the PTE write-protected.
-fn access_faults(m: &MmStruct, vpn: u32, write: bool) -> bool {
-    !pte::present(m.ptes[vpn as usize]) || (write && m.pte_wrprotected(vpn))
 }
 
 /// Prefetch page `page`'s page-cache entry of file `file`.
@@ -469,25 +461,6 @@ mod tests {
         let mm = s.mm.borrow();
         assert!(mm.mms[a as usize].lru_gen_used);
         assert!(!mm.mms[b as usize].lru_gen_used);
-    }
-
-    #[test]
-    fn an_access_faults_on_a_missing_pte_and_a_write_on_a_write_protected_one() {
-        let mut m = MmStruct::new(4, 1, 0, 0);
-        m.ptes[1] = pte::mk_present(7, false, false);
-        m.ptes[2] = pte::mk_present(8, false, false);
-        m.wrprotect = vec![0; 1]; // as fork leaves it
-        m.set_wrprotect(2, true);
-        m.ptes[3] = pte::mk_swap(5);
-        for (vpn, read, write) in [
-            (0, true, true),
-            (1, false, false),
-            (2, false, true),
-            (3, true, true),
-        ] {
-            assert_eq!(access_faults(&m, vpn, false), read, "read of {vpn}");
-            assert_eq!(access_faults(&m, vpn, true), write, "write of {vpn}");
-        }
     }
 
     /// A task of memcg /a (id 1) with 16 pages, on a one-node machine with zram swap.
