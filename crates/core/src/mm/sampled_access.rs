@@ -316,6 +316,25 @@ impl SampledArea {
         s
     }
 
+    /// Prefetch what a fault at `vpn` will read, all at once (no effect on results): its
+    /// segment, which the fault's PTE change brings up to date ([`Self::note`]), and the
+    /// segment's PTEs, the faulting one among them. Read one after the other, the fault
+    /// would wait for each in turn.
+    #[inline]
+    pub fn prefetch_fault(&self, vpn: u32, ptes: &[u32]) {
+        if self.word_seg.is_none() {
+            if let Some(seg) = self.segs.get(vpn as usize / SEG_PAGES) {
+                crate::mm::prefetch(seg);
+            }
+        }
+        let base = vpn as usize & !(SEG_PAGES - 1);
+        for line in (base..base + SEG_PAGES).step_by(16) {
+            if let Some(p) = ptes.get(line) {
+                crate::mm::prefetch(p);
+            }
+        }
+    }
+
     /// Thread `t` made `k` more writes.
     pub fn commit(&mut self, t: usize, k: u64) {
         self.threads[t].drawn += k;

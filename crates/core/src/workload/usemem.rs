@@ -915,11 +915,13 @@ impl SampledRun<'_> {
             if fault && left != Some(0) {
                 let vpn = {
                     let mut mm = s.mm.borrow_mut();
-                    let sa = mm.mms[self.mmid as usize].sampled.as_deref_mut();
+                    let m = &mut mm.mms[self.mmid as usize];
+                    let sa = m.sampled.as_deref_mut();
                     let sa = sa.expect("a sampled thread's area is sampled");
                     let vpn = sa.faulting_page(self.ti);
-                    if vpn.is_some() {
+                    if let Some(v) = vpn {
                         sa.commit(self.ti, 1);
+                        sa.prefetch_fault(v, &m.ptes);
                     }
                     vpn
                 };
