@@ -392,11 +392,15 @@ impl SampledArea {
         }
         self.segs[s].sync = th.drawn;
         let lo = seg.start;
-        let hi = self
-            .segs
-            .get(s + 1)
-            .map_or(self.pages, |n| n.start)
-            .min(th.hi);
+        // Where segment `s` is word `s`, the next one starts at the next word: no need
+        // to read it (a line of its own one time in four).
+        let next = if self.word_seg.is_none() {
+            ((s + 1) * SEG_PAGES).min(self.pages as usize) as u32
+        } else {
+            self.segs.get(s + 1).map_or(self.pages, |n| n.start)
+        };
+        debug_assert_eq!(next, self.segs.get(s + 1).map_or(self.pages, |n| n.start));
+        let hi = next.min(th.hi);
         // The segment lies in one word of the bitmap: its pages are bits lo % 64 .. hi - lo.
         let base = lo & !(SEG_PAGES as u32 - 1);
         let width = hi - lo;
