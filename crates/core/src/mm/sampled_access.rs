@@ -419,6 +419,12 @@ impl SampledArea {
         if cand == 0 {
             return;
         }
+        // The candidates' PTE lines (16 PTEs each), fetched while the hits are drawn.
+        for q in 0..SEG_PAGES / 16 {
+            if (cand >> (16 * q)) & 0xffff != 0 {
+                crate::mm::prefetch(&ptes[base as usize + 16 * q]);
+            }
+        }
         // ln(1 - p_hit) = k ln(1 - 1/n).
         let log_miss = k as f64 * th.log_miss;
         let p_hit = -log_miss.exp_m1();
