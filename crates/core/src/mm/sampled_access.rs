@@ -316,6 +316,22 @@ impl SampledArea {
         s
     }
 
+    /// Prefetch what thread `t`'s next faulting draw will most likely read (no effect on
+    /// results): the page [`Self::faulting_page`] would draw now, with a copy of the
+    /// thread's random stream, and what a fault there reads. Called when a chunk ends in
+    /// a fault, before the chunk's writes are waited out, so that the misses complete
+    /// while other tasks run; the draw itself comes after, and hits unless something
+    /// drew from the stream or changed the faulting pages meanwhile.
+    pub fn prefetch_next_fault(&self, t: usize, ptes: &[u32]) {
+        let f = self.faulting_in(t);
+        if f == 0 {
+            return;
+        }
+        let th = &self.threads[t];
+        let j = th.rng.clone().random_range(0..f);
+        self.prefetch_fault(self.select(self.rank(th.lo) + j), ptes);
+    }
+
     /// Prefetch what a fault at `vpn` will read, all at once (no effect on results): its
     /// segment, which the fault's PTE change brings up to date ([`Self::note`]), and the
     /// segment's PTEs, the faulting one among them. Read one after the other, the fault

@@ -949,10 +949,7 @@ impl SampledRun<'_> {
         if !m.alive {
             return None;
         }
-        let sa = m
-            .sampled
-            .as_deref_mut()
-            .expect("a sampled thread's area is sampled");
+        let sa = (m.sampled.as_deref_mut()).expect("a sampled thread's area is sampled");
         let th = &sa.threads[self.ti];
         let n = (th.hi - th.lo) as u64;
         let per_write = self
@@ -977,6 +974,7 @@ impl SampledRun<'_> {
             if g < k {
                 k = g;
                 fault = true;
+                sa.prefetch_next_fault(self.ti, &m.ptes);
             }
         }
         sa.commit(self.ti, k);
