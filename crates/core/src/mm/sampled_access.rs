@@ -327,15 +327,15 @@ impl SampledArea {
         if f == 0 {
             return;
         }
-        let th = &self.threads[t];
-        let j = th.rng.clone().random_range(0..f);
-        self.prefetch_fault(self.select(self.rank(th.lo) + j), ptes);
+        let j = self.threads[t].rng.clone().random_range(0..f);
+        self.prefetch_fault(self.faulting_page_at(t, j), ptes);
     }
 
     /// Prefetch what a fault at `vpn` will read, all at once (no effect on results): its
     /// segment, which the fault's PTE change brings up to date ([`Self::note`]), and the
     /// segment's PTEs, the faulting one among them. Read one after the other, the fault
-    /// would wait for each in turn.
+    /// would wait for each in turn. (Where segments are not the bitmap's words, finding
+    /// the segment is a search of its own: only the PTEs are prefetched.)
     #[inline]
     pub fn prefetch_fault(&self, vpn: u32, ptes: &[u32]) {
         if self.word_seg.is_none() {
@@ -343,12 +343,7 @@ impl SampledArea {
                 crate::mm::prefetch(seg);
             }
         }
-        let base = vpn as usize & !(SEG_PAGES - 1);
-        for line in (base..base + SEG_PAGES).step_by(16) {
-            if let Some(p) = ptes.get(line) {
-                crate::mm::prefetch(p);
-            }
-        }
+        prefetch_pte_lines(ptes, vpn as usize & !(SEG_PAGES - 1), u64::MAX);
     }
 
     /// Thread `t` made `k` more writes.
@@ -435,12 +430,8 @@ impl SampledArea {
         if cand == 0 {
             return;
         }
-        // The candidates' PTE lines (16 PTEs each), fetched while the hits are drawn.
-        for q in 0..SEG_PAGES / 16 {
-            if (cand >> (16 * q)) & 0xffff != 0 {
-                crate::mm::prefetch(&ptes[base as usize + 16 * q]);
-            }
-        }
+        // The candidates' PTE lines, fetched while the hits are drawn.
+        prefetch_pte_lines(ptes, base as usize, cand);
         // ln(1 - p_hit) = k ln(1 - 1/n).
         let log_miss = k as f64 * th.log_miss;
         let p_hit = -log_miss.exp_m1();
@@ -501,9 +492,13 @@ impl SampledArea {
         if f == 0 {
             return None;
         }
-        let lo = self.threads[t].lo;
         let j = self.threads[t].rng.random_range(0..f);
-        Some(self.select(self.rank(lo) + j))
+        Some(self.faulting_page_at(t, j))
+    }
+
+    /// The `j`-th faulting page of thread `t`'s span (j < its faulting pages).
+    fn faulting_page_at(&self, t: usize, j: u64) -> u32 {
+        self.select(self.rank(self.threads[t].lo) + j)
     }
 
     /// Whether the faulting bitmap matches the PTEs (mm/check.rs).
@@ -541,6 +536,19 @@ impl SampledArea {
             }
         }
         Ok(())
+    }
+}
+
+/// Prefetch the lines of a bitmap word's PTEs (`base`, a multiple of 64, and the 64 after
+/// it; 16 PTEs a line) that hold a page of `mask` (no effect on results).
+#[inline]
+fn prefetch_pte_lines(ptes: &[u32], base: usize, mask: u64) {
+    for q in 0..SEG_PAGES / 16 {
+        if (mask >> (16 * q)) & 0xffff != 0 {
+            if let Some(p) = ptes.get(base + 16 * q) {
+                crate::mm::prefetch(p);
+            }
+        }
     }
 }
 

@@ -949,7 +949,10 @@ impl SampledRun<'_> {
         if !m.alive {
             return None;
         }
-        let sa = (m.sampled.as_deref_mut()).expect("a sampled thread's area is sampled");
+        let sa = m
+            .sampled
+            .as_deref_mut()
+            .expect("a sampled thread's area is sampled");
         let th = &sa.threads[self.ti];
         let n = (th.hi - th.lo) as u64;
         let per_write = self
