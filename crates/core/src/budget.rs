@@ -25,8 +25,10 @@ use crate::error::{Error, Result};
 use crate::scenario::{Limit, Scenario};
 use crate::workload::Check;
 
-/// Host bytes per frame: a 16-byte `Page`, an 8-byte `LruLink` and the line-owner byte
-/// (mm/lru_lines.rs).
+/// Host bytes per frame: a 16-byte `Page`, the line-owner byte (mm/lru_lines.rs), and an
+/// 8-byte `LruLink` (the classic LRU) or, with MGLRU, a 4-byte list position and a 4-byte
+/// entry in a generation's array (mm/lru_gen/list.rs; the arrays' spare room is not
+/// counted).
 pub const FRAME_BYTES: u64 = 25;
 /// Host bytes per PTE (u32), plus the PTE-table presence map (1 byte per 512 PTEs).
 pub const PTE_BYTES: f64 = 4.0 + 1.0 / 512.0;

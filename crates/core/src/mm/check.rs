@@ -22,8 +22,7 @@ impl Mm {
         let g = &self.lruvecs[lv as usize].lrugen;
         for gen in 0..lru_gen::MAX_NR_GENS as usize {
             for ty in 0..lru_gen::ANON_AND_FILE {
-                let mut p = g.folios[gen][ty].head;
-                while p != NIL {
+                for p in g.folios[gen][ty].iter() {
                     if seen[p as usize] {
                         return Err(format!("pfn {p} on two lists"));
                     }
@@ -33,7 +32,6 @@ impl Mm {
                         ));
                     }
                     seen[p as usize] = true;
-                    p = self.pages.links[p as usize].next;
                 }
             }
         }

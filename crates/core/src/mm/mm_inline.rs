@@ -64,11 +64,12 @@ impl Mm {
             ..
         } = self;
         let l = &mut lruvecs[lv as usize];
-        if !(l.lrugen.enabled && super::lru_gen::lru_gen_add_folio(pages, l, pfn, false, rules)) {
+        let gen =
+            l.lrugen.enabled && super::lru_gen::lru_gen_add_folio(pages, l, pfn, false, rules);
+        if !gen {
             lruvec_add_folio_untracked(pages, l, pfn);
         }
-        let link = self.pages.links[pfn as usize];
-        self.write_list_lines(lv, pfn, link.prev, link.next);
+        self.write_list_lines(lv, pfn, gen);
         self.update_lru_size(lv, pfn, 1);
     }
 
@@ -83,11 +84,11 @@ impl Mm {
             ..
         } = self;
         let l = &mut lruvecs[lv as usize];
-        if !(l.lrugen.enabled && super::lru_gen::lru_gen_add_folio(pages, l, pfn, true, rules)) {
+        let gen = l.lrugen.enabled && super::lru_gen::lru_gen_add_folio(pages, l, pfn, true, rules);
+        if !gen {
             lruvec_add_folio_tail_untracked(pages, l, pfn);
         }
-        let link = self.pages.links[pfn as usize];
-        self.write_list_lines(lv, pfn, link.prev, link.next);
+        self.write_list_lines(lv, pfn, gen);
         self.update_lru_size(lv, pfn, 1);
     }
 
@@ -95,13 +96,14 @@ impl Mm {
     /// leaves a folio of an active generation with PG_active). PG_lru is the caller's.
     pub fn lruvec_del_folio(&mut self, pfn: Pfn) {
         let lv = self.folio_lruvec(pfn);
+        // The lines are those of the folio's neighbours before it goes.
+        let gen = super::lru_gen::folio::folio_lru_gen(&self.pages, pfn).is_some();
+        self.write_list_lines(lv, pfn, gen);
         let Mm { pages, lruvecs, .. } = self;
         let l = &mut lruvecs[lv as usize];
-        let link = pages.links[pfn as usize];
         if !super::lru_gen::lru_gen_del_folio(pages, l, pfn, false) {
             lruvec_del_folio_untracked(pages, l, pfn);
         }
-        self.write_list_lines(lv, pfn, link.prev, link.next);
         self.update_lru_size(lv, pfn, -1);
     }
 
@@ -130,13 +132,22 @@ impl Mm {
 
     /// The cache lines a list operation on `lv` wrote: list_add/__list_del_entry write the
     /// folio's struct page and its neighbours' links, update_lru_size the lruvec's counters
-    /// (lru_lines.rs). Simplified: the lruvec's heads and counters are one line; MGLRU's
+    /// (lru_lines.rs). The neighbours are those of the folio on its list, a generation list
+    /// with `gen` (the folio added there, or still there before it is deleted), else a
+    /// classic one. Simplified: the lruvec's heads and counters are one line; MGLRU's
     /// in-place moves between generations do not come through here.
     #[inline(always)]
-    fn write_list_lines(&mut self, lv: LruvecId, pfn: Pfn, prev: Pfn, next: Pfn) {
+    fn write_list_lines(&mut self, lv: LruvecId, pfn: Pfn, gen: bool) {
         if !self.lines.armed() {
             return;
         }
+        let (prev, next) = if gen {
+            let g = &self.lruvecs[lv as usize].lrugen;
+            super::lru_gen::folio::gen_list_neighbours(&self.pages, g, pfn)
+        } else {
+            let link = self.pages.links[pfn as usize];
+            (link.prev, link.next)
+        };
         let Mm {
             pages,
             lruvecs,

@@ -1,15 +1,19 @@
 //! struct page (the frame table) and the PTE encoding.
 //!
 //! Models include/linux/mm_types.h and include/linux/page-flags.h for base pages only (every
-//! folio is order 0: no large folios, no THP). A frame is 25 bytes, in three tables:
+//! folio is order 0: no large folios, no THP). A frame is in four tables:
 //!
 //! ```text
 //!   Page:    flags u16 | memcg u16 | owner u24 | lru_gen u8 | index u32 | private u32
 //!                                                                           (16 bytes)
 //!            lru_gen: bits 0-2 gen+1 | bits 3-4 refs | bits 5-7 unused
-//!   LruLink: lru.prev u32 | lru.next u32                                      (8 bytes)
+//!   LruLink: lru.prev u32 | lru.next u32 (classic lists, unevictable list)   (8 bytes)
+//!   lru_pos: the folio's place on its MGLRU generation list (lru_gen/list.rs) (4 bytes)
 //!   line_cpu: the CPU that last wrote the struct page line under lru_lock + 1 (1 byte)
 //! ```
+//! The tables are allocated zeroed and a page of one costs memory only once written, so
+//! a frame costs 25 bytes with the classic LRU (the links) and 21 with MGLRU (the
+//! position, plus its entry in a generation's array), not both.
 //! The list links live apart from the rest (struct page keeps them together): unlinking a
 //! folio writes its two neighbours, which are anywhere in the table, and a links-only
 //! table is a third of the size, so those neighbours are far more often in cache.
@@ -24,7 +28,7 @@
 //! set). Only MGLRU writes it, and a freed frame must have it zero again, as the kernel
 //! clears both fields at free (PAGE_FLAGS_CHECK_AT_PREP). See `lru_gen/folio.rs`.
 //! `owner` is the mm (anon) or file (page cache) the folio belongs to, `index` its page offset
-//! there (folio->index); together they are the reverse map: an anonymous folio is mapped by
+//! there (folio->index; on a free frame, the next frame of its node's free stack); together they are the reverse map: an anonymous folio is mapped by
 //! exactly one PTE, `mms[owner].ptes[index]` (no fork sharing, no KSM); a file folio by one
 //! PTE in each process mapping its file, at `map_base + index` (`files[owner].mappers`:
 //! the MAP_SHARED file of a usemem area, or a program's text). `private` is the
@@ -102,6 +106,9 @@ pub struct LruLink {
 pub struct Frames {
     pages: Vec<Page>,
     pub links: Vec<LruLink>,
+    /// A folio's position on its MGLRU generation list (lru_gen/list.rs), meaningful
+    /// while the folio is on one; MGLRU keeps its lists there instead of in `links`.
+    pub lru_pos: Vec<u32>,
     /// The CPU that last wrote the frame's struct page line under an lru_lock, plus one
     /// (0: unknown); see `lru_lines.rs`.
     pub line_cpu: Vec<u8>,
@@ -114,6 +121,7 @@ impl Frames {
         Frames {
             pages: zeroed_table(n),
             links: zeroed_table(n),
+            lru_pos: zeroed_table(n),
             line_cpu: zeroed_table(n),
         }
     }

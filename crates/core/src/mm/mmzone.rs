@@ -2,9 +2,10 @@
 //!
 //! Models include/linux/mmzone.h. Simplified: each node has exactly one zone (ZONE_NORMAL),
 //! so zone and node free counts coincide, `reclaim_idx` is always that zone and
-//! lowmem_reserve is 0. LRU lists are intrusive doubly linked lists threaded through the
-//! frame table's link array (`Frames::links`); the head is the young end and reclaim takes
-//! from the tail. The operations on them (include/linux/mm_inline.h) are mm_inline.rs.
+//! lowmem_reserve is 0. The classic LRU lists are intrusive doubly linked lists threaded
+//! through the frame table's link array (`Frames::links`); the head is the young end and
+//! reclaim takes from the tail. The operations on them (include/linux/mm_inline.h) are
+//! mm_inline.rs. MGLRU's generation lists are arrays (lru_gen/list.rs).
 
 use super::vmstat::{NodeStat, LRU_STAT, NR_NODE_STAT};
 use super::{LruvecId, MemcgId, Pfn, NIL};
@@ -187,8 +188,9 @@ pub struct PgData {
     pub free: u64,
     /// _watermark[MIN, LOW, HIGH] [pages].
     pub wmark: [u64; 3],
-    /// Frames freed and reusable, a stack linked through the free frames' own LRU links
-    /// (the buddy free lists' page->buddy_list shares page->lru): its top, NIL when empty.
+    /// Frames freed and reusable, a stack linked through the free frames' own page
+    /// offset (`Page::index`, unused while free; the buddy free lists link through
+    /// page->buddy_list): its top, NIL when empty.
     /// No memory beyond the frame table, however many frames are freed.
     pub free_head: Pfn,
     /// Frames never used yet start here (the zeroed tail of the node's range).

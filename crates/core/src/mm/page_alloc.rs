@@ -8,8 +8,8 @@
 //! loops without progress; then the OOM killer.
 //!
 //! Simplified: no per-CPU page lists or buddy orders (a frame is taken from the node's free
-//! stack, linked through the free frames' LRU links as the buddy lists are, or its
-//! never-used tail), no compaction, no highatomic reserves, no watermark boost,
+//! stack, linked through a field the free frames do not use, as the buddy lists link
+//! free pages through page->buddy_list, or its never-used tail), no compaction, no highatomic reserves, no watermark boost,
 //! no cpusets/mempolicies (the zonelist is the local node, then the others in id order).
 
 use super::mm_types::*;
@@ -62,13 +62,7 @@ impl Mm {
         }
         let pfn = if nd.free_head != NIL {
             let p = nd.free_head;
-            let link = &mut self.pages.links[p as usize];
-            nd.free_head = link.next;
-            // As lruvec_del_folio left it: on no list.
-            *link = LruLink {
-                prev: NIL,
-                next: NIL,
-            };
+            nd.free_head = self.pages[p as usize].index;
             p
         } else {
             let p = nd.next_unused;
@@ -121,8 +115,8 @@ impl Mm {
         self.pages.line_cpu[pfn as usize] = 0;
         let nd = &mut self.nodes[node as usize];
         nd.free += 1;
-        // Pushed on the node's free stack through its own (unused) LRU link.
-        self.pages.links[pfn as usize].next = nd.free_head;
+        // Pushed on the node's free stack through its own (unused) page offset.
+        self.pages[pfn as usize].index = nd.free_head;
         nd.free_head = pfn;
         self.used_frames -= 1;
         self.count_event(VmEvent::Pgfree, 1);
@@ -244,11 +238,12 @@ mod tests {
     use super::*;
     use crate::fixture::one_node_machine;
 
-    /// Freed frames are reused last-freed first, through their own LRU links (no memory
-    /// beyond the frame table), before the never-used tail; a reused frame comes off the
-    /// stack on no list.
+    /// Freed frames are reused last-freed first, through their own page offset (no memory
+    /// beyond the frame table, and none of the LRU links, which MGLRU does not use),
+    /// before the never-used tail; a reused frame comes off the stack on no list, its
+    /// offset cleared.
     #[test]
-    fn freed_frames_are_a_stack_through_their_lru_links() {
+    fn freed_frames_are_a_stack_through_their_page_offset() {
         let s = one_node_machine("64M", None, "");
         let mut mm = s.mm.borrow_mut();
         let free0 = mm.nodes[0].free;
@@ -267,18 +262,13 @@ mod tests {
         }
         assert_eq!(mm.nodes[0].free, free0);
         assert_eq!(mm.nodes[0].free_head, a[2]);
-        assert_eq!(mm.pages.links[a[2] as usize].next, a[1]);
+        assert_eq!(mm.pages[a[2] as usize].index, a[1]);
         let again: Vec<Pfn> = (0..4).map(|_| mm.rmqueue(0).unwrap()).collect();
         assert_eq!(again, vec![a[2], a[1], a[0], tail]);
         assert_eq!(mm.nodes[0].free_head, NIL);
         for &p in &again[..3] {
-            assert_eq!(
-                mm.pages.links[p as usize],
-                LruLink {
-                    prev: NIL,
-                    next: NIL
-                }
-            );
+            assert_eq!(mm.pages[p as usize].index, 0);
+            assert_eq!(mm.pages.links[p as usize], LruLink::default());
         }
     }
 }

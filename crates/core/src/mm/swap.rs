@@ -552,11 +552,13 @@ impl Mm {
     pub fn lru_linked(&self, pfn: Pfn) -> bool {
         let p = &self.pages[pfn as usize];
         let link = self.pages.links[pfn as usize];
+        let lv = &self.lruvecs[self.folio_lruvec(pfn) as usize];
+        if super::lru_gen::folio::folio_lru_gen(&self.pages, pfn).is_some() {
+            return p.test(PG_LRU)
+                && super::lru_gen::folio::gen_list_holds(&self.pages, &lv.lrugen, pfn);
+        }
         p.test(PG_LRU)
-            && (link.prev != NIL || link.next != NIL || {
-                let lv = &self.lruvecs[self.folio_lruvec(pfn) as usize];
-                lv.lists[p.lru_list()].head == pfn
-            })
+            && (link.prev != NIL || link.next != NIL || lv.lists[p.lru_list()].head == pfn)
     }
 }
 

@@ -123,7 +123,7 @@ pub fn inc_min_seq(
     if type_is_evictable(ty, swappiness) {
         let mut remaining = MAX_LRU_BATCH;
         loop {
-            let pfn = lv.lrugen.folios[old_gen][ty].tail;
+            let pfn = lv.lrugen.folios[old_gen][ty].tail();
             if pfn == NIL {
                 break;
             }
@@ -159,7 +159,7 @@ pub fn try_to_inc_min_seq(lrugen: &mut LruGenFolio, swappiness: u32) -> bool {
             continue;
         }
         while *seq + MIN_NR_GENS <= lrugen.max_seq
-            && lrugen.folios[lru_gen_from_seq(*seq)][ty].head == NIL
+            && lrugen.folios[lru_gen_from_seq(*seq)][ty].is_empty()
         {
             *seq += 1;
         }
@@ -517,12 +517,13 @@ mod tests {
     fn try_to_inc_min_seq_cases() {
         let (a, f) = (LRU_GEN_ANON, LRU_GEN_FILE);
         // max_seq 5, min_seq 2 and 2. Anon: seqs 2, 3 empty, 4 (gen 0) not; file: seq 2
-        // (gen 2) not empty. Only the list heads are read.
+        // (gen 2) not empty. Only whether a list is empty is read.
+        let mut pos = vec![0u32; 16];
         let mut base = LruGenFolio::init(true, 0);
         base.max_seq = 5;
         base.min_seq = [2, 2];
-        base.folios[0][a].head = 7;
-        base.folios[2][f].head = 8;
+        base.folios[0][a].add(&mut pos, 0, 7);
+        base.folios[2][f].add(&mut pos, 2, 8);
         base.avg_refaulted = [[10; 4]; 2];
         // Swappiness 60: anon would reach 4 (stops when 4 + 2 > 5), but file lags at 2 <
         // max_seq - 2 = 3, so anon is held at 3.
@@ -545,8 +546,8 @@ mod tests {
         let mut ahead = LruGenFolio::init(true, 0);
         ahead.max_seq = 5;
         ahead.min_seq = [2, 2];
-        ahead.folios[2][a].head = 7;
-        ahead.folios[0][f].head = 8;
+        ahead.folios[2][a].add(&mut pos, 2, 7);
+        ahead.folios[0][f].add(&mut pos, 0, 8);
         let mut g = ahead.clone();
         assert!(try_to_inc_min_seq(&mut g, 60));
         assert_eq!(g.min_seq, [2, 3]);

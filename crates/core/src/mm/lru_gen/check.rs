@@ -21,7 +21,7 @@ use crate::mm::{LruvecId, NIL};
 ///   PG_active nor PG_unevictable, and its gen counter names a generation within its type's
 ///   window that is not older than the list it sits on (a folio promoted by the walk waits
 ///   on its old list to be sorted). Lists of generations outside the window are empty;
-///   links are consistent both ways.
+///   each folio's position names its place on its list, and each list counts its folios.
 /// - nr_pages of each (gen, type) equals the folios whose gen counter says so (with no walk
 ///   batch pending; without lazy promotions this is each list's length).
 /// - With MGLRU on, the classic evictable lists are empty and the compatibility sizes
@@ -98,24 +98,19 @@ fn check_gen_list(
     seq_of: &impl Fn(usize, usize) -> Option<u64>,
     by_gen: &mut [[i64; ANON_AND_FILE]; MAX_NR_GENS as usize],
 ) -> Result<(), String> {
-    let head = &g.folios[gen][ty];
+    let list = &g.folios[gen][ty];
     let list_seq = seq_of(ty, gen);
-    let (mut prev, mut p, mut steps) = (NIL, head.head, 0usize);
-    while p != NIL {
-        steps += 1;
-        if steps > frames.len() || p as usize >= frames.len() {
-            return Err(format!(
-                "gen {gen} type {ty}: list runs past the frame table"
-            ));
+    let mut count = 0usize;
+    for p in list.iter() {
+        count += 1;
+        if p as usize >= frames.len() {
+            return Err(format!("gen {gen} type {ty}: pfn {p} past the frame table"));
         }
         let page = &frames[p as usize];
-        let link = frames.links[p as usize];
         let at = format!("pfn {p} on gen {gen} type {ty}");
-        if link.prev != prev {
-            return Err(format!(
-                "{at}: prev link {} but came from {prev}",
-                link.prev
-            ));
+        let pos = frames.lru_pos[p as usize];
+        if super::list::pos_gen(pos) != gen || !list.holds(&frames.lru_pos, p) {
+            return Err(format!("{at}: its position {pos:#x} names another place"));
         }
         if folio_type(page) != ty {
             return Err(format!("{at}: folio of the other type"));
@@ -139,13 +134,11 @@ fn check_gen_list(
             Some(bs) if bs < ls => return Err(format!("{at}: gen {bg} older than its list")),
             Some(_) => by_gen[bg][ty] += 1,
         }
-        prev = p;
-        p = link.next;
     }
-    if head.tail != prev {
+    if count != list.len() {
         return Err(format!(
-            "gen {gen} type {ty}: tail {} but the list ends at {prev}",
-            head.tail
+            "gen {gen} type {ty}: {count} folios on the list, which counts {}",
+            list.len()
         ));
     }
     Ok(())
@@ -275,7 +268,7 @@ mod tests {
         // Put back as reclaiming (writeback rotation): seq 5 - 4 + 1 = 2, the tail of gen 2.
         assert!(lru_gen_add_folio(&mut f, &mut lv, 1, true, &DEFAULT_RULES));
         assert_eq!(folio_lru_gen(&f, 1), Some(2));
-        assert_eq!(lv.lrugen.folios[2][LRU_GEN_FILE].tail, 1);
+        assert_eq!(lv.lrugen.folios[2][LRU_GEN_FILE].tail(), 1);
         check_lru_gen(&f, &lv, false).unwrap();
         // A disabled, empty lruvec.
         check_lru_gen(&f, &Lruvec::new(0, 0, 0, 0), false).unwrap();
@@ -317,13 +310,13 @@ mod tests {
         let (mut f, lv) = valid_state();
         f[1].set(PG_SWAPBACKED);
         assert_err(check_lru_gen(&f, &lv, false), "other type");
-        // A broken back link, a wrong tail.
+        // A position one place off, and one naming another generation's list.
         let (mut f, lv) = valid_state();
-        f.links[0].prev = 3;
-        assert_err(check_lru_gen(&f, &lv, false), "prev link");
-        let (f, mut lv) = valid_state();
-        lv.lrugen.folios[0][f_].tail = 1;
-        assert_err(check_lru_gen(&f, &lv, false), "tail");
+        f.lru_pos[0] ^= 1;
+        assert_err(check_lru_gen(&f, &lv, false), "names another place");
+        let (mut f, lv) = valid_state();
+        f.lru_pos[1] ^= 2 << 30;
+        assert_err(check_lru_gen(&f, &lv, false), "names another place");
         // A folio with a clear gen counter on a list.
         let (mut f, lv) = valid_state();
         f[1].lru_gen &= !LRU_GEN_MASK;

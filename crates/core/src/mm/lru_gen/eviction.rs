@@ -219,6 +219,10 @@ pub fn isolate_folio(
     true
 }
 
+/// How far ahead of the folio it sorts scan_folios fetches the folios it meets next (no
+/// effect on results): the list is an array (list.rs), so they are known in advance.
+const SCAN_AHEAD: usize = 8;
+
 /// What one scan_folios() pass did: the folios it looked at, those it isolated, and
 /// whether it stopped for its budget. The kernel returns `scanned` (before 7.2: 0 when it
 /// isolated nothing without using up its budget) and hands `isolated` back through a
@@ -231,6 +235,16 @@ struct ScanPass {
 }
 
 impl Mm {
+    /// Prefetch the folio `d` places before the tail of lruvec `l`'s list (`gen`, `ty`):
+    /// its frame (with its generation byte) and its list position (no effect on results).
+    #[inline]
+    fn prefetch_before_tail(&self, l: usize, gen: usize, ty: usize, d: usize) {
+        if let Some(n) = self.lruvecs[l].lrugen.folios[gen][ty].before_tail(d) {
+            crate::mm::prefetch(&self.pages[n as usize]);
+            crate::mm::prefetch(&self.pages.lru_pos[n as usize]);
+        }
+    }
+
     /// scan_folios(): sort or isolate folios from the tail of the oldest generation of
     /// `ty`, at most min(nr_to_scan, MAX_LRU_BATCH) of them (v6.18; older kernels always
     /// MAX_LRU_BATCH), stopping at MIN_LRU_BATCH isolated or skipped.
@@ -255,20 +269,16 @@ impl Mm {
         let mut protected = 0u64;
         let mut remaining = nr_to_scan.clamp(1, MAX_LRU_BATCH);
         let mut moved = self.pfn_vec();
+        for d in 1..SCAN_AHEAD {
+            self.prefetch_before_tail(l, gen, ty, d);
+        }
         loop {
-            let pfn = self.lruvecs[l].lrugen.folios[gen][ty].tail;
+            let pfn = self.lruvecs[l].lrugen.folios[gen][ty].tail();
             if pfn == crate::mm::NIL {
                 break;
             }
             scanned += 1;
-            let next = self.pages.links[pfn as usize].prev;
-            if next != crate::mm::NIL {
-                // The folio scanned after this one: its frame (with its generation byte)
-                // and links.
-                let n = next as usize;
-                crate::mm::prefetch(&self.pages[n]);
-                crate::mm::prefetch(&self.pages.links[n]);
-            }
+            self.prefetch_before_tail(l, gen, ty, SCAN_AHEAD);
             let Mm {
                 pages,
                 lruvecs,

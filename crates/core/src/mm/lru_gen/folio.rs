@@ -29,9 +29,10 @@
 //! compatibility sizes also go to `Lruvec::nr`, where the kernel's __update_lru_size
 //! updates the lruvec and zone counters but not the memcg per-zone LRU sizes.
 
+use super::list::pos_gen;
 use super::*;
-use crate::mm::mmzone::{ListHead, Lruvec};
-use crate::mm::{Pfn, NIL};
+use crate::mm::mmzone::Lruvec;
+use crate::mm::Pfn;
 use crate::versions::Rules;
 
 // ---------------------------------------------------------------------------------------
@@ -313,63 +314,40 @@ fn lru_gen_add_folio_seq_v61(lrugen: &LruGenFolio, page: &Page, reclaiming: bool
     }
 }
 
-/// list_add(): link at the head (young end).
-fn list_add(links: &mut [LruLink], head: &mut ListHead, pfn: Pfn) {
-    let old = head.head;
-    links[pfn as usize] = LruLink {
-        prev: NIL,
-        next: old,
-    };
-    if old != NIL {
-        links[old as usize].prev = pfn;
-    } else {
-        head.tail = pfn;
-    }
-    head.head = pfn;
+/// list_del() from whichever generation list of type `ty` holds the folio: the one its
+/// position names (its gen counter does not say: a promoted folio waits on its old list to
+/// be sorted). Returns the folios that were before and after it.
+#[inline]
+fn gen_list_del(frames: &mut Frames, lrugen: &mut LruGenFolio, ty: usize, pfn: Pfn) -> (Pfn, Pfn) {
+    let gen = pos_gen(frames.lru_pos[pfn as usize]);
+    lrugen.folios[gen][ty].del(&mut frames.lru_pos, pfn)
 }
 
-/// list_add_tail(): link at the tail (the next one eviction takes).
-fn list_add_tail(links: &mut [LruLink], head: &mut ListHead, pfn: Pfn) {
-    let old = head.tail;
-    links[pfn as usize] = LruLink {
-        prev: old,
-        next: NIL,
-    };
-    if old != NIL {
-        links[old as usize].next = pfn;
+/// list_add() (or list_add_tail() with `tail`) to generation `gen` of the folio's type.
+#[inline]
+fn gen_list_add(frames: &mut Frames, lrugen: &mut LruGenFolio, pfn: Pfn, gen: usize, tail: bool) {
+    let ty = folio_type(&frames[pfn as usize]);
+    let list = &mut lrugen.folios[gen][ty];
+    if tail {
+        list.add_tail(&mut frames.lru_pos, gen, pfn);
     } else {
-        head.head = pfn;
+        list.add(&mut frames.lru_pos, gen, pfn);
     }
-    head.tail = pfn;
 }
 
-/// list_del() from whichever generation list of type `ty` holds the folio. The folio's gen
-/// counter does not say which (a promoted folio waits on its old list to be sorted), so an
-/// end of a list is found by comparing the four lists' ends.
-fn gen_list_del(links: &mut [LruLink], lrugen: &mut LruGenFolio, ty: usize, pfn: Pfn) {
-    let LruLink { prev, next } = links[pfn as usize];
-    if prev != NIL {
-        links[prev as usize].next = next;
-    } else {
-        let l = lrugen.folios.iter_mut().find(|l| l[ty].head == pfn);
-        debug_assert!(l.is_some(), "pfn {pfn}: first of no list");
-        if let Some(l) = l {
-            l[ty].head = next;
-        }
-    }
-    if next != NIL {
-        links[next as usize].prev = prev;
-    } else {
-        let l = lrugen.folios.iter_mut().find(|l| l[ty].tail == pfn);
-        debug_assert!(l.is_some(), "pfn {pfn}: last of no list");
-        if let Some(l) = l {
-            l[ty].tail = prev;
-        }
-    }
-    links[pfn as usize] = LruLink {
-        prev: NIL,
-        next: NIL,
-    };
+/// The folios before and after `pfn` on its generation list (NIL past the ends): the
+/// neighbours list_del writes, or those list_add wrote.
+pub fn gen_list_neighbours(frames: &Frames, lrugen: &LruGenFolio, pfn: Pfn) -> (Pfn, Pfn) {
+    let ty = folio_type(&frames[pfn as usize]);
+    let gen = pos_gen(frames.lru_pos[pfn as usize]);
+    lrugen.folios[gen][ty].neighbours(&frames.lru_pos, pfn)
+}
+
+/// Whether `pfn` is on the generation list its position names.
+pub fn gen_list_holds(frames: &Frames, lrugen: &LruGenFolio, pfn: Pfn) -> bool {
+    let ty = folio_type(&frames[pfn as usize]);
+    let gen = pos_gen(frames.lru_pos[pfn as usize]);
+    lrugen.folios[gen][ty].holds(&frames.lru_pos, pfn)
 }
 
 /// list_move() / list_move_tail() of a folio to the head (or tail) of generation `gen`.
@@ -381,13 +359,8 @@ pub(super) fn gen_list_move(
     tail: bool,
 ) {
     let ty = folio_type(&frames[pfn as usize]);
-    gen_list_del(&mut frames.links, lrugen, ty, pfn);
-    let head = &mut lrugen.folios[gen][ty];
-    if tail {
-        list_add_tail(&mut frames.links, head, pfn);
-    } else {
-        list_add(&mut frames.links, head, pfn);
-    }
+    gen_list_del(frames, lrugen, ty, pfn);
+    gen_list_add(frames, lrugen, pfn, gen, tail);
 }
 
 /// lru_gen_add_folio() (lruvec_add_folio, and lruvec_add_folio_tail with `reclaiming`): put
@@ -417,12 +390,7 @@ pub fn lru_gen_add_folio(
     frames[pfn as usize].clear(PG_ACTIVE);
     frames[pfn as usize].set(PG_LRU);
     lru_gen_update_size(lv, ty, None, Some(gen));
-    let head = &mut lv.lrugen.folios[gen][ty];
-    if reclaiming {
-        list_add_tail(&mut frames.links, head, pfn);
-    } else {
-        list_add(&mut frames.links, head, pfn);
-    }
+    gen_list_add(frames, &mut lv.lrugen, pfn, gen, reclaiming);
     true
 }
 
@@ -443,7 +411,7 @@ pub fn lru_gen_del_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaim
     }
     set_byte_gen(frames, pfn, None);
     lru_gen_update_size(lv, ty, Some(gen), None);
-    gen_list_del(&mut frames.links, &mut lv.lrugen, ty, pfn);
+    gen_list_del(frames, &mut lv.lrugen, ty, pfn);
     true
 }
 
@@ -452,7 +420,7 @@ pub fn lru_gen_del_folio(frames: &mut Frames, lv: &mut Lruvec, pfn: Pfn, reclaim
 /// done. Put them back with `lru_gen_list_splice`.
 pub fn lru_gen_list_unlink(frames: &mut Frames, lrugen: &mut LruGenFolio, pfn: Pfn) {
     let ty = folio_type(&frames[pfn as usize]);
-    gen_list_del(&mut frames.links, lrugen, ty, pfn);
+    gen_list_del(frames, lrugen, ty, pfn);
 }
 
 /// list_splice(&moved, head) in scan_folios: put the folios parked with
@@ -465,8 +433,7 @@ pub fn lru_gen_list_splice(
     parked: &[Pfn],
 ) {
     for &pfn in parked {
-        let ty = folio_type(&frames[pfn as usize]);
-        list_add(&mut frames.links, &mut lrugen.folios[gen][ty], pfn);
+        gen_list_add(frames, lrugen, pfn, gen, false);
     }
 }
 
@@ -476,6 +443,7 @@ mod tests {
     use crate::mm::lru_gen::test_util::*;
     use crate::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON, LRU_UNEVICTABLE};
     use crate::mm::vmstat::NodeStat;
+    use crate::mm::NIL;
     use crate::versions::DEFAULT_RULES;
 
     #[test]
@@ -663,7 +631,7 @@ mod tests {
         assert_eq!(lv.nr, [0; 5]);
         assert_eq!(lv.lrugen.nr_pages, [[0; 2]; 4]);
         for l in lv.lrugen.folios.iter().flatten() {
-            assert_eq!((l.head, l.tail), (NIL, NIL));
+            assert!(l.is_empty() && (l.head(), l.tail()) == (NIL, NIL));
         }
     }
 
@@ -806,7 +774,7 @@ mod tests {
         assert_eq!(lv.lrugen.nr_pages[0][1], 4, "parked folios stay counted");
         lru_gen_list_splice(&mut f, &mut lv.lrugen, 0, &[0, 1]);
         assert_eq!(list(&f, &lv.lrugen.folios[0][1]), vec![1, 0, 3, 2]);
-        assert_eq!(lv.lrugen.folios[0][1].tail, 2);
+        assert_eq!(lv.lrugen.folios[0][1].tail(), 2);
     }
 
     #[test]

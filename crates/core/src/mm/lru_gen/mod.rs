@@ -118,7 +118,7 @@
 //!   drain_evictable), demotion and PMD-mapped folios are not modeled.
 
 use super::mm_types::*;
-use super::mmzone::{ListHead, LRU_INACTIVE_FILE};
+use super::mmzone::LRU_INACTIVE_FILE;
 use super::vmscan::ScanControl;
 use super::{LruvecId, Mm};
 
@@ -127,6 +127,7 @@ pub mod check;
 pub mod debugfs;
 pub mod eviction;
 pub mod folio;
+pub mod list;
 pub mod memcg_lru;
 pub mod mm_list;
 pub mod pid;
@@ -218,8 +219,8 @@ pub struct LruGenFolio {
     /// Birth time of each generation [virtual ns] (the kernel stores jiffies).
     pub timestamps: [u64; MAX_NR_GENS as usize],
     /// The generation lists (head = young end); eviction puts misplaced folios right as
-    /// it meets them.
-    pub folios: [[ListHead; ANON_AND_FILE]; MAX_NR_GENS as usize],
+    /// it meets them. See list.rs.
+    pub folios: [[list::GenList; ANON_AND_FILE]; MAX_NR_GENS as usize],
     /// Pages in each generation by the folios' gen counters [pages]; transiently off
     /// (even negative) while a page-table walk holds a batch (`LruGenMmWalk`).
     pub nr_pages: [[i64; ANON_AND_FILE]; MAX_NR_GENS as usize],
@@ -262,7 +263,7 @@ impl LruGenFolio {
             max_seq: MIN_NR_GENS + 1,
             min_seq: [0; ANON_AND_FILE],
             timestamps: [now; MAX_NR_GENS as usize],
-            folios: [[ListHead::default(); ANON_AND_FILE]; MAX_NR_GENS as usize],
+            folios: Default::default(),
             nr_pages: [[0; ANON_AND_FILE]; MAX_NR_GENS as usize],
             avg_refaulted: [[0; MAX_NR_TIERS]; ANON_AND_FILE],
             avg_total: [[0; MAX_NR_TIERS]; ANON_AND_FILE],
@@ -400,7 +401,7 @@ impl Mm {
 mod test_util {
     use super::*;
     use crate::mm::mmzone::Lruvec;
-    use crate::mm::{Pfn, NIL};
+    use crate::mm::Pfn;
 
     pub(super) const ANON: u16 = PG_SWAPBACKED | PG_ALLOCATED;
     pub(super) const FILE: u16 = PG_ALLOCATED;
@@ -433,13 +434,14 @@ mod test_util {
         f
     }
 
-    /// The pfns of a list from head to tail.
-    pub(super) fn list(frames: &Frames, head: &ListHead) -> Vec<Pfn> {
-        let mut v = vec![];
-        let mut p = head.head;
-        while p != NIL {
-            v.push(p);
-            p = frames.links[p as usize].next;
+    /// The pfns of a list from head to tail (each checked against its position).
+    pub(super) fn list(frames: &Frames, l: &super::list::GenList) -> Vec<Pfn> {
+        let v: Vec<Pfn> = l.iter().collect();
+        for &p in &v {
+            assert!(
+                l.holds(&frames.lru_pos, p),
+                "pfn {p} not where its position says"
+            );
         }
         v
     }
