@@ -39,6 +39,9 @@ const PLACE_MASK: u32 = (1 << PLACE_BITS) - 1;
 /// A list is rewritten without its holes when they outnumber its folios by this many.
 pub const COMPACT_SLACK: usize = 4096;
 
+/// A full list's array grows by 1/GROWTH of its entries.
+const GROWTH: usize = 4;
+
 /// A list whose last folio leaves gives its array back above this many entries of room.
 const KEEP_ROOM: usize = 1024;
 
@@ -123,6 +126,7 @@ impl GenList {
         debug_assert!(pfn & HOLE == 0, "pfn {pfn} beyond the lists' range");
         let next = self.head();
         self.front = self.front.wrapping_sub(1) & PLACE_MASK;
+        self.grow();
         self.q.push_front(pfn);
         pos[pfn as usize] = Self::position(gen, self.front);
         self.len += 1;
@@ -135,10 +139,31 @@ impl GenList {
         debug_assert!(pfn & HOLE == 0, "pfn {pfn} beyond the lists' range");
         let prev = self.tail();
         let place = self.front.wrapping_add(self.q.len() as u32);
+        self.grow();
         self.q.push_back(pfn);
         pos[pfn as usize] = Self::position(gen, place);
         self.len += 1;
         prev
+    }
+
+    /// Make room for one more entry, a quarter more at a time (not double), so that the
+    /// spare room is at most a quarter of the entries.
+    #[inline]
+    fn grow(&mut self) {
+        if self.q.len() == self.q.capacity() {
+            self.q.reserve_exact(self.q.len() / GROWTH + 16);
+        }
+    }
+
+    /// Give back room once the entries fill less than half of it, keeping a quarter of
+    /// them spare: a list drained by eviction does not hold the room of its peak while
+    /// younger generations grow.
+    #[inline]
+    fn shrink(&mut self) {
+        let (len, cap) = (self.q.len(), self.q.capacity());
+        if cap > KEEP_ROOM && len < cap / 2 {
+            self.q.shrink_to(len + len / GROWTH);
+        }
     }
 
     /// The folios before and after the one at index `i` (NIL past the ends).
@@ -190,12 +215,14 @@ impl GenList {
                 self.q.clear();
             }
         } else if i == last {
-            let n = 1 + self.run_at(last.wrapping_sub(1));
+            let n = 1 + self.run_at(last - 1);
             self.q.truncate(self.q.len() - n);
+            self.shrink();
         } else if i == 0 {
             let n = 1 + self.run_at(1);
             self.q.drain(..n);
             self.front = self.front.wrapping_add(n as u32) & PLACE_MASK;
+            self.shrink();
         } else {
             let (l, r) = (self.run_at(i - 1), self.run_at(i + 1));
             let run = HOLE | (l + 1 + r) as u32;
