@@ -42,7 +42,7 @@ pub const COMPACT_SLACK: usize = 4096;
 /// A full list's array grows by 1/GROWTH of its entries.
 const GROWTH: usize = 4;
 
-/// A list whose last folio leaves gives its array back above this many entries of room.
+/// A list gives back room only above this many entries of it.
 const KEEP_ROOM: usize = 1024;
 
 /// One generation list of one type (struct list_head lrugen->folios[gen][type][zone],
@@ -209,11 +209,9 @@ impl GenList {
         self.len -= 1;
         let last = self.q.len() - 1;
         if self.len == 0 {
-            if self.q.capacity() > KEEP_ROOM {
-                self.q = VecDeque::new();
-            } else {
-                self.q.clear();
-            }
+            // Its room is small already: the deletion at an end before this one left
+            // one entry, and `shrink` gave back all but KEEP_ROOM.
+            self.q.clear();
         } else if i == last {
             let n = 1 + self.run_at(last - 1);
             self.q.truncate(self.q.len() - n);
@@ -386,6 +384,48 @@ mod tests {
         // beside the last two folios.
         let s = COMPACT_SLACK;
         assert_eq!(lists[0].entries(), 2 + (s - 3), "compacted once");
+    }
+
+    /// A list's array grows by a quarter, and a list drained from its tail to under half
+    /// its room gives the room back but a quarter of its entries (memory and copying
+    /// only: no result depends on it).
+    #[test]
+    fn drained_lists_give_room_back() {
+        // Not a power of two, which doubling would reach exactly.
+        let n = 4 * KEEP_ROOM + 1;
+        let mut l = GenList::default();
+        let mut pos = vec![0u32; n];
+        for p in 0..n as u32 {
+            let before = l.q.capacity();
+            l.add(&mut pos, 1, p);
+            let after = l.q.capacity();
+            // Each growth is by a quarter at once, not an entry at a time.
+            assert!(after == before || after >= before + before / GROWTH);
+        }
+        let cap = l.q.capacity();
+        assert!(cap >= n && cap <= n + n / GROWTH + 16, "room {cap} for {n}");
+        // Eviction takes the tail: the first added.
+        for p in 0..(n / 2 + 1) as u32 {
+            l.del(&mut pos, p);
+        }
+        let (len, cap) = (l.q.len(), l.q.capacity());
+        assert_eq!(len, n - (n / 2 + 1));
+        // After each deletion at an end the entries fill at least half the room (else it
+        // shrank to a quarter more than them); the room of the full list was 2.5 times
+        // these entries.
+        assert!(cap >= len && cap <= 2 * len, "room {cap} for {len}");
+        for p in (n / 2 + 1) as u32..n as u32 - 1 {
+            l.del(&mut pos, p);
+        }
+        assert_eq!(l.iter().collect::<Vec<_>>(), vec![n as u32 - 1]);
+        // Each shrink leaves 5/8 of the room it found (a quarter more than the half it
+        // fell under), and only room above KEEP_ROOM shrinks: the last one left between
+        // 5/8 of KEEP_ROOM and KEEP_ROOM, however few the entries.
+        let cap = l.q.capacity();
+        assert!(
+            cap > KEEP_ROOM / 2 && cap <= KEEP_ROOM,
+            "room {cap} for one"
+        );
     }
 
     /// Positions wrap around their 30 bits: a list added at the head more often than
