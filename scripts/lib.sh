@@ -24,15 +24,17 @@ since() {
 
 # source_hash: one hash over the paths and contents of the compiled module's sources:
 # each crate's src/, Cargo.toml and build.rs, the workspace's Cargo.toml and Cargo.lock,
-# and pyproject.toml (tests, examples and docs are not built into it). crates/guest is
-# one of them: crates/py/build.rs builds the VM's runner and the module embeds it.
+# pyproject.toml and .cargo/config.toml, whose flags change the code (tests, examples and
+# docs are not built into it). crates/guest is one of them: crates/py/build.rs builds the VM's runner and the module embeds it.
 source_hash() {
     {
         if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
             git ls-files -z --cached --others --exclude-standard -- ':(glob)crates/*/src/**' \
-                ':(glob)crates/*/Cargo.toml' ':(glob)crates/*/build.rs' Cargo.toml Cargo.lock pyproject.toml
+                ':(glob)crates/*/Cargo.toml' ':(glob)crates/*/build.rs' Cargo.toml Cargo.lock pyproject.toml \
+                .cargo/config.toml
         else
             find crates/*/src crates/*/Cargo.toml crates/*/build.rs Cargo.toml Cargo.lock pyproject.toml \
+                .cargo/config.toml \
                 -type f -print0 2>/dev/null
         fi
     } | sort -z | while IFS= read -r -d '' f; do
@@ -116,6 +118,20 @@ ensure_pinned_toolchain() {
 install_valgrind() {
     command -v valgrind >/dev/null && return 0
     apt_install "the instruction counts (scripts/icount)" valgrind || exit 1
+}
+
+# config_rustflags: the flags .cargo/config.toml gives this host's target, as one
+# RUSTFLAGS string (empty if none): a build whose RUSTFLAGS are set (the profile-guided
+# steps of scripts/install) loses them otherwise.
+config_rustflags() {
+    local host
+    host=$(rustc -vV | sed -n 's/^host: //p')
+    python3 - "$host" <<'PY'
+import sys, tomllib
+with open(".cargo/config.toml", "rb") as f:
+    cfg = tomllib.load(f)
+print(" ".join(cfg.get("target", {}).get(sys.argv[1], {}).get("rustflags", [])))
+PY
 }
 
 # build_runner TREE TARGET_DIR: build the plain release runner of the source tree TREE
