@@ -30,10 +30,11 @@
 //!   are not present or write-protected), independently of the non-faulting draws' pages.
 //!   The thread draws the number of non-faulting draws before the next faulting one from
 //!   the geometric distribution and the faulting page uniformly among the `F` (a Fenwick
-//!   tree over 512-page groups of a faulting bitmap: O(log n)). It commits at most `n/1024`
-//!   draws at once (see `usemem.rs`), and draws again with the `F` of that moment, so a
-//!   page that starts to fault in between is seen at most `n/1024` draws late: in a steady
-//!   state that makes about 1/2048 of the faulting writes late by half a chunk.
+//!   tree over 4,096-page blocks of a faulting bitmap, then counts of its 512-page
+//!   groups: O(log n)). It commits at most `n/1024` draws at once (see `usemem.rs`), and
+//!   draws again with the `F` of that moment, so a page that starts to fault in between
+//!   is seen at most `n/1024` draws late: in a steady state that makes about 1/2048 of
+//!   the faulting writes late by half a chunk.
 //! - Time: a chunk's draws are committed when it starts, as a per-access thread runs up to
 //!   a quantum ahead of the others; a look in the middle of a chunk sees all of its draws.
 //! - Text: every write runs the process's text, so its present PTEs are young at a look
@@ -46,8 +47,9 @@
 //! date first) cost a few draws, not a page table's; its update draws only over the
 //! segment's writable pages, read from the faulting bitmap's word.
 //!
-//! The state costs about 0.45 bytes per page of a sampled area (a faulting bit, a Fenwick
-//! counter per 512 pages, a segment per 64 pages) and nothing for other areas.
+//! The state costs about 0.44 bytes per page of a sampled area (a faulting bit, a count
+//! per 512 pages, a Fenwick counter per 4,096, a segment per 64 pages) and nothing for
+//! other areas.
 
 use super::mm_types::pte;
 use super::PTRS_PER_PTE;
@@ -62,9 +64,10 @@ use rand::Rng as _;
 pub const CHUNK_SHIFT: u32 = 10;
 
 /// The state's bytes per page of a sampled area, for the memory estimate: a faulting bit
-/// (1/8), a Fenwick counter per 512 pages (4/512), and per 64 pages a segment (start,
-/// thread, sync count: 16) and a word's first segment (4).
-pub const SAMPLED_BYTES_PER_PAGE: f64 = 1.0 / 8.0 + 4.0 / 512.0 + 20.0 / 64.0;
+/// (1/8), a group count per 512 pages (2/512), a Fenwick counter per 4,096 pages
+/// (4/4096), and per 64 pages a segment (start, thread, sync count: 16) and a word's
+/// first segment (4).
+pub const SAMPLED_BYTES_PER_PAGE: f64 = 1.0 / 8.0 + 2.0 / 512.0 + 4.0 / 4096.0 + 20.0 / 64.0;
 
 /// Pages per word of the faulting bitmap, and at most per segment.
 const SEG_PAGES: usize = 64;
@@ -108,15 +111,22 @@ pub struct SampledArea {
     pub writing: u32,
     /// One bit per page: set when a write to it faults (not present, or write-protected).
     faulting: Vec<u64>,
-    /// A Fenwick tree (1-based) over `faulting`'s groups of [`GROUP_WORDS`] words (512
-    /// pages, one cache line of bits): their set bits. Coarser than a word, it stays in
-    /// cache beside a large frame table; the last step of a select counts the group's
-    /// words, which share the line it must read anyway.
+    /// The set bits of each group of [`GROUP_WORDS`] words of `faulting` (512 pages, one
+    /// cache line of bits).
+    group_count: Vec<u16>,
+    /// A Fenwick tree (1-based) over blocks of [`BLOCK_GROUPS`] groups (4,096 pages):
+    /// their set bits. A select descends it, steps through one line of `group_count` and
+    /// counts the group's words, which share the line it must read anyway: small (4 bytes
+    /// per 4,096 pages), the tree stays in cache beside a large frame table, where one
+    /// over the groups missed on its lower levels.
     fen: Vec<u32>,
 }
 
-/// Words of the faulting bitmap per Fenwick entry: one 64-byte cache line.
+/// Words of the faulting bitmap per group: one 64-byte cache line.
 const GROUP_WORDS: usize = 8;
+
+/// Groups per block, a Fenwick entry.
+const BLOCK_GROUPS: usize = 8;
 
 /// A piece of a thread's span within one word of the faulting bitmap.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -188,6 +198,7 @@ impl SampledArea {
                 faulting[vpn as usize / 64] |= 1 << (vpn % 64);
             }
         }
+        let groups = words.div_ceil(GROUP_WORDS);
         let mut area = SampledArea {
             pages,
             threads,
@@ -197,10 +208,13 @@ impl SampledArea {
             text_sync: 0,
             writing: 0,
             faulting,
-            fen: vec![0; words.div_ceil(GROUP_WORDS) + 1],
+            group_count: vec![0; groups],
+            fen: vec![0; groups.div_ceil(BLOCK_GROUPS) + 1],
         };
         for w in 0..words {
-            area.fen_add(w / GROUP_WORDS, area.faulting[w].count_ones() as i64);
+            let c = area.faulting[w].count_ones();
+            area.group_count[w / GROUP_WORDS] += c as u16;
+            area.fen_add(w / GROUP_WORDS / BLOCK_GROUPS, c as i64);
         }
         for t in 0..area.threads.len() {
             let (lo, hi) = (area.threads[t].lo, area.threads[t].hi);
@@ -209,17 +223,17 @@ impl SampledArea {
         area
     }
 
-    fn fen_add(&mut self, group: usize, d: i64) {
-        let mut i = group + 1;
+    fn fen_add(&mut self, block: usize, d: i64) {
+        let mut i = block + 1;
         while i < self.fen.len() {
             self.fen[i] = (self.fen[i] as i64 + d) as u32;
             i += i & i.wrapping_neg();
         }
     }
 
-    /// Faulting pages in groups `0..group`.
-    fn fen_prefix(&self, group: usize) -> u64 {
-        let (mut i, mut sum) = (group, 0u64);
+    /// Faulting pages in blocks `0..block`.
+    fn fen_prefix(&self, block: usize) -> u64 {
+        let (mut i, mut sum) = (block, 0u64);
         while i > 0 {
             sum += self.fen[i] as u64;
             i &= i - 1;
@@ -231,7 +245,12 @@ impl SampledArea {
     pub fn rank(&self, x: u32) -> u64 {
         let (w, b) = (x as usize / 64, x % 64);
         let g = w / GROUP_WORDS;
-        let whole: u64 = self.faulting[g * GROUP_WORDS..w]
+        let block = g / BLOCK_GROUPS;
+        let groups: u64 = self.group_count[block * BLOCK_GROUPS..g]
+            .iter()
+            .map(|&c| c as u64)
+            .sum();
+        let words: u64 = self.faulting[g * GROUP_WORDS..w]
             .iter()
             .map(|v| v.count_ones() as u64)
             .sum();
@@ -240,7 +259,7 @@ impl SampledArea {
         } else {
             (self.faulting[w] & ((1u64 << b) - 1)).count_ones() as u64
         };
-        self.fen_prefix(g) + whole + part
+        self.fen_prefix(block) + groups + words + part
     }
 
     /// Faulting pages in thread `t`'s span.
@@ -250,19 +269,9 @@ impl SampledArea {
 
     /// The faulting page whose rank (faulting pages before it) is `r` (< the total).
     pub fn select(&self, r: u64) -> u32 {
-        // The last group g with fen_prefix(g) <= r, by the Fenwick tree's binary descent.
-        let (mut pos, mut left) = (0usize, r);
-        let mut step = (self.fen.len() - 1).next_power_of_two();
-        while step > 0 {
-            let next = pos + step;
-            if next < self.fen.len() && (self.fen[next] as u64) <= left {
-                pos = next;
-                left -= self.fen[next] as u64;
-            }
-            step >>= 1;
-        }
+        let (g, mut left) = self.select_group(r);
         // The group's word that holds it, then bit `left` (0-based) of that word.
-        let mut w = pos * GROUP_WORDS;
+        let mut w = g * GROUP_WORDS;
         loop {
             let c = self.faulting[w].count_ones() as u64;
             if left < c {
@@ -276,6 +285,33 @@ impl SampledArea {
             bits &= bits - 1;
         }
         w as u32 * 64 + bits.trailing_zeros()
+    }
+
+    /// The group that holds the faulting page of rank `r` (< the total), and the page's
+    /// rank within the group.
+    fn select_group(&self, r: u64) -> (usize, u64) {
+        // The last block b with fen_prefix(b) <= r, by the Fenwick tree's binary descent.
+        let (mut pos, mut left) = (0usize, r);
+        let mut step = (self.fen.len() - 1).next_power_of_two();
+        while step > 0 {
+            let next = pos + step;
+            if next < self.fen.len() && (self.fen[next] as u64) <= left {
+                pos = next;
+                left -= self.fen[next] as u64;
+            }
+            step >>= 1;
+        }
+        // The block's group that holds it.
+        let mut g = pos * BLOCK_GROUPS;
+        while left >= self.group_count[g] as u64 {
+            left -= self.group_count[g] as u64;
+            g += 1;
+        }
+        debug_assert!(
+            g < (pos + 1) * BLOCK_GROUPS,
+            "select: rank {r} past block {pos}"
+        );
+        (g, left)
     }
 
     /// The PTE at `vpn` (or its write protection) changed: keep the faulting bitmap. A
@@ -299,7 +335,9 @@ impl SampledArea {
         self.sync_segment(seg, Some(except), ptes, pmd_young);
         self.faulting[w] ^= bit;
         let d = if now { 1 } else { -1 };
-        self.fen_add(w / GROUP_WORDS, d);
+        let g = w / GROUP_WORDS;
+        self.group_count[g] = self.group_count[g].wrapping_add_signed(d as i16);
+        self.fen_add(g / BLOCK_GROUPS, d);
         let th = &mut self.threads[self.segs[seg].thread as usize];
         th.faulting = th.faulting.wrapping_add_signed(d);
     }
@@ -514,14 +552,22 @@ impl SampledArea {
         }
         let mut below = 0u64;
         for (g, line) in self.faulting.chunks(GROUP_WORDS).enumerate() {
-            if self.fen_prefix(g) != below {
+            let count = line.iter().map(|w| w.count_ones() as u64).sum::<u64>();
+            if self.group_count[g] as u64 != count {
                 return Err(format!(
-                    "sampled area: the Fenwick tree counts {} faulting pages before group {g}, \
-                     the bitmap {below}",
-                    self.fen_prefix(g)
+                    "sampled area: group {g} counts {} faulting pages, the bitmap {count}",
+                    self.group_count[g]
                 ));
             }
-            below += line.iter().map(|w| w.count_ones() as u64).sum::<u64>();
+            if g % BLOCK_GROUPS == 0 && self.fen_prefix(g / BLOCK_GROUPS) != below {
+                return Err(format!(
+                    "sampled area: the Fenwick tree counts {} faulting pages before block {}, \
+                     the bitmap {below}",
+                    self.fen_prefix(g / BLOCK_GROUPS),
+                    g / BLOCK_GROUPS
+                ));
+            }
+            below += count;
         }
         for (t, th) in self.threads.iter().enumerate() {
             let scan = (th.lo..th.hi)
@@ -607,16 +653,24 @@ mod tests {
     }
 
     proptest! {
-        /// rank and select against a count and a scan of the bitmap.
+        /// rank and select against a count and a scan of the bitmap, over areas of up to
+        /// ten blocks (a block is 4,096 pages), sparse to dense.
         #[test]
         fn rank_and_select_agree_with_a_scan(
-            bits in proptest::collection::vec(any::<bool>(), 1..3000),
+            n in 1u32..40_000,
+            density in 0.0f64..1.0,
+            seed in any::<u64>(),
         ) {
-            let n = bits.len() as u32;
+            let mut rng = stream(seed, 0);
+            let bits: Vec<bool> = (0..n).map(|_| rng.random::<f64>() < density).collect();
             let (sa, _, _) = area(n, |v| !bits[v as usize]);
             let faulting: Vec<u32> = (0..n).filter(|&v| bits[v as usize]).collect();
+            let mut below = 0u64;
             for x in 0..=n {
-                prop_assert_eq!(sa.rank(x), faulting.iter().filter(|&&v| v < x).count() as u64);
+                prop_assert_eq!(sa.rank(x), below);
+                if x < n && bits[x as usize] {
+                    below += 1;
+                }
             }
             for (j, &v) in faulting.iter().enumerate() {
                 prop_assert_eq!(sa.select(j as u64), v);
@@ -628,7 +682,7 @@ mod tests {
         /// thread's faulting page is in its span.
         #[test]
         fn faulting_counts_follow_the_ptes(
-            n in 3u32..2500,
+            n in 3u32..12_000,
             cuts in (0.0f64..1.0, 0.0f64..1.0),
             flips in proptest::collection::vec((0.0f64..1.0, any::<bool>()), 0..200),
         ) {
@@ -667,6 +721,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn check_finds_counts_that_disagree_with_the_bitmap() {
+        // Three blocks, every third page absent: each count matches until one is changed.
+        let (mut sa, ptes, _) = area(3 * 4096, |v| v % 3 != 0);
+        assert_eq!(sa.check(&ptes, &[]), Ok(()));
+        sa.group_count[9] += 1;
+        let e = sa.check(&ptes, &[]).unwrap_err();
+        assert!(e.contains("group 9 counts"), "{e}");
+        sa.group_count[9] -= 1;
+        // Block 1's Fenwick entry (index 2 covers blocks 0 and 1): block 2's prefix is off.
+        sa.fen[2] += 1;
+        let e = sa.check(&ptes, &[]).unwrap_err();
+        assert!(e.contains("before block 2"), "{e}");
+        sa.fen[2] -= 1;
+        sa.faulting[0] ^= 1 << 1;
+        let e = sa.check(&ptes, &[]).unwrap_err();
+        assert!(e.contains("page 1's faulting bit"), "{e}");
     }
 
     #[test]
