@@ -213,6 +213,11 @@ struct PteScan {
 /// How many PTEs ahead walk_pte_range prefetches the frame a PTE points to.
 const WALK_PREFETCH: usize = 8;
 
+/// How many PTEs ahead look-around prefetches the frame a PTE points to: its window is
+/// short (64 PTEs) and mostly young where it runs at all, so more frames are fetched at
+/// once, from the window's start.
+const LOOK_AROUND_PREFETCH: usize = 16;
+
 impl Mm {
     /// Does the folio at `pfn` belong to lruvec `lv`'s memcg and node, on its MGLRU lists
     /// (get_pfn_folio)? Before 6.14 (rule mglru_promote_second_sighting off: 6.1, 6.12)
@@ -447,10 +452,14 @@ impl Mm {
         let queued = activate.len();
         let mut young = 1u64;
         self.mms[mmid as usize].sampled_sync(start as u32, end as u32);
+        // As in walk_pte_range, the frames of the young PTEs are fetched ahead: the
+        // window's first LOOK_AROUND_PREFETCH at once, then each that far ahead.
+        for v in start..(start + LOOK_AROUND_PREFETCH as u64).min(end) {
+            self.prefetch_young_frame(mmid, v as usize);
+        }
         for v in start..end {
-            // As in walk_pte_range: fetch the frames of the young PTEs ahead.
-            if v + (WALK_PREFETCH as u64) < end {
-                self.prefetch_young_frame(mmid, (v + WALK_PREFETCH as u64) as usize);
+            if v + (LOOK_AROUND_PREFETCH as u64) < end {
+                self.prefetch_young_frame(mmid, (v + LOOK_AROUND_PREFETCH as u64) as usize);
             }
             let e = self.mms[mmid as usize].ptes[v as usize];
             if !pte::present(e) || e & pte::YOUNG == 0 {
