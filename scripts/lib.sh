@@ -25,7 +25,8 @@ since() {
 # source_hash: one hash over the paths and contents of the compiled module's sources:
 # each crate's src/, Cargo.toml and build.rs, the workspace's Cargo.toml and Cargo.lock,
 # pyproject.toml and .cargo/config.toml, whose flags change the code (tests, examples and
-# docs are not built into it). crates/guest is one of them: crates/py/build.rs builds the VM's runner and the module embeds it.
+# docs are not built into it). crates/guest is one of them: crates/py/build.rs builds the
+# VM's runner and the module embeds it.
 source_hash() {
     {
         if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -126,10 +127,12 @@ install_valgrind() {
 config_rustflags() {
     local host
     host=$(rustc -vV | sed -n 's/^host: //p')
-    python3 - "$host" <<'PY'
-import sys, tomllib
-with open(".cargo/config.toml", "rb") as f:
-    cfg = tomllib.load(f)
+    "$venv/bin/python" - "$host" <<'PY'
+import os, sys, tomllib
+cfg = {}
+if os.path.exists(".cargo/config.toml"):
+    with open(".cargo/config.toml", "rb") as f:
+        cfg = tomllib.load(f)
 print(" ".join(cfg.get("target", {}).get(sys.argv[1], {}).get("rustflags", [])))
 PY
 }
