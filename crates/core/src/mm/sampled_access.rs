@@ -724,6 +724,28 @@ mod tests {
     }
 
     #[test]
+    fn the_estimate_per_page_is_what_the_state_allocates() {
+        // Two threads whose spans meet inside a word (so each word has its first segment
+        // recorded, the estimate's worst case), over 64 blocks: the tables' own sizes.
+        let pages = 64 * 4096;
+        let ptes = vec![0u32; pages as usize];
+        let cut = pages / 2 + 5;
+        let spans = vec![((0, cut), stream(7, 1)), ((cut, pages), stream(7, 2))];
+        let sa = SampledArea::new(pages, spans, None, &ptes, &[]);
+        let word_seg = sa.word_seg.as_ref().expect("a span starts inside a word");
+        let bytes = sa.faulting.len() * 8
+            + sa.group_count.len() * 2
+            + sa.fen.len() * 4
+            + sa.segs.len() * std::mem::size_of::<Segment>()
+            + word_seg.len() * 4;
+        let per_page = bytes as f64 / pages as f64;
+        assert!(
+            (per_page - SAMPLED_BYTES_PER_PAGE).abs() < 0.001 * SAMPLED_BYTES_PER_PAGE,
+            "the tables take {per_page} bytes a page, the estimate says {SAMPLED_BYTES_PER_PAGE}"
+        );
+    }
+
+    #[test]
     fn check_finds_counts_that_disagree_with_the_bitmap() {
         // Three blocks, every third page absent: each count matches until one is changed.
         let (mut sa, ptes, _) = area(3 * 4096, |v| v % 3 != 0);
