@@ -123,7 +123,8 @@ install_valgrind() {
 
 # config_rustflags: the flags .cargo/config.toml gives this host's target, as one
 # RUSTFLAGS string (empty if none): a build whose RUSTFLAGS are set (the profile-guided
-# steps of scripts/install) loses them otherwise.
+# steps of scripts/install) loses them otherwise. Read with the virtual environment's
+# Python (3.11 or later, for tomllib): call it once $venv exists.
 config_rustflags() {
     local host
     host=$(rustc -vV | sed -n 's/^host: //p')
